@@ -1,0 +1,1 @@
+"""Core: dtypes, devices, storages, the Tensor, the CUDA runtime and the kernel launch glue."""

@@ -1,0 +1,289 @@
+"""``tritensor.cuda``: devices, streams, events and memory statistics through cuda-python.
+
+Streams and events wrap ``cuda.core`` objects. The *current stream* is per thread and per
+device, as in PyTorch; every Triton launch goes on it because Triton's
+``driver.active.get_current_stream`` is pointed at :func:`current_stream` (see ``launch.py``).
+In CPU mode there is no device: ``is_available()`` is False and everything that needs one
+raises a clear error.
+"""
+from __future__ import annotations
+
+import threading
+from collections import namedtuple
+
+from . import memory, mode
+from .device import device as _device
+
+_lock = threading.Lock()
+_devices: dict[int, object] = {}
+_default_streams: dict[int, "Stream"] = {}
+_local = threading.local()
+
+
+def is_available() -> bool:
+    return mode.GPU
+
+
+def _require(what: str) -> None:
+    if not mode.GPU:
+        raise RuntimeError(
+            f"{what}: CUDA is not available (tritensor runs in CPU mode: no CUDA driver/device, "
+            "or TRITENSOR_DEVICE=cpu)"
+        )
+
+
+def device_count() -> int:
+    if not mode.GPU:
+        return 0
+    from cuda.core import system
+
+    return system.get_num_devices() if hasattr(system, "get_num_devices") else system.num_devices
+
+
+def _index(dev) -> int:
+    if dev is None:
+        return current_device()
+    if isinstance(dev, int):
+        idx = dev
+    else:
+        d = _device(dev)
+        if d.type != "cuda":
+            raise ValueError(f"device: expected a cuda device, got {d}")
+        idx = current_device() if d.index is None else d.index
+    n = device_count()
+    if not 0 <= idx < n:
+        raise ValueError(f"device: index {idx} out of range; {n} CUDA device(s) present")
+    return idx
+
+
+def _cu_device(index: int | None = None):
+    """The cuda.core Device for ``index``, made current on first use."""
+    _require("tritensor.cuda")
+    if index is None:
+        index = current_device()
+    d = _devices.get(index)
+    if d is None:
+        from cuda.core import Device
+
+        with _lock:
+            d = _devices.get(index)
+            if d is None:
+                d = Device(index)
+                d.set_current()
+                _devices[index] = d
+    return d
+
+
+def current_device() -> int:
+    _require("current_device")
+    return getattr(_local, "device", 0)
+
+
+def set_device(dev) -> None:
+    idx = _index(dev)
+    _local.device = idx
+    _cu_device(idx).set_current()
+
+
+def get_device_name(dev=None) -> str:
+    return _cu_device(_index(dev)).name
+
+
+_DeviceProperties = namedtuple(
+    "_DeviceProperties", "name major minor total_memory multi_processor_count"
+)
+
+
+def get_device_properties(dev=None):
+    d = _cu_device(_index(dev))
+    p = d.properties
+    major, minor = d.compute_capability
+    from cuda.bindings import driver
+
+    total = memory._check(driver.cuDeviceTotalMem(d.device_id))[1]
+    return _DeviceProperties(d.name, major, minor, int(total), int(p.multiprocessor_count))
+
+
+def get_device_capability(dev=None) -> tuple[int, int]:
+    return tuple(_cu_device(_index(dev)).compute_capability)
+
+
+# ---------------------------------------------------------------------------------------------
+class Stream:
+    """A CUDA stream. ``Stream()`` makes a new non-blocking stream on the current device."""
+
+    def __init__(self, device=None, priority: int = 0, *, _wrap=None):
+        _require("Stream")
+        idx = _index(device)
+        self.device = _device("cuda", idx)
+        if _wrap is not None:
+            self._cu = _wrap
+        else:
+            from cuda.core import StreamOptions
+
+            self._cu = _cu_device(idx).create_stream(options=StreamOptions(nonblocking=True, priority=priority))
+
+    @property
+    def cuda_stream(self) -> int:
+        return int(self._cu.handle)
+
+    def query(self) -> bool:
+        return self.record_event().query()
+
+    def synchronize(self) -> None:
+        self._cu.sync()
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def wait_event(self, event: "Event") -> None:
+        if event._cu is not None:
+            self._cu.wait(event._cu)
+
+    def wait_stream(self, stream: "Stream") -> None:
+        self.wait_event(stream.record_event())
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and self.cuda_stream == other.cuda_stream
+
+    def __hash__(self) -> int:
+        return hash(self.cuda_stream)
+
+    def __repr__(self) -> str:
+        return f"<tritensor.cuda.Stream device={self.device} cuda_stream={self.cuda_stream:#x}>"
+
+
+class Event:
+    """A CUDA event: ``record`` on a stream, then ``wait``/``query``/``synchronize``/``elapsed_time``."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        _require("Event")
+        self.enable_timing = enable_timing
+        self.blocking = blocking
+        self.interprocess = interprocess
+        self._cu = None  # created on first record, on the recording stream's device
+
+    def record(self, stream: Stream | None = None) -> None:
+        stream = current_stream() if stream is None else stream
+        if self._cu is None:
+            from cuda.core import EventOptions
+
+            opts = EventOptions(timing_enabled=self.enable_timing, blocking_sync=self.blocking,
+                                ipc_enabled=self.interprocess)
+            self._cu = _cu_device(stream.device.index).create_event(options=opts)
+        stream._cu.record(self._cu)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        (current_stream() if stream is None else stream).wait_event(self)
+
+    def query(self) -> bool:
+        return True if self._cu is None else bool(self._cu.is_done)
+
+    def synchronize(self) -> None:
+        if self._cu is not None:
+            self._cu.sync()
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds between this event and ``end_event`` (both recorded, timing enabled)."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise ValueError("elapsed_time: both events need enable_timing=True")
+        if self._cu is None or end_event._cu is None:
+            raise ValueError("elapsed_time: both events must be recorded first")
+        from cuda.bindings import driver
+
+        end_event.synchronize()
+        return float(memory._check(driver.cuEventElapsedTime(self._cu.handle, end_event._cu.handle))[1])
+
+
+def default_stream(device=None) -> Stream:
+    idx = _index(device)
+    s = _default_streams.get(idx)
+    if s is None:
+        with _lock:
+            s = _default_streams.get(idx)
+            if s is None:
+                s = Stream(idx, _wrap=_cu_device(idx).default_stream)
+                _default_streams[idx] = s
+    return s
+
+
+def current_stream(device=None) -> Stream:
+    idx = _index(device)
+    per_dev = getattr(_local, "streams", None)
+    s = per_dev.get(idx) if per_dev else None
+    return s if s is not None else default_stream(idx)
+
+
+def set_stream(stream: Stream) -> None:
+    if not hasattr(_local, "streams"):
+        _local.streams = {}
+    _local.streams[stream.device.index] = stream
+
+
+class StreamContext:
+    """``with tritensor.cuda.stream(s):`` makes ``s`` current (and its device) for the block."""
+
+    def __init__(self, stream: Stream | None):
+        self.stream = stream
+
+    def __enter__(self):
+        if self.stream is None:
+            return None
+        self._prev_dev = current_device()
+        self._prev = current_stream(self.stream.device.index)
+        if self.stream.device.index != self._prev_dev:
+            set_device(self.stream.device.index)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is None:
+            return
+        set_stream(self._prev)
+        if current_device() != self._prev_dev:
+            set_device(self._prev_dev)
+
+
+def stream(s: Stream | None) -> StreamContext:
+    return StreamContext(s)
+
+
+def synchronize(device=None) -> None:
+    _cu_device(_index(device)).sync()
+
+
+# ---------------------------------------------------------------------------------------------
+def memory_allocated(device=None) -> int:
+    """Bytes held by live tensors on ``device`` (not what the pool has cached)."""
+    return memory.stats(_index(device)).allocated if mode.GPU else 0
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory.stats(_index(device)).peak if mode.GPU else 0
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    if mode.GPU:
+        st = memory.stats(_index(device))
+        with st.lock:
+            st.peak = st.allocated
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the device's memory pool holds from the driver, cached blocks included."""
+    if not mode.GPU:
+        return 0
+    return int(_cu_device(_index(device)).memory_resource.attributes.reserved_mem_current)
+
+
+def empty_cache() -> None:
+    """Give cached, unused pool memory back to the driver."""
+    if not mode.GPU:
+        return
+    from cuda.bindings import driver
+
+    for idx, d in list(_devices.items()):
+        d.sync()
+        memory._check(driver.cuMemPoolTrimTo(d.memory_resource.handle, 0))

@@ -1,0 +1,50 @@
+"""Devices: ``cpu``, ``cuda`` and ``cuda:N``, spelled and compared as in PyTorch."""
+from __future__ import annotations
+
+
+class device:
+    __slots__ = ("type", "index")
+
+    def __init__(self, type_or_str, index: int | None = None):
+        if isinstance(type_or_str, device):
+            self.type, self.index = type_or_str.type, type_or_str.index
+            return
+        if isinstance(type_or_str, int) and not isinstance(type_or_str, bool):
+            type_or_str, index = "cuda", type_or_str
+        if not isinstance(type_or_str, str):
+            raise TypeError(f"device: expected a string like 'cpu' or 'cuda:0', got {type_or_str!r}")
+        s = type_or_str.strip()
+        if ":" in s:
+            if index is not None:
+                raise ValueError(f"device: index given twice in {type_or_str!r} and index={index}")
+            s, _, idx = s.partition(":")
+            if not idx.isdigit():
+                raise ValueError(f"device: bad device index in {type_or_str!r}; expected e.g. 'cuda:0'")
+            index = int(idx)
+        if s not in ("cpu", "cuda"):
+            raise ValueError(f"device: unknown device type {s!r}; expected 'cpu' or 'cuda'")
+        if index is not None and (not isinstance(index, int) or index < 0):
+            raise ValueError(f"device: index must be a non-negative int, got {index!r}")
+        if s == "cpu" and index not in (None, 0):
+            raise ValueError(f"device: cpu has no index {index}")
+        self.type, self.index = s, (None if s == "cpu" else index)
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except (ValueError, TypeError):
+                return False
+        return isinstance(other, device) and self.type == other.type and self.index == other.index
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+
+CPU = device("cpu")

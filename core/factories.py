@@ -1,0 +1,221 @@
+"""Tensor factories: ``tensor``, ``zeros``, ``ones``, ``empty``, ``full``, ``arange``, ``rand``,
+``randn``, ``from_numpy``, the ``*_like`` forms, and the random seed."""
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from ..triton_kernels import random as _rand
+from . import dtype as dt
+from . import memory
+from .device import CPU, device
+from .tensor import Tensor, _shape_arg, contiguous_strides
+
+_seed_lock = threading.Lock()
+_generator = {"seed": 67280421310721, "offset": 0}
+
+
+def manual_seed(seed: int) -> None:
+    """Seed every device's generator (there is one Philox stream shared by all)."""
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise TypeError(f"manual_seed: seed must be an int, got {type(seed).__name__}")
+    with _seed_lock:
+        _generator["seed"] = int(seed) & 0x7FFFFFFF
+        _generator["offset"] = 0
+
+
+def initial_seed() -> int:
+    return _generator["seed"]
+
+
+def _take_counters(n: int) -> tuple[int, int]:
+    with _seed_lock:
+        seed, off = _generator["seed"], _generator["offset"]
+        # tl.rand draws 32-bit counters; 4 values per counter block, keep streams apart.
+        _generator["offset"] = (off + ((n + 3) // 4) * 4) % (2**32)
+    return seed, off
+
+
+def _device(d) -> device:
+    return CPU if d is None else device(d)
+
+
+def _dtype(d, default=None) -> dt.dtype:
+    if d is None:
+        return default or dt.get_default_dtype()
+    return dt.to_dtype(d)
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        if not t.dtype.is_floating_point:
+            raise RuntimeError("Only Tensors of floating point dtype can require gradients")
+        t.requires_grad = True
+    return t
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _finish(Tensor._empty(_shape_arg(size), _dtype(dtype), _device(device)), requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if dtype is None:
+        dtype = dt.bool_ if isinstance(fill_value, bool) else (
+            dt.int64 if isinstance(fill_value, (int, np.integer)) else dt.get_default_dtype())
+    t = Tensor._empty(_shape_arg((size,)), _dtype(dtype), _device(device))
+    return _finish(t.fill_(fill_value), requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(_shape_arg(size), 0, dtype=_dtype(dtype), device=device, requires_grad=requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return full(_shape_arg(size), 1, dtype=_dtype(dtype), device=device, requires_grad=requires_grad)
+
+
+def _like(t: Tensor, dtype, device_):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"input: expected a Tensor, got {type(t).__name__}")
+    return t.shape, (t.dtype if dtype is None else dt.to_dtype(dtype)), (t.device if device_ is None else device(device_))
+
+
+def empty_like(t, dtype=None, device=None, requires_grad=False):
+    shape, d, dev = _like(t, dtype, device)
+    return empty(shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def zeros_like(t, dtype=None, device=None, requires_grad=False):
+    shape, d, dev = _like(t, dtype, device)
+    return zeros(shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def ones_like(t, dtype=None, device=None, requires_grad=False):
+    shape, d, dev = _like(t, dtype, device)
+    return ones(shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
+    shape, d, dev = _like(t, dtype, device)
+    return full(shape, fill_value, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def rand_like(t, dtype=None, device=None, requires_grad=False):
+    shape, d, dev = _like(t, dtype, device)
+    return rand(shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def randn_like(t, dtype=None, device=None, requires_grad=False):
+    shape, d, dev = _like(t, dtype, device)
+    return randn(shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def _random(size, dtype, device_, normal: bool, requires_grad: bool) -> Tensor:
+    d = _dtype(dtype)
+    if not d.is_floating_point:
+        raise TypeError(f"{'randn' if normal else 'rand'}: dtype must be floating point, got {d}")
+    t = Tensor._empty(_shape_arg(size), d, _device(device_))
+    seed, off = _take_counters(t.numel())
+    _rand.random_(t, seed, off, normal)
+    return _finish(t, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _random(size, dtype, device, False, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _random(size, dtype, device, True, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    for name, v in (("start", start), ("end", end), ("step", step)):
+        if isinstance(v, Tensor):
+            v = v.item()
+        if not isinstance(v, (int, float, np.number)) or isinstance(v, bool):
+            raise TypeError(f"arange: {name} must be a number, got {type(v).__name__}")
+    if step == 0:
+        raise RuntimeError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise RuntimeError(f"arange: upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})")
+    if dtype is None:
+        dtype = dt.int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else dt.get_default_dtype()
+    n = max(0, math.ceil((end - start) / step))
+    t = Tensor._empty((n,), _dtype(dtype), _device(device))
+    _rand.arange(t, start, step)
+    return _finish(t, requires_grad)
+
+
+def from_numpy(a: np.ndarray) -> Tensor:
+    """A CPU tensor sharing ``a``'s memory, as ``torch.from_numpy``."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray, got {type(a).__name__}")
+    d = dt.from_numpy_dtype(a.dtype, "from_numpy")
+    if any(s < 0 for s in a.strides):
+        raise ValueError("from_numpy: at least one stride in the given numpy array is negative; "
+                         "copy it first (np.ascontiguousarray)")
+    if any(s % a.itemsize for s in a.strides):
+        raise ValueError(f"from_numpy: strides {a.strides} are not multiples of the element size {a.itemsize}")
+    span = (sum((n - 1) * s for n, s in zip(a.shape, a.strides)) + a.itemsize) if a.size else 0
+    storage = memory.HostStorage(span, owner=a, ptr=a.ctypes.data)
+    return Tensor(storage, a.shape, tuple(s // a.itemsize for s in a.strides), 0, d)
+
+
+def _infer_dtype(obj) -> dt.dtype:
+    flat = list(_flatten(obj))
+    if flat and all(isinstance(v, (bool, np.bool_)) for v in flat):
+        return dt.bool_
+    if all(isinstance(v, (bool, int, np.integer, np.bool_)) for v in flat) and flat:
+        return dt.int64
+    return dt.get_default_dtype()
+
+
+def _flatten(obj):
+    if isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _flatten(o)
+    else:
+        yield obj
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, NumPy arrays, Tensors)."""
+    if isinstance(data, Tensor):
+        src = data.detach() if hasattr(data, "detach") else data
+        out = src.to(device=_device(device) if device is not None else src.device, dtype=_dtype(dtype, src.dtype), copy=True)
+        return _finish(out, requires_grad)
+    if isinstance(data, np.ndarray):
+        d = _dtype(dtype, dt.from_numpy_dtype(data.dtype, "data"))
+        arr = np.ascontiguousarray(data)
+    else:
+        for v in _flatten(data):
+            if isinstance(v, Tensor):
+                v = v.item()
+            if not isinstance(v, (bool, int, float, np.number, np.bool_)):
+                raise TypeError(f"tensor(): could not infer dtype of {type(v).__name__}")
+        d = _dtype(dtype, _infer_dtype(data))
+        try:
+            arr = np.array(data, dtype=np.float64 if d.is_floating_point else (np.bool_ if d is dt.bool_ else np.int64))
+        except ValueError as e:
+            raise ValueError(f"tensor(): data is not rectangular (ragged nested sequence): {e}") from None
+    if arr.dtype != d.np:
+        arr = _host_cast(arr, d)
+    out = Tensor._empty(arr.shape, d, CPU)
+    out.numpy(force=True)[...] = arr
+    if device is not None and _device(device) != CPU:
+        out = out.to(_device(device))
+    return _finish(out, requires_grad)
+
+
+def _host_cast(arr: np.ndarray, d: dt.dtype) -> np.ndarray:
+    """Convert host data to ``d`` through the cast kernel, so conversions match the GPU's."""
+    src = from_numpy(np.ascontiguousarray(arr)) if arr.dtype in [x.np for x in dt.ALL] else from_numpy(arr.astype(np.float64))
+    dst = Tensor._empty(arr.shape, d, CPU)
+    from .ops import copy_into
+
+    copy_into(dst, src)
+    return dst.numpy(force=True)

@@ -1,0 +1,53 @@
+"""PyTorch's free functions (``tritensor.exp(x)``, ``tritensor.add(a, b)``, ...).
+
+Each is the same op as the Tensor method; the list below is the public surface, built from
+the kernel families' op tables so a new op shows up in both places at once.
+"""
+from __future__ import annotations
+
+from ..triton_kernels import elementwise as _k
+from .ops import elementwise as _ew
+from .tensor import Tensor
+
+
+def _unary_fn(op):
+    def fn(input, *, out=None):
+        return _ew.unary(op, input, out=out)
+
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise ``{op}``."
+    return fn
+
+
+def _binary_fn(op):
+    def fn(input, other, *, out=None):
+        return _ew.binary(op, input, other, out=out)
+
+    fn.__name__ = op
+    fn.__doc__ = f"Elementwise ``{op}`` with broadcasting and type promotion."
+    return fn
+
+
+__all__ = ["where", "clamp", "clip", "true_divide", "multiply", "subtract", "is_tensor"]
+for _op in _k.UNARY:
+    globals()[_op] = _unary_fn(_op)
+    __all__.append(_op)
+for _op in _k.BINARY:
+    globals()[_op] = _binary_fn(_op)
+    __all__.append(_op)
+true_divide, multiply, subtract = globals()["div"], globals()["mul"], globals()["sub"]
+
+
+def where(condition, input, other, *, out=None):
+    return _ew.where(condition, input, other, out=out)
+
+
+def clamp(input, min=None, max=None):
+    return input.clamp(min, max)
+
+
+clip = clamp
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)

@@ -1,0 +1,187 @@
+"""Storages: the bytes a Tensor views. Host storages are NumPy buffers; device storages are
+cuda.core ``Buffer`` objects from the device's stream-ordered memory pool.
+
+A storage also satisfies the small protocol Triton's interpreter copies arguments through
+(``data_ptr()``, ``cpu()``, ``copy_()``); host storages already live on the host, so both are
+identities and the interpreter reads and writes the tensor's memory in place.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+
+from .device import CPU, device
+
+_ALIGN = 64  # bytes; Triton specialises pointers on 16-byte alignment, vector loads like more
+
+
+class HostStorage:
+    """Host memory: an owned, aligned NumPy byte buffer, or a view of a caller's array."""
+
+    __slots__ = ("nbytes", "_ptr", "_bytes", "_owner", "__weakref__")
+    device = CPU
+
+    def __init__(self, nbytes: int, owner=None, ptr: int | None = None):
+        self.nbytes = int(nbytes)
+        if owner is None:
+            raw = np.empty(self.nbytes + _ALIGN, dtype=np.uint8)
+            start = (-raw.ctypes.data) % _ALIGN
+            self._bytes = raw[start : start + self.nbytes]
+            self._owner = raw
+            self._ptr = self._bytes.ctypes.data
+        else:  # borrow an existing array's memory (from_numpy); keep the array alive
+            self._owner = owner
+            self._ptr = int(ptr)
+            buf = (ctypes.c_uint8 * max(self.nbytes, 1)).from_address(self._ptr) if self.nbytes else None
+            self._bytes = np.frombuffer(buf, dtype=np.uint8, count=self.nbytes) if buf is not None else np.empty(0, np.uint8)
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def bytes_view(self) -> np.ndarray:
+        """The whole storage as a writable uint8 array (shares memory)."""
+        return self._bytes
+
+    # Triton interpreter protocol: this memory is already host memory.
+    def cpu(self):
+        return self
+
+    def copy_(self, other):
+        return self
+
+    def record_stream(self, stream) -> None:  # host memory is not stream-ordered
+        pass
+
+
+class _Stats:
+    def __init__(self):
+        self.allocated = 0
+        self.peak = 0
+        self.lock = threading.Lock()
+
+
+_stats: dict[int, _Stats] = {}
+
+
+def stats(index: int) -> _Stats:
+    s = _stats.get(index)
+    if s is None:
+        s = _stats.setdefault(index, _Stats())
+    return s
+
+
+class CudaStorage:
+    """Device memory from cuda.core's stream-ordered pool.
+
+    The allocation is ordered on the stream current at allocation time. If the memory is used
+    on other streams, ``record_stream`` notes them; on free, the allocating stream waits on an
+    event recorded on each of them, so the pool cannot hand the bytes out again before those
+    streams finish reading (PyTorch's ``record_stream`` semantics).
+    """
+
+    __slots__ = ("nbytes", "device", "_buf", "_ptr", "_stream", "_other_streams", "__weakref__")
+
+    def __init__(self, nbytes: int, dev: device, stream):
+        from . import cuda
+
+        self.nbytes = int(nbytes)
+        self.device = dev
+        self._stream = stream
+        self._other_streams = None
+        cdev = cuda._cu_device(dev.index)
+        self._buf = cdev.memory_resource.allocate(max(self.nbytes, 1), stream=stream._cu)
+        self._ptr = int(self._buf.handle)
+        st = stats(dev.index)
+        with st.lock:
+            st.allocated += self.nbytes
+            st.peak = max(st.peak, st.allocated)
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def record_stream(self, stream) -> None:
+        if stream is self._stream or stream == self._stream:
+            return
+        if self._other_streams is None:
+            self._other_streams = []
+        if stream not in self._other_streams:
+            self._other_streams.append(stream)
+
+    def __del__(self):
+        buf = getattr(self, "_buf", None)
+        if buf is None:
+            return
+        try:
+            for s in self._other_streams or ():
+                self._stream._cu.wait(s._cu.record())
+            buf.close(self._stream._cu)
+            st = stats(self.device.index)
+            with st.lock:
+                st.allocated -= self.nbytes
+        except Exception:  # interpreter shutdown: the context may already be gone
+            pass
+
+
+# ---------------------------------------------------------------------------------------------
+# Byte copies between host and device, staged through pinned memory on the current stream.
+
+_pinned_local = threading.local()
+
+
+def _pinned(nbytes: int):
+    """A per-thread pinned staging buffer, grown on demand (cuMemAllocHost is slow)."""
+    buf = getattr(_pinned_local, "buf", None)
+    if buf is None or buf.size < nbytes:
+        from cuda.core import LegacyPinnedMemoryResource
+
+        mr = getattr(_pinned_local, "mr", None) or LegacyPinnedMemoryResource()
+        _pinned_local.mr = mr
+        if buf is not None:
+            buf.close()
+        buf = mr.allocate(max(nbytes, 1 << 20))
+        _pinned_local.buf = buf
+    return int(buf.handle)
+
+
+def _check(result):
+    from cuda.bindings import driver
+
+    err = result[0] if isinstance(result, tuple) else result
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"CUDA error: {err!r}")
+    return result
+
+
+def host_to_device(dst_ptr: int, src: np.ndarray, stream) -> None:
+    """Copy a C-contiguous host array to device memory; returns when the copy is done."""
+    from cuda.bindings import driver
+
+    n = src.nbytes
+    if n == 0:
+        return
+    pin = _pinned(n)
+    ctypes.memmove(pin, src.ctypes.data, n)
+    _check(driver.cuMemcpyHtoDAsync(dst_ptr, pin, n, stream.cuda_stream))
+    stream.synchronize()  # the staging buffer is reused by the next copy
+
+
+def device_to_host(dst: np.ndarray, src_ptr: int, stream) -> None:
+    """Copy device bytes into a C-contiguous host array, ordered after work on ``stream``."""
+    from cuda.bindings import driver
+
+    n = dst.nbytes
+    if n == 0:
+        return
+    pin = _pinned(n)
+    _check(driver.cuMemcpyDtoHAsync(pin, src_ptr, n, stream.cuda_stream))
+    stream.synchronize()
+    ctypes.memmove(dst.ctypes.data, pin, n)
+
+
+def device_to_device(dst_ptr: int, src_ptr: int, nbytes: int, stream) -> None:
+    from cuda.bindings import driver
+
+    if nbytes:
+        _check(driver.cuMemcpyDtoDAsync(dst_ptr, src_ptr, nbytes, stream.cuda_stream))

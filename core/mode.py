@@ -1,0 +1,51 @@
+"""Which of the two execution modes this process runs in, decided once, before Triton loads.
+
+GPU mode: a CUDA driver answers and has a device; Triton compiles kernels for it.
+CPU mode: no driver/device, or ``TRITENSOR_DEVICE=cpu``; ``TRITON_INTERPRET=1`` is set so the
+very same ``@triton.jit`` kernels run in Triton's interpreter on host (NumPy) buffers.
+
+Triton reads ``TRITON_INTERPRET`` when a ``@triton.jit`` decorator runs, so this module must be
+imported before any kernel module; ``tritensor/__init__.py`` imports it first.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+
+def _cuda_device_count() -> int:
+    try:
+        from cuda.bindings import driver
+    except Exception:
+        return 0
+    try:
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return 0
+        err, n = driver.cuDeviceGetCount()
+        return int(n) if err == driver.CUresult.CUDA_SUCCESS else 0
+    except Exception:  # no libcuda.so: the driver library itself is missing
+        return 0
+
+
+def _decide() -> str:
+    want = os.environ.get("TRITENSOR_DEVICE", "").strip().lower()
+    if want not in ("", "cpu", "cuda", "gpu"):
+        raise ValueError(f"TRITENSOR_DEVICE must be 'cpu' or 'cuda', got {want!r}")
+    if want == "cpu":
+        return "cpu"
+    n = _cuda_device_count()
+    if want in ("cuda", "gpu") and n == 0:
+        raise RuntimeError("TRITENSOR_DEVICE=cuda but no CUDA driver or device answered")
+    return "gpu" if n > 0 else "cpu"
+
+
+MODE = _decide()
+GPU = MODE == "gpu"
+CPU = not GPU
+
+if CPU:
+    os.environ["TRITON_INTERPRET"] = "1"
+elif os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    warnings.warn("TRITON_INTERPRET is set but a GPU is present: tritensor runs in GPU mode and compiles kernels")
+    os.environ["TRITON_INTERPRET"] = "0"

@@ -1,0 +1,69 @@
+"""Tensor-level ops: check arguments, broadcast, promote, allocate, then run a kernel.
+
+Each family lives in its own module beside the kernels it calls (``elementwise.py`` calls
+``triton_kernels/elementwise.py`` and so on). This module holds the moves every op needs:
+copying between layouts/dtypes, filling, and crossing devices.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...triton_kernels import cast as _cast
+from .. import memory
+
+
+def _check_writable(dst, what: str) -> None:
+    if dst.numel() > 1 and any(st == 0 and n > 1 for n, st in zip(dst.shape, dst.stride())):
+        raise RuntimeError(
+            f"{what}: unsupported operation: more than one element of the written-to tensor refers to a "
+            "single memory location (it is expanded). Please clone() the tensor before performing the operation."
+        )
+
+
+def _overlaps(a, b) -> bool:
+    """Do two tensors' byte ranges in the same storage intersect (and are they not the same view)?"""
+    if a._storage is not b._storage or a.numel() == 0 or b.numel() == 0:
+        return False
+    if a._offset == b._offset and a.shape == b.shape and a.stride() == b.stride() and a.dtype is b.dtype:
+        return False
+    def span(t):
+        lo = t._offset * t.dtype.itemsize
+        hi = lo + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.dtype.itemsize
+        return lo, hi
+    (a0, a1), (b0, b1) = span(a), span(b)
+    return a0 < b1 and b0 < a1
+
+
+def copy_into(dst, src) -> None:
+    """dst[...] = src for same-shape tensors on one device; casts dtype, any strides."""
+    if dst.device != src.device:
+        raise RuntimeError(f"copy: expected tensors on one device, got dst on {dst.device} and src on {src.device}")
+    _check_writable(dst, "copy_")
+    if _overlaps(dst, src):
+        src = src.clone()
+    _cast.copy(dst, src)
+
+
+def fill(dst, value) -> None:
+    _check_writable(dst, "fill_")
+    _cast.fill(dst, value)
+
+
+def move(src, dev, dtype_):
+    """Copy ``src`` to another device (and dtype): contiguous bytes over pinned host memory."""
+    from .. import cuda
+    from ..tensor import Tensor
+
+    if src.dtype is not dtype_ and src.device.type == "cuda":
+        src = src.to(dtype_)  # convert where the data is, move fewer bytes if narrowing
+    out = Tensor._empty(src.shape, src.dtype, dev)
+    if src.device.type == "cpu":  # host -> device
+        host = np.ascontiguousarray(src.numpy(force=True))
+        memory.host_to_device(out.data_ptr(), host.reshape(-1).view(np.uint8), cuda.current_stream(dev.index))
+    elif dev.type == "cpu":  # device -> host
+        host = out.numpy(force=True).reshape(-1).view(np.uint8)
+        memory.device_to_host(host, src.contiguous().data_ptr(), cuda.current_stream(src.device.index))
+    else:  # device -> device
+        cuda.current_stream(dev.index).wait_stream(cuda.current_stream(src.device.index))
+        memory.device_to_device(out.data_ptr(), src.contiguous().data_ptr(), src.nbytes, cuda.current_stream(dev.index))
+    return out if out.dtype is dtype_ else out.to(dtype_)

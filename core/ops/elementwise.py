@@ -1,0 +1,164 @@
+"""Elementwise ops on Tensors: PyTorch's broadcasting and type promotion, then one kernel.
+
+Every public function here takes tensors or Python numbers, checks them (devices, shapes,
+dtypes) before anything runs, and returns a new tensor; ``out=`` writes into an existing one
+(that is how the in-place ``*_`` methods work).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ...triton_kernels import elementwise as _k
+from .. import dtype as dt
+from ..tensor import Tensor, broadcast_shapes
+
+# Unary ops that keep an integer input's dtype; the rest turn integers into the default float.
+_INT_PRESERVING = {"neg", "abs", "relu", "square", "sign", "floor", "ceil", "trunc"}
+
+
+def compute_dtype(d: dt.dtype) -> str:
+    """The dtype arithmetic happens in: fp32 for fp16/bf16/fp32, fp64 for fp64."""
+    if d.is_floating_point:
+        return "float64" if d is dt.float64 else "float32"
+    return "int64" if d is dt.int64 else "int32"
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, (numbers.Number, np.number, np.bool_)) and not isinstance(x, complex)
+
+
+def _check_operand(x, name: str, op: str):
+    if isinstance(x, Tensor) or _is_scalar(x):
+        return
+    raise TypeError(f"{op}(): argument '{name}' must be a Tensor or a Python number, not {type(x).__name__}")
+
+
+def _common_device(op: str, *xs):
+    """PyTorch's rule: all tensors on one device, except 0-d CPU tensors (used as scalars)."""
+    devs = {x.device for x in xs if isinstance(x, Tensor) and not (x.ndim == 0 and x.device.type == "cpu")}
+    if len(devs) > 1:
+        a, b = sorted(devs, key=str)[:2]
+        raise RuntimeError(
+            f"{op}(): Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!"
+        )
+    if devs:
+        return devs.pop()
+    return next(x.device for x in xs if isinstance(x, Tensor))
+
+
+def can_cast(frm: dt.dtype, to: dt.dtype) -> bool:
+    """torch.can_cast: no float -> integral, no non-bool -> bool."""
+    if frm.is_floating_point and not to.is_floating_point:
+        return False
+    if frm is not dt.bool_ and to is dt.bool_:
+        return False
+    return True
+
+
+def _prepare_out(out, shape, result: dt.dtype, dev, op: str):
+    if out is None:
+        return Tensor._empty(shape, result, dev)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{op}(): argument 'out' must be a Tensor, not {type(out).__name__}")
+    if out.device != dev:
+        raise RuntimeError(f"{op}(): out is on {out.device} but the inputs are on {dev}")
+    if tuple(out.shape) != tuple(shape):
+        raise RuntimeError(f"{op}(): output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}")
+    if not can_cast(result, out.dtype):
+        raise RuntimeError(f"{op}(): result type {result.name} can't be cast to the desired output type {out.dtype.name}")
+    from . import _check_writable
+
+    _check_writable(out, op)
+    return out
+
+
+def _unalias(out, *xs):
+    """Inputs that partly overlap the output (x.add_(x.T)) are read from a copy first."""
+    from . import _overlaps
+
+    return [x.clone() if isinstance(x, Tensor) and _overlaps(out, x) else x for x in xs]
+
+
+def unary(op: str, x, out=None) -> Tensor:
+    _check_operand(x, "input", op)
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument 'input' must be a Tensor, not {type(x).__name__}")
+    if op == "logical_not":
+        result = dt.bool_
+        compute = compute_dtype(x.dtype)
+    elif x.dtype.is_floating_point or op in _INT_PRESERVING:
+        if op == "neg" and x.dtype is dt.bool_:
+            raise RuntimeError("neg(): negation, the `-` operator, on a bool tensor is not supported. "
+                               "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+        result = x.dtype
+        compute = compute_dtype(x.dtype)
+    else:
+        result = dt.get_default_dtype()
+        compute = "float32"
+    out = _prepare_out(out, x.shape, result, x.device, op)
+    (x,) = _unalias(out, x)
+    _k.elementwise(op, out, x, compute=compute)
+    return out
+
+
+def binary(op: str, a, b, out=None) -> Tensor:
+    _check_operand(a, "input", op)
+    _check_operand(b, "other", op)
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        raise TypeError(f"{op}(): at least one argument must be a Tensor")
+    # 0-d CPU tensors beside tensors on another device act as Python scalars.
+    dev = _common_device(op, a, b)
+    a, b = [x.item() if isinstance(x, Tensor) and x.device != dev else x for x in (a, b)]
+    promoted = dt.result_type(a, b)
+    if op in ("div",) and not promoted.is_floating_point:
+        compute_in, result = dt.get_default_dtype(), dt.get_default_dtype()
+    elif op == "pow" and not promoted.is_floating_point:
+        compute_in, result = dt.float64, promoted  # exact for |result| < 2**53, then rounded back
+    elif op in _k.COMPARISONS:
+        compute_in, result = promoted, dt.bool_
+    else:
+        compute_in, result = promoted, promoted
+    if op == "sub" and promoted is dt.bool_:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
+                           "Use the `^` or `logical_xor()` operator instead.")
+    compute = compute_dtype(compute_in)
+    if not isinstance(a, Tensor):  # scalar op tensor: swap where the op allows, else materialise
+        if op in ("add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or"):
+            a, b = b, a
+        else:
+            a = full_like_scalar(a, b, getattr(dt, compute))
+    shape = broadcast_shapes(a.shape, b.shape) if isinstance(b, Tensor) else tuple(a.shape)
+    out = _prepare_out(out, shape, result, dev, op)
+    a, b = _unalias(out, a, b)
+    scalar = None
+    if isinstance(b, Tensor):
+        b = b.expand(shape)
+    else:
+        scalar = float(b) if compute.startswith("float") else int(b)
+        b = None
+    _k.elementwise(op, out, a.expand(shape), b, scalar=scalar, compute=compute)
+    return out
+
+
+def full_like_scalar(value, like: Tensor, d: dt.dtype) -> Tensor:
+    t = Tensor._empty((), d, like.device)
+    return t.fill_(value)
+
+
+def where(cond, x, y, out=None) -> Tensor:
+    if not isinstance(cond, Tensor):
+        raise TypeError(f"where(): argument 'condition' must be a Tensor, not {type(cond).__name__}")
+    if cond.dtype is not dt.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {cond.dtype.name}")
+    _check_operand(x, "input", "where")
+    _check_operand(y, "other", "where")
+    dev = _common_device("where", cond, x, y)
+    result = dt.result_type(x, y)
+    x, y = [v if isinstance(v, Tensor) else full_like_scalar(v, cond, result) for v in (x, y)]
+    shape = broadcast_shapes(cond.shape, x.shape, y.shape)
+    out = _prepare_out(out, shape, result, dev, "where")
+    cond, x, y = _unalias(out, cond, x, y)
+    _k.elementwise("where", out, cond.expand(shape), x.expand(shape), y.expand(shape), compute=compute_dtype(result))
+    return out

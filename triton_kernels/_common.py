@@ -1,0 +1,121 @@
+"""What every kernel family shares: block sizes per mode, collapsing strided layouts, passing
+float64 scalars, and the N-d strided index math.
+
+Kernels see tensors only as pointers plus (shape, strides) tuples; the Triton interpreter and
+the GPU compiler both accept tuple arguments, so one kernel handles any rank.
+"""
+from __future__ import annotations
+
+import os
+import struct
+
+import triton
+import triton.language as tl
+
+INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+# The interpreter pays per program, not per element: few, wide blocks. The GPU wants
+# enough programs to fill its SMs and blocks that fit registers.
+ELEMENTWISE_BLOCK = 32768 if INTERPRET else 1024
+
+
+def grid_1d(n: int, block: int) -> tuple:
+    return (max(1, triton.cdiv(n, block)),)
+
+
+def collapse(shape, *strides):
+    """Merge dims that are contiguous in *every* operand and drop size-1 dims.
+
+    Returns ``(shape, [strides per operand], contiguous)`` where ``contiguous`` means one
+    flat dim with unit stride everywhere, which kernels index without any div/mod.
+    """
+    dims = [(n, [s[i] for s in strides]) for i, n in enumerate(shape) if n != 1]
+    merged: list = []
+    for n, st in dims:
+        if merged:
+            pn, pst = merged[-1]
+            if all(ps == s * n for ps, s in zip(pst, st)):
+                merged[-1] = (pn * n, st)
+                continue
+        merged.append((n, st))
+    if not merged:
+        merged = [(1, [1] * len(strides))]
+    out_shape = tuple(n for n, _ in merged)
+    out_strides = [tuple(st[k] for _, st in merged) for k in range(len(strides))]
+    contiguous = len(out_shape) == 1 and all(s[0] == 1 for s in out_strides)
+    return out_shape, out_strides, contiguous
+
+
+def needs_int64(shape, *strides) -> bool:
+    """True when an element index or a byte-free element offset may not fit in int32."""
+    n = 1
+    for s in shape:
+        n *= s
+    if n >= 2**31 - 1:
+        return True
+    for st in strides:
+        if sum((d - 1) * abs(s) for d, s in zip(shape, st)) >= 2**31 - 1:
+            return True
+    return False
+
+
+def f64_bits(x: float) -> int:
+    """A float64 as its signed int64 bit pattern: Triton passes Python floats as fp32."""
+    return struct.unpack("<q", struct.pack("<d", float(x)))[0]
+
+
+@triton.jit
+def load_f64_scalar(bits):
+    """Undo :func:`f64_bits` inside a kernel (small patterns arrive as int32)."""
+    return bits.to(tl.int64).to(tl.float64, bitcast=True)
+
+
+@triton.jit
+def linear_index(BLOCK: tl.constexpr, INT64: tl.constexpr):
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    return pid * BLOCK + tl.arange(0, BLOCK)
+
+
+@triton.jit
+def strided_offset(lin, shape, strides, NDIM: tl.constexpr):
+    """Element offset of flat (row-major) index ``lin`` in a tensor of ``shape``/``strides``."""
+    off = tl.zeros_like(lin)
+    rem = lin
+    for d in tl.static_range(NDIM - 1, -1, -1):
+        off += (rem % shape[d]) * strides[d]
+        rem = rem // shape[d]
+    return off
+
+
+@triton.jit
+def strided_offset2(lin, shape, sa, sb, NDIM: tl.constexpr):
+    """Offsets of ``lin`` in two operands that share ``shape``: one div/mod per dim."""
+    oa = tl.zeros_like(lin)
+    ob = tl.zeros_like(lin)
+    rem = lin
+    for d in tl.static_range(NDIM - 1, -1, -1):
+        i = rem % shape[d]
+        rem = rem // shape[d]
+        oa += i * sa[d]
+        ob += i * sb[d]
+    return oa, ob
+
+
+@triton.jit
+def strided_offset4(lin, shape, sa, sb, sc, sd, NDIM: tl.constexpr):
+    """Offsets of ``lin`` in four operands that share ``shape``."""
+    oa = tl.zeros_like(lin)
+    ob = tl.zeros_like(lin)
+    oc = tl.zeros_like(lin)
+    od = tl.zeros_like(lin)
+    rem = lin
+    for d in tl.static_range(NDIM - 1, -1, -1):
+        i = rem % shape[d]
+        rem = rem // shape[d]
+        oa += i * sa[d]
+        ob += i * sb[d]
+        oc += i * sc[d]
+        od += i * sd[d]
+    return oa, ob, oc, od

@@ -1,0 +1,236 @@
+"""Elementwise kernels: unary math, binary arithmetic and comparisons, ``where``.
+
+One kernel serves every op and arity: the op is a compile-time string, so each (op, dtypes,
+rank) pair compiles to straight-line code. Operands are read in place through their own
+strides (broadcast operands have stride 0); a layout that is contiguous everywhere takes a
+flat path with no index math. Low-precision values are loaded, computed in fp32 (fp64 stays
+fp64, integers stay integers) and cast on store.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..core.launch import launch
+from ._common import (ELEMENTWISE_BLOCK, collapse, f64_bits, grid_1d, linear_index, load_f64_scalar,
+                      needs_int64, strided_offset4)
+
+UNARY = (
+    "neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
+    "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "square", "floor", "ceil", "trunc",
+    "sign", "logical_not",
+)
+BINARY = (
+    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "floor_divide", "remainder",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+)
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not")
+
+
+@triton.jit
+def _expm1(x):
+    # Kahan: (u - 1) * x / log(u) cancels exp's rounding error, accurate near 0.
+    u = tl.exp(x)
+    um1 = u - 1.0
+    r = tl.where(u == 1.0, x, um1 * x / tl.log(u))
+    r = tl.where(um1 == -1.0, -1.0, r)
+    return tl.where(u == float("inf"), u, r)
+
+
+@triton.jit
+def _log1p(x):
+    u = x + 1.0
+    return tl.where(u == 1.0, x, tl.log(u) * x / (u - 1.0))
+
+
+@triton.jit
+def _sigmoid(x):
+    e = tl.exp(-tl.abs(x))  # never overflows
+    return tl.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+@triton.jit
+def _tanh(x):
+    m = _expm1(-2.0 * tl.abs(x))
+    t = -m / (2.0 + m)
+    return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def _unary(x, OP: tl.constexpr):
+    if OP == "neg":
+        r = -x
+    elif OP == "abs":
+        r = tl.abs(x)
+    elif OP == "exp":
+        r = tl.exp(x)
+    elif OP == "exp2":
+        r = tl.exp2(x)
+    elif OP == "log":
+        r = tl.log(x)
+    elif OP == "log2":
+        r = tl.log2(x)
+    elif OP == "log1p":
+        r = _log1p(x)
+    elif OP == "expm1":
+        r = _expm1(x)
+    elif OP == "sqrt":
+        r = tl.sqrt(x)
+    elif OP == "rsqrt":
+        r = 1.0 / tl.sqrt(x)
+    elif OP == "sin":
+        r = tl.sin(x)
+    elif OP == "cos":
+        r = tl.cos(x)
+    elif OP == "tanh":
+        r = _tanh(x)
+    elif OP == "sigmoid":
+        r = _sigmoid(x)
+    elif OP == "relu":
+        r = tl.where(x < 0, 0, x)
+    elif OP == "gelu":
+        r = 0.5 * x * (1.0 + tl.erf(x * 0.7071067811865476))
+    elif OP == "gelu_tanh":
+        r = 0.5 * x * (1.0 + _tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    elif OP == "silu":
+        r = x * _sigmoid(x)
+    elif OP == "erf":
+        r = tl.erf(x)
+    elif OP == "reciprocal":
+        r = 1.0 / x
+    elif OP == "square":
+        r = x * x
+    elif OP == "floor":
+        r = tl.floor(x)
+    elif OP == "ceil":
+        r = tl.ceil(x)
+    elif OP == "trunc":
+        r = tl.where(x < 0, tl.ceil(x), tl.floor(x))
+    elif OP == "sign":
+        r = tl.where(x > 0, 1, tl.where(x < 0, -1, x)).to(x.dtype)
+    else:  # logical_not
+        tl.static_assert(OP == "logical_not")
+        r = x == 0
+    return r
+
+
+@triton.jit
+def _pow(x, y):
+    ax = tl.abs(x)
+    r = tl.exp2(y * tl.log2(ax))
+    y_int = y == tl.floor(y)
+    y_odd = y_int & (tl.abs(y - 2.0 * tl.floor(y * 0.5)) == 1.0)
+    r = tl.where(x < 0, tl.where(y_int, tl.where(y_odd, -r, r), float("nan")), r)
+    return tl.where((y == 0) | (x == 1.0), 1.0, r)
+
+
+@triton.jit
+def _binary(x, y, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
+    if OP == "add":
+        r = x + y
+    elif OP == "sub":
+        r = x - y
+    elif OP == "mul":
+        r = x * y
+    elif OP == "div":
+        r = x / y
+    elif OP == "pow":
+        r = _pow(x, y)
+    elif OP == "maximum":
+        r = tl.where((x != x) | (y != y), x + y, tl.maximum(x, y))
+    elif OP == "minimum":
+        r = tl.where((x != x) | (y != y), x + y, tl.minimum(x, y))
+    elif OP == "floor_divide":
+        if IS_FLOAT:
+            r = tl.floor(x / y)
+        else:
+            q = x // y
+            r = tl.where((x % y != 0) & ((x < 0) != (y < 0)), q - 1, q)
+    elif OP == "remainder":
+        m = x % y  # C semantics (sign of x); Python's takes the sign of y
+        r = tl.where((m != 0) & ((m < 0) != (y < 0)), m + y, m)
+    elif OP == "eq":
+        r = x == y
+    elif OP == "ne":
+        r = x != y
+    elif OP == "lt":
+        r = x < y
+    elif OP == "le":
+        r = x <= y
+    elif OP == "gt":
+        r = x > y
+    elif OP == "ge":
+        r = x >= y
+    elif OP == "logical_and":
+        r = (x != 0) & (y != 0)
+    else:
+        tl.static_assert(OP == "logical_or")
+        r = (x != 0) | (y != 0)
+    return r
+
+
+@triton.jit(do_not_specialize=["scalar_bits", "scalar_int"])
+def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, scalar_int,
+                        OP: tl.constexpr, NARGS: tl.constexpr, B_SCALAR: tl.constexpr,
+                        COMPUTE: tl.constexpr, NDIM: tl.constexpr, CONTIG: tl.constexpr,
+                        INT64: tl.constexpr, BLOCK: tl.constexpr):
+    lin = linear_index(BLOCK, INT64)
+    mask = lin < n
+    if CONTIG:
+        oa = lin
+        ob = lin
+        oc = lin
+        oo = lin
+    else:
+        oa, ob, oc, oo = strided_offset4(lin, shape, sa, sb, sc, so, NDIM)
+    IS_FLOAT: tl.constexpr = COMPUTE.is_floating()
+    if OP == "where":
+        cond = tl.load(a + oa, mask=mask) != 0
+        x = tl.load(b + ob, mask=mask).to(COMPUTE)
+        y = tl.load(c + oc, mask=mask).to(COMPUTE)
+        r = tl.where(cond, x, y)
+    elif NARGS == 1:
+        x = tl.load(a + oa, mask=mask).to(COMPUTE)
+        r = _unary(x, OP)
+    else:
+        x = tl.load(a + oa, mask=mask).to(COMPUTE)
+        if B_SCALAR == 1:
+            y = load_f64_scalar(scalar_bits).to(COMPUTE)
+        elif B_SCALAR == 2:
+            y = scalar_int.to(COMPUTE)
+        else:
+            y = tl.load(b + ob, mask=mask).to(COMPUTE)
+        r = _binary(x, y, OP, IS_FLOAT)
+    if out.dtype.element_ty == tl.int1:
+        r = r != 0
+    elif OP == "pow" and IS_FLOAT and not out.dtype.element_ty.is_floating():
+        r = tl.floor(r + 0.5)  # integer pow runs in float64: round, don't truncate 8.999... to 8
+    tl.store(out + oo, r.to(out.dtype.element_ty), mask=mask)
+
+
+def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None) -> None:
+    """out = op(a[, b or scalar][, c]); every tensor already has ``out``'s shape (stride-0 broadcast).
+
+    ``compute`` names the dtype arithmetic happens in ("float32", "float64", "int32" or
+    "int64"); ``scalar`` (a Python number) replaces ``b`` for binary ops.
+    """
+    n = out.numel()
+    if n == 0:
+        return
+    nargs = 1 if op in UNARY else (3 if op == "where" else 2)
+    tensors = [a] + ([b] if b is not None else []) + ([c] if c is not None else [])
+    shape, strides, contig = collapse(out.shape, *(t.stride() for t in tensors), out.stride())
+    so = strides[-1]
+    sa = strides[0]
+    sb = strides[1] if len(tensors) > 1 else so
+    sc = strides[2] if len(tensors) > 2 else so
+    b_kind, bits, ival = 0, 0, 0
+    if scalar is not None:
+        if isinstance(scalar, float):
+            b_kind, bits = 1, f64_bits(scalar)
+        else:
+            b_kind, ival = 2, int(scalar)
+    launch(_elementwise_kernel, grid_1d(n, ELEMENTWISE_BLOCK),
+           a, b if b is not None else out, c if c is not None else out, out, n, shape, sa, sb, sc, so, bits, ival,
+           OP=op, NARGS=nargs, B_SCALAR=b_kind, COMPUTE=getattr(tl, compute), NDIM=len(shape), CONTIG=contig,
+           INT64=needs_int64(shape, *strides), BLOCK=ELEMENTWISE_BLOCK)
