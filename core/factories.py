@@ -10,6 +10,7 @@ import numpy as np
 from ..triton_kernels import random as _rand
 from . import dtype as dt
 from . import memory
+from . import ops as _ops
 from .device import CPU, device
 from .tensor import Tensor, _shape_arg, contiguous_strides
 
@@ -64,8 +65,11 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tens
     if dtype is None:
         dtype = dt.bool_ if isinstance(fill_value, bool) else (
             dt.int64 if isinstance(fill_value, (int, np.integer)) else dt.get_default_dtype())
+    if not isinstance(fill_value, (bool, int, float, np.number)):
+        raise TypeError(f"full(): fill_value must be a number, got {type(fill_value).__name__}")
     t = Tensor._empty(_shape_arg((size,)), _dtype(dtype), _device(device))
-    return _finish(t.fill_(fill_value), requires_grad)
+    _ops.fill(t, fill_value)  # a fresh tensor: no version bump, unlike fill_()
+    return _finish(t, requires_grad)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
@@ -215,7 +219,5 @@ def _host_cast(arr: np.ndarray, d: dt.dtype) -> np.ndarray:
     """Convert host data to ``d`` through the cast kernel, so conversions match the GPU's."""
     src = from_numpy(np.ascontiguousarray(arr)) if arr.dtype in [x.np for x in dt.ALL] else from_numpy(arr.astype(np.float64))
     dst = Tensor._empty(arr.shape, d, CPU)
-    from .ops import copy_into
-
-    copy_into(dst, src)
+    _ops.copy_into(dst, src)
     return dst.numpy(force=True)

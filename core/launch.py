@@ -23,6 +23,48 @@ _interp_lock = threading.Lock()
 _hooked = False
 
 
+def _fix_interpreter_bf16() -> None:
+    """Make the interpreter's bf16 conversions round like the GPU (and ml_dtypes) do.
+
+    Triton 3.9's interpreter converts fp32 -> bf16 by truncation (its RTNE branch only runs
+    when a rounding mode is passed), mishandles subnormals, and routes other bf16 casts through
+    NumPy on the raw uint16 bits. Hardware ``cvt.rn.bf16.f32`` rounds to nearest even, so we
+    route every conversion that touches bf16 through ml_dtypes, which does the same.
+    """
+    import ml_dtypes
+    import triton.language as tl
+    from triton.runtime import interpreter as interp
+
+    builder = interp.InterpreterBuilder
+    if getattr(builder, "_tritensor_bf16_fixed", False):
+        return
+    orig_cast, orig_fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
+
+    def _bf16_cast(src, dst_type):
+        s, d = src.dtype.scalar, dst_type.scalar
+        data = src.data.view(ml_dtypes.bfloat16) if s == tl.bfloat16 else src.data
+        if d == tl.bfloat16:
+            return interp.TensorHandle(data.astype(ml_dtypes.bfloat16).view(np.uint16), d)
+        return interp.TensorHandle(data.astype(interp._get_np_dtype(dst_type)), d)
+
+    def cast_impl(self, src, dst_type):
+        if tl.bfloat16 in (src.dtype.scalar, dst_type.scalar):
+            return _bf16_cast(src, dst_type)
+        return orig_cast(self, src, dst_type)
+
+    def create_fp_to_fp(self, src, dst_type, rounding_mode):
+        if tl.bfloat16 in (src.dtype.scalar, dst_type.scalar):
+            return _bf16_cast(src, dst_type)
+        return orig_fp_to_fp(self, src, dst_type, rounding_mode)
+
+    builder.cast_impl, builder.create_fp_to_fp = cast_impl, create_fp_to_fp
+    builder._tritensor_bf16_fixed = True
+
+
+if mode.CPU:
+    _fix_interpreter_bf16()
+
+
 class _HostArg:
     """What the interpreter needs from a tensor argument: a pointer, a dtype, a storage."""
 

@@ -661,8 +661,9 @@ class Tensor:
         return self.new_full(_shape_arg(size), 1, dtype=dtype, device=device)
 
     def new_full(self, size, fill_value, dtype=None, device=None):
-        out = Tensor._empty(_shape_arg((size,)), dtype or self.dtype, _dev(device, self.device))
-        return out.fill_(fill_value)
+        from .factories import full
+
+        return full(size, fill_value, dtype=dtype or self.dtype, device=_dev(device, self.device))
 
     def new_tensor(self, data, dtype=None, device=None):
         from .factories import tensor

@@ -26,6 +26,8 @@ def _copy_kernel(src, dst, n, shape, s_src, s_dst,
         o_src, o_dst = strided_offset2(lin, shape, s_src, s_dst, NDIM)
     v = tl.load(src + o_src, mask=mask)
     if dst.dtype.element_ty == tl.int1:
+        if v.dtype.is_floating():
+            v = v.to(tl.float32) if v.dtype.primitive_bitwidth < 32 else v  # compare in fp32: -0.0 is 0
         v = v != 0
     tl.store(dst + o_dst, v.to(dst.dtype.element_ty), mask=mask)
 
