@@ -116,12 +116,14 @@ def _unary(x, OP: tl.constexpr):
 
 @triton.jit
 def _pow(x, y):
-    ax = tl.abs(x)
-    r = tl.exp2(y * tl.log2(ax))
+    # |x|**y through exp2/log2, then the sign and IEEE special cases pow() defines.
+    r = tl.exp2(y * tl.log2(tl.abs(x)))
     y_int = y == tl.floor(y)
-    y_odd = y_int & (tl.abs(y - 2.0 * tl.floor(y * 0.5)) == 1.0)
+    half = y * 0.5
+    y_odd = tl.where(y_int, tl.floor(half) != half, False)
     r = tl.where(x < 0, tl.where(y_int, tl.where(y_odd, -r, r), float("nan")), r)
-    return tl.where((y == 0) | (x == 1.0), 1.0, r)
+    r = tl.where(y == 0, 1.0, r)
+    return tl.where(x == 1.0, 1.0, r)
 
 
 @triton.jit

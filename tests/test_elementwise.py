@@ -1,0 +1,266 @@
+"""Elementwise kernels (triton_kernels/elementwise.py) against float64 NumPy references."""
+import math
+
+import numpy as np
+import pytest
+
+import tritensor as tt
+from tolerances import FLOAT_DTYPES, NP, TOL, assert_close
+
+rng = np.random.default_rng(0)
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _gelu(x):
+    return 0.5 * x * (1 + _erf(x / math.sqrt(2)))
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+# op -> (float64 reference, domain sampler)
+UNARY = {
+    "neg": (np.negative, "any"), "abs": (np.abs, "any"), "exp": (np.exp, "small"), "exp2": (np.exp2, "small"),
+    "log": (np.log, "pos"), "log2": (np.log2, "pos"), "log1p": (np.log1p, "gt-1"), "expm1": (np.expm1, "small"),
+    "sqrt": (np.sqrt, "pos"), "rsqrt": (lambda x: 1 / np.sqrt(x), "pos"), "sin": (np.sin, "any"),
+    "cos": (np.cos, "any"), "tanh": (np.tanh, "any"), "sigmoid": (_sigmoid, "any"),
+    "relu": (lambda x: np.maximum(x, 0), "any"), "gelu": (_gelu, "any"),
+    "gelu_tanh": (lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))), "any"),
+    "silu": (lambda x: x * _sigmoid(x), "any"), "erf": (_erf, "any"), "reciprocal": (lambda x: 1 / x, "pos"),
+    "square": (np.square, "any"), "floor": (np.floor, "any"), "ceil": (np.ceil, "any"), "trunc": (np.trunc, "any"),
+    "sign": (np.sign, "any"),
+}
+
+
+def _sample(domain, shape):
+    x = rng.standard_normal(shape) * 3
+    if domain == "pos":
+        return np.abs(x) + 0.05
+    if domain == "gt-1":
+        return np.abs(x) - 0.9
+    if domain == "small":
+        return x / 2
+    return x
+
+
+def _layouts(x_np, dtype):
+    """(tensor, matching numpy array) pairs: contiguous, transposed, step-sliced, expanded, empty, big."""
+    base = tt.from_numpy(x_np.astype(NP[dtype]))
+    xq = x_np.astype(NP[dtype]).astype(np.float64)  # the values the kernel actually sees
+    yield base, xq
+    yield base.T, xq.T
+    yield base[1::2, ::3], xq[1::2, ::3]
+    yield base[:1].expand(4, -1), np.broadcast_to(xq[:1], (4, xq.shape[1]))
+    yield base[:, :0], xq[:, :0]
+    yield base[2, 3], xq[2, 3]  # 0-d
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_unary_against_float64(op, dtype):
+    ref, domain = UNARY[op]
+    x_np = _sample(domain, (11, 13))
+    for t, xq in _layouts(x_np, dtype):
+        out = getattr(t, op)()
+        assert out.dtype is dtype and out.shape == tuple(np.shape(xq))
+        kw = {}
+        if op in ("sin", "cos") and dtype is tt.float32:
+            kw = dict(atol=1e-5)  # |x| up to ~10: fp32 argument reduction loses a few ulps of the input
+        if op in ("exp", "exp2", "expm1", "sinh") and dtype is tt.float32:
+            kw = dict(rtol=2e-5)  # exp(x) amplifies the input's fp32 ulp by |x| (<~5 here)
+        assert_close(out, ref(xq), dtype, **kw)
+
+
+def test_unary_more_than_one_block_and_3d_permute():
+    x_np = rng.standard_normal((29, 37, 41))  # 43,993 elements > one interpreter block (32,768)
+    t = tt.from_numpy(x_np)
+    np.testing.assert_allclose(t.exp().numpy(), np.exp(x_np), rtol=1e-12)
+    np.testing.assert_allclose(t.permute(2, 0, 1).tanh().numpy(), np.tanh(x_np.transpose(2, 0, 1)), rtol=1e-12)
+
+
+def test_unary_special_values():
+    x = tt.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), -1.0, 1e-30, 100.0], dtype=tt.float32)
+    xn = x.numpy().astype(np.float64)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(x.relu().numpy(), np.maximum(xn, 0).astype(np.float32))  # relu(nan) = nan
+        np.testing.assert_allclose(x.tanh().numpy(), np.tanh(xn), rtol=1e-6)
+        np.testing.assert_allclose(x.sigmoid().numpy(), _sigmoid(xn), rtol=1e-6)
+        np.testing.assert_allclose(x.expm1().numpy(), np.expm1(xn).astype(np.float32), rtol=1e-6)  # e^100 overflows fp32
+        np.testing.assert_allclose(x.log().numpy(), np.log(xn), rtol=1e-6)
+        np.testing.assert_allclose(x.sqrt().numpy(), np.sqrt(xn), rtol=1e-6)
+    assert tt.tensor([1e-30]).tanh().item() == pytest.approx(1e-30, rel=1e-6)  # no cancellation near 0
+
+
+@pytest.mark.parametrize("dtype", [tt.int32, tt.int64], ids=str)
+def test_unary_integer_inputs(dtype):
+    x_np = np.array([-7, -1, 0, 3, 12], dtype=NP[dtype])
+    x = tt.from_numpy(x_np)
+    for op, ref in (("neg", np.negative), ("abs", np.abs), ("relu", lambda v: np.maximum(v, 0)),
+                    ("square", np.square), ("sign", np.sign)):
+        out = getattr(x, op)()
+        assert out.dtype is dtype
+        np.testing.assert_array_equal(out.numpy(), ref(x_np))
+    e = x.exp()  # integer -> default float, as in torch
+    assert e.dtype is tt.float32
+    np.testing.assert_allclose(e.numpy(), np.exp(x_np.astype(np.float64)), rtol=1e-6)
+
+
+BINARY = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "floor_divide": np.floor_divide, "remainder": np.mod,
+}
+COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+           "ge": np.greater_equal}
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("op", sorted(BINARY))
+def test_binary_broadcast_and_strides(op, dtype):
+    a_np = rng.standard_normal((7, 1, 5)) * 2
+    b_np = rng.standard_normal((3, 5)) * 2
+    if op == "pow":
+        a_np = np.abs(a_np) + 0.1
+    if op in ("div", "floor_divide", "remainder"):
+        b_np = np.sign(b_np) * (np.abs(b_np) + 0.5)
+    aq, bq = a_np.astype(NP[dtype]), b_np.astype(NP[dtype])
+    a, b = tt.from_numpy(aq), tt.from_numpy(bq)
+    ref = BINARY[op](aq.astype(np.float64), bq.astype(np.float64))
+    out = getattr(tt, op)(a, b)
+    assert out.shape == (7, 3, 5) and out.dtype is dtype
+    kw = {}
+    if op in ("floor_divide", "remainder") and dtype in (tt.float16, tt.bfloat16):
+        # computed in fp32 from rounded inputs: floor(x / y) can land on the other side of an integer
+        # when x / y is within one fp32 ulp of it; these random inputs are not that close.
+        kw = {}
+    assert_close(out, ref, dtype, **kw)
+    # non-contiguous operands: transposed and step-sliced views read in place
+    at, bt = tt.from_numpy(np.ascontiguousarray(aq.transpose(2, 1, 0))).permute(2, 1, 0), b.T.contiguous().T
+    assert not at.is_contiguous() and not bt.is_contiguous()
+    assert_close(getattr(tt, op)(at, bt), ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_binary_with_python_scalars(dtype):
+    x_np = (rng.standard_normal((6, 7)) + 3).astype(NP[dtype])
+    x, xq = tt.from_numpy(x_np), x_np.astype(np.float64)
+    cases = [(x + 2.5, xq + 2.5), (2.5 + x, 2.5 + xq), (x - 1, xq - 1), (1 - x, 1 - xq), (x * -3, xq * -3),
+             (x / 4, xq / 4), (4 / x, 4 / xq), (x ** 2, xq ** 2), (2 ** x, 2 ** xq), (x // 2, xq // 2),
+             (x % 1.5, np.mod(xq, 1.5)), (-x, -xq)]
+    for out, ref in cases:
+        assert out.dtype is dtype  # a Python scalar never widens a tensor
+        assert_close(out, ref, dtype)
+
+
+def test_float64_scalar_keeps_double_precision():
+    x = tt.zeros(3, dtype=tt.float64)
+    np.testing.assert_array_equal((x + 0.1).numpy(), np.full(3, 0.1))
+    np.testing.assert_array_equal((0.1 - x).numpy(), np.full(3, 0.1))
+
+
+@pytest.mark.parametrize("op", sorted(COMPARE))
+def test_comparisons_return_bool(op):
+    a_np = np.array([1.0, 2.0, np.nan, -np.inf, 3.0, 0.0])
+    b_np = np.array([1.0, 3.0, np.nan, -np.inf, 2.0, -0.0])
+    for dtype in FLOAT_DTYPES:
+        a, b = tt.from_numpy(a_np.astype(NP[dtype])), tt.from_numpy(b_np.astype(NP[dtype]))
+        out = getattr(tt, op)(a, b)
+        assert out.dtype is tt.bool
+        np.testing.assert_array_equal(out.numpy(), COMPARE[op](a_np, b_np))
+    ints = tt.tensor([[1, 5], [3, 3]])
+    np.testing.assert_array_equal(getattr(ints, op)(3).numpy(), COMPARE[op](np.array([[1, 5], [3, 3]]), 3))
+
+
+@pytest.mark.parametrize("dtype", [tt.int32, tt.int64], ids=str)
+def test_integer_arithmetic(dtype):
+    a_np = np.array([7, -7, 7, -7, 0, 13, 2**20], dtype=NP[dtype])
+    b_np = np.array([2, 2, -2, -2, 5, 4, 3], dtype=NP[dtype])
+    a, b = tt.from_numpy(a_np), tt.from_numpy(b_np)
+    for op in ("add", "sub", "mul", "floor_divide", "remainder", "maximum", "minimum"):
+        out = getattr(tt, op)(a, b)
+        assert out.dtype is dtype
+        np.testing.assert_array_equal(out.numpy(), BINARY[op](a_np, b_np), err_msg=op)
+    d = a / b  # true division of integers gives the default float
+    assert d.dtype is tt.float32
+    np.testing.assert_allclose(d.numpy(), a_np / b_np, rtol=1e-6)
+    p = tt.from_numpy(np.array([3, -2, 5, 0], dtype=NP[dtype])) ** 3
+    assert p.dtype is dtype
+    np.testing.assert_array_equal(p.numpy(), [27, -8, 125, 0])
+
+
+def test_nan_propagation_in_maximum_minimum():
+    a = tt.tensor([1.0, float("nan"), 3.0])
+    b = tt.tensor([float("nan"), 2.0, 1.0])
+    assert np.isnan(tt.maximum(a, b).numpy()[:2]).all() and tt.maximum(a, b).numpy()[2] == 3.0
+    assert np.isnan(tt.minimum(a, b).numpy()[:2]).all() and tt.minimum(a, b).numpy()[2] == 1.0
+
+
+def test_pow_special_cases_match_numpy():
+    x = np.array([-2.0, -2.0, 0.0, 0.0, 0.0, 1.0, -8.0, 2.0, np.nan, 1.0])
+    y = np.array([3.0, 0.5, 0.0, 2.0, -1.0, np.nan, 1 / 3, -2.0, 0.0, np.inf])
+    with np.errstate(all="ignore"):
+        ref = np.power(x, y)
+    np.testing.assert_allclose(tt.pow(tt.from_numpy(x), tt.from_numpy(y)).numpy(), ref, rtol=1e-12, equal_nan=True)
+
+
+def test_type_promotion_rules():
+    f16, bf16 = tt.ones(2, dtype=tt.float16), tt.ones(2, dtype=tt.bfloat16)
+    f32, i32, i64 = tt.ones(2), tt.ones(2, dtype=tt.int32), tt.ones(2, dtype=tt.int64)
+    b = tt.ones(2, dtype=tt.bool)
+    assert (f16 + f32).dtype is tt.float32
+    assert (f16 + bf16).dtype is tt.float32
+    assert (i32 + f16).dtype is tt.float16
+    assert (i32 + i64).dtype is tt.int64
+    assert (i32 + 5).dtype is tt.int32
+    assert (i32 + 2.5).dtype is tt.float32
+    assert (f16 + 2.5).dtype is tt.float16
+    assert (b + b).dtype is tt.bool
+    assert (b + 1).dtype is tt.int64
+    assert (f16 + tt.tensor(1.0, dtype=tt.float64)).dtype is tt.float16  # 0-d tensors don't widen either
+    assert (i32 + tt.tensor(1.5, dtype=tt.float64)).dtype is tt.float64
+    assert tt.promote_types(tt.float16, tt.bfloat16) is tt.float32
+
+
+def test_where_broadcasts_and_promotes():
+    c_np = np.array([[True], [False], [True]])
+    x_np = np.arange(4, dtype=np.float32)
+    out = tt.where(tt.from_numpy(c_np), tt.from_numpy(x_np), 0.5)
+    assert out.dtype is tt.float32 and out.shape == (3, 4)
+    np.testing.assert_array_equal(out.numpy(), np.where(c_np, x_np, 0.5))
+    out = tt.where(tt.tensor([True, False]), tt.tensor([1, 2]), tt.tensor([0.5, 0.25], dtype=tt.float16))
+    assert out.dtype is tt.float16
+    np.testing.assert_array_equal(out.numpy(), np.array([1, 0.25], np.float16))
+
+
+def test_inplace_ops_bump_version_and_write_through_views():
+    x = tt.zeros(3, 4)
+    v = x[:, 1]
+    v.add_(2.0)
+    assert x._version == v._version == 1
+    x.mul_(tt.tensor([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_array_equal(x.numpy()[:, 1], [4.0, 4.0, 4.0])
+    y = tt.arange(6, dtype=tt.float32).view(2, 3)
+    y.add_(y.flip_view() if hasattr(y, "flip_view") else y.T.contiguous().T)
+    np.testing.assert_array_equal(y.numpy(), np.arange(6, dtype=np.float32).reshape(2, 3) * 2)
+
+
+def test_inplace_overlapping_operand_is_read_before_written():
+    x = tt.arange(9, dtype=tt.float32).view(3, 3)
+    expected = x.numpy() + x.numpy().T
+    x.add_(x.T)
+    np.testing.assert_array_equal(x.numpy(), expected)
+
+
+def test_elementwise_errors():
+    with pytest.raises(RuntimeError, match=r"\[2, 3\].*\[4\]"):
+        tt.zeros(2, 3) + tt.zeros(4)
+    with pytest.raises(TypeError, match="argument 'other'"):
+        tt.add(tt.zeros(2), "x")
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        tt.zeros(2, dtype=tt.int64).add_(1.5)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        tt.zeros(1, 3).expand(2, 3).add_(1)
+    with pytest.raises(RuntimeError, match="bool tensor is not supported"):
+        -tt.ones(2, dtype=tt.bool)
+    with pytest.raises(RuntimeError, match="boolean tensor"):
+        tt.where(tt.ones(2), tt.ones(2), tt.ones(2))

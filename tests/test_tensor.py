@@ -1,0 +1,217 @@
+"""The Tensor's bookkeeping: views share storage, factories, host interop, dtypes, devices, errors."""
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tritensor as tt
+
+
+def test_import_does_not_import_torch():
+    code = "import tritensor, sys; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_cpu_mode_is_selected_without_gpu():
+    assert tt.cuda.is_available() is False
+    assert tt.cuda.device_count() == 0
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        tt.cuda.Stream()
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        tt.zeros(2).cuda()
+    assert tt.cuda.memory_allocated() == 0
+
+
+def test_views_share_storage_and_copy_nothing():
+    x = tt.arange(24, dtype=tt.float32)
+    views = [x.view(2, 3, 4), x.view(2, 3, 4).transpose(0, 2), x.view(4, 6).T, x.view(2, 12).permute(1, 0),
+             x.view(1, 24).expand(3, 24), x.view(2, 3, 4)[:, 1], x.view(4, 6).narrow(1, 2, 3), x.unsqueeze(0),
+             x.view(1, 24, 1).squeeze(), x[3:20:4], x.view(2, 3, 4)[..., None, 1:3], x.reshape(6, 4)]
+    for v in views:
+        assert v.untyped_storage() is x.untyped_storage()
+    x.view(4, 6)[1, 2] = 100.0
+    assert x[8].item() == 100.0
+
+
+def test_view_semantics_match_numpy():
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    t = tt.from_numpy(a)
+    cases = [
+        (t.transpose(0, 2), a.transpose(2, 1, 0)), (t.permute(1, 2, 0), a.transpose(1, 2, 0)),
+        (t.T, a.T), (t[1], a[1]), (t[-1, ::2, 1:4], a[-1, ::2, 1:4]), (t[..., 3], a[..., 3]),
+        (t[None, :, None], a[None, :, None]), (t.narrow(2, 1, 3), a[:, :, 1:4]), (t.flatten(1), a.reshape(3, 20)),
+        (t.unsqueeze(-1), a[..., None]), (t[:, :1].expand(3, 4, 5), np.broadcast_to(a[:, :1], (3, 4, 5))),
+        (t.reshape(-1, 6), a.reshape(-1, 6)), (t.transpose(0, 1).reshape(4, 15), a.transpose(1, 0, 2).reshape(4, 15)),
+        (t[2:2], a[2:2]), (t.view(3, 20)[:, 7], a.reshape(3, 20)[:, 7]), (t.select(1, -1), a[:, -1]),
+    ]
+    for v, ref in cases:
+        assert v.shape == ref.shape
+        np.testing.assert_array_equal(v.numpy(), ref)
+        np.testing.assert_array_equal(v.contiguous().numpy(), ref)
+    assert [c.shape for c in t.split(2, dim=1)] == [(3, 2, 5), (3, 2, 5)]
+    assert [c.shape for c in t.chunk(2, dim=2)] == [(3, 4, 3), (3, 4, 2)]
+
+
+def test_reshape_copies_only_when_it_must():
+    x = tt.zeros(4, 6)
+    assert x.reshape(24).untyped_storage() is x.untyped_storage()
+    y = x.T.reshape(24)  # cannot be expressed with strides: a copy
+    assert y.untyped_storage() is not x.untyped_storage()
+    with pytest.raises(RuntimeError, match="view size .* not compatible .* Use .reshape"):
+        x.T.view(24)
+
+
+def test_contiguity_and_strides():
+    x = tt.zeros(2, 3, 4)
+    assert x.stride() == (12, 4, 1) and x.is_contiguous()
+    assert x.transpose(1, 2).stride() == (12, 1, 4) and not x.transpose(1, 2).is_contiguous()
+    assert x[:, :1].is_contiguous() is False or x[:, :1].shape == (2, 1, 4)
+    assert tt.zeros(0, 3).T.is_contiguous()
+    assert x.storage_offset() == 0 and x[1, 2].storage_offset() == 20
+
+
+def test_numpy_shares_memory_and_from_numpy_shares_back():
+    a = np.zeros((3, 4), dtype=np.float32)
+    t = tt.from_numpy(a)
+    t[1, 2] = 5.0
+    assert a[1, 2] == 5.0
+    n = t.numpy()
+    n[0, 0] = 7.0
+    assert t[0, 0].item() == 7.0
+    s = tt.from_numpy(a[:, ::2])
+    assert s.stride() == (4, 2)
+    with pytest.raises(ValueError, match="negative"):
+        tt.from_numpy(a[::-1])
+    with pytest.raises(TypeError, match="not supported"):
+        tt.from_numpy(np.zeros(2, dtype=np.complex64))
+
+
+def test_factories_dtypes_and_values():
+    assert tt.tensor([1, 2]).dtype is tt.int64
+    assert tt.tensor([1.0, 2]).dtype is tt.float32
+    assert tt.tensor([True]).dtype is tt.bool
+    assert tt.tensor(np.zeros(2)).dtype is tt.float64
+    assert tt.tensor(3.5).shape == () and tt.tensor(3.5).item() == 3.5
+    np.testing.assert_array_equal(tt.zeros(2, 3).numpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(tt.ones((2, 3), dtype=tt.int32).numpy(), np.ones((2, 3), np.int32))
+    np.testing.assert_array_equal(tt.full((2,), 7).numpy(), [7, 7])
+    assert tt.full((2,), 7).dtype is tt.int64 and tt.full((2,), 7.0).dtype is tt.float32
+    np.testing.assert_array_equal(tt.arange(5).numpy(), np.arange(5))
+    np.testing.assert_allclose(tt.arange(0, 1, 0.1).numpy(), np.arange(0, 1, 0.1, dtype=np.float64), rtol=1e-6)
+    np.testing.assert_array_equal(tt.arange(10, 0, -3).numpy(), [10, 7, 4, 1])
+    z = tt.zeros_like(tt.ones(2, 3, dtype=tt.float16))
+    assert z.dtype is tt.float16 and z.shape == (2, 3)
+    assert tt.empty(0, 5).numel() == 0 and tt.empty(0, 5).numpy().shape == (0, 5)
+    assert tt.tensor([[1, 2], [3, 4]], dtype=tt.bfloat16).numpy().dtype == ml_dtypes.bfloat16
+    assert tt.tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+
+
+def test_random_is_seeded_and_distributed():
+    tt.manual_seed(123)
+    a = tt.rand(4000)
+    tt.manual_seed(123)
+    b = tt.rand(4000)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    c = tt.rand(4000)
+    assert not np.array_equal(a.numpy(), c.numpy())
+    x = a.numpy()
+    assert x.min() >= 0 and x.max() < 1 and abs(x.mean() - 0.5) < 0.02
+    n = tt.randn(20000, dtype=tt.float64).numpy()
+    assert abs(n.mean()) < 0.03 and abs(n.std() - 1) < 0.03
+    assert tt.randn(3, dtype=tt.bfloat16).dtype is tt.bfloat16
+    with pytest.raises(TypeError, match="floating point"):
+        tt.rand(3, dtype=tt.int64)
+
+
+def test_repr_is_readable():
+    assert repr(tt.tensor([1.0, 2.5])) == "tensor([1. , 2.5])"
+    assert "dtype=tritensor.float16" in repr(tt.tensor([1.0], dtype=tt.float16))
+    assert repr(tt.tensor([1, 2])) == "tensor([1, 2])"
+    assert repr(tt.zeros(2).shape) == "tritensor.Size([2])"
+
+
+def test_to_and_dtype_shortcuts():
+    x = tt.tensor([1.7, -2.2])
+    assert x.to(tt.float32) is x
+    assert x.to(tt.float32, copy=True) is not x
+    assert x.half().dtype is tt.float16 and x.bfloat16().dtype is tt.bfloat16
+    assert x.double().float().dtype is tt.float32
+    assert x.to("cpu") is x and x.cpu() is x
+    np.testing.assert_array_equal(x.long().numpy(), [1, -2])
+    assert x.to(tt.zeros(1, dtype=tt.float64)).dtype is tt.float64
+
+
+def test_item_and_scalars():
+    assert tt.tensor([[4]]).item() == 4
+    with pytest.raises(RuntimeError, match="cannot be converted to Scalar"):
+        tt.zeros(2).item()
+    assert float(tt.tensor(2.5)) == 2.5 and int(tt.tensor(3)) == 3
+    assert bool(tt.tensor([1.0]))
+
+
+def test_devices_parse_like_torch():
+    assert str(tt.device("cuda:1")) == "cuda:1" and tt.device("cuda", 0).index == 0
+    assert tt.device("cpu") == "cpu" and tt.zeros(1).device == tt.device("cpu")
+    with pytest.raises(ValueError, match="unknown device type"):
+        tt.device("tpu")
+
+
+def test_errors_name_what_was_wrong():
+    x = tt.zeros(2, 3)
+    with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-2, 1\], but got 2\)"):
+        x.transpose(0, 2)
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 1 with size 3"):
+        x[0, 5]
+    with pytest.raises(IndexError, match="too many indices"):
+        x[0, 0, 0]
+    with pytest.raises(RuntimeError, match="shape '\\[4, 2\\]' is invalid for input of size 6"):
+        x.view(4, 2)
+    with pytest.raises(RuntimeError, match="expanded size of the tensor \\(4\\) must match the existing size \\(3\\)"):
+        x.expand(2, 4)
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        tt.zeros(2, dtype="complex64")
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        tt.empty(-1)
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        x[::-1]
+    with pytest.raises(TypeError, match="advanced tensor/list indexing is not implemented"):
+        x[[0, 1]]
+    with pytest.raises(TypeError, match="can't convert cuda"):
+        tt.core.tensor.Tensor.numpy(_fake_cuda_tensor())
+    with pytest.raises(ValueError, match="ragged|rectangular"):
+        tt.tensor([[1, 2], [3]])
+
+
+def _fake_cuda_tensor():
+    t = tt.zeros(1)
+    object.__setattr__(t, "device", tt.device("cuda:0"))
+    return t
+
+
+def test_tensors_on_different_devices_raise_before_launch():
+    a, b = tt.zeros(2), _fake_cuda_tensor()
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        a + b
+
+
+def test_interpreter_launches_are_serialised_across_threads():
+    import threading
+
+    x = tt.arange(5000, dtype=tt.float32)
+    results, errors = [], []
+
+    def work():
+        try:
+            for _ in range(5):
+                results.append(float((x * 2 + 1).numpy().sum()))
+        except Exception as e:  # pragma: no cover - the assertion below reports it
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    [t.start() for t in threads]
+    [t.join(timeout=120) for t in threads]
+    assert not errors and len(results) == 20 and len(set(results)) == 1
