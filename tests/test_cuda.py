@@ -1,0 +1,77 @@
+"""tritensor.cuda on a real GPU: streams ordered by events, memory stats, device round trips.
+
+These need a CUDA device; on CPU-only machines (CI) the CPU-mode contract is tested in
+test_tensor.py::test_cpu_mode_is_selected_without_gpu instead.
+"""
+import numpy as np
+import pytest
+
+import tritensor as tt
+
+pytestmark = pytest.mark.skipif(not tt.cuda.is_available(), reason="needs a CUDA device (GPU mode)")
+
+
+def test_device_queries():
+    assert tt.cuda.device_count() >= 1
+    props = tt.cuda.get_device_properties(0)
+    assert props.total_memory > 0 and props.multi_processor_count > 0
+    assert tt.cuda.get_device_name() == props.name
+
+
+def test_roundtrip_and_kernels_on_device():
+    a = np.random.default_rng(0).standard_normal((257, 129)).astype(np.float32)
+    x = tt.from_numpy(a).cuda()
+    assert x.device == tt.device("cuda:0") and x.is_cuda
+    y = (x.T * 2 + 1).exp().cpu()
+    np.testing.assert_allclose(y.numpy(), np.exp(a.T * 2 + 1), rtol=1e-5)
+    assert x.half().bfloat16().float().cpu().numpy().dtype == np.float32
+
+
+def test_two_streams_ordered_by_an_event():
+    s1, s2 = tt.cuda.Stream(), tt.cuda.Stream()
+    x = tt.zeros(1 << 22, device="cuda")
+    tt.cuda.synchronize()
+    with tt.cuda.stream(s1):
+        for _ in range(50):  # enough work that s2 would overtake it without the event
+            x.add_(1.0)
+        done = s1.record_event()
+    s2.wait_event(done)
+    with tt.cuda.stream(s2):
+        y = x * 2.0
+    s2.synchronize()
+    assert y[0].item() == 100.0 and y[-1].item() == 100.0
+
+
+def test_event_timing():
+    start, end = tt.cuda.Event(enable_timing=True), tt.cuda.Event(enable_timing=True)
+    x = tt.ones(1 << 20, device="cuda")
+    start.record()
+    for _ in range(10):
+        x = x + 1.0
+    end.record()
+    end.synchronize()
+    assert start.elapsed_time(end) > 0 and end.query()
+
+
+def test_memory_stats_follow_tensors():
+    tt.cuda.synchronize()
+    before = tt.cuda.memory_allocated()
+    x = tt.empty(1 << 20, device="cuda")
+    assert tt.cuda.memory_allocated() == before + (4 << 20)
+    assert tt.cuda.max_memory_allocated() >= before + (4 << 20)
+    assert tt.cuda.memory_reserved() >= tt.cuda.memory_allocated()
+    del x
+    assert tt.cuda.memory_allocated() == before
+    tt.cuda.empty_cache()
+
+
+def test_memory_freed_while_another_stream_reads_stays_valid():
+    s = tt.cuda.Stream()
+    x = tt.full((1 << 22,), 3.0, device="cuda")
+    with tt.cuda.stream(s):
+        for _ in range(20):
+            y = x * 1.0
+    del x  # freed on the default stream while s may still read it: record_stream keeps it safe
+    z = tt.full((1 << 22,), 5.0, device="cuda")  # would reuse x's bytes if the free were not ordered
+    s.synchronize()
+    assert y[0].item() == 3.0 and z[0].item() == 5.0
