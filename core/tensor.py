@@ -222,6 +222,10 @@ class Tensor:
     def untyped_storage(self):
         return self._storage
 
+    def record_stream(self, stream) -> None:
+        """Mark the memory as in use by ``stream``: its free waits for work queued there."""
+        self._storage.record_stream(stream)
+
     @property
     def _version(self) -> int:
         return self._version_counter.value
@@ -767,3 +771,21 @@ def _clamp(self, min=None, max=None):
 Tensor.clamp = Tensor.clip = _clamp
 Tensor.where = lambda self, condition, other: _ew.where(condition, self, other)
 Tensor.__hash__ = lambda self: id(self)
+
+
+# Matmul family (kernels: triton_kernels/matmul.py; argument checks: core/ops/matmul.py).
+from .ops import matmul as _mm  # noqa: E402
+
+
+def _matmul(self, other):
+    return _mm.matmul(self, other)
+
+
+def _rmatmul(self, other):
+    return _mm.matmul(other, self)
+
+
+Tensor.matmul = Tensor.__matmul__ = _matmul
+Tensor.__rmatmul__ = _rmatmul
+Tensor.mm = lambda self, mat2: _mm.mm(self, mat2)
+Tensor.bmm = lambda self, mat2: _mm.bmm(self, mat2)
