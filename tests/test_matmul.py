@@ -1,0 +1,198 @@
+"""matmul / @ / mm / bmm / linear (triton_kernels/matmul.py) against float64 NumPy.
+
+Inputs are drawn in float64, rounded to the dtype under test, and the reference is computed in
+float64 from the *rounded* values, so the only error measured is the kernel's (fp32
+accumulation, one rounding on store). Tolerances: ``tolerances.sum_tol``.
+"""
+import math
+
+import numpy as np
+import pytest
+
+import tritensor as tt
+from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
+from tritensor.core import launch as _launch
+from tritensor.core import ops as _ops
+from tritensor.triton_kernels import autotune as _autotune
+from tritensor.triton_kernels import matmul as _kmatmul
+
+rng = np.random.default_rng(1234)
+
+
+def rand(shape, dtype):
+    """(host array rounded to dtype, float64 copy of it)."""
+    x = rng.standard_normal(shape).astype(NP[dtype])
+    return x, x.astype(np.float64)
+
+
+def T(x):
+    return tt.from_numpy(np.ascontiguousarray(x))
+
+
+# 1x1x1, primes, K not a multiple of the interpreter's BLOCK_K (64), more than one tile in M and N.
+SHAPES = [(1, 1, 1), (7, 13, 5), (3, 97, 2), (67, 131, 71), (64, 64, 64)]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("mkn", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_matmul_2d(dtype, mkn):
+    M, K, N = mkn
+    a, a64 = rand((M, K), dtype)
+    b, b64 = rand((K, N), dtype)
+    out = tt.matmul(T(a), T(b))
+    assert out.dtype is dtype and out.shape == (M, N)
+    assert_close(out, a64 @ b64, dtype, **sum_tol(dtype, K))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_empty_and_k_zero(dtype):
+    a, _ = rand((0, 5), dtype)
+    b, _ = rand((5, 3), dtype)
+    assert tt.matmul(T(a), T(b)).shape == (0, 3)
+    assert tt.matmul(T(b.T), T(a.T)).shape == (3, 0)
+    # K == 0: the empty sum is 0 (and the epilogue still adds the bias).
+    a0, b0 = np.zeros((4, 0), NP[dtype]), np.zeros((0, 3), NP[dtype])
+    np.testing.assert_array_equal(tt.matmul(T(a0), T(b0)).numpy().astype(np.float64), np.zeros((4, 3)))
+    bias, bias64 = rand((3,), dtype)
+    assert_close(tt.linear(T(a0), T(b0.T), T(bias)), np.broadcast_to(bias64, (4, 3)), dtype)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("shapes", [
+    ((2, 1, 5, 7), (3, 7, 4)),      # batch broadcast both ways
+    ((5, 7), (2, 7, 3)),            # 2-D @ 3-D
+    ((2, 3, 5, 7), (7, 4)),         # batch folded into M (one big GEMM)
+    ((1, 9, 70), (4, 70, 66)),      # batch of one broadcast, K > one block
+    ((7,), (7,)), ((7,), (7, 3)), ((3, 7), (7,)), ((2, 3, 7), (7,)), ((7,), (2, 7, 3)),
+], ids=lambda s: f"{s[0]}@{s[1]}".replace(" ", ""))
+def test_matmul_broadcast_and_vectors(dtype, shapes):
+    sa, sb = shapes
+    a, a64 = rand(sa, dtype)
+    b, b64 = rand(sb, dtype)
+    out = T(a) @ T(b)
+    expected = np.matmul(a64, b64)
+    assert out.shape == expected.shape and out.dtype is dtype
+    assert_close(out, expected, dtype, **sum_tol(dtype, sa[-1]))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_transposed_and_sliced_operands_read_in_place(dtype, monkeypatch):
+    big_a, big_a64 = rand((40, 90), dtype)
+    big_b, big_b64 = rand((60, 80), dtype)
+    a = T(big_a)[::2, 3:76]          # (20, 73), row stride 180: not contiguous
+    b = T(big_b).T[3:76, ::3]        # (73, 20): a transposed view, sliced both ways
+    assert not a.is_contiguous() and not b.is_contiguous()
+    a64 = big_a64[::2, 3:76]
+    b64 = big_b64.T[3:76, ::3]
+
+    def no_copy(*args, **kwargs):
+        raise AssertionError("matmul copied an operand instead of reading it through its strides")
+
+    monkeypatch.setattr(_ops, "copy_into", no_copy)
+    out = tt.matmul(a, b)
+    assert_close(out, a64 @ b64, dtype, **sum_tol(dtype, a.shape[1]))
+    # Batched, with the batch dim innermost in memory (permuted view).
+    x, x64 = rand((6, 5, 3), dtype)
+    y, y64 = rand((3, 6, 4), dtype)
+    xv = T(x).permute(2, 1, 0)  # (3, 5, 6)
+    out = tt.bmm(xv, T(y))
+    assert_close(out, np.matmul(x64.transpose(2, 1, 0), y64), dtype, **sum_tol(dtype, 6))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_mm_bmm_and_methods(dtype):
+    a, a64 = rand((4, 9, 11), dtype)
+    b, b64 = rand((4, 11, 6), dtype)
+    tol = sum_tol(dtype, 11)
+    assert_close(tt.bmm(T(a), T(b)), a64 @ b64, dtype, **tol)
+    assert_close(T(a).bmm(T(b)), a64 @ b64, dtype, **tol)
+    assert_close(T(a[0]).mm(T(b[1])), a64[0] @ b64[1], dtype, **tol)
+    assert_close(tt.mm(T(a[2]), T(b[3])), a64[2] @ b64[3], dtype, **tol)
+    assert_close(T(a).matmul(T(b)), a64 @ b64, dtype, **tol)
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + np.vectorize(math.erf)(x / math.sqrt(2.0)))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("activation", [None, "relu", "gelu"])
+def test_linear_fused_epilogue(dtype, activation):
+    x, x64 = rand((3, 5, 70), dtype)
+    w, w64 = rand((33, 70), dtype)
+    bias_full, bias_full64 = rand((66,), dtype)
+    bias, bias64 = T(bias_full)[::2], bias_full64[::2]  # strided bias
+    ref = x64 @ w64.T + bias64
+    ref = {None: ref, "relu": np.maximum(ref, 0), "gelu": _gelu(ref)}[activation]
+    out = _ops.matmul.fused_linear(T(x), T(w), bias, activation=activation)
+    assert out.shape == (3, 5, 33) and out.dtype is dtype
+    assert_close(out, ref, dtype, **sum_tol(dtype, 70))
+    if activation is None:
+        assert_close(tt.linear(T(x), T(w), bias), ref, dtype, **sum_tol(dtype, 70))
+        assert_close(tt.linear(T(x[0, 0]), T(w)), x64[0, 0] @ w64.T, dtype, **sum_tol(dtype, 70))
+
+
+# ----- bad input: a clear error naming the arguments, raised before any kernel runs ---------------
+@pytest.fixture
+def no_launch(monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("a kernel was launched for bad input")
+
+    monkeypatch.setattr(_launch, "launch", boom)
+    monkeypatch.setattr(_kmatmul, "launch", boom)
+
+
+def test_inner_dimension_mismatch_names_both_shapes(no_launch):
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+        tt.zeros(2, 3) @ tt.zeros(4, 5)
+    with pytest.raises(RuntimeError, match=r"\[2, 3, 4\] and \[2, 5, 6\].*\(4\).*\(5\)"):
+        tt.matmul(tt.zeros(2, 3, 4), tt.zeros(2, 5, 6))
+    with pytest.raises(RuntimeError, match=r"expected tensor \[3\] and src \[4\]"):
+        tt.matmul(tt.zeros(3), tt.zeros(4))
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+        tt.mm(tt.zeros(2, 3), tt.zeros(4, 5))
+    with pytest.raises(RuntimeError, match=r"bmm\(\): input and mat2 shapes.*\[2, 3, 4\] and \[3, 4, 5\]"):
+        tt.bmm(tt.zeros(2, 3, 4), tt.zeros(3, 4, 5))
+    with pytest.raises(RuntimeError, match=r"cannot be multiplied \(6x4 and 5x3\)"):
+        tt.linear(tt.zeros(2, 3, 4), tt.zeros(3, 5))
+
+
+def test_other_bad_input(no_launch):
+    with pytest.raises(RuntimeError, match=r"same dtype, but got: float32 != float16"):
+        tt.zeros(2, 3) @ tt.zeros(3, 2, dtype=tt.float16)
+    with pytest.raises(RuntimeError, match="floating-point dtype.*int64"):
+        tt.zeros(2, 3, dtype=tt.int64) @ tt.zeros(3, 2, dtype=tt.int64)
+    with pytest.raises(RuntimeError, match="at least 1D, but they are 0D and 2D"):
+        tt.matmul(tt.tensor(1.0), tt.zeros(2, 2))
+    with pytest.raises(RuntimeError, match=r"batch dimensions.*\[2, 3, 4\].*\[5, 4, 2\]"):
+        tt.matmul(tt.zeros(2, 3, 4), tt.zeros(5, 4, 2))
+    with pytest.raises(RuntimeError, match="mm\\(\\): mat2 must be a matrix"):
+        tt.mm(tt.zeros(2, 3), tt.zeros(3))
+    with pytest.raises(RuntimeError, match="batch1 \\(input\\) must be a 3D tensor"):
+        tt.bmm(tt.zeros(2, 3), tt.zeros(2, 3, 4))
+    with pytest.raises(TypeError, match="argument 'other' must be a Tensor"):
+        tt.matmul(tt.zeros(2, 2), [[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(RuntimeError, match=r"bias must have shape \[5\]"):
+        tt.linear(tt.zeros(2, 3), tt.zeros(5, 3), tt.zeros(4))
+    with pytest.raises(ValueError, match="activation must be one of"):
+        _ops.matmul.fused_linear(tt.zeros(2, 3), tt.zeros(5, 3), activation="tanh")
+
+
+def test_tf32_switch():
+    flags = tt.backends.cuda.matmul
+    assert flags.allow_tf32 is False  # PyTorch's default since 1.12: fp32 matmul is IEEE fp32
+    assert tt.backends.cudnn.allow_tf32 is True  # PyTorch's default for convolutions
+    with pytest.raises(TypeError, match="allow_tf32: expected a bool"):
+        flags.allow_tf32 = 1
+    with pytest.raises(AttributeError, match="no setting 'allow_fp64'"):
+        flags.allow_fp64 = True
+    # The switch selects tl.dot's precision for fp32 only, and only when compiling for a GPU.
+    assert _kmatmul.input_precision("float16", True) == "ieee"
+    assert _kmatmul.input_precision("float32", False) == "ieee"
+    assert _kmatmul.input_precision("float32", True) == ("ieee" if _kmatmul.INTERPRET else "tf32")
+
+
+def test_event_timer_quantiles_match_numpy():
+    times = sorted(rng.uniform(0, 5, 37).tolist())
+    for q in (0.0, 0.2, 0.5, 0.8, 1.0):
+        assert _autotune._quantile(times, q) == pytest.approx(np.quantile(times, q))

@@ -1,0 +1,169 @@
+"""Matmul: C[b] = act(A[b] @ B[b] + bias), tiled, grouped, autotuned; any strides, any batch.
+
+The kernel follows Triton's matmul tutorial: each program owns one BLOCK_M x BLOCK_N tile of C
+and walks K in BLOCK_K steps with ``tl.dot``. Tiles are visited in *grouped* order (GROUP_M rows
+of tiles share the same columns of B) so a wave of programs reuses A and B out of L2.
+
+* **Strides, not copies.** A and B are read through their own (row, col) strides, so ``x.T`` or a
+  sliced operand is multiplied in place; a stride of 1 is specialised by Triton and vectorises.
+* **Batches.** Broadcast batch dims arrive as stride-0 dims; the launcher collapses them into as
+  few dims as the layouts allow and each program walks its batches along grid axis 1.
+* **Precision.** Low-precision inputs feed ``tl.dot`` natively with an fp32 accumulator (fp64 for
+  fp64); the result is cast to the input dtype on store. fp32 uses IEEE fp32 unless the TF32
+  switch (``tritensor.backends.cuda.matmul.allow_tf32``) is on. In the interpreter, fp16/bf16
+  tiles are upcast to fp32 before the dot (its bf16 arithmetic is wrong, see DESIGN.md).
+* **Epilogue.** ``bias`` (one value per output column) and an activation (relu or exact gelu)
+  are applied to the fp32 accumulator before the store: that is ``linear`` (+ activation) in
+  one pass over C.
+
+On Hopper, ``matmul_tma.py`` holds a persistent, TMA-descriptor variant that the launcher
+below prefers for contiguous operands.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..core.launch import launch
+from ._common import INTERPRET, collapse, needs_int64
+from .autotune import autotune
+
+ACTIVATIONS = (None, "relu", "gelu")
+
+# GPU configurations (Triton tutorial's set, plus small tiles for skinny and fp64 problems).
+# Configs that do not fit the device (registers / shared memory) are discarded by the autotuner.
+CONFIGS = [
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=3, num_warps=8),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=3, num_warps=8),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
+    triton.Config({"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=5, num_warps=2),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=5, num_warps=2),
+    triton.Config({"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
+]
+# The interpreter pays per program and per loop trip: few, large tiles.
+INTERPRET_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
+MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y; programs stride over larger batches
+
+
+@triton.jit
+def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Map a linear program id to (pid_m, pid_n) in GROUP_M-row super-tiles (L2 reuse)."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def apply_epilogue(acc, bias_ptr, offs_n, N, stride_bias, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    """acc (fp32/fp64 tile) + bias[None, :], then relu or exact (erf) gelu."""
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n * stride_bias, mask=offs_n < N, other=0.0)
+        acc = acc + bias.to(acc.dtype)[None, :]
+    if ACTIVATION == "relu":
+        acc = tl.where(acc < 0, 0.0, acc)
+    elif ACTIVATION == "gelu":
+        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
+    return acc
+
+
+@autotune(configs=CONFIGS, key=["M", "N", "K", "stride_ak", "stride_bn", "INPUT_PRECISION"])
+@triton.jit
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, n_batch, batch_shape, sab, sbb, scb,
+                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_bias,
+                   INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
+                   ACTIVATION: tl.constexpr, NBATCH: tl.constexpr, INT64: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    IS_F64: tl.constexpr = a_ptr.dtype.element_ty == tl.float64
+    ACC: tl.constexpr = tl.float64 if IS_F64 else tl.float32
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+    # Rows/cols past the edge wrap around (the tutorial's trick): loads need no M/N mask and stay
+    # in bounds; the store mask throws those rows away.
+    offs_am = offs_m % M
+    offs_bn = offs_n % N
+    for bi in range(tl.program_id(1), n_batch, tl.num_programs(1)):
+        # Batch index -> element offsets in A, B, C (batch dims are row-major, any strides).
+        oa = 0
+        ob = 0
+        oc = 0
+        rem = bi.to(tl.int64) if INT64 else bi
+        for d in tl.static_range(NBATCH - 1, -1, -1):
+            i = rem % batch_shape[d]
+            rem = rem // batch_shape[d]
+            oa += i * sab[d]
+            ob += i * sbb[d]
+            oc += i * scb[d]
+        a_ptrs = a_ptr + oa + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+        b_ptrs = b_ptr + ob + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            k_left = K - k * BLOCK_K
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            if UPCAST:
+                a = a.to(ACC)
+                b = b.to(ACC)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        acc = apply_epilogue(acc, bias_ptr, offs_n, N, stride_bias, HAS_BIAS, ACTIVATION)
+        c_ptrs = c_ptr + oc + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+def input_precision(dtype_name: str, allow_tf32: bool) -> str:
+    """``tl.dot``'s input_precision: TF32 only for fp32 with the switch on; IEEE otherwise."""
+    return "tf32" if (allow_tf32 and dtype_name == "float32" and not INTERPRET) else "ieee"
+
+
+def matmul(out, a, b, bias=None, activation=None, allow_tf32: bool = False) -> None:
+    """out[..., M, N] = act(a[..., M, K] @ b[..., K, N] + bias[N]).
+
+    ``a``, ``b`` and ``out`` already share one batch shape (broadcast dims have stride 0), one
+    dtype and one device; ``bias`` is a 1-D tensor of N values or None; ``activation`` is one of
+    :data:`ACTIVATIONS`. Checking all that is ``core/ops/matmul.py``'s job.
+    """
+    assert activation in ACTIVATIONS, activation
+    *batch, M, K = a.shape
+    N = b.shape[-1]
+    if out.numel() == 0:
+        return
+    if bias is None and activation is None and K > 0:
+        from . import matmul_tma
+
+        if matmul_tma.usable(out, a, b):
+            matmul_tma.matmul(out, a, b, allow_tf32)
+            return
+    nb = len(batch)
+    bshape, (sab, sbb, scb), _ = collapse(tuple(batch), a.stride()[:nb], b.stride()[:nb], out.stride()[:nb])
+    n_batch = 1
+    for s in bshape:
+        n_batch *= s
+    sa, sb, so = a.stride()[nb:], b.stride()[nb:], out.stride()[nb:]
+    int64 = needs_int64(a.shape, a.stride()) or needs_int64(b.shape, b.stride()) or needs_int64(out.shape, out.stride())
+    meta = dict(INTERPRET_CONFIG) if INTERPRET else {}
+
+    def grid(META):
+        return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]), min(n_batch, MAX_GRID_Y))
+
+    launch(_matmul_kernel, grid, a, b, out, bias if bias is not None else out, M, N, K, n_batch,
+           bshape, sab, sbb, scb, sa[0], sa[1], sb[0], sb[1], so[0], so[1],
+           bias.stride(0) if bias is not None else 0,
+           INPUT_PRECISION=input_precision(a.dtype.name, allow_tf32), UPCAST=INTERPRET,
+           HAS_BIAS=bias is not None, ACTIVATION=activation, NBATCH=len(bshape), INT64=int64, **meta)

@@ -1,0 +1,137 @@
+"""Hopper (sm90) matmul: persistent programs that move tiles with TMA descriptors.
+
+Why a second kernel: on H100 the Tensor Memory Accelerator copies a whole tile global->shared
+in one instruction (no address math in registers, hardware bounds handling), and a
+*persistent* grid of one program per SM walks all output tiles, so launching and tail effects
+are paid once. This is Triton's persistent-matmul tutorial (host-side ``TensorDescriptor``s,
+block shapes set per config by a pre-hook) extended to read either operand transposed in place:
+a descriptor is built over whichever layout has unit stride, and the kernel transposes the
+tile in shared memory (``.T`` is free for ``tl.dot``).
+
+Scope: 2-D problems, fp16/bf16 (and fp32 when TF32 is allowed), no epilogue, sizes large
+enough that persistence pays. Everything else goes to ``matmul.py``'s general kernel, which
+is also what CPU mode and pre-Hopper GPUs run. This file cannot run in Triton's interpreter
+(TMA is hardware), so it is only ever selected in GPU mode on compute capability 9.x.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..core import mode
+from ..core.launch import launch
+from .autotune import autotune
+from .matmul import grouped_tile, input_precision
+
+ENABLED = True  # set False to force the general kernel (the benchmark compares the two)
+MIN_DIM = 256  # below this a tile grid barely fills the SMs and persistence has nothing to amortise
+
+
+def _set_block_shapes(nargs):
+    """Autotuner pre-hook: a descriptor's block shape must match the config being run."""
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bk, bm] if nargs["A_T"] else [bm, bk]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs["B_T"] else [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+CONFIGS = [
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w,
+                  pre_hook=_set_block_shapes)
+    for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)
+]
+
+
+@autotune(configs=CONFIGS, key=["M", "N", "K", "A_T", "B_T", "INPUT_PRECISION"])
+@triton.jit
+def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_SMS: tl.constexpr,
+                                  A_T: tl.constexpr, B_T: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                                  GROUP_M: tl.constexpr):
+    start_pid = tl.program_id(0)
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    # flatten=True lets Triton software-pipeline across tile boundaries (the next tile's first
+    # TMA loads overlap this tile's epilogue).
+    for tile_id in tl.range(start_pid, num_tiles, NUM_SMS, flatten=True):
+        pid_m, pid_n = grouped_tile(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            off_k = ki * BLOCK_K
+            # TMA zero-fills out-of-bounds rows/cols, so ragged M, N, K need no masks.
+            if A_T:
+                a = a_desc.load([off_k, off_m]).T
+            else:
+                a = a_desc.load([off_m, off_k])
+            if B_T:
+                b = b_desc.load([off_n, off_k]).T
+            else:
+                b = b_desc.load([off_k, off_n])
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))  # TMA clips the store at the edges
+
+
+def _tma_layout(t):
+    """'n' (row-major), 't' (column-major) or None, and whether TMA may address it (16-byte rules)."""
+    isz = t.dtype.itemsize
+    if t.data_ptr() % 16:
+        return None
+    s0, s1 = t.stride()
+    if s1 == 1 and (s0 * isz) % 16 == 0 and s0 >= t.shape[1]:
+        return "n"
+    if s0 == 1 and (s1 * isz) % 16 == 0 and s1 >= t.shape[0]:
+        return "t"
+    return None
+
+
+def usable(out, a, b) -> bool:
+    """Is this problem one the Hopper kernel handles (and should)?"""
+    if not (ENABLED and mode.GPU and a.ndim == 2 and a.device.type == "cuda"):
+        return False
+    if a.dtype.name not in ("float16", "bfloat16", "float32"):
+        return False
+    from ..backends import cuda as _backends
+
+    if a.dtype.name == "float32" and not _backends.matmul.allow_tf32:
+        return False  # IEEE fp32 has no wgmma path; the general kernel is as good
+    M, K = a.shape
+    N = b.shape[1]
+    if min(M, N, K) < MIN_DIM:
+        return False
+    from ..core import cuda
+
+    if cuda.get_device_capability(a.device.index)[0] != 9:
+        return False
+    return _tma_layout(a) is not None and _tma_layout(b) is not None and _tma_layout(out) == "n"
+
+
+_num_sms: dict[int, int] = {}
+
+
+def matmul(out, a, b, allow_tf32: bool) -> None:
+    """out = a @ b for 2-D operands that :func:`usable` accepted."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from ..core import cuda
+
+    M, K = a.shape
+    N = b.shape[1]
+    idx = a.device.index
+    if idx not in _num_sms:
+        _num_sms[idx] = cuda.get_device_properties(idx).multi_processor_count
+    num_sms = _num_sms[idx]
+    a_t, b_t = _tma_layout(a) == "t", _tma_layout(b) == "t"
+    # Block shapes below are placeholders: the pre-hook sets the tuned config's before launch.
+    a_desc = (TensorDescriptor(a, [K, M], [a.stride(1), 1], [64, 128]) if a_t
+              else TensorDescriptor(a, [M, K], [a.stride(0), 1], [128, 64]))
+    b_desc = (TensorDescriptor(b, [N, K], [b.stride(1), 1], [128, 64]) if b_t
+              else TensorDescriptor(b, [K, N], [b.stride(0), 1], [64, 128]))
+    c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [128, 128])
+
+    def grid(META):
+        return (min(num_sms, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
+
+    launch(_matmul_tma_persistent_kernel, grid, a_desc, b_desc, c_desc, M, N, K, NUM_SMS=num_sms,
+           A_T=a_t, B_T=b_t, INPUT_PRECISION=input_precision(a.dtype.name, allow_tf32))
