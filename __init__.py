@@ -7,6 +7,7 @@ from .core import mode as _mode  # noqa: F401  (must run before any Triton kerne
 
 import sys as _sys
 
+from . import backends
 from .core import cuda
 from .core.device import device
 from .core.dtype import (bfloat16, bool_ as bool, float16, float32, float64, int32, int64, dtype,

@@ -51,3 +51,9 @@ clip = clamp
 
 def is_tensor(obj) -> bool:
     return isinstance(obj, Tensor)
+
+
+# Matmul family (core/ops/matmul.py).
+from .ops.matmul import bmm, linear, matmul, mm  # noqa: E402
+
+__all__ += ["matmul", "mm", "bmm", "linear"]

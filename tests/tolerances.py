@@ -31,3 +31,17 @@ def assert_close(actual, expected, dtype, **override):
     a = a.astype(np.float64) if a.dtype == ml_dtypes.bfloat16 else a
     np.testing.assert_allclose(np.asarray(a, dtype=np.float64) if a.dtype.kind == "f" else a,
                                np.asarray(expected), equal_nan=True, **tol)
+
+
+# Sums of k products (matmul, conv2d and its backward kernels) accumulate in fp32 (fp64 for
+# fp64). Rounding error of such a sum grows like sqrt(k) * unit roundoff * term size for terms of
+# random sign, so a result that cancels to near zero needs an absolute tolerance that grows with
+# k. 16 * sqrt(k) * u covers N(0, 1) inputs (terms up to ~16) with margin; rtol is unchanged.
+_ACC_UNIT_ROUNDOFF = {tt.float64: 2.0**-53, tt.float32: 2.0**-24, tt.float16: 2.0**-24, tt.bfloat16: 2.0**-24}
+
+
+def sum_tol(dtype, k):
+    """TOL[dtype] with atol widened for a k-term sum accumulated in fp32 (fp64 for fp64)."""
+    tol = dict(TOL[dtype])
+    tol["atol"] = max(tol["atol"], 16 * max(k, 1) ** 0.5 * _ACC_UNIT_ROUNDOFF[dtype])
+    return tol
