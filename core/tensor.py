@@ -132,7 +132,7 @@ def broadcast_shapes(*shapes) -> tuple:
 class Tensor:
     __slots__ = (
         "_storage", "_shape", "_stride", "_offset", "dtype", "device", "_version_counter",
-        "_base", "requires_grad", "grad", "grad_fn", "_hooks", "_post_acc_hooks", "__weakref__",
+        "_base", "_requires_grad", "grad", "grad_fn", "_hooks", "_post_acc_hooks", "_autograd_meta", "__weakref__",
     )
 
     def __init__(self, storage, shape, stride, offset, dtype_, base=None):
@@ -144,7 +144,8 @@ class Tensor:
         self.device = storage.device
         self._base = base
         self._version_counter = base._version_counter if base is not None else _Version()
-        self.requires_grad = False
+        self._requires_grad = False
+        self._autograd_meta = None  # autograd's per-tensor extras (output_nr, grad accumulator, retain_grad)
         self.grad = None
         self.grad_fn = None
         self._hooks = None
@@ -171,6 +172,22 @@ class Tensor:
     def _view(self, shape, stride, offset=None) -> "Tensor":
         base = self._base if self._base is not None else self
         return Tensor(self._storage, shape, stride, self._offset if offset is None else offset, self.dtype, base)
+
+    # ----- autograd flag (the engine is tritensor/autograd; it binds backward, detach, hooks ...) -
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value) -> None:
+        if not value and self.grad_fn is not None:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a computed "
+                "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach()."
+            )
+        if value and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+        self._requires_grad = bool(value)
 
     # ----- metadata ---------------------------------------------------------------------------
     @property
