@@ -33,11 +33,8 @@ def _require(what: str) -> None:
 
 
 def device_count() -> int:
-    if not mode.GPU:
-        return 0
-    from cuda.core import system
-
-    return system.get_num_devices() if hasattr(system, "get_num_devices") else system.num_devices
+    # The driver's count honours CUDA_VISIBLE_DEVICES (NVML's, in cuda.core.system, does not).
+    return mode._cuda_device_count() if mode.GPU else 0
 
 
 def _index(dev) -> int:
@@ -69,8 +66,12 @@ def _cu_device(index: int | None = None):
             d = _devices.get(index)
             if d is None:
                 d = Device(index)
-                d.set_current()
                 _devices[index] = d
+    # The driver's current context is per thread: make it current in every thread that asks.
+    made_current = getattr(_local, "current_ctx", None)
+    if made_current != index:
+        d.set_current()
+        _local.current_ctx = index
     return d
 
 

@@ -141,7 +141,7 @@ def launch(kernel, grid, *args, **kwargs) -> None:
         _hook_triton_stream()
     from . import cuda
 
-    stream = cuda.current_stream()
+    stream = cuda.current_stream()  # also makes the device's context current in this thread
     staged: dict[int, tuple] = {}  # id(host storage) -> (host storage, device storage)
     conv = []
     for a in args:
