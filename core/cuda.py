@@ -212,6 +212,7 @@ def default_stream(device=None) -> Stream:
 
 def current_stream(device=None) -> Stream:
     idx = _index(device)
+    _cu_device(idx)  # context current in this thread before anything is queued
     per_dev = getattr(_local, "streams", None)
     s = per_dev.get(idx) if per_dev else None
     return s if s is not None else default_stream(idx)
