@@ -9,10 +9,12 @@ imported before any kernel module; ``tritensor/__init__.py`` imports it first.
 """
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 
 
+@functools.cache
 def _cuda_device_count() -> int:
     try:
         from cuda.bindings import driver
