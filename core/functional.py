@@ -57,3 +57,12 @@ def is_tensor(obj) -> bool:
 from .ops.matmul import bmm, linear, matmul, mm  # noqa: E402
 
 __all__ += ["matmul", "mm", "bmm", "linear"]
+
+# Reduction and normalization families (core/ops/reduce.py, core/ops/norm.py). Like torch, these
+# names (sum, max, min, all, any) shadow Python's builtins in this module from here on.
+from .ops.norm import layer_norm, log_softmax, native_layer_norm, softmax  # noqa: E402
+from .ops.reduce import (all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum,  # noqa: E402
+                         var)
+
+__all__ += ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any",
+            "softmax", "log_softmax", "layer_norm", "native_layer_norm"]

@@ -806,3 +806,15 @@ Tensor.matmul = Tensor.__matmul__ = _matmul
 Tensor.__rmatmul__ = _rmatmul
 Tensor.mm = lambda self, mat2: _mm.mm(self, mat2)
 Tensor.bmm = lambda self, mat2: _mm.bmm(self, mat2)
+
+
+# Reduction and normalization families (kernels: triton_kernels/reduce.py, softmax.py, layer_norm.py;
+# argument checks: core/ops/reduce.py, core/ops/norm.py). The free functions take ``input``
+# first, so they are the methods as they stand.
+from .ops import norm as _norm  # noqa: E402
+from .ops import reduce as _red  # noqa: E402
+
+for _name in ("sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any"):
+    setattr(Tensor, _name, getattr(_red, _name))
+Tensor.softmax = _norm.softmax
+Tensor.log_softmax = _norm.log_softmax

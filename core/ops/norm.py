@@ -1,0 +1,111 @@
+"""Normalizations over a dim on Tensors: ``softmax``, ``log_softmax``, ``layer_norm``.
+
+They share a shape of problem (every row normalized by its own statistics) and PyTorch's
+checks; the kernels are ``triton_kernels/softmax.py`` and ``triton_kernels/layer_norm.py``.
+What the backward passes need is returned here, not recomputed there: softmax's output is its
+own saved tensor, and :func:`native_layer_norm` returns the per-row mean and rstd.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...triton_kernels import layer_norm as _ln
+from ...triton_kernels import softmax as _sm
+from .. import dtype as dt
+from ..tensor import Tensor, normalize_dim
+
+
+def _check_tensor(x, op: str, argname: str = "input") -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument '{argname}' must be Tensor, not {type(x).__name__}")
+
+
+def _softmax(op: str, input, dim, dtype, log: bool) -> Tensor:
+    _check_tensor(input, op)
+    if dim is None or isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
+    d = normalize_dim(dim, input.ndim)
+    cast = None if dtype is None else dt.to_dtype(dtype, f"{op}(): argument 'dtype'")
+    target = cast or input.dtype
+    if not target.is_floating_point:
+        raise RuntimeError(f"{op}(): expected a floating point input, but got {target.name}; "
+                           "pass dtype= to compute in a floating point dtype")
+    out = Tensor._empty(input.shape, target, input.device)
+    _sm.softmax(out, input, d, log=log, cast=cast)
+    return out
+
+
+def softmax(input, dim, dtype=None) -> Tensor:
+    """exp(x - max) / sum(exp(x - max)) along ``dim``; ``dtype`` casts the input first."""
+    return _softmax("softmax", input, dim, dtype, log=False)
+
+
+def log_softmax(input, dim, dtype=None) -> Tensor:
+    """x - max - log(sum(exp(x - max))) along ``dim``; ``dtype`` casts the input first."""
+    return _softmax("log_softmax", input, dim, dtype, log=True)
+
+
+def _normalized_shape(normalized_shape) -> tuple:
+    if isinstance(normalized_shape, (int, np.integer)) and not isinstance(normalized_shape, bool):
+        return (int(normalized_shape),)
+    if isinstance(normalized_shape, (tuple, list)) and all(
+            isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in normalized_shape):
+        return tuple(int(s) for s in normalized_shape)
+    raise TypeError(f"layer_norm(): argument 'normalized_shape' must be an int or a sequence of ints, "
+                    f"not {normalized_shape!r}")
+
+
+def _check_affine(t, name: str, shape: tuple, input: Tensor):
+    if t is None:
+        return None
+    _check_tensor(t, "layer_norm", name)
+    if tuple(t.shape) != shape:
+        raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of shape "
+                           f"{list(t.shape)} and normalized_shape = {list(shape)}")
+    if t.device != input.device:
+        raise RuntimeError(f"layer_norm(): Expected all tensors to be on the same device, but found at least two "
+                           f"devices, {input.device} and {t.device}! ({name})")
+    if not t.dtype.is_floating_point:
+        raise RuntimeError(f"layer_norm(): expected {name} to be a floating point tensor, but got {t.dtype.name}")
+    return t.contiguous()
+
+
+def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """``(out, mean, rstd)`` like ``torch.native_layer_norm``: the statistics the backward needs.
+
+    ``mean`` and ``rstd`` have the input's leading dims followed by ones for the normalized
+    dims, in fp32 (fp64 for fp64 inputs).
+    """
+    _check_tensor(input, "layer_norm")
+    shape = _normalized_shape(normalized_shape)
+    if len(shape) == 0:
+        raise RuntimeError("Expected normalized_shape to be at least 1-dimensional, i.e., containing at least one "
+                           "element, but got normalized_shape = []")
+    k = len(shape)
+    if input.ndim < k or tuple(input.shape[input.ndim - k:]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, "
+                           f"{', '.join(map(str, shape))}], but got input of size{list(input.shape)}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"layer_norm(): expected a floating point input, but got {input.dtype.name}")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+        raise TypeError(f"layer_norm(): argument 'eps' must be a number, not {type(eps).__name__}")
+    weight = _check_affine(weight, "weight", shape, input)
+    bias = _check_affine(bias, "bias", shape, input)
+    lead = tuple(input.shape[: input.ndim - k])
+    stats_dtype = dt.float64 if input.dtype is dt.float64 else dt.float32
+    out = Tensor._empty(input.shape, input.dtype, input.device)
+    mean = Tensor._empty(lead + (1,) * k, stats_dtype, input.device)
+    rstd = Tensor._empty(lead + (1,) * k, stats_dtype, input.device)
+    if math.prod(shape) == 0 and mean.numel():
+        mean.fill_(float("nan"))  # the mean of nothing
+        rstd.fill_(float("nan"))
+    _ln.layer_norm(out, input, k, weight, bias, float(eps), mean, rstd)
+    return out, mean, rstd
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Tensor:
+    """``torch.nn.functional.layer_norm``: normalize over the trailing ``normalized_shape`` dims."""
+    _check_tensor(input, "layer_norm")
+    return native_layer_norm(input, normalized_shape, weight, bias, eps)[0]

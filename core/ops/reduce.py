@@ -1,0 +1,246 @@
+"""Reductions on Tensors: PyTorch's signatures, dtype rules and errors, then one kernel.
+
+``sum mean prod amax amin max min argmax argmin var std all any``. This module decides which
+dims are reduced, the result dtype and shape (``keepdim``), checks everything PyTorch checks
+before any kernel runs, allocates the output and calls ``triton_kernels/reduce.py``. The
+kernel writes the kept dims contiguously; ``keepdim=True`` is a view of that with ones put back.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections import namedtuple
+
+import numpy as np
+
+from ...triton_kernels import reduce as _k
+from .. import dtype as dt
+from ..tensor import Tensor, normalize_dim
+
+# torch.return_types.max / .min: a (values, indices) named tuple.
+max_result = namedtuple("max", ["values", "indices"])
+min_result = namedtuple("min", ["values", "indices"])
+
+# torch's short dtype names in error messages ("Got: Long").
+_TORCH_NAME = {dt.bool_: "Bool", dt.int32: "Int", dt.int64: "Long", dt.float16: "Half",
+               dt.bfloat16: "BFloat16", dt.float32: "Float", dt.float64: "Double"}
+
+
+def _check_input(x, op: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not {type(x).__name__}")
+
+
+def reduced_dims(x: Tensor, dim, op: str) -> tuple:
+    """Normalize ``dim`` (None, an int, or a sequence; empty means all) to sorted dim indices."""
+    if dim is None:
+        return tuple(range(x.ndim))
+    if isinstance(dim, (tuple, list)):
+        if len(dim) == 0:
+            return tuple(range(x.ndim))
+        seen = set()
+        for d in dim:
+            nd = normalize_dim(d, x.ndim)
+            if nd in seen:
+                raise RuntimeError(f"dim {nd} appears multiple times in the list of dims")
+            seen.add(nd)
+        return tuple(sorted(seen)) if x.ndim else ()
+    nd = normalize_dim(dim, x.ndim)
+    return (nd,) if x.ndim else ()
+
+
+def _result_shapes(x: Tensor, dims: tuple, keepdim: bool):
+    kept = tuple(n for d, n in enumerate(x.shape) if d not in dims)
+    full = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
+    return kept, (full if keepdim else kept)
+
+
+def _require_nonempty(x: Tensor, dims: tuple, op: str, dim_given: bool) -> None:
+    """max/min/argmax/amax have no identity: PyTorch refuses an empty reduced extent."""
+    if x.numel() != 0:
+        return
+    if not dim_given and op in ("max", "min", "argmax", "argmin"):
+        raise RuntimeError(f"{op}(): Expected reduction dim to be specified for input.numel() == 0."
+                           + (" Specify the reduction dim with the 'dim' argument." if op in ("max", "min") else ""))
+    for d in dims:
+        if x.shape[d] == 0:
+            raise RuntimeError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _run(op: str, x: Tensor, dims: tuple, keepdim: bool, out_dtype, *, values=True, indices=False,
+         cast=None, correction=1.0):
+    kept, shape = _result_shapes(x, dims, keepdim)
+    out = Tensor._empty(kept, out_dtype, x.device) if values else None
+    idx = Tensor._empty(kept, dt.int64, x.device) if indices else None
+    # An empty reduced extent still launches: the kernel writes the identity (0, 1, nan, True/False).
+    _k.reduce(op, x, dims, out, idx, cast=cast, correction=correction)
+    if keepdim:
+        out = out.view(shape) if out is not None else None
+        idx = idx.view(shape) if idx is not None else None
+    return out, idx
+
+
+def _dtype_arg(dtype, op):
+    return None if dtype is None else dt.to_dtype(dtype, f"{op}(): argument 'dtype'")
+
+
+# --------------------------------------------------------------------------------------------
+# sum, mean, prod
+# --------------------------------------------------------------------------------------------
+def sum(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
+    _check_input(input, "sum")
+    dtype = _dtype_arg(dtype, "sum")
+    dims = reduced_dims(input, dim, "sum")
+    if dtype is None:
+        dtype = input.dtype if input.dtype.is_floating_point else dt.int64
+    return _run("sum", input, dims, keepdim, dtype, cast=dtype)[0]
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    _check_input(input, "mean")
+    dtype = _dtype_arg(dtype, "mean")
+    target = dtype or input.dtype
+    if not target.is_floating_point:
+        raise RuntimeError(
+            "mean(): could not infer output dtype. "
+            + ("Input" if dtype is None else "Optional")
+            + f" dtype must be either a floating point or complex dtype. Got: {_TORCH_NAME[target]}"
+        )
+    dims = reduced_dims(input, dim, "mean")
+    return _run("mean", input, dims, keepdim, target, cast=target)[0]
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    _check_input(input, "prod")
+    dtype = _dtype_arg(dtype, "prod")
+    if dim is not None and not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"prod(): argument 'dim' must be int, not {type(dim).__name__}")
+    dims = reduced_dims(input, dim, "prod")
+    if dtype is None:
+        dtype = input.dtype if input.dtype.is_floating_point else dt.int64
+    return _run("prod", input, dims, keepdim, dtype, cast=dtype)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# extremes
+# --------------------------------------------------------------------------------------------
+def amax(input, dim=(), keepdim=False) -> Tensor:
+    _check_input(input, "amax")
+    dims = reduced_dims(input, dim, "amax")
+    _require_nonempty(input, dims, "amax", True)
+    return _run("max", input, dims, keepdim, input.dtype)[0]
+
+
+def amin(input, dim=(), keepdim=False) -> Tensor:
+    _check_input(input, "amin")
+    dims = reduced_dims(input, dim, "amin")
+    _require_nonempty(input, dims, "amin", True)
+    return _run("min", input, dims, keepdim, input.dtype)[0]
+
+
+def _extreme(op: str, input, dim, keepdim, other):
+    _check_input(input, op)
+    if isinstance(dim, Tensor) or other is not None:  # torch.max(a, b): the elementwise maximum
+        if other is not None and dim is not None:
+            raise TypeError(f"{op}(): pass either 'dim' or 'other', not both")
+        from . import elementwise as _ew
+
+        return _ew.binary("maximum" if op == "max" else "minimum", input, dim if other is None else other)
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{op}(): keepdim=True needs a 'dim'")
+        dims = reduced_dims(input, None, op)
+        _require_nonempty(input, dims, op, False)
+        return _run(op, input, dims, False, input.dtype)[0]
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__} (use amax/amin for several dims)")
+    dims = reduced_dims(input, dim, op)
+    _require_nonempty(input, dims, op, True)
+    values, indices = _run(op, input, dims, keepdim, input.dtype, indices=True)
+    return (max_result if op == "max" else min_result)(values, indices)
+
+
+def max(input, dim=None, keepdim=False, *, other=None):
+    """``max(x)`` -> 0-d value; ``max(x, dim)`` -> (values, indices); ``max(x, y)`` -> maximum."""
+    return _extreme("max", input, dim, keepdim, other)
+
+
+def min(input, dim=None, keepdim=False, *, other=None):
+    """``min(x)`` -> 0-d value; ``min(x, dim)`` -> (values, indices); ``min(x, y)`` -> minimum."""
+    return _extreme("min", input, dim, keepdim, other)
+
+
+def _arg(op: str, input, dim, keepdim):
+    _check_input(input, op)
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer))):
+        raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
+    dims = reduced_dims(input, dim, op)
+    _require_nonempty(input, dims, op, dim is not None)
+    if dim is None:
+        # The index into the flattened tensor; keepdim keeps every dim as size 1.
+        idx = _run(op[3:], input, dims, False, None, values=False, indices=True)[1]
+        return idx.view((1,) * input.ndim) if keepdim else idx
+    return _run(op[3:], input, dims, keepdim, None, values=False, indices=True)[1]
+
+
+def argmax(input, dim=None, keepdim=False) -> Tensor:
+    """First index of the maximum (NaN counts as the maximum, like PyTorch)."""
+    return _arg("argmax", input, dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim=False) -> Tensor:
+    """First index of the minimum (NaN counts as the minimum, like PyTorch)."""
+    return _arg("argmin", input, dim, keepdim)
+
+
+# --------------------------------------------------------------------------------------------
+# var, std
+# --------------------------------------------------------------------------------------------
+def _correction(op, dim, unbiased, correction):
+    if isinstance(dim, bool):  # var(x, False): the legacy positional ``unbiased``
+        if unbiased is not None:
+            raise TypeError(f"{op}(): got 'unbiased' twice")
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise RuntimeError(f"{op}: can't specify both the unbiased and correction arguments")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    if isinstance(correction, bool) or not isinstance(correction, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{op}(): argument 'correction' must be a number, not {type(correction).__name__}")
+    return dim, float(correction)
+
+
+def _variance(op, input, dim, unbiased, keepdim, correction):
+    _check_input(input, op)
+    dim, corr = _correction(op, dim, unbiased, correction)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+    dims = reduced_dims(input, dim, op)
+    n = math.prod(input.shape[d] for d in dims)
+    if n - corr <= 0:
+        warnings.warn(f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                      "reduction factor (input numel divided by output numel).", RuntimeWarning, stacklevel=3)
+    return _run(op, input, dims, keepdim, input.dtype, correction=corr)[0]
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None) -> Tensor:
+    """Variance with ``correction`` (Bessel's by default); stable (chunk two-pass + Chan merge)."""
+    return _variance("var", input, dim, unbiased, keepdim, correction)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None) -> Tensor:
+    return _variance("std", input, dim, unbiased, keepdim, correction)
+
+
+# --------------------------------------------------------------------------------------------
+# all, any
+# --------------------------------------------------------------------------------------------
+def all(input, dim=None, keepdim=False) -> Tensor:
+    _check_input(input, "all")
+    return _run("all", input, reduced_dims(input, dim, "all"), keepdim, dt.bool_)[0]
+
+
+def any(input, dim=None, keepdim=False) -> Tensor:
+    _check_input(input, "any")
+    return _run("any", input, reduced_dims(input, dim, "any"), keepdim, dt.bool_)[0]

@@ -1,0 +1,348 @@
+"""Reduction kernels: sum, mean, prod, max/min (values and first indices), var/std, all/any.
+
+Every reduction is one problem shape: ``rows x reduced``. The caller names the reduced dims;
+the launcher lists the kept dims (in order, so a flat row index is the row-major index of the
+contiguous output) and the reduced dims, and collapses each group where memory allows. The
+kernel never copies the input: it reads it through the two groups' strides, so transposed,
+sliced and expanded (stride 0) inputs cost nothing extra.
+
+A program owns ``BLOCK_M`` rows and walks the reduced extent in ``BLOCK_N``-wide chunks of a
+2-D tile, accumulating in fp32 (fp64 for fp64, int64 for integer sums). A contiguous reduced
+extent (the common last-dim case) is indexed without any div/mod. When there are too few
+rows to fill the machine and the reduced extent is long, the extent is split over
+``grid[1]`` programs that write partial states, and a second small kernel combines them
+(sums add, extremes keep the first winner, variances merge with Chan's formula).
+
+Numerics, identical in both stages:
+- var/std: each chunk's mean and sum of squared deviations are computed exactly in the tile
+  (two passes over registers), then merged into the running state with Chan et al.'s
+  parallel formula. That is stable where E[x^2] - E[x]^2 is not, and reads the input once.
+- max/min: NaN wins (like PyTorch); the index is the first occurrence. ``tl.max`` of floats
+  ignores NaN on the GPU but not in the interpreter, so NaN is tracked explicitly: both
+  modes give the same answer.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..core import dtype as dt
+from ..core.launch import launch
+from ._common import INTERPRET, collapse, f64_bits, load_f64_scalar, needs_int64, strided_offset
+
+OPS = ("sum", "mean", "prod", "max", "min", "var", "std", "all", "any")
+
+# Elements one program holds per chunk. The interpreter pays per program and per op, not per
+# element: one wide tile. The GPU wants tiles that fit registers.
+TILE = 32768 if INTERPRET else 4096
+MAX_BLOCK_N = 32768 if INTERPRET else 2048
+# Split the reduced extent over several programs when rows are this few and the extent this
+# long (the GPU would otherwise run a handful of programs on 132 SMs). The interpreter gains
+# nothing from it, but uses small thresholds so the tests exercise the split path.
+SPLIT_MAX_ROWS = 4 if INTERPRET else 128
+SPLIT_MIN_LEN = 4096 if INTERPRET else 32768
+SPLIT_BLOCK_N = 1024 if INTERPRET else 2048
+SPLIT_TARGET = 8 if INTERPRET else 1024  # total programs (rows x splits) to aim for
+
+_TL = {dt.float16: tl.float16, dt.bfloat16: tl.bfloat16, dt.float32: tl.float32, dt.float64: tl.float64,
+       dt.int32: tl.int32, dt.int64: tl.int64, dt.bool_: tl.int1}
+
+
+def accumulator_dtype(op: str, d: dt.dtype) -> dt.dtype:
+    """What a reduction of ``d`` accumulates in: fp32 for fp16/bf16/fp32, fp64 for fp64,
+    int64 for integer/bool sums and products, int32/int64 for integer extremes."""
+    if d.is_floating_point:
+        return dt.float64 if d is dt.float64 else dt.float32
+    if op in ("sum", "prod") or d is dt.int64:
+        return dt.int64
+    return dt.int32
+
+
+def _extremes(acc: dt.dtype):
+    if acc.is_floating_point:
+        return float("-inf"), float("inf")
+    bits = 8 * acc.itemsize
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+# --------------------------------------------------------------------------------------------
+# Device helpers
+# --------------------------------------------------------------------------------------------
+@triton.jit
+def _mul(a, b):
+    return a * b
+
+
+@triton.jit
+def _col_offsets(cols, rshape, rstrides, RNDIM: tl.constexpr, RCONTIG: tl.constexpr):
+    if RCONTIG:
+        off = cols
+    elif RNDIM == 1:
+        off = cols * rstrides[0]
+    else:
+        off = strided_offset(cols, rshape, rstrides, RNDIM)
+    return off
+
+
+@triton.jit
+def _tile_extreme(v, mask, idx, SENTINEL: tl.constexpr, IS_MAX: tl.constexpr, IS_FLOAT: tl.constexpr,
+                  BIG_INDEX: tl.constexpr):
+    """Per-row extreme of a tile and the smallest ``idx`` where it occurs (NaN wins)."""
+    v = tl.where(mask, v, SENTINEL)
+    if IS_FLOAT:
+        isnan = v != v
+        clean = tl.where(isnan, SENTINEL, v)
+        has_nan = tl.max(isnan.to(tl.int32), 1) > 0
+        if IS_MAX:
+            best = tl.max(clean, 1)
+        else:
+            best = tl.min(clean, 1)
+        best = tl.where(has_nan, float("nan"), best)
+        hit = (v == best[:, None]) | (isnan & has_nan[:, None])
+    else:
+        if IS_MAX:
+            best = tl.max(v, 1)
+        else:
+            best = tl.min(v, 1)
+        hit = v == best[:, None]
+    first = tl.min(tl.where(hit & mask, idx, BIG_INDEX), 1)
+    return best, first
+
+
+@triton.jit
+def _better(new, old, IS_MAX: tl.constexpr, IS_FLOAT: tl.constexpr):
+    """Does ``new`` replace ``old``? Strictly better only, so the earlier index is kept on ties."""
+    if IS_MAX:
+        b = new > old
+    else:
+        b = new < old
+    if IS_FLOAT:
+        b = b | ((new != new) & (old == old))
+    return b
+
+
+@triton.jit
+def _finalize(acc, m2, n_red, corr_bits, OP: tl.constexpr):
+    """Turn an accumulator into the op's value: mean divides, var/std apply the correction."""
+    if OP == "mean":
+        r = acc / n_red
+    elif OP == "var" or OP == "std":
+        corr = load_f64_scalar(corr_bits).to(m2.dtype)
+        r = m2 / tl.maximum(n_red - corr, 0.0)
+        if OP == "std":
+            r = tl.sqrt(r)
+    else:
+        r = acc
+    return r
+
+
+@triton.jit
+def _store(ptr, offs, r, mask):
+    if ptr.dtype.element_ty == tl.int1:
+        r = r != 0
+    tl.store(ptr + offs, r.to(ptr.dtype.element_ty), mask=mask)
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 1: rows x (a slice of) the reduced extent
+# --------------------------------------------------------------------------------------------
+@triton.jit(do_not_specialize=["corr_bits"])
+def _reduce_kernel(x, out, out2, n_rows, n_red, split_len, kshape, kstrides, rshape, rstrides, corr_bits,
+                   OP: tl.constexpr, CAST: tl.constexpr, ACC: tl.constexpr, SENTINEL: tl.constexpr,
+                   STORE_VALUES: tl.constexpr, STORE_INDEX: tl.constexpr, SPLIT: tl.constexpr,
+                   KNDIM: tl.constexpr, RNDIM: tl.constexpr, RCONTIG: tl.constexpr, INT64: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    IS_FLOAT: tl.constexpr = ACC.is_floating()
+    IS_MAX: tl.constexpr = OP == "max"
+    EXTREME: tl.constexpr = (OP == "max") or (OP == "min")
+    VARIANCE: tl.constexpr = (OP == "var") or (OP == "std")
+    BIG_INDEX: tl.constexpr = 2**62
+
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    split = tl.program_id(1)
+    if INT64:
+        rows = rows.to(tl.int64)
+        split = split.to(tl.int64)
+    row_mask = rows < n_rows
+    row_off = strided_offset(rows, kshape, kstrides, KNDIM)
+    lo = split * split_len
+    hi = tl.minimum(lo + split_len, n_red)
+
+    if EXTREME:
+        acc = tl.full([BLOCK_M], SENTINEL, ACC)
+    elif OP == "prod" or OP == "all":
+        acc = tl.full([BLOCK_M], 1, ACC)
+    else:
+        acc = tl.zeros([BLOCK_M], ACC)
+    m2 = tl.zeros([BLOCK_M], ACC)
+    idx = tl.zeros([BLOCK_M], tl.int64) + lo
+
+    for start in range(lo, hi, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = row_mask[:, None] & (cols < hi)[None, :]
+        ptrs = x + row_off[:, None] + _col_offsets(cols, rshape, rstrides, RNDIM, RCONTIG)[None, :]
+        v = tl.load(ptrs, mask=mask, other=0).to(CAST).to(ACC)
+        if OP == "sum" or OP == "mean":
+            acc += tl.sum(tl.where(mask, v, 0), 1)
+        elif OP == "prod":
+            acc *= tl.reduce(tl.where(mask, v, 1), 1, _mul)
+        elif OP == "all":
+            acc = tl.minimum(acc, tl.min(tl.where(mask, v != 0, 1).to(ACC), 1))
+        elif OP == "any":
+            acc = tl.maximum(acc, tl.max(tl.where(mask, v != 0, 0).to(ACC), 1))
+        elif EXTREME:
+            best, first = _tile_extreme(v, mask, cols[None, :].to(tl.int64), SENTINEL, IS_MAX, IS_FLOAT, BIG_INDEX)
+            take = _better(best, acc, IS_MAX, IS_FLOAT)
+            acc = tl.where(take, best, acc)
+            idx = tl.where(take, first, idx)
+        else:
+            tl.static_assert(VARIANCE)
+            nb = tl.minimum(hi - start, BLOCK_N).to(ACC)
+            na = (start - lo).to(ACC)
+            mean_b = tl.sum(tl.where(mask, v, 0), 1) / nb
+            d = tl.where(mask, v - mean_b[:, None], 0)
+            m2_b = tl.sum(d * d, 1)
+            delta = mean_b - acc
+            n = na + nb
+            acc += delta * (nb / n)
+            m2 += m2_b + delta * delta * (na * nb / n)
+
+    if SPLIT:
+        # Partial states, row-major [row, split]: combined by _combine_kernel.
+        nsplit = tl.num_programs(1)
+        poff = rows * nsplit + split
+        tl.store(out + poff, acc, mask=row_mask)
+        if EXTREME:
+            tl.store(out2 + poff, idx, mask=row_mask)
+        elif VARIANCE:
+            tl.store(out2 + poff, m2, mask=row_mask)
+    else:
+        if STORE_VALUES:
+            _store(out, rows, _finalize(acc, m2, n_red, corr_bits, OP), row_mask)
+        if STORE_INDEX:
+            tl.store(out2 + rows, idx, mask=row_mask)
+
+
+# --------------------------------------------------------------------------------------------
+# Stage 2: combine [rows, nsplit] partial states
+# --------------------------------------------------------------------------------------------
+@triton.jit(do_not_specialize=["corr_bits"])
+def _combine_kernel(p0, p1, out, out2, n_rows, nsplit, split_len, n_red, corr_bits,
+                    OP: tl.constexpr, ACC: tl.constexpr, SENTINEL: tl.constexpr, STORE_VALUES: tl.constexpr,
+                    STORE_INDEX: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_S: tl.constexpr):
+    IS_FLOAT: tl.constexpr = ACC.is_floating()
+    IS_MAX: tl.constexpr = OP == "max"
+    EXTREME: tl.constexpr = (OP == "max") or (OP == "min")
+    VARIANCE: tl.constexpr = (OP == "var") or (OP == "std")
+
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_mask = rows < n_rows
+    s = tl.arange(0, BLOCK_S).to(tl.int64)
+    mask = row_mask[:, None] & (s < nsplit)[None, :]
+    offs = rows[:, None] * nsplit + s[None, :]
+    part = tl.load(p0 + offs, mask=mask, other=0)
+    m2 = tl.zeros([BLOCK_M], ACC)
+    idx = tl.zeros([BLOCK_M], tl.int64)
+    if OP == "sum" or OP == "mean":
+        acc = tl.sum(tl.where(mask, part, 0), 1)
+    elif OP == "prod":
+        acc = tl.reduce(tl.where(mask, part, 1), 1, _mul)
+    elif OP == "all":
+        acc = tl.min(tl.where(mask, part, 1), 1)
+    elif OP == "any":
+        acc = tl.max(tl.where(mask, part, 0), 1)
+    elif EXTREME:
+        # Splits are in index order, so the first winning split holds the first winning index.
+        acc, first = _tile_extreme(part, mask, s[None, :], SENTINEL, IS_MAX, IS_FLOAT, 2**62)
+        pidx = tl.load(p1 + offs, mask=mask, other=0)
+        idx = tl.sum(tl.where(s[None, :] == first[:, None], pidx, 0), 1)
+    else:
+        tl.static_assert(VARIANCE)
+        pm2 = tl.load(p1 + offs, mask=mask, other=0)
+        cnt = tl.minimum(split_len, n_red - s * split_len).to(ACC)
+        cnt = tl.where(s < nsplit, cnt, 0)
+        acc = tl.sum(tl.where(mask, part * cnt[None, :], 0), 1) / n_red
+        d = tl.where(mask, part - acc[:, None], 0)
+        m2 = tl.sum(tl.where(mask, pm2, 0), 1) + tl.sum(cnt[None, :] * d * d, 1)
+    if STORE_VALUES:
+        _store(out, rows, _finalize(acc, m2, n_red, corr_bits, OP), row_mask)
+    if STORE_INDEX:
+        tl.store(out2 + rows, idx, mask=row_mask)
+
+
+# --------------------------------------------------------------------------------------------
+# Launcher
+# --------------------------------------------------------------------------------------------
+def _pow2(n: int) -> int:
+    return triton.next_power_of_2(max(1, n))
+
+
+def _num_warps(elems: int) -> int:
+    return 4 if elems <= 2048 else 8
+
+
+def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: float = 1.0) -> None:
+    """Reduce ``x`` over ``dims`` (sorted, normalized) into ``out`` and/or ``indices``.
+
+    ``out``/``indices`` are contiguous with the kept dims' shape (keepdim is the caller's view).
+    ``cast`` (a dtype) rounds every input element to it before accumulating, which is what
+    PyTorch's ``dtype=`` argument means. ``indices`` (int64) only for max/min: the first index
+    of the extreme within the flattened reduced dims. ``correction`` only for var/std.
+    """
+    if op not in OPS:
+        raise ValueError(f"reduce: unknown op {op!r}; expected one of {OPS}")
+    shape, stride = tuple(x.shape), tuple(x.stride())
+    kept = [d for d in range(len(shape)) if d not in dims]
+    n_rows = 1
+    for d in kept:
+        n_rows *= shape[d]
+    n_red = 1
+    for d in dims:
+        n_red *= shape[d]
+    if n_rows == 0:
+        return
+    cast = cast or x.dtype
+    acc = accumulator_dtype(op, cast)
+    kshape, (kstrides,), _ = collapse([shape[d] for d in kept], [stride[d] for d in kept])
+    rdims = list(dims)
+    if indices is None:
+        # Without indices the visiting order is free: walk the smallest stride innermost.
+        rdims.sort(key=lambda d: -abs(stride[d]))
+    rshape, (rstrides,), rcontig = collapse([shape[d] for d in rdims], [stride[d] for d in rdims])
+    int64 = needs_int64(tuple(kshape) + tuple(rshape), tuple(kstrides) + tuple(rstrides)) or n_rows * n_red >= 2**31
+    lowest, highest = _extremes(acc)
+    sentinel = lowest if op == "max" else highest
+    common = dict(OP=op, ACC=_TL[acc], SENTINEL=sentinel, STORE_VALUES=out is not None,
+                  STORE_INDEX=indices is not None)
+    corr_bits = f64_bits(correction)
+
+    split = n_rows < SPLIT_MAX_ROWS and n_red >= SPLIT_MIN_LEN and n_red > 0
+    if split:
+        want = max(2, min(triton.cdiv(n_red, SPLIT_BLOCK_N), SPLIT_TARGET // n_rows))
+        block_n = min(_pow2(triton.cdiv(n_red, want)), SPLIT_BLOCK_N)
+        split_len = triton.cdiv(triton.cdiv(n_red, want), block_n) * block_n
+        nsplit = triton.cdiv(n_red, split_len)
+        split = nsplit > 1
+    if not split:
+        block_n = min(_pow2(n_red), MAX_BLOCK_N)
+        block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
+        launch(_reduce_kernel, (triton.cdiv(n_rows, block_m), 1),
+               x, out if out is not None else indices, indices if indices is not None else out,
+               n_rows, n_red, max(n_red, 1), kshape, kstrides, rshape, rstrides, corr_bits,
+               CAST=_TL[cast], SPLIT=False, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig, INT64=int64,
+               BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n), **common)
+        return
+
+    p0 = x.new_empty((n_rows * nsplit,), dtype=acc)
+    p1 = x.new_empty((n_rows * nsplit,), dtype=dt.int64 if op in ("max", "min") else acc)
+    block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
+    launch(_reduce_kernel, (triton.cdiv(n_rows, block_m), nsplit),
+           x, p0, p1, n_rows, n_red, split_len, kshape, kstrides, rshape, rstrides, corr_bits,
+           CAST=_TL[cast], SPLIT=True, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig, INT64=int64,
+           BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n), **common)
+    block_s = _pow2(nsplit)
+    block_m = max(1, min(TILE // block_s, _pow2(n_rows)))
+    target = out if out is not None else indices
+    launch(_combine_kernel, (triton.cdiv(n_rows, block_m),),
+           p0, p1, target, indices if indices is not None else target, n_rows, nsplit, split_len, n_red, corr_bits,
+           BLOCK_M=block_m, BLOCK_S=block_s, num_warps=_num_warps(block_m * block_s), **common)
