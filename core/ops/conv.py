@@ -1,0 +1,161 @@
+"""conv2d and its two backward ops: PyTorch's argument rules, then the implicit-GEMM kernels.
+
+Argument normalisation (ints or pairs, ``'same'``/``'valid'``), every shape/dtype/device check and
+the output size happen here, once, before anything launches; ``triton_kernels/conv.py`` only
+sees pointers, shapes and strides. The backward functions take the same geometry arguments as
+the forward so autograd can call them with what it saved:
+
+* ``conv2d_backward_input(grad_output, weight, input_shape, stride, padding, dilation, groups)``
+* ``conv2d_backward_weight(grad_output, input, weight_shape, stride, padding, dilation, groups)``
+
+(grad of the bias is ``grad_output.sum((0, 2, 3))``, a plain reduction.)
+"""
+from __future__ import annotations
+
+import numbers
+
+from ...backends import cudnn as _cudnn
+from ...triton_kernels import conv as _k
+from .. import dtype as dt
+from ..tensor import Tensor
+
+
+def _pair(v, name: str, op: str, minimum: int) -> tuple:
+    """An int or a pair of ints, each >= minimum, as a pair (PyTorch's _pair)."""
+    vals = tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+    if len(vals) == 1:
+        vals = vals * 2
+    if len(vals) != 2 or not all(isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in vals):
+        raise TypeError(f"{op}(): {name} must be an int or a pair of ints, got {v!r}")
+    if any(x < minimum for x in vals):
+        what = {1: "non-positive", 0: "negative"}[minimum]
+        raise RuntimeError(f"{op}(): {what} {name} is not supported, got {v!r}")
+    return tuple(int(x) for x in vals)
+
+
+def _check_tensor(x, name: str, op: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument '{name}' must be a Tensor, not {type(x).__name__}")
+
+
+def _check_dtypes(op: str, **tensors) -> None:
+    items = [(k, v) for k, v in tensors.items() if v is not None]
+    first_name, first = items[0]
+    if first.dtype not in dt.FLOATING:
+        raise RuntimeError(f"{op}(): expected a floating-point {first_name} (float16, bfloat16, float32, float64), "
+                           f"got {first.dtype.name}")
+    for name, t in items[1:]:
+        if t.dtype is not first.dtype:
+            raise RuntimeError(f"{op}(): {first_name} type ({first.dtype.name}) and {name} type ({t.dtype.name}) "
+                               f"should be the same")
+        if t.device != first.device:
+            raise RuntimeError(f"{op}(): Expected all tensors to be on the same device, but found at least two "
+                               f"devices, {first.device} and {t.device}!")
+
+
+def conv_geometry(op: str, input_shape, weight_shape, stride, padding, dilation, groups):
+    """Check a conv2d's shapes and arguments; return (stride, (pad_top, pad_left), dilation, (OH, OW)).
+
+    ``input_shape`` is (N, C, H, W); ``weight_shape`` is (OC, C / groups, KH, KW).
+    """
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups <= 0:
+        raise RuntimeError(f"{op}(): non-positive groups is not supported, got groups={groups!r}")
+    N, C, H, W = input_shape
+    OC, Cg, KH, KW = weight_shape
+    if OC % groups:
+        raise RuntimeError(f"{op}(): Given groups={groups}, expected weight to be divisible by {groups} at "
+                           f"dimension 0, but got weight of size {list(weight_shape)} instead")
+    if Cg * groups != C:
+        raise RuntimeError(f"{op}(): Given groups={groups}, weight of size {list(weight_shape)}, expected input"
+                           f"{list(input_shape)} to have {Cg * groups} channels, but got {C} channels instead")
+    stride = _pair(stride, "stride", op, 1)
+    dilation = _pair(dilation, "dilation", op, 1)
+    span = (dilation[0] * (KH - 1) + 1, dilation[1] * (KW - 1) + 1)  # receptive field
+    if isinstance(padding, str) and padding == "same":
+        if stride != (1, 1):
+            raise RuntimeError(f"{op}(): padding='same' is not supported for strided convolutions")
+        # PyTorch pads (span - 1) in total, the odd element at the bottom/right: the kernel
+        # gets the top/left padding and the output size, and masks the rest.
+        return stride, ((span[0] - 1) // 2, (span[1] - 1) // 2), dilation, (H, W)
+    if isinstance(padding, str) and padding != "valid":
+        raise ValueError(f"{op}(): Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+    pad = (0, 0) if padding == "valid" else _pair(padding, "padding", op, 0)
+    padded = (H + 2 * pad[0], W + 2 * pad[1])
+    if padded[0] < span[0] or padded[1] < span[1]:
+        raise RuntimeError(f"{op}(): Calculated padded input size per channel: ({padded[0]} x {padded[1]}). "
+                           f"Kernel size: ({span[0]} x {span[1]}). Kernel size can't be greater than actual "
+                           f"input size")
+    out = ((padded[0] - span[0]) // stride[0] + 1, (padded[1] - span[1]) // stride[1] + 1)
+    return stride, pad, dilation, out
+
+
+def _batched(input, op: str):
+    if input.ndim == 3:
+        return input.unsqueeze(0), True
+    if input.ndim != 4:
+        raise RuntimeError(f"{op}(): Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: "
+                           f"{list(input.shape)}")
+    return input, False
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
+    op = "conv2d"
+    _check_tensor(input, "input", op)
+    _check_tensor(weight, "weight", op)
+    if bias is not None:
+        _check_tensor(bias, "bias", op)
+    _check_dtypes(op, input=input, weight=weight, bias=bias)
+    x, unbatched = _batched(input, op)
+    if weight.ndim != 4:
+        raise RuntimeError(f"{op}(): weight must be 4-D (out_channels, in_channels / groups, kH, kW), got shape "
+                           f"{list(weight.shape)}")
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
+        raise RuntimeError(f"{op}(): bias must have shape [{weight.shape[0]}] (out_channels), got {list(bias.shape)}")
+    stride, pad, dilation, (OH, OW) = conv_geometry(op, x.shape, weight.shape, stride, padding, dilation, groups)
+    y = Tensor._empty((x.shape[0], weight.shape[0], OH, OW), x.dtype, x.device)
+    _k.conv2d_forward(y, x, weight, bias, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
+    return y.squeeze(0) if unbatched else y
+
+
+def _check_grad_output(op, grad_output, expected_shape):
+    if tuple(grad_output.shape) != tuple(expected_shape):
+        raise RuntimeError(f"{op}(): grad_output has shape {list(grad_output.shape)} but the convolution's output "
+                           f"has shape {list(expected_shape)}")
+
+
+def _shape4(shape, name: str, op: str) -> tuple:
+    shape = tuple(shape)
+    if len(shape) != 4 or not all(isinstance(s, numbers.Integral) and s >= 0 for s in shape):
+        raise RuntimeError(f"{op}(): {name} must be 4 non-negative sizes, got {list(shape)}")
+    return tuple(int(s) for s in shape)
+
+
+def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """d(loss)/d(input) of conv2d, given d(loss)/d(output); returns a tensor of ``input_shape`` (4-D)."""
+    op = "conv2d_backward_input"
+    _check_tensor(grad_output, "grad_output", op)
+    _check_tensor(weight, "weight", op)
+    _check_dtypes(op, grad_output=grad_output, weight=weight)
+    input_shape = _shape4(input_shape, "input_shape", op)
+    stride, pad, dilation, (OH, OW) = conv_geometry(op, input_shape, weight.shape, stride, padding, dilation, groups)
+    _check_grad_output(op, grad_output, (input_shape[0], weight.shape[0], OH, OW))
+    dx = Tensor._empty(input_shape, weight.dtype, weight.device)
+    _k.conv2d_backward_input(dx, grad_output, weight, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
+    return dx
+
+
+def conv2d_backward_weight(grad_output, input, weight_shape, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """d(loss)/d(weight) of conv2d, given d(loss)/d(output); returns a tensor of ``weight_shape``."""
+    op = "conv2d_backward_weight"
+    _check_tensor(grad_output, "grad_output", op)
+    _check_tensor(input, "input", op)
+    _check_dtypes(op, grad_output=grad_output, input=input)
+    weight_shape = _shape4(weight_shape, "weight_shape", op)
+    if input.ndim != 4:
+        raise RuntimeError(f"{op}(): input must be 4-D (N, C, H, W), got shape {list(input.shape)}")
+    stride, pad, dilation, (OH, OW) = conv_geometry(op, input.shape, weight_shape, stride, padding, dilation, groups)
+    _check_grad_output(op, grad_output, (input.shape[0], weight_shape[0], OH, OW))
+    dw = Tensor._empty(weight_shape, input.dtype, input.device)
+    _k.conv2d_backward_weight(dw, grad_output, input, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
+    return dw

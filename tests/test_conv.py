@@ -1,0 +1,233 @@
+"""conv2d forward, grad-input and grad-weight (triton_kernels/conv.py) against a float64 NumPy reference.
+
+The reference pads explicitly and sums one strided slice per kernel tap, so it shares no index
+math with the kernels; its backward is the exact adjoint, checked by the dot-product identity
+<conv(x, w), g> == <x, dX(g)> == <w, dW(g)>. Both the implicit-GEMM kernels (GEMM sides >= 16)
+and the direct kernel (depthwise and other thin convolutions) are covered. TF32 is switched off
+so a GPU run checks IEEE fp32 like the interpreter does.
+"""
+import numpy as np
+import pytest
+
+import tritensor as tt
+from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
+from tritensor.core import launch as _launch
+from tritensor.core.ops import conv as _ops_conv
+from tritensor.triton_kernels import conv as _kconv
+
+rng = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def poison_allocations(monkeypatch):
+    """Fresh float outputs start as NaN, so an element a kernel forgets to write fails every time."""
+    from tritensor.core.tensor import Tensor
+
+    empty = Tensor._empty
+
+    def poisoned(shape, dtype, dev):
+        t = empty(shape, dtype, dev)
+        if dtype.is_floating_point and t.numel() and dev.type == "cpu":
+            t.numpy()[...] = np.nan
+        return t
+
+    monkeypatch.setattr(Tensor, "_empty", staticmethod(poisoned))
+
+
+@pytest.fixture(autouse=True)
+def ieee_fp32():
+    old = tt.backends.cudnn.allow_tf32
+    tt.backends.cudnn.allow_tf32 = False
+    yield
+    tt.backends.cudnn.allow_tf32 = old
+
+
+# ----- float64 reference -------------------------------------------------------------------------
+def _pads(H, W, KH, KW, stride, padding, dilation):
+    """(top, bottom, left, right) padding and output size, PyTorch's rules."""
+    span = (dilation[0] * (KH - 1) + 1, dilation[1] * (KW - 1) + 1)
+    if padding == "same":
+        th, tw = span[0] - 1, span[1] - 1
+        return (th // 2, th - th // 2, tw // 2, tw - tw // 2), (H, W)
+    p = (0, 0) if padding == "valid" else padding
+    out = ((H + 2 * p[0] - span[0]) // stride[0] + 1, (W + 2 * p[1] - span[1]) // stride[1] + 1)
+    return (p[0], p[0], p[1], p[1]), out
+
+
+def _taps(xp, KH, KW, OH, OW, stride, dilation):
+    for kh in range(KH):
+        for kw in range(KW):
+            h0, w0 = kh * dilation[0], kw * dilation[1]
+            yield kh, kw, (slice(None), slice(None), slice(h0, h0 + stride[0] * (OH - 1) + 1, stride[0]),
+                           slice(w0, w0 + stride[1] * (OW - 1) + 1, stride[1]))
+
+
+def ref_conv2d(x, w, b, stride, padding, dilation, groups):
+    N, C, H, W = x.shape
+    OC, Cg, KH, KW = w.shape
+    (pt, pb, pl, pr), (OH, OW) = _pads(H, W, KH, KW, stride, padding, dilation)
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    wg = w.reshape(groups, OC // groups, Cg, KH, KW)
+    y = np.zeros((N, groups, OC // groups, OH, OW))
+    for kh, kw, sl in _taps(xp, KH, KW, OH, OW, stride, dilation):
+        xs = xp[sl].reshape(N, groups, Cg, OH, OW)
+        y += np.einsum("ngchw,goc->ngohw", xs, wg[:, :, :, kh, kw])
+    y = y.reshape(N, OC, OH, OW)
+    return y if b is None else y + b[None, :, None, None]
+
+
+def ref_conv2d_backward(x_shape, x, w, g, stride, padding, dilation, groups):
+    """(grad_input, grad_weight): the adjoint of ref_conv2d applied to g."""
+    N, C, H, W = x_shape
+    OC, Cg, KH, KW = w.shape
+    (pt, pb, pl, pr), (OH, OW) = _pads(H, W, KH, KW, stride, padding, dilation)
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    dxp = np.zeros_like(xp)
+    wg = w.reshape(groups, OC // groups, Cg, KH, KW)
+    gg = g.reshape(N, groups, OC // groups, OH, OW)
+    dw = np.zeros((groups, OC // groups, Cg, KH, KW))
+    for kh, kw, sl in _taps(xp, KH, KW, OH, OW, stride, dilation):
+        dxp[sl] += np.einsum("ngohw,goc->ngchw", gg, wg[:, :, :, kh, kw]).reshape(N, C, OH, OW)
+        dw[:, :, :, kh, kw] = np.einsum("ngohw,ngchw->goc", gg, xp[sl].reshape(N, groups, Cg, OH, OW))
+    return dxp[:, :, pt: pt + H, pl: pl + W], dw.reshape(w.shape)
+
+
+# (N, C, H, W), (OC, KH, KW), stride, padding, dilation, groups  --  path taken
+CASES = [
+    ((2, 4, 9, 11), (18, 3, 3), (1, 1), (1, 1), (1, 1), 1),          # GEMM
+    ((2, 5, 13, 12), (17, 3, 2), (2, 1), (1, 2), (2, 1), 1),         # GEMM: stride, pad, dilation per axis
+    ((1, 6, 8, 7), (34, 3, 3), (1, 2), (0, 1), (1, 1), 2),           # GEMM: groups
+    ((2, 8, 12, 12), (20, 3, 3), (1, 1), (1, 1), (1, 1), 1),         # GEMM: M and K over one block
+    ((1, 16, 5, 6), (16, 1, 1), (1, 1), (0, 0), (1, 1), 1),          # GEMM: 1x1
+    ((2, 5, 9, 8), (5, 3, 3), (2, 2), (1, 1), (1, 1), 5),            # direct: depthwise
+    ((1, 3, 7, 9), (6, 3, 3), (1, 1), (2, 0), (2, 2), 3),            # direct: depthwise x2 multiplier
+    ((2, 2, 10, 7), (3, 2, 2), (3, 2), (0, 0), (1, 1), 1),           # direct: thin conv
+    ((1, 4, 7, 6), (16, 4, 4), (1, 1), "same", (1, 1), 1),           # 'same', even kernel: asymmetric pad
+    ((1, 4, 9, 8), (16, 3, 3), (1, 1), "same", (2, 3), 2),           # 'same' with dilation and groups
+    ((1, 4, 9, 8), (16, 3, 5), (1, 1), "valid", (1, 1), 1),          # 'valid'
+]
+
+
+def _ids(c):
+    return f"x{c[0]}-w{c[1]}-s{c[2]}-p{c[3]}-d{c[4]}-g{c[5]}".replace(" ", "")
+
+
+def _data(case, dtype, bias=True):
+    xs, (OC, KH, KW), stride, padding, dilation, groups = case
+    x = rng.standard_normal(xs).astype(NP[dtype])
+    w = rng.standard_normal((OC, xs[1] // groups, KH, KW)).astype(NP[dtype])
+    b = rng.standard_normal(OC).astype(NP[dtype]) if bias else None
+    return x, w, b
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_conv2d_forward_and_backward(dtype, case):
+    xs, (OC, KH, KW), stride, padding, dilation, groups = case
+    x, w, b = _data(case, dtype)
+    x64, w64, b64 = x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)
+    kg = (xs[1] // groups) * KH * KW
+    y = tt.conv2d(tt.from_numpy(x), tt.from_numpy(w), tt.from_numpy(b), stride, padding, dilation, groups)
+    y_ref = ref_conv2d(x64, w64, b64, stride, padding, dilation, groups)
+    assert y.dtype is dtype and y.shape == y_ref.shape
+    assert_close(y, y_ref, dtype, **sum_tol(dtype, kg))
+
+    g = rng.standard_normal(y_ref.shape).astype(NP[dtype])
+    g64 = g.astype(np.float64)
+    dx_ref, dw_ref = ref_conv2d_backward(xs, x64, w64, g64, stride, padding, dilation, groups)
+    # The reference is the true adjoint: <conv(x), g> == <x, dx> == <w, dw>.
+    lhs = np.vdot(ref_conv2d(x64, w64, None, stride, padding, dilation, groups), g64)
+    assert np.vdot(x64, dx_ref) == pytest.approx(lhs, rel=1e-12, abs=1e-9)
+    assert np.vdot(w64, dw_ref) == pytest.approx(lhs, rel=1e-12, abs=1e-9)
+
+    dx = _ops_conv.conv2d_backward_input(tt.from_numpy(g), tt.from_numpy(w), xs, stride, padding, dilation, groups)
+    assert dx.dtype is dtype and dx.shape == xs
+    assert_close(dx, dx_ref, dtype, **sum_tol(dtype, OC // groups * KH * KW))
+    dw = _ops_conv.conv2d_backward_weight(tt.from_numpy(g), tt.from_numpy(x), w.shape, stride, padding, dilation,
+                                          groups)
+    assert dw.dtype is dtype and dw.shape == w.shape
+    assert_close(dw, dw_ref, dtype, **sum_tol(dtype, xs[0] * y_ref.shape[2] * y_ref.shape[3]))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("case", [CASES[1], CASES[5]], ids=["gemm", "direct"])
+def test_non_contiguous_operands(dtype, case):
+    """Channels-last storage, a transposed-storage weight and a sliced grad_output, read in place."""
+    xs, (OC, KH, KW), stride, padding, dilation, groups = case
+    x, w, b = _data(case, dtype, bias=False)
+    x_cl = tt.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+    w_t = tt.from_numpy(np.ascontiguousarray(w.transpose(3, 2, 1, 0))).permute(3, 2, 1, 0)
+    assert not x_cl.is_contiguous() and not w_t.is_contiguous()
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    kg = (xs[1] // groups) * KH * KW
+    y_ref = ref_conv2d(x64, w64, None, stride, padding, dilation, groups)
+    assert_close(tt.conv2d(x_cl, w_t, None, stride, padding, dilation, groups), y_ref, dtype, **sum_tol(dtype, kg))
+    big = rng.standard_normal(y_ref.shape[:3] + (2 * y_ref.shape[3],)).astype(NP[dtype])
+    g = tt.from_numpy(big)[..., ::2]
+    g64 = big[..., ::2].astype(np.float64)
+    dx_ref, dw_ref = ref_conv2d_backward(xs, x64, w64, g64, stride, padding, dilation, groups)
+    dx = _ops_conv.conv2d_backward_input(g, w_t, xs, stride, padding, dilation, groups)
+    assert_close(dx, dx_ref, dtype, **sum_tol(dtype, OC // groups * KH * KW))
+    dw = _ops_conv.conv2d_backward_weight(g, x_cl, w.shape, stride, padding, dilation, groups)
+    assert_close(dw, dw_ref, dtype, **sum_tol(dtype, xs[0] * y_ref.shape[2] * y_ref.shape[3]))
+
+
+def test_unbatched_and_empty():
+    x = rng.standard_normal((4, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((16, 4, 3, 3)).astype(np.float32)
+    y = tt.conv2d(tt.from_numpy(x), tt.from_numpy(w), padding=1)
+    assert y.shape == (16, 6, 5)
+    assert_close(y, ref_conv2d(x[None].astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1), 1)[0],
+                 tt.float32, **sum_tol(tt.float32, 36))
+    empty = tt.zeros(0, 4, 6, 5)
+    assert tt.conv2d(empty, tt.from_numpy(w)).shape == (0, 16, 4, 3)
+    dw = _ops_conv.conv2d_backward_weight(tt.zeros(0, 16, 4, 3), empty, w.shape)
+    np.testing.assert_array_equal(dw.numpy(), np.zeros(w.shape, np.float32))  # an empty batch contributes nothing
+    assert _ops_conv.conv2d_backward_input(tt.zeros(0, 16, 4, 3), tt.from_numpy(w), (0, 4, 6, 5)).shape == (0, 4, 6, 5)
+
+
+# ----- bad input: clear errors before any launch --------------------------------------------------
+@pytest.fixture
+def no_launch(monkeypatch):
+    def boom(*args, **kwargs):
+        raise AssertionError("a kernel was launched for bad input")
+
+    monkeypatch.setattr(_launch, "launch", boom)
+    monkeypatch.setattr(_kconv, "launch", boom)
+
+
+def test_bad_input(no_launch):
+    x, w = tt.zeros(2, 3, 9, 9), tt.zeros(8, 4, 3, 3)
+    with pytest.raises(RuntimeError, match=r"groups=1, weight of size \[8, 4, 3, 3\], expected input\[2, 3, 9, 9\] "
+                                           r"to have 4 channels, but got 3 channels"):
+        tt.conv2d(x, w)
+    with pytest.raises(RuntimeError, match=r"groups=3, expected weight to be divisible by 3 at dimension 0"):
+        tt.conv2d(tt.zeros(2, 6, 9, 9), tt.zeros(8, 2, 3, 3), groups=3)
+    with pytest.raises(RuntimeError, match=r"Calculated padded input size per channel: \(2 x 2\)\. Kernel size: "
+                                           r"\(3 x 3\)"):
+        tt.conv2d(tt.zeros(1, 1, 2, 2), tt.zeros(1, 1, 3, 3))
+    with pytest.raises(RuntimeError, match=r"padded input size per channel: \(5 x 5\)\. Kernel size: \(7 x 7\)"):
+        tt.conv2d(tt.zeros(1, 1, 5, 5), tt.zeros(1, 1, 3, 3), dilation=3)
+    with pytest.raises(RuntimeError, match="non-positive stride is not supported"):
+        tt.conv2d(tt.zeros(1, 1, 5, 5), tt.zeros(1, 1, 3, 3), stride=0)
+    with pytest.raises(RuntimeError, match="negative padding is not supported"):
+        tt.conv2d(tt.zeros(1, 1, 5, 5), tt.zeros(1, 1, 3, 3), padding=(1, -1))
+    with pytest.raises(RuntimeError, match="padding='same' is not supported for strided convolutions"):
+        tt.conv2d(tt.zeros(1, 1, 5, 5), tt.zeros(1, 1, 3, 3), stride=2, padding="same")
+    with pytest.raises(ValueError, match="Invalid padding string 'full'"):
+        tt.conv2d(tt.zeros(1, 1, 5, 5), tt.zeros(1, 1, 3, 3), padding="full")
+    with pytest.raises(RuntimeError, match=r"input type \(float32\) and weight type \(float16\) should be the same"):
+        tt.conv2d(tt.zeros(1, 1, 5, 5), tt.zeros(1, 1, 3, 3, dtype=tt.float16))
+    with pytest.raises(RuntimeError, match=r"floating-point input.*int64"):
+        tt.conv2d(tt.zeros(1, 1, 5, 5, dtype=tt.int64), tt.zeros(1, 1, 3, 3, dtype=tt.int64))
+    with pytest.raises(RuntimeError, match=r"bias must have shape \[8\]"):
+        tt.conv2d(tt.zeros(2, 4, 9, 9), w, tt.zeros(7))
+    with pytest.raises(RuntimeError, match="Expected 3D \\(unbatched\\) or 4D \\(batched\\) input"):
+        tt.conv2d(tt.zeros(9, 9), w)
+    with pytest.raises(TypeError, match=r"stride must be an int or a pair of ints, got \(1, 2, 3\)"):
+        tt.conv2d(tt.zeros(1, 1, 5, 5), tt.zeros(1, 1, 3, 3), stride=(1, 2, 3))
+    with pytest.raises(RuntimeError, match=r"grad_output has shape \[2, 8, 9, 9\] but the convolution's output has "
+                                           r"shape \[2, 8, 7, 7\]"):
+        _ops_conv.conv2d_backward_input(tt.zeros(2, 8, 9, 9), w, (2, 4, 9, 9))
+    with pytest.raises(RuntimeError, match=r"grad_output type \(float32\) and input type \(float64\)"):
+        _ops_conv.conv2d_backward_weight(tt.zeros(2, 8, 7, 7), tt.zeros(2, 4, 9, 9, dtype=tt.float64), w.shape)

@@ -1,0 +1,299 @@
+"""conv2d (NCHW) as implicit GEMM: forward, grad-input and grad-weight kernels, plus a direct kernel.
+
+Implicit GEMM: a convolution *is* a matrix product once the input patches are laid out as rows,
+but materialising that im2col matrix costs KH*KW times the input in memory traffic. Here each
+program computes the GEMM tile's row/column/K indices and gathers the patch elements straight
+from the NCHW tensor (masked where the window hangs over the padding), then feeds ``tl.dot``.
+The three GEMMs, per group ``g`` (grid axis 1):
+
+============  ======================  ====================  ======================
+kernel        rows (M)                cols (N)              reduction (K)
+============  ======================  ====================  ======================
+forward       (n, oh, ow)             out channel oc        (c, kh, kw)
+grad-input    (n, ih, iw)             in channel c          (oc, kh, kw)
+grad-weight   out channel oc          (c, kh, kw)           (n, oh, ow)
+============  ======================  ====================  ======================
+
+grad-input gathers ``grad_out[oh, ow]`` with ``oh = (ih + pad - kh*dil) / stride`` where that
+divides exactly (a transposed convolution); grad-weight reduces over the whole batch and image.
+Every kernel accumulates in fp32 (fp64 for fp64) and casts on store; no atomics, so results are
+deterministic.
+
+Depthwise and other thin convolutions (a GEMM side under 16, which ``tl.dot`` cannot use well)
+take ``_conv2d_direct_kernel``: one output element per lane, a plain loop over (c, kh, kw).
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..core.launch import launch
+from ._common import INTERPRET, needs_int64
+from .autotune import autotune
+from .matmul import grouped_tile, input_precision
+
+CONFIGS = [
+    triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
+    for bm, bn, bk, s, w in [
+        (128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4),
+        (128, 128, 64, 3, 8), (64, 64, 64, 3, 4), (32, 64, 32, 4, 2), (64, 32, 32, 4, 2),
+    ]
+]
+INTERPRET_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
+DIRECT_BLOCK = 8192 if INTERPRET else 256
+MIN_DOT = 16  # tl.dot's smallest tile side: GEMMs thinner than this take the direct kernel
+_KEY = ["GEMM_M", "GEMM_N", "GEMM_K", "INPUT_PRECISION"]
+
+
+@autotune(configs=CONFIGS, key=_KEY)
+@triton.jit
+def _conv2d_fwd_kernel(x, w, bias, y, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH, OW, KH, KW,
+                       sxn, sxc, sxh, sxw, swo, swc, swh, sww, syn, syc, syh, syw, sbias,
+                       stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+                       INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
+    g = tl.program_id(1)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (n, oh, ow)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # oc within the group
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+    ow = offs_m % OW
+    oh = (offs_m // OW) % OH
+    n = offs_m // (OW * OH)
+    ih0 = oh * stride_h - pad_h
+    iw0 = ow * stride_w - pad_w
+    x_row = n * sxn + (g * Cg) * sxc
+    oc = g * GEMM_N + offs_n
+    m_ok = offs_m < GEMM_M
+    n_ok = offs_n < GEMM_N
+    KHW = KH * KW
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for k0 in range(0, GEMM_K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)  # (c, kh, kw)
+        c = offs_k // KHW
+        kh = (offs_k % KHW) // KW
+        kw = offs_k % KW
+        k_ok = offs_k < GEMM_K
+        ih = ih0[:, None] + (kh * dil_h)[None, :]
+        iw = iw0[:, None] + (kw * dil_w)[None, :]
+        a_mask = m_ok[:, None] & k_ok[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        a = tl.load(x + x_row[:, None] + (c * sxc)[None, :] + ih * sxh + iw * sxw, mask=a_mask, other=0.0)
+        b_off = (c * swc + kh * swh + kw * sww)[:, None] + (oc * swo)[None, :]
+        b = tl.load(w + b_off, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        if UPCAST:
+            a = a.to(ACC)
+            b = b.to(ACC)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+    if HAS_BIAS:
+        acc += tl.load(bias + oc * sbias, mask=n_ok, other=0.0).to(ACC)[None, :]
+    y_off = (n * syn + oh * syh + ow * syw)[:, None] + (oc * syc)[None, :]
+    tl.store(y + y_off, acc.to(y.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def _conv2d_direct_kernel(x, w, bias, y, total, Cg, OCg, H, W, OC, OH, OW, KH, KW,
+                          sxn, sxc, sxh, sxw, swo, swc, swh, sww, syn, syc, syh, syw, sbias,
+                          stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+                          HAS_BIAS: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)  # flat (n, oc, oh, ow)
+    ok = offs < total
+    ow = offs % OW
+    oh = (offs // OW) % OH
+    oc = (offs // (OW * OH)) % OC
+    n = offs // (OW * OH * OC)
+    g = oc // OCg
+    ih0 = oh * stride_h - pad_h
+    iw0 = ow * stride_w - pad_w
+    x_base = x + n * sxn + (g * Cg) * sxc
+    w_base = w + oc * swo
+    acc = tl.zeros((BLOCK,), dtype=ACC)
+    for c in range(0, Cg):
+        for kh in range(0, KH):
+            ih = ih0 + kh * dil_h
+            h_ok = ok & (ih >= 0) & (ih < H)
+            for kw in range(0, KW):
+                iw = iw0 + kw * dil_w
+                m = h_ok & (iw >= 0) & (iw < W)
+                xv = tl.load(x_base + c * sxc + ih * sxh + iw * sxw, mask=m, other=0.0).to(ACC)
+                wv = tl.load(w_base + c * swc + kh * swh + kw * sww, mask=ok, other=0.0).to(ACC)
+                acc += xv * wv
+    if HAS_BIAS:
+        acc += tl.load(bias + oc * sbias, mask=ok, other=0.0).to(ACC)
+    tl.store(y + n * syn + oc * syc + oh * syh + ow * syw, acc.to(y.dtype.element_ty), mask=ok)
+
+
+@autotune(configs=CONFIGS, key=_KEY)
+@triton.jit
+def _conv2d_bwd_input_kernel(dy, w, dx, GEMM_M, GEMM_N, GEMM_K, OCg, H, W, OH, OW, KH, KW,
+                             sdyn, sdyc, sdyh, sdyw, swo, swc, swh, sww, sdxn, sdxc, sdxh, sdxw,
+                             stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+                             INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                             GROUP_M: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if dy.dtype.element_ty == tl.float64 else tl.float32
+    g = tl.program_id(1)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (n, ih, iw)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # c within the group
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+    iw = offs_m % W
+    ih = (offs_m // W) % H
+    n = offs_m // (W * H)
+    c = g * GEMM_N + offs_n
+    m_ok = offs_m < GEMM_M
+    n_ok = offs_n < GEMM_N
+    dy_row = n * sdyn + (g * OCg) * sdyc
+    KHW = KH * KW
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for k0 in range(0, GEMM_K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)  # (oc within group, kh, kw)
+        oc = offs_k // KHW
+        kh = (offs_k % KHW) // KW
+        kw = offs_k % KW
+        k_ok = offs_k < GEMM_K
+        # Output rows that saw input row ih through tap kh: oh * stride = ih + pad - kh * dil.
+        th = (ih + pad_h)[:, None] - (kh * dil_h)[None, :]
+        tw = (iw + pad_w)[:, None] - (kw * dil_w)[None, :]
+        oh = th // stride_h
+        ow = tw // stride_w
+        a_mask = (m_ok[:, None] & k_ok[None, :] & (th >= 0) & (tw >= 0) & (oh * stride_h == th)
+                  & (ow * stride_w == tw) & (oh < OH) & (ow < OW))
+        a = tl.load(dy + dy_row[:, None] + (oc * sdyc)[None, :] + oh * sdyh + ow * sdyw, mask=a_mask, other=0.0)
+        b_off = (((g * OCg) + oc) * swo + kh * swh + kw * sww)[:, None] + (offs_n * swc)[None, :]
+        b = tl.load(w + b_off, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        if UPCAST:
+            a = a.to(ACC)
+            b = b.to(ACC)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+    dx_off = (n * sdxn + ih * sdxh + iw * sdxw)[:, None] + (c * sdxc)[None, :]
+    tl.store(dx + dx_off, acc.to(dx.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+@autotune(configs=CONFIGS, key=_KEY)
+@triton.jit
+def _conv2d_bwd_weight_kernel(x, dy, dw, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH, OW, KH, KW,
+                              sxn, sxc, sxh, sxw, sdyn, sdyc, sdyh, sdyw, swo, swc, swh, sww,
+                              stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+                              INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                              GROUP_M: tl.constexpr):
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
+    g = tl.program_id(1)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # oc within the group
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # (c, kh, kw)
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+    KHW = KH * KW
+    oc = g * GEMM_M + offs_m
+    c = offs_n // KHW
+    kh = (offs_n % KHW) // KW
+    kw = offs_n % KW
+    m_ok = offs_m < GEMM_M
+    n_ok = offs_n < GEMM_N
+    x_col = (g * Cg + c) * sxc
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for k0 in range(0, GEMM_K, BLOCK_K):
+        offs_k = k0 + tl.arange(0, BLOCK_K)  # (n, oh, ow)
+        if INT64:
+            offs_k = offs_k.to(tl.int64)
+        ow = offs_k % OW
+        oh = (offs_k // OW) % OH
+        nn = offs_k // (OW * OH)
+        k_ok = offs_k < GEMM_K
+        a = tl.load(dy + (oc * sdyc)[:, None] + (nn * sdyn + oh * sdyh + ow * sdyw)[None, :],
+                    mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        ih = (oh * stride_h - pad_h)[:, None] + (kh * dil_h)[None, :]
+        iw = (ow * stride_w - pad_w)[:, None] + (kw * dil_w)[None, :]
+        b_mask = k_ok[:, None] & n_ok[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        b = tl.load(x + (nn * sxn)[:, None] + x_col[None, :] + ih * sxh + iw * sxw, mask=b_mask, other=0.0)
+        if UPCAST:
+            a = a.to(ACC)
+            b = b.to(ACC)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+    dw_off = (oc * swo)[:, None] + (c * swc + kh * swh + kw * sww)[None, :]
+    tl.store(dw + dw_off, acc.to(dw.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+
+
+# ----- launchers: tensors are seen only as pointers, shapes and strides ---------------------------
+def _gemm_grid(gm, gn, groups):
+    def grid(META):
+        return (triton.cdiv(gm, META["BLOCK_M"]) * triton.cdiv(gn, META["BLOCK_N"]), groups)
+
+    return grid
+
+
+def _meta():
+    return dict(INTERPRET_CONFIG) if INTERPRET else {}
+
+
+def _int64(*tensors) -> bool:
+    return any(needs_int64(t.shape, t.stride()) for t in tensors)
+
+
+def conv2d_forward(y, x, w, bias, stride, padding, dilation, groups, allow_tf32=False) -> None:
+    """y = conv2d(x, w) + bias; x (N, C, H, W), w (OC, C/groups, KH, KW), y (N, OC, OH, OW) allocated.
+
+    ``padding`` is the (top, left) padding; the output size in ``y.shape`` says where the
+    window stops (that is how asymmetric ``'same'`` padding is expressed).
+    """
+    if y.numel() == 0:
+        return
+    N, C, H, W = x.shape
+    OC, Cg, KH, KW = w.shape
+    _, _, OH, OW = y.shape
+    OCg = OC // groups
+    geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
+    sb = bias.stride(0) if bias is not None else 0
+    bias_arg = bias if bias is not None else y
+    if OCg < MIN_DOT or Cg * KH * KW < MIN_DOT:
+        total = y.numel()
+        launch(_conv2d_direct_kernel, (triton.cdiv(total, DIRECT_BLOCK),), x, w, bias_arg, y, total, Cg, OCg, H, W,
+               OC, OH, OW, KH, KW, *x.stride(), *w.stride(), *y.stride(), sb, *geo,
+               HAS_BIAS=bias is not None, INT64=_int64(x, w, y), BLOCK=DIRECT_BLOCK)
+        return
+    gm, gn, gk = N * OH * OW, OCg, Cg * KH * KW
+    launch(_conv2d_fwd_kernel, _gemm_grid(gm, gn, groups), x, w, bias_arg, y, gm, gn, gk, Cg, H, W, OH, OW, KH, KW,
+           *x.stride(), *w.stride(), *y.stride(), sb, *geo,
+           INPUT_PRECISION=input_precision(x.dtype.name, allow_tf32), UPCAST=INTERPRET, HAS_BIAS=bias is not None,
+           INT64=_int64(x, w, y), **_meta())
+
+
+def conv2d_backward_input(dx, dy, w, stride, padding, dilation, groups, allow_tf32=False) -> None:
+    """dx = d(conv2d)/dx contracted with dy; dx (N, C, H, W) allocated, dy (N, OC, OH, OW)."""
+    if dx.numel() == 0:
+        return
+    N, C, H, W = dx.shape
+    OC, Cg, KH, KW = w.shape
+    _, _, OH, OW = dy.shape
+    OCg = OC // groups
+    gm, gn, gk = N * H * W, Cg, OCg * KH * KW
+    launch(_conv2d_bwd_input_kernel, _gemm_grid(gm, gn, groups), dy, w, dx, gm, gn, gk, OCg, H, W, OH, OW, KH, KW,
+           *dy.stride(), *w.stride(), *dx.stride(), stride[0], stride[1], padding[0], padding[1],
+           dilation[0], dilation[1], INPUT_PRECISION=input_precision(dy.dtype.name, allow_tf32), UPCAST=INTERPRET,
+           INT64=_int64(dx, dy, w), **_meta())
+
+
+def conv2d_backward_weight(dw, dy, x, stride, padding, dilation, groups, allow_tf32=False) -> None:
+    """dw = d(conv2d)/dw contracted with dy; dw (OC, C/groups, KH, KW) allocated, x (N, C, H, W)."""
+    if dw.numel() == 0:
+        return
+    N, C, H, W = x.shape
+    OC, Cg, KH, KW = dw.shape
+    _, _, OH, OW = dy.shape
+    gm, gn, gk = OC // groups, Cg * KH * KW, N * OH * OW
+    launch(_conv2d_bwd_weight_kernel, _gemm_grid(gm, gn, groups), x, dy, dw, gm, gn, gk, Cg, H, W, OH, OW, KH, KW,
+           *x.stride(), *dy.stride(), *dw.stride(), stride[0], stride[1], padding[0], padding[1],
+           dilation[0], dilation[1], INPUT_PRECISION=input_precision(x.dtype.name, allow_tf32), UPCAST=INTERPRET,
+           INT64=_int64(x, dy, dw), **_meta())
