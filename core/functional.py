@@ -66,3 +66,8 @@ from .ops.reduce import (all, amax, amin, any, argmax, argmin, max, mean, min, p
 
 __all__ += ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any",
             "softmax", "log_softmax", "layer_norm", "native_layer_norm"]
+
+# Convolution (core/ops/conv.py).
+from .ops.conv import conv2d  # noqa: E402
+
+__all__ += ["conv2d"]
