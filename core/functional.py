@@ -71,3 +71,8 @@ __all__ += ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argm
 from .ops.conv import conv2d  # noqa: E402
 
 __all__ += ["conv2d"]
+
+# Pooling (core/ops/pool.py).
+from .ops.pool import avg_pool2d, max_pool2d, max_pool2d_with_indices  # noqa: E402
+
+__all__ += ["max_pool2d", "max_pool2d_with_indices", "avg_pool2d"]
