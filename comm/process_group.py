@@ -1,0 +1,368 @@
+"""Process groups: ``init_process_group``, ``new_group`` and friends, as in torch.distributed.
+
+A :class:`ProcessGroup` is a set of ranks fully connected by authenticated sockets
+(:func:`.transport.connect_mesh`) plus the :class:`.transport.Engine` that moves data between
+them. Ranks find each other through a store: the one given, or a :class:`.TCPStore` hosted
+by rank 0 at ``MASTER_ADDR:MASTER_PORT`` (``env://``) or at ``tcp://host:port``. Every
+group gets its own key prefix and its own connections, so operations on different groups
+never interleave on one socket.
+
+Listening sockets bind to loopback when the master address is a loopback address, else to
+the local address this host uses to reach the master; ``TRITENSOR_COMM_BIND_ADDR``
+overrides both.
+"""
+
+from __future__ import annotations
+
+import enum
+import ipaddress
+import os
+import socket
+import threading
+from datetime import timedelta
+from urllib.parse import parse_qs, urlparse
+
+from . import auth
+from .errors import DistError
+from .store import Store, TCPStore, _seconds
+from .transport import Engine, connect_mesh
+
+__all__ = [
+    "ReduceOp", "Backend", "GroupMember", "group", "ProcessGroup", "init_process_group",
+    "destroy_process_group", "is_initialized", "is_available", "get_rank", "get_world_size",
+    "get_backend", "new_group", "get_process_group_ranks", "get_global_rank", "get_group_rank",
+    "default_pg_timeout",
+]
+
+default_pg_timeout = timedelta(minutes=30)  # torch's default
+BIND_ENV = "TRITENSOR_COMM_BIND_ADDR"
+
+
+class ReduceOp(enum.IntEnum):
+    """Reduction operations, as ``torch.distributed.ReduceOp``."""
+
+    SUM = 0
+    AVG = 1
+    PRODUCT = 2
+    MIN = 3
+    MAX = 4
+    BAND = 5
+    BOR = 6
+    BXOR = 7
+
+
+class Backend(str):
+    """Backend names; tritensor has one: ``"tcp"`` (``"gloo"`` is accepted as an alias)."""
+
+    TCP = "tcp"
+    GLOO = "gloo"
+
+    def __new__(cls, name: str):
+        if not isinstance(name, str):
+            raise TypeError(f"backend: expected str, got {type(name).__name__}")
+        low = name.lower()
+        if low not in ("tcp", "gloo"):
+            raise ValueError(f"backend: tritensor.comm supports 'tcp' (alias 'gloo'), got {name!r}")
+        return super().__new__(cls, "tcp")
+
+
+class _NonMember:
+    def __repr__(self):
+        return "GroupMember.NON_GROUP_MEMBER"
+
+
+class GroupMember:
+    WORLD = None  # set to the default group on init_process_group
+    NON_GROUP_MEMBER = _NonMember()
+
+
+group = GroupMember  # torch exposes both ``group.WORLD`` and ``GroupMember.WORLD``
+
+
+class ProcessGroup:
+    """Ranks ``global_ranks`` connected pairwise; ``rank()``/``size()`` as in torch."""
+
+    def __init__(self, store: Store, prefix: str, rank: int, global_ranks: list, timeout: float,
+                 bind_host: str, secret: bytes):
+        self.store = store
+        self.prefix = prefix
+        self._rank = rank
+        self._size = len(global_ranks)
+        self.global_ranks = list(global_ranks)
+        self.timeout = timeout
+        self._seq = 0
+        self._p2p_sent: dict[int, int] = {}
+        self._p2p_recvd: dict[int, int] = {}
+        self._lock = threading.Lock()
+        peers = connect_mesh(store, prefix, rank, self._size, self.global_ranks, bind_host, secret, timeout)
+        self.engine = Engine(rank, self.global_ranks[rank], peers, self._report_failure,
+                             group_desc=prefix.strip("/"))
+
+    def rank(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return self._size
+
+    def name(self) -> str:
+        return self.prefix
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def next_p2p(self, table: dict, peer: int) -> int:
+        table[peer] = table.get(peer, 0) + 1
+        return table[peer]
+
+    def _report_failure(self, reason: str) -> str | None:
+        """Record the first failure of this group in the store; return the first one recorded."""
+        mine = f"rank {self.global_ranks[self._rank]}: {reason}"
+        quick = getattr(self.store, "_compare_set_quick", None)  # bounded even if the store host died
+        cas = quick or self.store.compare_set
+        first = cas(self.prefix + "abort", "", mine)
+        first = first.decode("utf-8", "replace") if isinstance(first, bytes) else first
+        return None if first == mine else first
+
+    def destroy(self):
+        self.engine.shutdown()
+
+    def __repr__(self):
+        return f"ProcessGroup(ranks={self.global_ranks}, rank={self._rank})"
+
+
+# ------------------------------------------------------------------------- global state
+
+
+class _State:
+    def __init__(self):
+        self.default: ProcessGroup | None = None
+        self.store: Store | None = None
+        self.own_store = False
+        self.groups: list[ProcessGroup] = []
+        self.group_count = 0
+        self.generation = 0
+        self.rank = -1
+        self.world_size = -1
+        self.bind_host = "127.0.0.1"
+        self.secret = b""
+        self.timeout = default_pg_timeout.total_seconds()
+
+
+_state = _State()
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return _state.default is not None
+
+
+def _require_init(what: str):
+    if _state.default is None:
+        raise DistError(f"{what}: the default process group is not initialized; call "
+                        "tritensor.comm.init_process_group() first")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+
+
+def _bind_host(master_host: str, store: Store) -> str:
+    env = os.environ.get(BIND_ENV)
+    if env:
+        return env
+    if _is_loopback(master_host):
+        return "127.0.0.1"
+    sock = getattr(store, "_sock", None)
+    if sock is not None:
+        return sock.getsockname()[0]
+    return "127.0.0.1"
+
+
+def _int_arg(value, name, lo=None):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: expected int, got {value!r}")
+    if lo is not None and value < lo:
+        raise ValueError(f"{name}: expected an int >= {lo}, got {value}")
+    return value
+
+
+def _env_int(name: str) -> int:
+    v = os.environ.get(name)
+    if v is None:
+        raise ValueError(f"init_process_group(init_method='env://') needs ${name} (or pass it as an argument)")
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"${name}: expected an integer, got {v!r}") from None
+
+
+def init_process_group(backend: str | None = None, init_method: str | None = None, timeout=None,
+                       world_size: int = -1, rank: int = -1, store: Store | None = None,
+                       group_name: str = "", pg_options=None, device_id=None) -> None:
+    """Initialize the default process group, as ``torch.distributed.init_process_group``.
+
+    ``init_method`` is ``"env://"`` (default; reads ``MASTER_ADDR``, ``MASTER_PORT``,
+    ``RANK``, ``WORLD_SIZE``) or ``"tcp://host:port"``; or pass ``store`` with ``rank`` and
+    ``world_size``. Rank 0 hosts the TCPStore. Raises when already initialized.
+    """
+    if _state.default is not None:
+        raise DistError("init_process_group: the default process group is already initialized "
+                        "(call destroy_process_group() first)")
+    Backend(backend or "tcp")
+    tsecs = default_pg_timeout.total_seconds() if timeout is None else _seconds(timeout)
+    if store is not None and init_method is not None:
+        raise ValueError("init_process_group: pass either init_method or store, not both")
+    own_store = False
+    if store is None:
+        init_method = init_method or "env://"
+        url = urlparse(init_method)
+        query = parse_qs(url.query)
+        if "rank" in query and rank == -1:
+            rank = int(query["rank"][0])
+        if "world_size" in query and world_size == -1:
+            world_size = int(query["world_size"][0])
+        if url.scheme == "env":
+            host = os.environ.get("MASTER_ADDR")
+            if not host:
+                raise ValueError("init_process_group(init_method='env://') needs $MASTER_ADDR")
+            port = _env_int("MASTER_PORT")
+            if rank == -1:
+                rank = _env_int("RANK")
+            if world_size == -1:
+                world_size = _env_int("WORLD_SIZE")
+        elif url.scheme == "tcp":
+            if not url.hostname or url.port is None:
+                raise ValueError(f"init_method: expected 'tcp://host:port', got {init_method!r}")
+            host, port = url.hostname, url.port
+        else:
+            raise ValueError(f"init_method: expected 'env://' or 'tcp://host:port', got {init_method!r}")
+        _int_arg(world_size, "world_size", 1)
+        _int_arg(rank, "rank", 0)
+        if rank >= world_size:
+            raise ValueError(f"rank: expected 0 <= rank < world_size={world_size}, got {rank}")
+        if rank == 0 or world_size == 1:
+            auth.ensure_secret()
+        store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=tsecs)
+        own_store = True
+    else:
+        _int_arg(world_size, "world_size", 1)
+        _int_arg(rank, "rank", 0)
+        if rank >= world_size:
+            raise ValueError(f"rank: expected 0 <= rank < world_size={world_size}, got {rank}")
+        host = getattr(store, "host", "127.0.0.1")
+    secret = getattr(store, "_secret", None) or auth.get_secret()
+    _state.generation += 1
+    prefix = f"tt_pg/{group_name or 'default_pg'}/{_state.generation}/"
+    bind = _bind_host(host, store)
+    try:
+        pg = ProcessGroup(store, prefix, rank, list(range(world_size)), tsecs, bind, secret)
+    except BaseException:
+        if own_store:
+            store.close()
+        raise
+    _state.default = pg
+    _state.store = store
+    _state.own_store = own_store
+    _state.groups = [pg]
+    _state.group_count = 0
+    _state.rank, _state.world_size = rank, world_size
+    _state.bind_host, _state.secret, _state.timeout = bind, secret, tsecs
+    GroupMember.WORLD = pg
+
+
+def destroy_process_group(group: ProcessGroup | None = None) -> None:
+    """Close a group's connections; with no argument, every group and the default one."""
+    if group is None or group is _state.default:
+        for pg in _state.groups:
+            pg.destroy()
+        if _state.own_store and _state.store is not None:
+            _state.store.close()
+        _state.__init__()
+        GroupMember.WORLD = None
+        return
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return
+    group.destroy()
+    if group in _state.groups:
+        _state.groups.remove(group)
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False,
+              group_desc=None):
+    """A group of a subset of ranks. Every rank must call it, in the same order, as in torch.
+
+    Ranks outside ``ranks`` get ``GroupMember.NON_GROUP_MEMBER``."""
+    _require_init("new_group")
+    Backend(backend or "tcp")
+    world = _state.world_size
+    if ranks is None:
+        ranks = list(range(world))
+    ranks = sorted(int(r) for r in ranks)
+    if len(set(ranks)) != len(ranks) or not ranks or ranks[0] < 0 or ranks[-1] >= world:
+        raise ValueError(f"ranks: expected distinct ranks in [0, {world}), got {ranks}")
+    tsecs = _state.timeout if timeout is None else _seconds(timeout)
+    _state.group_count += 1
+    if _state.rank not in ranks:
+        return GroupMember.NON_GROUP_MEMBER
+    prefix = f"{_state.default.prefix}group{_state.group_count}/"
+    pg = ProcessGroup(_state.store, prefix, ranks.index(_state.rank), ranks, tsecs, _state.bind_host, _state.secret)
+    _state.groups.append(pg)
+    return pg
+
+
+def _resolve(group, what: str):
+    """The ProcessGroup for ``group`` (None = default); None when this rank is not a member."""
+    _require_init(what)
+    if group is None or group is GroupMember.WORLD:
+        return _state.default
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return None
+    if not isinstance(group, ProcessGroup):
+        raise TypeError(f"{what}: group: expected a ProcessGroup or None, got {type(group).__name__}")
+    if group not in _state.groups:
+        raise DistError(f"{what}: this process group has been destroyed")
+    return group
+
+
+def get_rank(group=None) -> int:
+    """This process's rank in ``group`` (-1 when not a member)."""
+    pg = _resolve(group, "get_rank")
+    return -1 if pg is None else pg.rank()
+
+
+def get_world_size(group=None) -> int:
+    pg = _resolve(group, "get_world_size")
+    return -1 if pg is None else pg.size()
+
+
+def get_backend(group=None) -> str:
+    _resolve(group, "get_backend")
+    return "tcp"
+
+
+def get_process_group_ranks(group) -> list:
+    pg = _resolve(group, "get_process_group_ranks")
+    return [] if pg is None else list(pg.global_ranks)
+
+
+def get_global_rank(group, group_rank: int) -> int:
+    pg = _resolve(group, "get_global_rank")
+    if pg is None or not 0 <= group_rank < pg.size():
+        raise ValueError(f"group_rank: {group_rank} is not a rank of {pg}")
+    return pg.global_ranks[group_rank]
+
+
+def get_group_rank(group, global_rank: int) -> int:
+    pg = _resolve(group, "get_group_rank")
+    if pg is None or global_rank not in pg.global_ranks:
+        raise ValueError(f"global_rank: {global_rank} is not in {pg}")
+    return pg.global_ranks.index(global_rank)
+

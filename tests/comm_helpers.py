@@ -1,0 +1,363 @@
+"""Multi-process harness for the tritensor.comm tests.
+
+``run_world(n, worker, *args)`` spawns ``n`` processes (spawn context, so nothing of the
+parent's threads or sockets leaks into them), initializes a process group over loopback on a
+free port in each, runs ``worker(rank, world_size, *args)`` and returns every rank's outcome.
+It never hangs: past ``timeout`` every child is killed and the test fails. Worker functions
+live in this module so that spawned children can import them by name (conftest.py puts
+tests/ on sys.path, and spawn hands sys.path to the children).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import socket
+import time
+import traceback
+
+SECRET = "tritensor-comm-tests-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(worker, rank, world, port, q, args, pg_timeout, env, init):
+    os.environ.update(env)
+    try:
+        import tritensor.comm as dist
+
+        if init:
+            dist.init_process_group("tcp", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                    world_size=world, timeout=pg_timeout)
+        value = worker(rank, world, *args)
+        q.put((rank, "ok", value))
+    except BaseException as e:  # reported to the parent, which asserts on it
+        q.put((rank, "err", f"{type(e).__name__}: {e}", traceback.format_exc()))
+    finally:
+        try:
+            import tritensor.comm as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+def run_world(world: int, worker, *args, timeout: float = 120.0, pg_timeout: float = 30.0,
+              env: dict | None = None, init: bool = True, rank_env=None) -> dict:
+    """Run ``worker`` on ``world`` ranks; return {rank: ("ok", value) | ("err", msg, tb) | ("died", code)}.
+
+    ``env`` is added to every child's environment, ``rank_env(rank)`` to one rank's."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    port = free_port()
+    full_env = {"TRITENSOR_COMM_SECRET": SECRET, **(env or {})}
+    procs = [ctx.Process(target=_entry, args=(worker, r, world, port, q, args, pg_timeout,
+                                              {**full_env, **(rank_env(r) if rank_env else {})}, init),
+                         daemon=True) for r in range(world)]
+    for p in procs:
+        p.start()
+    results: dict = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(results) < world:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                item = q.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                # A rank that died without reporting counts once all survivors have reported.
+                dead = [r for r, p in enumerate(procs) if not p.is_alive() and r not in results]
+                if dead and all(not p.is_alive() or r in results for r, p in enumerate(procs)):
+                    for r in dead:
+                        results[r] = ("died", procs[r].exitcode)
+                continue
+            results[item[0]] = item[1:]
+    finally:
+        for p in procs:
+            p.join(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+    if len(results) < world:
+        missing = [r for r in range(world) if r not in results]
+        raise AssertionError(f"ranks {missing} did not finish within {timeout}s; got {results}")
+    return results
+
+
+def assert_all_ok(results: dict):
+    bad = {r: v for r, v in results.items() if v[0] != "ok"}
+    assert not bad, "\n".join(f"rank {r}: {v[1]}\n{v[2] if len(v) > 2 else ''}" for r, v in sorted(bad.items()))
+    return {r: v[1] for r, v in results.items()}
+
+
+# ------------------------------------------------------------------ collective battery
+# Inputs are small integers, so every sum, product, min and max is exact in every dtype
+# (fp16 and bf16 included) whatever order a ring adds in: results are compared exactly.
+
+def rank_values(q: int, n: int, dtype_name: str, salt: int = 0):
+    import numpy as np
+
+    i = np.arange(n, dtype=np.int64)
+    if dtype_name == "bool":
+        return ((i + q + salt) % 3 == 0)
+    v = (i * 7 + q * 3 + salt) % 5 - 2  # in [-2, 2]
+    if dtype_name in ("uint8",):
+        v = v + 2
+    return v
+
+
+def _np_dtype(dt):
+    return dt.np if hasattr(dt, "np") else dt
+
+
+def _reference(op_name, arrays, np_dtype, world):
+    import numpy as np
+
+    acc = [a.astype(np.float64) if a.dtype != np.bool_ else a for a in arrays]
+    if np_dtype == np.bool_:
+        fn = {"SUM": np.logical_or, "MAX": np.logical_or, "PRODUCT": np.logical_and, "MIN": np.logical_and}[op_name]
+    else:
+        fn = {"SUM": np.add, "AVG": np.add, "PRODUCT": np.multiply, "MIN": np.minimum, "MAX": np.maximum}[op_name]
+    out = acc[0]
+    for a in acc[1:]:
+        out = fn(out, a)
+    if op_name == "AVG":
+        out = out / world
+    return out.astype(np_dtype)
+
+
+def collectives_battery(rank, world, large_elems):
+    """Every collective over dtypes, ops and sizes; raises AssertionError on the first mismatch."""
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    checks = 0
+    dtypes = [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int32, tt.int64, tt.bool]
+    small = [0, 1, world + 1, 257]  # world + 1 and 257 are not multiples of 2, 3 or 4
+
+    def T(arr, dt):
+        return tt.from_numpy(np.ascontiguousarray(arr).astype(_np_dtype(dt)))
+
+    def eq(t, expected, what):
+        nonlocal checks
+        got = t.numpy() if hasattr(t, "numpy") else t
+        if not np.array_equal(np.asarray(got, dtype=np.float64) if got.dtype != np.bool_ else got,
+                              np.asarray(expected, dtype=np.float64) if expected.dtype != np.bool_ else expected):
+            raise AssertionError(f"rank {rank}: {what}: got {got.ravel()[:8]} expected {expected.ravel()[:8]}")
+        checks += 1
+
+    # all_reduce: all dtypes x ops x small sizes
+    for dt in dtypes:
+        npd = np.dtype(_np_dtype(dt))
+        ops = ["SUM", "PRODUCT", "MIN", "MAX"] + (["AVG"] if dt.is_floating_point else [])
+        for n in small:
+            for op in ops:
+                inputs = [rank_values(q, n, npd.name).astype(npd) for q in range(world)]
+                t = T(inputs[rank], dt)
+                dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+                exp = _reference(op, inputs, npd, world)
+                if op == "AVG" and world == 3:
+                    # sum/3 is inexact: one rounding of the fp32 (fp64 for float64) quotient
+                    tol = {"float16": 1e-3, "bfloat16": 8e-3}.get(npd.name, 1e-6)
+                    assert np.allclose(t.numpy().astype(np.float64), exp.astype(np.float64), rtol=tol, atol=tol), dt
+                else:
+                    eq(t, exp, f"all_reduce {op} {npd.name} n={n}")
+    # all_reduce: large sizes (ring path), a few dtype/op pairs
+    for dt, op in [(tt.float32, "SUM"), (tt.float16, "SUM"), (tt.int64, "MAX"), (tt.bfloat16, "MIN"),
+                   (tt.float64, "PRODUCT")]:
+        npd = np.dtype(_np_dtype(dt))
+        inputs = [rank_values(q, large_elems, npd.name).astype(npd) for q in range(world)]
+        t = T(inputs[rank], dt)
+        dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+        eq(t, _reference(op, inputs, npd, world), f"all_reduce large {op} {npd.name}")
+    # fp16 sums accumulate in fp32: 1024 + 0.5 + 0.5 + ... would stay 1024 in fp16 arithmetic
+    if world >= 3:
+        for n in (3, large_elems):
+            v = np.full(n, 1024.0 if rank == 0 else 0.5, np.float16)
+            t = T(v, tt.float16)
+            dist.all_reduce(t)
+            eq(t, np.full(n, np.float16(1024 + 0.5 * (world - 1))), f"fp16 accumulation n={n}")
+    # non-contiguous tensor (a transposed view) is reduced in place
+    base = tt.from_numpy(np.arange(12, dtype=np.float32).reshape(3, 4) + rank)
+    view = base.t() if hasattr(base, "t") else base
+    dist.all_reduce(view)
+    eq(base, sum(np.arange(12, dtype=np.float32).reshape(3, 4) + q for q in range(world)), "non-contiguous")
+    # async_op + get_future
+    t = T(np.full(5, rank + 1.0), tt.float32)
+    work = dist.all_reduce(t, async_op=True)
+    fut = work.get_future().then(lambda f: f.value()[0].numpy().sum())
+    assert work.wait() is True and work.is_completed()
+    total = sum(range(1, world + 1))
+    assert fut.wait() == 5.0 * total, fut.wait()
+    eq(t, np.full(5, float(total), np.float32), "async all_reduce")
+
+    for n in small + [large_elems]:
+        for dt in ([tt.float32, tt.bfloat16, tt.int64, tt.bool] if n != large_elems else [tt.float32]):
+            npd = np.dtype(_np_dtype(dt))
+            vals = [rank_values(q, n, npd.name, salt=1).astype(npd) for q in range(world)]
+            # broadcast from every source
+            for src in range(world):
+                t = T(vals[rank], dt)
+                dist.broadcast(t, src=src)
+                eq(t, vals[src], f"broadcast src={src} {npd.name} n={n}")
+            # reduce to the last rank
+            dst = world - 1
+            t = T(vals[rank], dt)
+            dist.reduce(t, dst=dst, op=dist.ReduceOp.MAX)
+            eq(t, _reference("MAX", vals, npd, world) if rank == dst else vals[rank], f"reduce {npd.name} n={n}")
+            # all_gather into a list and into one tensor
+            outs = [T(np.zeros(n), dt) for _ in range(world)]
+            dist.all_gather(outs, T(vals[rank], dt))
+            for q in range(world):
+                eq(outs[q], vals[q], f"all_gather[{q}] {npd.name} n={n}")
+            out = T(np.zeros(n * world), dt)
+            dist.all_gather_into_tensor(out, T(vals[rank], dt))
+            eq(out, np.concatenate(vals), f"all_gather_into_tensor {npd.name} n={n}")
+            # reduce_scatter: rank r gets the sum over q of q's input_list[r]
+            if dt is not tt.bool:
+                ins = [[rank_values(q, n, npd.name, salt=10 + j).astype(npd) for j in range(world)] for q in range(world)]
+                out = T(np.zeros(n), dt)
+                dist.reduce_scatter(out, [T(a, dt) for a in ins[rank]])
+                eq(out, _reference("SUM", [ins[q][rank] for q in range(world)], npd, world), f"reduce_scatter n={n}")
+                out = T(np.zeros(n), dt)
+                dist.reduce_scatter_tensor(out, T(np.concatenate(ins[rank]), dt), op=dist.ReduceOp.MIN)
+                eq(out, _reference("MIN", [ins[q][rank] for q in range(world)], npd, world), f"reduce_scatter_tensor n={n}")
+            # gather / scatter with root 0
+            gl = [T(np.zeros(n), dt) for _ in range(world)] if rank == 0 else None
+            dist.gather(T(vals[rank], dt), gl, dst=0)
+            if rank == 0:
+                for q in range(world):
+                    eq(gl[q], vals[q], f"gather[{q}] n={n}")
+            t = T(np.zeros(n), dt)
+            dist.scatter(t, [T(v, dt) for v in vals] if rank == 0 else None, src=0)
+            eq(t, vals[rank], f"scatter n={n}")
+            # all_to_all: rank r sends block (r, j) to rank j
+            blocks = lambda r, j: rank_values(r * world + j, n, npd.name).astype(npd)  # noqa: E731
+            outs = [T(np.zeros(n), dt) for _ in range(world)]
+            dist.all_to_all(outs, [T(blocks(rank, j), dt) for j in range(world)])
+            for q in range(world):
+                eq(outs[q], blocks(q, rank), f"all_to_all[{q}] n={n}")
+    dist.barrier()
+    # point to point: a ring of isend/irecv (both directions progress together), then send/recv
+    if world > 1:
+        right, left = (rank + 1) % world, (rank - 1) % world
+        for n in (0, 3, large_elems):
+            send_t = T(rank_values(rank, n, "float32"), tt.float32)
+            recv_t = T(np.zeros(n), tt.float32)
+            w1 = dist.isend(send_t, dst=right, tag=7)
+            w2 = dist.irecv(recv_t, src=left, tag=7)
+            w1.wait()
+            w2.wait()
+            eq(recv_t, rank_values(left, n, "float32").astype(np.float32), f"isend/irecv n={n}")
+        if rank == 0:
+            dist.send(T(np.arange(4), tt.int32), dst=world - 1)
+        elif rank == world - 1:
+            t = T(np.zeros(4), tt.int32)
+            assert dist.recv(t, src=0) == 0
+            eq(t, np.arange(4, dtype=np.int32), "send/recv")
+    # a subgroup: every rank calls new_group; members reduce among themselves
+    if world >= 3:
+        members = [0, world - 1]
+        g = dist.new_group(members)
+        if rank in members:
+            assert dist.get_rank(g) == members.index(rank) and dist.get_world_size(g) == 2
+            t = T(np.full(3, rank), tt.int64)
+            dist.all_reduce(t, group=g)
+            eq(t, np.full(3, sum(members), np.int64), "subgroup all_reduce")
+        else:
+            assert g is dist.GroupMember.NON_GROUP_MEMBER and dist.get_rank(g) == -1
+        dist.barrier()
+    assert dist.get_rank() == rank and dist.get_world_size() == world and dist.is_initialized()
+    return checks
+
+
+# ------------------------------------------------------------------------- fault workers
+
+def die_mid_collective(rank, world, elems, victim):
+    """The victim starts a big all_reduce and kills itself; the others report what they saw."""
+    import signal
+
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    t = tt.from_numpy(np.ones(elems, np.float32))
+    dist.barrier()
+    if rank == victim:
+        dist.all_reduce(t, async_op=True)
+        time.sleep(0.05)  # some bytes are in flight
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(t)
+        first = None
+    except Exception as e:
+        first = f"{type(e).__name__}: {e}"
+    elapsed = time.monotonic() - start
+    try:  # the next collective must raise too, at once
+        start2 = time.monotonic()
+        dist.all_reduce(tt.ones(3))
+        second = None
+    except Exception as e:
+        second = f"{type(e).__name__}: {e}"
+    return first, elapsed, second, time.monotonic() - start2
+
+
+def mismatched(rank, world, kind):
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    n = 1000 + (8 if rank == 1 else 0)
+    if kind == "all_reduce_size":
+        dist.all_reduce(tt.ones(n))
+    elif kind == "all_reduce_size_large":
+        dist.all_reduce(tt.ones(200_000 + (1 if rank == 1 else 0)))
+    elif kind == "dtype":
+        dist.all_reduce(tt.ones(100, dtype=tt.float64 if rank == 1 else tt.float32))
+    elif kind == "broadcast_size":
+        dist.broadcast(tt.ones(n), src=0)
+    elif kind == "all_gather_size":
+        dist.all_gather([tt.zeros(n) for _ in range(world)], tt.ones(n))
+    elif kind == "op_order":
+        if rank == 1:
+            dist.broadcast(tt.ones(10), src=0)
+        else:
+            dist.all_reduce(tt.ones(10))
+    return "no error"
+
+
+def late_rank(rank, world, sleep_s):
+    """Rank 1 never joins the collective: rank 0 must time out naming it."""
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    if rank == 1:
+        time.sleep(sleep_s)
+        return "slept"
+    start = time.monotonic()
+    try:
+        dist.all_reduce(tt.ones(10))
+    except Exception as e:
+        return f"{type(e).__name__}: {e}", time.monotonic() - start
+    return "no error", time.monotonic() - start
+
+
+def env_init(rank, world):
+    """init_process_group(init_method='env://') with MASTER_ADDR/PORT, RANK, WORLD_SIZE."""
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    dist.init_process_group("tcp", timeout=30)
+    t = tt.full((4,), float(dist.get_rank()))
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t.tolist(), dist.get_rank(), dist.get_world_size()
