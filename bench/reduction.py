@@ -1,0 +1,24 @@
+"""Reduction family: row sums of a (rows, 1024) matrix (the reduce kernels, triton_kernels/reduce.py)."""
+from __future__ import annotations
+
+from .common import Case, Context
+
+COLS = 1024
+
+
+def cases(ctx: Context) -> list:
+    import tritensor as tt
+
+    if not hasattr(tt, "sum"):
+        return []
+    out = []
+    sizes = ctx.pick([1 << 16, 1 << 20], [1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22],
+                     [1 << 20, 1 << 24, 1 << 26], [1 << k for k in range(16, 29, 2)])
+    for n in sizes:
+        rows = max(1, n // COLS)
+        for dt in ctx.dtypes:
+            x = ctx.randn((rows, COLS), dt)
+            peer, name = ctx.make_peer(dt, (x,), lambda t: t.sum(-1), lambda a: a.sum(-1))
+            out.append(Case("reduction", "sum(dim=-1)", f"[{rows}, {COLS}]", dt, rows * COLS,
+                            lambda x=x: tt.sum(x, dim=-1), nbytes=x.nbytes, peer=peer, peer_name=name))
+    return out
