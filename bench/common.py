@@ -234,9 +234,10 @@ def measure(case: Case, ctx: Context, peaks: dict) -> Result:
                   peer_ms / ms if peer_ms else None)
 
 
-def print_table(family: str, results, out=sys.stdout) -> None:
+def print_table(family: str, results, out=None) -> None:
     if not results:
         return
+    out = out or sys.stdout  # looked up per call, so redirected stdout is honoured
     unit = results[0].unit
     peer = next((r.peer_name for r in results if r.peer_name), "peer")
     head = ["op", "shape", "dtype", "time (ms)", unit, "% of peak", f"{peer} (ms)", f"speed vs {peer}"]

@@ -146,6 +146,10 @@ def test_linear_fused_epilogue(dtype, activation):
     if activation is None:
         assert_close(tt.linear(T(x), T(w), bias), ref, dtype, **sum_tol(dtype, 70))
         assert_close(tt.linear(T(x[0, 0]), T(w)), x64[0, 0] @ w64.T, dtype, **sum_tol(dtype, 70))
+        # An input that cannot be viewed as (rows, in_features) takes the batched path (weight broadcast).
+        xp = T(x).permute(1, 0, 2)
+        assert_close(tt.linear(xp, T(w), bias), x64.transpose(1, 0, 2) @ w64.T + bias64, dtype,
+                     **sum_tol(dtype, 70))
 
 
 # ----- bad input: a clear error naming the arguments, raised before any kernel runs ---------------

@@ -1,0 +1,55 @@
+"""The benchmark command line (bench/): it runs, reports a peer ratio, writes JSON, rejects bad options.
+
+Speed itself is never asserted here (that is what the benchmark is for); these tests check the
+report is produced and well-formed, with tiny sizes so the interpreter stays fast.
+"""
+import json
+
+import pytest
+
+from tritensor.bench import __main__ as cli
+from tritensor.bench import common
+
+
+def test_tiny_run_prints_tables_and_writes_json(tmp_path, capsys):
+    path = tmp_path / "bench.json"
+    assert cli.main(["matmul", "cast", "--sizes", "32", "--dtypes", "float32,bfloat16", "--json", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert "== matmul ==" in printed and "== cast ==" in printed and "speed vs numpy" in printed
+    report = json.loads(path.read_text())
+    assert report["mode"] == "cpu" and report["memory_peak_gbs"] > 0
+    rows = report["results"]
+    assert {(r["family"], r["dtype"]) for r in rows} == {(f, d) for f in ("matmul", "cast")
+                                                          for d in ("float32", "bfloat16")}
+    for r in rows:
+        assert r["ms"] > 0 and r["throughput"] > 0 and r["peer_ms"] > 0
+        assert r["speed_vs_peer"] == pytest.approx(r["peer_ms"] / r["ms"])
+    mm = next(r for r in rows if r["family"] == "matmul" and r["dtype"] == "float32")
+    assert mm["unit"] == "TFLOP/s" and mm["throughput"] == pytest.approx(2 * 32**3 / mm["ms"] / 1e9)
+    assert next(r for r in rows if r["dtype"] == "bfloat16")["peer_name"] == "numpy(fp32)"
+
+
+def test_bad_options_are_rejected(capsys):
+    for argv in (["nope"], ["--dtypes", "float8"], ["--sizes", "0"], ["--sizes", "a,b"]):
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown family ['nope']" in err and "unknown ['float8']" in err and "positive integers" in err
+
+
+def test_comm_dispatch(monkeypatch, capsys):
+    monkeypatch.setitem(cli.EXTERNAL, "comm", "tritensor.comm.no_such_bench_module")
+    assert cli.main(["comm", "--anything"]) == 2
+    assert "is not available" in capsys.readouterr().err
+    seen = []
+    fake = type("M", (), {"main": staticmethod(lambda argv: seen.append(argv) or 0)})
+    monkeypatch.setattr(cli.importlib, "import_module", lambda name: fake)
+    assert cli.main(["comm", "--size", "8"]) == 0 and seen == [["--size", "8"]]
+
+
+def test_table_formats_missing_values(capsys):
+    r = common.Result("f", "op", "[3]", "float32", 3, 2.0, 1.5, "GB/s", None, "", None, None)
+    common.print_table("f", [r])
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.split()[:5] == ["op", "[3]", "float32", "2", "1.5"] and line.split()[5:] == ["-", "-", "-"]
