@@ -16,6 +16,11 @@ from .core.factories import (arange, empty, empty_like, from_numpy, full, full_l
                              ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .core.tensor import Size, Tensor, broadcast_shapes
 from .core.functional import *  # noqa: F401,F403  (torch-style free functions: exp, add, sum, ...)
+from . import autograd
+from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.functions import install as _install_autograd
+
+_install_autograd(Tensor, globals())  # differentiable Tensor methods and free functions (autograd/functions)
 
 half, float, double, long, int = float16, float32, float64, int64, int32
 

@@ -1,0 +1,14 @@
+"""tritensor.autograd: reverse-mode automatic differentiation on tritensor's kernels.
+
+Read in this order: ``grad_mode.py`` (is recording on?), ``function.py`` (how an op is
+recorded), ``graph.py`` (nodes, edges, saved tensors, hooks), ``engine.py`` (running the graph
+backwards), ``functions/`` (each op's derivative), ``gradcheck.py``.
+"""
+from .engine import backward, grad
+from .function import Function, FunctionCtx
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .graph import Node
+
+__all__ = ["backward", "grad", "Function", "FunctionCtx", "Node", "no_grad", "enable_grad", "set_grad_enabled",
+           "is_grad_enabled", "gradcheck", "GradcheckError", "gradgradcheck"]

@@ -1,0 +1,84 @@
+"""Derivatives of ``matmul`` and ``linear`` (kernels: ``triton_kernels/matmul.py``; checks:
+``core/ops/matmul.py``). Backward is matmuls again, so double backward works.
+
+For C = A @ B: dA = dC @ B^T, dB = A^T @ dC; broadcast batch dims are summed back by the
+engine. 1-D operands are handled as in PyTorch by unsqueezing to matrices (recorded views).
+"""
+from __future__ import annotations
+
+from ...core.ops import matmul as _mm
+from .elementwise import Op
+
+
+class Matmul(Op):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a if ctx.needs_input_grad and ctx.needs_input_grad[1] else None,
+                              b if ctx.needs_input_grad and ctx.needs_input_grad[0] else None)
+        return _mm.matmul(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        ga = g @ b.mT if ctx.needs_input_grad[0] else None
+        gb = a.mT @ g if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+def matmul(input, other):
+    _mm._check_pair("matmul", input, other)
+    if input.ndim == 0 or other.ndim == 0:
+        return _mm.matmul(input, other)  # raises PyTorch's error
+    if not (input._requires_grad or other._requires_grad):
+        return _mm.matmul(input, other)
+    if input.ndim == 1 and other.ndim == 1:
+        return Matmul.apply(input.unsqueeze(0), other.unsqueeze(1)).reshape(())
+    if input.ndim == 1:
+        return Matmul.apply(input.unsqueeze(0), other).squeeze(-2)
+    if other.ndim == 1:
+        return Matmul.apply(input, other.unsqueeze(1)).squeeze(-1)
+    return Matmul.apply(input, other)
+
+
+def mm(input, mat2):
+    if getattr(input, "_requires_grad", False) or getattr(mat2, "_requires_grad", False):
+        if getattr(input, "ndim", 2) != 2 or getattr(mat2, "ndim", 2) != 2:
+            return _mm.mm(input, mat2)  # raises PyTorch's error
+        return Matmul.apply(input, mat2)
+    return _mm.mm(input, mat2)
+
+
+def bmm(input, mat2):
+    if getattr(input, "_requires_grad", False) or getattr(mat2, "_requires_grad", False):
+        if getattr(input, "ndim", 3) != 3 or getattr(mat2, "ndim", 3) != 3:
+            return _mm.bmm(input, mat2)
+        return Matmul.apply(input, mat2)
+    return _mm.bmm(input, mat2)
+
+
+class Linear(Op):
+    """y = x @ W^T + b in one fused kernel; dx = dy @ W, dW = dy^T @ x, db = sum(dy)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        ctx.save_for_backward(x, weight)
+        return _mm.linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        gx = g @ w if needs[0] else None
+        gw = gb = None
+        if needs[1] or (len(needs) > 2 and needs[2]):
+            g2 = g.reshape(-1, g.shape[-1]) if g.ndim != 2 else g
+            if needs[1]:
+                x2 = x.reshape(-1, x.shape[-1]) if x.ndim != 2 else x
+                gw = g2.mT @ x2
+            if len(needs) > 2 and needs[2]:
+                gb = g2.sum(0)
+        return gx, gw, gb
+
+
+def linear(input, weight, bias=None):
+    return Linear.apply(input, weight, bias)

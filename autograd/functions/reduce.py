@@ -1,0 +1,304 @@
+"""Derivatives of the reductions and normalizations: ``sum mean amax amin max min var std``,
+``softmax log_softmax layer_norm`` (kernels: ``triton_kernels/reduce.py``, ``softmax.py``,
+``layer_norm.py``; checks and shapes: ``core/ops/reduce.py``, ``core/ops/norm.py``).
+
+Backward formulas use tensor ops, so they are differentiable again, except layer_norm's, which
+treats the saved mean/rstd as constants (first order only).
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+from ...core import dtype as dt
+from ...core.ops import norm as _norm
+from ...core.ops import reduce as _red
+from ...core.tensor import Tensor
+from .elementwise import Op
+
+
+def _keep(g: Tensor, x_shape, dims, keepdim: bool) -> Tensor:
+    """Put the reduced dims back as size 1 so ``g`` broadcasts against the input."""
+    if keepdim or not dims:
+        return g
+    return g.reshape(tuple(1 if d in dims else n for d, n in enumerate(x_shape)))
+
+
+class Sum(Op):
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False, dtype=None):
+        out = _red.sum(x, dim, keepdim, dtype=dtype)  # checks the arguments first
+        ctx.shape, ctx.dims, ctx.keepdim = x.shape, _red.reduced_dims(x, dim, "sum"), keepdim
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return _keep(g, ctx.shape, ctx.dims, ctx.keepdim).expand(ctx.shape), None, None, None
+
+
+class Mean(Op):
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False, dtype=None):
+        out = _red.mean(x, dim, keepdim, dtype=dtype)
+        ctx.shape, ctx.dims, ctx.keepdim = x.shape, _red.reduced_dims(x, dim, "mean"), keepdim
+        ctx.n = math.prod(x.shape[d] for d in ctx.dims)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return (_keep(g, ctx.shape, ctx.dims, ctx.keepdim) / ctx.n).expand(ctx.shape), None, None, None
+
+
+class _Extreme(Op):
+    """amax/amin and max()/min() over all elements: the gradient is shared evenly among the
+    elements that attain the extreme (PyTorch's rule)."""
+
+    op = ""
+
+    @classmethod
+    def forward(cls, ctx, x, dim=(), keepdim=False):
+        if dim is None:
+            out = getattr(_red, cls.op[1:])(x)
+            ctx.dims, ctx.keepdim = tuple(range(x.ndim)), False
+        else:
+            out = getattr(_red, cls.op)(x, dim, keepdim)
+            ctx.dims, ctx.keepdim = _red.reduced_dims(x, dim, cls.op), keepdim
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        hit = x == _keep(out, x.shape, ctx.dims, ctx.keepdim)
+        count = hit.sum(ctx.dims, keepdim=True)
+        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * hit / count, None, None
+
+
+class Amax(_Extreme):
+    op = "amax"
+
+
+class Amin(_Extreme):
+    op = "amin"
+
+
+class MaxDim(Op):
+    """``max(x, dim)`` -> (values, indices): the gradient goes to the returned index only."""
+
+    op = "max"
+
+    @classmethod
+    def forward(cls, ctx, x, dim, keepdim=False):
+        values, indices = getattr(_red, cls.op)(x, dim, keepdim)
+        ctx.mark_non_differentiable(indices)
+        ctx.shape, ctx.dim, ctx.keepdim = x.shape, _red.reduced_dims(x, dim, cls.op), keepdim
+        ctx.save_for_backward(indices)
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, g, _g_indices):
+        from ...core.factories import arange
+
+        (indices,) = ctx.saved_tensors
+        dims = ctx.dim
+        d = dims[0] if dims else 0
+        idx = _keep(indices, ctx.shape, dims, ctx.keepdim)
+        pos_shape = [1] * len(ctx.shape)
+        if ctx.shape:
+            pos_shape[d] = ctx.shape[d]
+        positions = arange(ctx.shape[d] if ctx.shape else 1, device=g.device).reshape(pos_shape)
+        return _keep(g, ctx.shape, dims, ctx.keepdim) * (positions == idx), None, None
+
+
+class MinDim(MaxDim):
+    op = "min"
+
+
+def _extreme(op, x, dim=None, keepdim=False, *, other=None):
+    """``max``/``min`` in all three of PyTorch's forms."""
+    from . import elementwise as _e
+
+    if isinstance(dim, Tensor) or other is not None:
+        return _e.binary("maximum" if op == "max" else "minimum", x, dim if other is None else other)
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{op}(): keepdim=True needs a 'dim'")
+        return (Amax if op == "max" else Amin).apply(x, None)
+    values, indices = (MaxDim if op == "max" else MinDim).apply(x, dim, keepdim)
+    return (_red.max_result if op == "max" else _red.min_result)(values, indices)
+
+
+class Prod(Op):
+    """d prod / dx_i = prod / x_i. Inputs containing zeros need the exclusive product, which
+    has no kernel yet: backward raises rather than return a wrong gradient."""
+
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False, dtype=None):
+        out = _red.prod(x, dim, keepdim, dtype=dtype)
+        ctx.dims, ctx.keepdim = _red.reduced_dims(x, dim, "prod"), keepdim
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        if bool((x == 0).any()):
+            raise NotImplementedError("the derivative of prod() for an input containing zeros is not implemented")
+        return _keep(g * out, x.shape, ctx.dims, ctx.keepdim) / x, None, None, None
+
+
+class _Variance(Op):
+    op = ""
+
+    @classmethod
+    def forward(cls, ctx, x, dim=None, unbiased=None, keepdim=False, correction=None):
+        out = getattr(_red, cls.op)(x, dim, unbiased, keepdim, correction=correction)
+        d, corr = _red._correction(cls.op, dim, unbiased, correction)
+        ctx.dims, ctx.keepdim = _red.reduced_dims(x, d, cls.op), keepdim
+        ctx.denom = builtins.max(math.prod(x.shape[i] for i in ctx.dims) - corr, 0)
+        ctx.save_for_backward(x, out)
+        return out
+
+
+class Var(_Variance):
+    """d var / dx = 2 (x - mean) / (N - correction)."""
+
+    op = "var"
+
+    @staticmethod
+    def backward(ctx, g):
+        x, _ = ctx.saved_tensors
+        centered = x - x.mean(ctx.dims, keepdim=True)
+        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * centered * (2.0 / ctx.denom), None, None, None, None
+
+
+class Std(_Variance):
+    """d std / dx = (x - mean) / ((N - correction) std)."""
+
+    op = "std"
+
+    @staticmethod
+    def backward(ctx, g):
+        x, std = ctx.saved_tensors
+        centered = x - x.mean(ctx.dims, keepdim=True)
+        scale = _keep(g / (std * ctx.denom), x.shape, ctx.dims, ctx.keepdim)
+        return scale * centered, None, None, None, None
+
+
+class Softmax(Op):
+    """y = softmax(x): dx = y * (g - sum(g * y))."""
+
+    @staticmethod
+    def forward(ctx, x, dim, dtype=None):
+        y = _norm.softmax(x, dim, dtype)
+        ctx.dim = dim
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None, None
+
+
+class LogSoftmax(Op):
+    """y = log_softmax(x): dx = g - exp(y) * sum(g)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, dtype=None):
+        y = _norm.log_softmax(x, dim, dtype)
+        ctx.dim = dim
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g - y.exp() * g.sum(ctx.dim, keepdim=True), None, None
+
+
+class LayerNorm(Op):
+    """y = (x - mean) * rstd * w + b over the trailing ``normalized_shape`` dims.
+
+    dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)) with gh = g * w and xhat the
+    normalized input; dw = sum(g * xhat), db = sum(g) over the leading dims.
+    """
+
+    @staticmethod
+    def forward(ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+        out, mean, rstd = _norm.native_layer_norm(x, normalized_shape, weight, bias, eps)
+        ctx.k = len(_norm._normalized_shape(normalized_shape))
+        ctx.save_for_backward(x, weight, mean, rstd)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w, mean, rstd = ctx.saved_tensors
+        nd = x.ndim
+        norm_dims = tuple(range(nd - ctx.k, nd))
+        lead_dims = tuple(range(nd - ctx.k))
+        stats = mean.dtype
+        gf, xf = g.to(stats), x.to(stats)
+        xhat = (xf - mean) * rstd
+        gh = gf * w.to(stats) if w is not None else gf
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = rstd * (gh - gh.mean(norm_dims, keepdim=True) - xhat * (gh * xhat).mean(norm_dims, keepdim=True))
+        if w is not None and ctx.needs_input_grad[2]:
+            gw = (gf * xhat).sum(lead_dims) if lead_dims else gf * xhat
+        if len(ctx.needs_input_grad) > 3 and ctx.needs_input_grad[3]:
+            gb = gf.sum(lead_dims) if lead_dims else gf
+        return gx, None, gw, gb, None
+
+
+# The free functions / methods. Like torch's, these names shadow Python's builtins below here.
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    return Sum.apply(input, dim, keepdim, dtype)
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    return Mean.apply(input, dim, keepdim, dtype)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    return Prod.apply(input, dim, keepdim, dtype)
+
+
+def amax(input, dim=(), keepdim=False):
+    return Amax.apply(input, dim, keepdim)
+
+
+def amin(input, dim=(), keepdim=False):
+    return Amin.apply(input, dim, keepdim)
+
+
+def max(input, dim=None, keepdim=False, *, other=None):
+    return _extreme("max", input, dim, keepdim, other=other)
+
+
+def min(input, dim=None, keepdim=False, *, other=None):
+    return _extreme("min", input, dim, keepdim, other=other)
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return Var.apply(input, dim, unbiased, keepdim, correction)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return Std.apply(input, dim, unbiased, keepdim, correction)
+
+
+def softmax(input, dim, dtype=None):
+    return Softmax.apply(input, dim, dtype)
+
+
+def log_softmax(input, dim, dtype=None):
+    return LogSoftmax.apply(input, dim, dtype)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return LayerNorm.apply(input, normalized_shape, weight, bias, eps)
+
+
+# Reductions with integer/bool results: nothing to differentiate.
+NON_DIFFERENTIABLE = ("argmax", "argmin", "all", "any")

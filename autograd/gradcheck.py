@@ -1,0 +1,126 @@
+"""``gradcheck``: compare the analytic Jacobian (backward) with central finite differences.
+
+Analytic: one ``autograd.grad`` per output element, with a one-hot ``grad_outputs``.
+Numerical: each input element is nudged by +-eps in place (through the host view of its
+memory, so non-contiguous inputs are nudged where they live) and the outputs re-evaluated;
+column = (f(x + eps) - f(x - eps)) / 2 eps. Use float64 inputs: in float32 the difference
+quotient's rounding error swamps any useful tolerance.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.tensor import Tensor
+from .engine import grad as _grad
+from .grad_mode import no_grad
+
+
+class GradcheckError(RuntimeError):
+    pass
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def _outputs(fn, inputs):
+    return tuple(o for o in _as_tuple(fn(*inputs)) if isinstance(o, Tensor))
+
+
+def _host(t: Tensor) -> np.ndarray:
+    return np.asarray(t.detach().cpu().numpy(), dtype=np.float64)
+
+
+def _numerical_jacobians(fn, inputs, diff_idx, eps):
+    """jac[i][o] is (numel of input i, numel of output o)."""
+    with no_grad():
+        outs0 = _outputs(fn, inputs)
+    jac = []
+    for i in diff_idx:
+        x = inputs[i]
+        view = x.detach().numpy(force=True)
+        cols = [np.zeros((x.numel(), o.numel())) for o in outs0]
+        for k, idx in enumerate(np.ndindex(*x.shape)):
+            orig = view[idx].item()
+            with no_grad():
+                view[idx] = orig + eps
+                plus = [_host(o).reshape(-1) for o in _outputs(fn, inputs)]
+                view[idx] = orig - eps
+                minus = [_host(o).reshape(-1) for o in _outputs(fn, inputs)]
+                view[idx] = orig
+            for o, (p, m) in enumerate(zip(plus, minus)):
+                cols[o][k] = (p - m) / (2 * eps)
+        jac.append(cols)
+    return jac
+
+
+def _analytical_jacobians(fn, inputs, diff_idx):
+    outs = _outputs(fn, inputs)
+    diff_inputs = [inputs[i] for i in diff_idx]
+    jac = [[np.zeros((inputs[i].numel(), o.numel())) for o in outs] for i in diff_idx]
+    from ..core.factories import zeros_like
+
+    for o, out in enumerate(outs):
+        if not out.requires_grad:
+            continue
+        for j in range(out.numel()):
+            g = zeros_like(out)
+            g.numpy(force=True).reshape(-1)[j] = 1.0
+            grads = _grad(out, diff_inputs, g, retain_graph=True, allow_unused=True)
+            for n, gi in enumerate(grads):
+                if gi is not None:
+                    jac[n][o][:, j] = _host(gi).reshape(-1)
+    return jac
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
+              check_undefined_grad=True, fast_mode=False) -> bool:
+    """True if ``func``'s backward matches finite differences at ``inputs`` (else raises
+    :class:`GradcheckError`, or returns False with ``raise_exception=False``)."""
+    inputs = _as_tuple(inputs)
+    diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    if not diff_idx:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of the them "
+                         "have requires_grad=True.")
+    for i in diff_idx:
+        x = inputs[i]
+        if x.dtype.name != "float64":
+            import warnings
+
+            warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point. "
+                          "This check will likely fail if all the inputs are not of double precision floating point.")
+        if x.device.type != "cpu":
+            raise ValueError("gradcheck: inputs must be CPU tensors (finite differences nudge host memory)")
+    numerical = _numerical_jacobians(func, inputs, diff_idx, eps)
+    analytical = _analytical_jacobians(func, inputs, diff_idx)
+    for n, i in enumerate(diff_idx):
+        for o, (num, ana) in enumerate(zip(numerical[n], analytical[n])):
+            if not np.allclose(ana, num, rtol=rtol, atol=atol):
+                msg = (f"Jacobian mismatch for output {o} with respect to input {i},\n"
+                       f"numerical:{num}\nanalytical:{ana}\n")
+                if raise_exception:
+                    raise GradcheckError(msg)
+                return False
+    return True
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  raise_exception=True) -> bool:
+    """gradcheck of the gradient itself (backward with ``create_graph=True``)."""
+    from ..core.factories import randn
+
+    inputs = _as_tuple(inputs)
+    outs = _outputs(func, inputs)
+    if grad_outputs is None:
+        grad_outputs = tuple(randn(o.shape, dtype=o.dtype).requires_grad_() for o in outs)
+    grad_outputs = _as_tuple(grad_outputs)
+    diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
+    n_in = len(inputs)
+
+    def first_grads(*args):
+        xs, gos = args[:n_in], args[n_in:]
+        ys = _outputs(func, xs)
+        return _grad(ys, [xs[i] for i in diff_idx], gos, create_graph=True, allow_unused=True)
+
+    return gradcheck(first_grads, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception)

@@ -1,0 +1,109 @@
+"""Tensor's autograd API: ``backward``, ``is_leaf``, ``detach``, ``requires_grad_``,
+``register_hook``, ``register_post_accumulate_grad_hook``, ``retain_grad``, ``data``.
+Bound onto :class:`~tritensor.core.tensor.Tensor` by :func:`install`."""
+from __future__ import annotations
+
+from ..core.tensor import Tensor
+from . import engine, graph
+
+
+def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Sum d(self)/d(leaf) into each leaf's ``.grad`` (``gradient`` is d(loss)/d(self))."""
+    engine.backward(self, gradient, retain_graph, create_graph, inputs)
+
+
+def is_leaf(self) -> bool:
+    """True for tensors no recorded op made: user-created ones and those that need no grad."""
+    return self.grad_fn is None
+
+
+def detach(self) -> Tensor:
+    """A tensor sharing this one's data and version counter, with no history."""
+    return graph.detached(self)
+
+
+def detach_(self) -> Tensor:
+    if self._base is not None and (self._base._requires_grad or self._requires_grad):
+        raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+    self.grad_fn, self._requires_grad = None, False
+    return self
+
+
+def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    self.requires_grad = requires_grad  # the property checks leaf-ness and dtype
+    return self
+
+
+def _check_hookable(self):
+    if not self._requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+
+
+def register_hook(self, hook):
+    """``hook(grad) -> Tensor or None`` runs when this tensor's gradient is computed; a returned
+    tensor replaces the gradient. Returns a handle with ``remove()``."""
+    _check_hookable(self)
+    if self._hooks is None:
+        self._hooks = {}
+    h = graph.RemovableHandle(self._hooks)
+    self._hooks[h.id] = hook
+    fn = self.grad_fn
+    if fn is not None:  # non-leaf: the node runs the hooks of its output
+        if fn._tensor_hooks is None:
+            fn._tensor_hooks = {}
+        fn._tensor_hooks[graph.output_nr(self)] = self._hooks
+    return h
+
+
+def register_post_accumulate_grad_hook(self, hook):
+    """``hook(tensor)`` runs after the gradient was accumulated into this leaf's ``.grad``."""
+    if self.grad_fn is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    _check_hookable(self)
+    if self._post_acc_hooks is None:
+        self._post_acc_hooks = {}
+    h = graph.RemovableHandle(self._post_acc_hooks)
+    self._post_acc_hooks[h.id] = hook
+    return h
+
+
+def retain_grad(self) -> None:
+    """Keep ``.grad`` for this non-leaf tensor too (leaves always keep theirs)."""
+    if not self._requires_grad:
+        raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    fn = self.grad_fn
+    if fn is None:
+        return
+    if fn._retained is None:
+        fn._retained = {}
+    fn._retained[graph.output_nr(self)] = self
+    graph.meta(self).retains_grad = True
+
+
+def retains_grad(self) -> bool:
+    m = self._autograd_meta
+    return bool(m and m.retains_grad)
+
+
+def _get_data(self) -> Tensor:
+    return graph.detached(self)
+
+
+def _set_data(self, value: Tensor) -> None:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"data: expected a Tensor, got {type(value).__name__}")
+    if value.shape != self.shape and self._base is not None:
+        raise RuntimeError("data: cannot change the shape of a view")
+    self._storage, self._shape, self._stride, self._offset = value._storage, value._shape, value._stride, value._offset
+    self.dtype, self.device = value.dtype, value.device
+
+
+def install(Tensor) -> None:
+    Tensor.backward = backward
+    Tensor.is_leaf = property(is_leaf)
+    Tensor.detach, Tensor.detach_, Tensor.requires_grad_ = detach, detach_, requires_grad_
+    Tensor.register_hook = register_hook
+    Tensor.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
+    Tensor.retain_grad = retain_grad
+    Tensor.retains_grad = property(retains_grad)
+    Tensor.data = property(_get_data, _set_data)
