@@ -41,8 +41,8 @@ MAX_BLOCK_N = 32768 if INTERPRET else 2048
 # nothing from it, but uses small thresholds so the tests exercise the split path.
 SPLIT_MAX_ROWS = 4 if INTERPRET else 128
 SPLIT_MIN_LEN = 4096 if INTERPRET else 32768
-SPLIT_BLOCK_N = 1024 if INTERPRET else 2048
-SPLIT_TARGET = 8 if INTERPRET else 1024  # total programs (rows x splits) to aim for
+SPLIT_BLOCK_N = 2048
+SPLIT_TARGET = 4 if INTERPRET else 1024  # total programs (rows x splits) to aim for
 
 _TL = {dt.float16: tl.float16, dt.bfloat16: tl.bfloat16, dt.float32: tl.float32, dt.float64: tl.float64,
        dt.int32: tl.int32, dt.int64: tl.int64, dt.bool_: tl.int1}

@@ -1,0 +1,99 @@
+"""layer_norm / native_layer_norm (triton_kernels/layer_norm.py, core/ops/norm.py) against float64 NumPy.
+
+One or several normalized dims, strided inputs (four layouts, tests/layouts.py), with and
+without weight/bias, the per-row mean/rstd the backward will use, rows longer than one tile
+(chunked statistics), a large mean (stability), empty inputs, and the errors.
+"""
+import numpy as np
+import pytest
+
+import tritensor as tt
+from layouts import LAYOUTS, check_layout, make
+from tolerances import FLOAT_DTYPES, NP, TOL, assert_close, sum_tol
+from tritensor.triton_kernels import layer_norm as _k
+
+RNG = np.random.default_rng(7)
+
+
+def ref_layer_norm(a, k, w=None, b=None, eps=1e-5):
+    axes = tuple(range(a.ndim - k, a.ndim))
+    mean = a.mean(axis=axes, keepdims=True)
+    var = a.var(axis=axes, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + eps)
+    y = (a - mean) * rstd
+    if w is not None:
+        y = y * w
+    if b is not None:
+        y = y + b
+    return y, mean, rstd
+
+
+def normal(shape):
+    return 2.0 + 3.0 * RNG.standard_normal(shape)
+
+
+CASES = [((1,), (1,)), ((7,), (7,)), ((5, 13), (13,)), ((4, 3, 5), (5,)), ((4, 3, 5), (3, 5)),
+         ((2, 3, 4, 5), (4, 5))]
+
+
+@pytest.mark.parametrize("shape,norm", CASES, ids=[f"{list(s)}-{list(n)}".replace(" ", "") for s, n in CASES])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("affine", ["none", "weight", "both"])
+def test_against_float64(affine, dtype, layout, shape, norm):
+    x, ref = make(shape, dtype, layout, normal)
+    check_layout(x, layout)
+    w_np = b_np = w = b = None
+    if affine != "none":
+        w_np = RNG.standard_normal(norm).astype(NP[dtype])
+        w = tt.from_numpy(w_np)
+        w_np = w_np.astype(np.float64)
+    if affine == "both":
+        b_np = RNG.standard_normal(norm).astype(NP[dtype])
+        b = tt.from_numpy(b_np)
+        b_np = b_np.astype(np.float64)
+    y = tt.layer_norm(x, norm, w, b)
+    assert y.shape == x.shape and y.dtype is dtype
+    expected, _, _ = ref_layer_norm(ref, len(norm), w_np, b_np)
+    n = int(np.prod(norm))
+    # The statistics are n-term fp32 sums: widen atol like every other accumulated sum.
+    assert_close(y, expected, dtype, **sum_tol(dtype, n))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_native_layer_norm_statistics(dtype):
+    """mean and rstd are returned for the backward: fp32 (fp64 for fp64), shaped [*lead, 1...]."""
+    a = normal((3, 4, 6, 5)).astype(NP[dtype])
+    x = tt.from_numpy(a)[:, 1:]  # a sliced (non-contiguous) view
+    ref = a[:, 1:].astype(np.float64)
+    w = tt.from_numpy(RNG.standard_normal((6, 5)).astype(NP[dtype]))
+    y, mean, rstd = tt.native_layer_norm(x, (6, 5), w, None, 1e-3)
+    e_y, e_mean, e_rstd = ref_layer_norm(ref, 2, w.numpy().astype(np.float64), None, 1e-3)
+    stats = tt.float64 if dtype is tt.float64 else tt.float32
+    assert mean.dtype is stats and rstd.dtype is stats
+    assert mean.shape == (3, 3, 1, 1) and rstd.shape == (3, 3, 1, 1)
+    assert_close(mean, e_mean, stats, **sum_tol(stats, 30))
+    assert_close(rstd, e_rstd, stats, **sum_tol(stats, 30))
+    assert_close(y, e_y, dtype, **sum_tol(dtype, 30))
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float64, tt.bfloat16], ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_rows_longer_than_one_tile_with_large_mean(layout, dtype):
+    """Rows over MAX_SINGLE_N take chunked statistics; a mean of 1e3 would wreck E[x^2]-E[x]^2."""
+    n = _k.MAX_SINGLE_N + 29
+    x, ref = make((2, n), dtype, layout, lambda s: 1e3 + RNG.standard_normal(s))
+    w_np = RNG.standard_normal(n).astype(NP[dtype])
+    b_np = RNG.standard_normal(n).astype(NP[dtype])
+    y, mean, rstd = tt.native_layer_norm(x, [n], tt.from_numpy(w_np), tt.from_numpy(b_np))
+    e_y, e_mean, e_rstd = ref_layer_norm(ref, 1, w_np.astype(np.float64), b_np.astype(np.float64))
+    stats = tt.float64 if dtype is tt.float64 else tt.float32
+    # rstd: fp32 chunk means carry the rounding of 1e3-sized sums, a ~1e-5 relative shift of the
+    # deviations; 1e-4 bounds the stable method (E[x^2]-E[x]^2 would miss by orders of magnitude).
+    assert_close(rstd.reshape(-1), e_rstd.reshape(-1), stats, **(dict(rtol=1e-4) if stats is tt.float32 else {}))
+    assert_close(mean.reshape(-1), e_mean.reshape(-1), stats)
+    # y: centering x ~ 1e3 is exact only to about an ulp of the mean in the statistics dtype,
+    # which rstd and the weight then scale; 4 such ulps on top of the dtype's own tolerance.
+    u = float(np.finfo(np.float64 if stats is tt.float64 else np.float32).eps) / 2
+    atol = 4 * u * 1e3 * float(e_rstd.max()) * float(np.abs(w_np.astype(np.float64)).max())
+    assert_close(y, e_y, dtype, atol=max(atol, TOL[dtype]["atol"]))
