@@ -153,8 +153,10 @@ def test_max_min_with_dim_return_values_and_indices(op, dtype, layout):
 # Longer than one chunk; the split + combine path
 # --------------------------------------------------------------------------------------------
 # (shape, dim): 4 rows x > MAX_BLOCK_N runs the chunk loop in one program per row; 3 rows x 5000
-# and whole-tensor reductions take the split path (rows < SPLIT_MAX_ROWS, extent >= SPLIT_MIN_LEN).
-LONG = [((4, _k.MAX_BLOCK_N + 232), 1), ((3, 5000), 1), ((3, 5000), None), ((70, 83), None), ((5003, 3), 0)]
+# and whole-tensor reductions take the split path (rows < SPLIT_MAX_ROWS, extent >= SPLIT_MIN_LEN);
+# (37, 1100) over dim 0 has more rows than KEPT_CONTIG_BLOCK_M, each reduced in several chunks.
+LONG = [((4, _k.MAX_BLOCK_N + 232), 1), ((3, 5000), 1), ((3, 5000), None), ((70, 83), None), ((5003, 3), 0),
+        ((37, _k.KEPT_CONTIG_BLOCK_M + 76), 0)]
 
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])

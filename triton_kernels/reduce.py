@@ -36,6 +36,8 @@ OPS = ("sum", "mean", "prod", "max", "min", "var", "std", "all", "any")
 # element: one wide tile. The GPU wants tiles that fit registers.
 TILE = 32768 if INTERPRET else 4096
 MAX_BLOCK_N = 32768 if INTERPRET else 2048
+# Rows per tile when the kept dim, not the reduced one, is contiguous in memory.
+KEPT_CONTIG_BLOCK_M = 1024 if INTERPRET else 128
 # Split the reduced extent over several programs when rows are this few and the extent this
 # long (the GPU would otherwise run a handful of programs on 132 SMs). The interpreter gains
 # nothing from it, but uses small thresholds so the tests exercise the split path.
@@ -324,8 +326,14 @@ def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: f
         nsplit = triton.cdiv(n_red, split_len)
         split = nsplit > 1
     if not split:
-        block_n = min(_pow2(n_red), MAX_BLOCK_N)
-        block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
+        if kstrides[-1] == 1 and not rcontig:
+            # The kept dim is the contiguous one (x.sum(0) of a row-major matrix): a tile wide
+            # in rows and short in the reduced dim makes each load one coalesced row segment.
+            block_m = min(_pow2(n_rows), KEPT_CONTIG_BLOCK_M)
+            block_n = max(1, min(_pow2(n_red), TILE // block_m))
+        else:
+            block_n = min(_pow2(n_red), MAX_BLOCK_N)
+            block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
         launch(_reduce_kernel, (triton.cdiv(n_rows, block_m), 1),
                x, out if out is not None else indices, indices if indices is not None else out,
                n_rows, n_red, max(n_red, 1), kshape, kstrides, rshape, rstrides, corr_bits,
