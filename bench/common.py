@@ -19,13 +19,13 @@ from typing import Callable, Optional
 
 import numpy as np
 
-# Dense peak TFLOP/s by device-name fragment: (fp16/bf16 tensor core, tf32, fp32 CUDA core, fp64).
+# Dense peak TFLOP/s by device-name fragment, first match wins: (fp16/bf16 tensor core, tf32,
+# fp32 CUDA core, fp64). The SXM H100 reports itself as "NVIDIA H100 80GB HBM3", hence the order.
 _NOMINAL_TFLOPS = {
     "H200": (989.0, 494.0, 67.0, 67.0),
-    "H100 SXM": (989.0, 494.0, 67.0, 67.0),
     "H100 NVL": (835.0, 418.0, 60.0, 60.0),
     "H100 PCIe": (756.0, 378.0, 51.0, 51.0),
-    "H100": (756.0, 378.0, 51.0, 51.0),
+    "H100": (989.0, 494.0, 67.0, 67.0),
     "A100": (312.0, 156.0, 19.5, 19.5),
     "L40S": (362.0, 183.0, 91.6, 1.4),
 }
