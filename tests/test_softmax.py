@@ -68,6 +68,19 @@ def test_rows_longer_than_one_tile(op, layout, dtype):
                      rtol=1e-4 if dtype is not tt.bfloat16 else 2e-2)  # n-term sum of rounded outputs
 
 
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float16], ids=str)
+@pytest.mark.parametrize("op", list(REF))
+def test_strided_dim_with_contiguous_rows(op, dtype):
+    """softmax over dim 0 of a row-major matrix: tiles wide in rows; more rows than one tile
+    (KEPT_CONTIG_BLOCK_M) and a dim longer than the tile's depth (the chunked schedule)."""
+    rows = _k.KEPT_CONTIG_BLOCK_M + 6
+    depth = _k.TILE // _k.KEPT_CONTIG_BLOCK_M
+    x, ref = make((depth + 9, rows), dtype, "contiguous", normal3)
+    ref[: depth + 1, 3] = -np.inf  # this row's first chunk is all -inf
+    x[: depth + 1, 3] = float("-inf")
+    assert_close(getattr(x, op)(0), REF[op](ref, 0), dtype)
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 def test_special_values(dtype):
     inf, nan = np.inf, np.nan

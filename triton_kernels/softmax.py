@@ -25,6 +25,7 @@ from ._common import INTERPRET, collapse, needs_int64, strided_offset2
 TILE = 32768 if INTERPRET else 4096
 MAX_SINGLE_N = 32768 if INTERPRET else 8192
 CHUNK_N = 32768 if INTERPRET else 2048
+KEPT_CONTIG_BLOCK_M = 1024 if INTERPRET else 128
 
 
 @triton.jit
@@ -96,9 +97,16 @@ def softmax(out, x, dim: int, *, log: bool = False, cast=None) -> None:
     kshape, (kx, ky), _ = collapse([shape[d] for d in kept], [x.stride(d) for d in kept],
                                    [out.stride(d) for d in kept])
     sx, sy = (x.stride(dim), out.stride(dim)) if shape else (1, 1)
-    single = n <= MAX_SINGLE_N
-    block_n = triton.next_power_of_2(n) if single else CHUNK_N
-    block_m = max(1, min(TILE // block_n, triton.next_power_of_2(n_rows)))
+    if kx[-1] == 1 and sx != 1:
+        # The kept dim is the contiguous one (softmax over dim 0 of a row-major matrix): a tile
+        # wide in rows makes each load a coalesced segment; long rows then take the chunked
+        # schedule rather than a tall, uncoalesced single tile.
+        block_m = min(triton.next_power_of_2(n_rows), KEPT_CONTIG_BLOCK_M)
+        block_n = max(1, min(triton.next_power_of_2(n), TILE // block_m))
+    else:
+        block_n = triton.next_power_of_2(n) if n <= MAX_SINGLE_N else CHUNK_N
+        block_m = max(1, min(TILE // block_n, triton.next_power_of_2(n_rows)))
+    single = n <= block_n
     int64 = needs_int64(tuple(kshape) + (n,), tuple(kx) + (sx,), tuple(ky) + (sy,))
     cast = cast or x.dtype
     compute = "float64" if cast.name == "float64" else "float32"
