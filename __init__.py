@@ -21,6 +21,8 @@ from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.functions import install as _install_autograd
 
 _install_autograd(Tensor, globals())  # differentiable Tensor methods and free functions (autograd/functions)
+from . import nn, optim  # noqa: E402
+from .serialization import load, save  # noqa: E402
 
 half, float, double, long, int = float16, float32, float64, int64, int32
 

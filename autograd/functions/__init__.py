@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ...triton_kernels import elementwise as _k
 from .. import grad_mode
-from . import copies, elementwise, matmul, reduce, views
+from . import conv, copies, elementwise, matmul, reduce, views
 from .elementwise import binary, unary
 
 DIFFERENTIABLE_UNARY = tuple(op for op in _k.UNARY if op in elementwise.UNARY)
@@ -157,3 +157,5 @@ def install(Tensor, namespace: dict) -> None:
     namespace.update(MATMUL_FUNCTIONS)
     namespace["layer_norm"] = reduce.layer_norm
     namespace["linear"] = matmul.linear
+    namespace.update(conv2d=conv.conv2d, max_pool2d=conv.max_pool2d, avg_pool2d=conv.avg_pool2d,
+                     max_pool2d_with_indices=conv.max_pool2d_with_indices)

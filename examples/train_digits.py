@@ -1,0 +1,105 @@
+"""Train a small convnet on scikit-learn's bundled 8x8 digits (no download) with tritensor.
+
+    python examples/train_digits.py                      # from the repository root
+    python examples/train_digits.py --epochs 2 --quiet   # a short run
+
+Everything runs on tritensor's Triton kernels: conv2d, max-pool, linear, ReLU, the fused
+cross-entropy, and a fused Adam update per parameter; in CPU mode they run in Triton's
+interpreter. Reaches >= 95% test accuracy (1797 images, 20% held out, fixed seeds).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+import tritensor as tt
+from tritensor import nn
+
+
+def load_digits(seed: int = 0):
+    from sklearn.datasets import load_digits as _load
+    from sklearn.model_selection import train_test_split
+
+    data = _load()
+    x = (data.images.astype(np.float32) / 16.0 - 0.5) / 0.5  # pixels 0..16 -> [-1, 1]
+    x = x[:, None, :, :]  # N, C=1, 8, 8
+    return train_test_split(x, data.target.astype(np.int64), test_size=0.2, random_state=seed,
+                            stratify=data.target)
+
+
+def make_model() -> nn.Module:
+    # One conv block and an MLP head: in CPU mode each conv kernel costs a few hundred ms in
+    # Triton's interpreter whatever its size, so a second conv block would double the run time
+    # for no accuracy the 8x8 images need.
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),  # 16 x 4 x 4
+        nn.Flatten(), nn.Linear(16 * 4 * 4, 64), nn.ReLU(), nn.Linear(64, 10),
+    )
+
+
+def progress(i: int, n: int, epoch: int, loss: float, t0: float, out=sys.stderr) -> None:
+    width = 30
+    done = int(width * i / n)
+    out.write(f"\repoch {epoch} [{'#' * done}{'.' * (width - done)}] {i}/{n} loss {loss:.4f} "
+              f"{time.perf_counter() - t0:5.1f}s")
+    out.flush()
+
+
+def evaluate(model, x, y, batch: int = 512) -> float:
+    model.eval()
+    correct = 0
+    with tt.no_grad():
+        for s in range(0, len(x), batch):
+            logits = model(tt.from_numpy(np.ascontiguousarray(x[s:s + batch])))
+            correct += int((logits.argmax(1).numpy() == y[s:s + batch]).sum())
+    model.train()
+    return correct / len(x)
+
+
+def train(epochs: int = 4, batch_size: int = 32, lr: float = 3e-3, seed: int = 0, quiet: bool = False):
+    """Train and return (test accuracy, seconds)."""
+    tt.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    x_train, x_test, y_train, y_test = load_digits(seed)
+    model = make_model()
+    opt = tt.optim.Adam(model.parameters(), lr=lr)
+    loss_fn = nn.CrossEntropyLoss()
+    t0 = time.perf_counter()
+    n_batches = -(-len(x_train) // batch_size)
+    for epoch in range(1, epochs + 1):
+        order = rng.permutation(len(x_train))
+        for b in range(n_batches):
+            idx = order[b * batch_size:(b + 1) * batch_size]
+            xb = tt.from_numpy(np.ascontiguousarray(x_train[idx]))
+            yb = tt.from_numpy(np.ascontiguousarray(y_train[idx]))
+            loss = loss_fn(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if not quiet:
+                progress(b + 1, n_batches, epoch, loss.item(), t0)
+        if not quiet:
+            sys.stderr.write(f"  test acc {evaluate(model, x_test, y_test):.3f}\n")
+    acc = evaluate(model, x_test, y_test)
+    return acc, time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    acc, secs = train(args.epochs, args.batch_size, args.lr, args.seed, args.quiet)
+    print(f"test accuracy {acc:.4f} after {args.epochs} epochs in {secs:.1f}s "
+          f"({'GPU' if tt.cuda.is_available() else 'CPU'} mode)")
+    return 0 if acc >= 0.95 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

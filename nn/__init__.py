@@ -1,0 +1,9 @@
+"""tritensor.nn: ``Module``, ``Parameter``, the layers and losses, ``functional`` and ``init``."""
+from . import functional, init
+from .layers import (AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, GELU, LayerNorm, Linear, MaxPool2d,
+                     MSELoss, ReLU, Sequential)
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
+           "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init"]

@@ -1,0 +1,10 @@
+"""tritensor.optim: ``Optimizer``, ``SGD``, ``Adam``, ``AdamW``.
+
+Each ``step()`` runs one fused Triton kernel per parameter (``triton_kernels/optim.py``).
+Parameters and states must be contiguous (``nn.Module`` parameters are).
+"""
+from .optimizer import Optimizer
+from .sgd import SGD
+from .adam import Adam, AdamW
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]

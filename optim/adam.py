@@ -1,0 +1,64 @@
+"""Adam and AdamW (PyTorch's update rules, bias-corrected moments):
+
+    m = b1 m + (1 - b1) d;  v = b2 v + (1 - b2) d^2
+    p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+
+Adam adds ``weight_decay * p`` to the gradient; AdamW multiplies ``p`` by ``1 - lr * wd``.
+"""
+from __future__ import annotations
+
+from ..autograd.grad_mode import enable_grad, no_grad
+from ..triton_kernels import optim as _k
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 maximize=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        for i, b in enumerate(betas):
+            if not 0.0 <= b < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {b}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if amsgrad:
+            raise NotImplementedError("amsgrad=True is not implemented")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=False, maximize=maximize))
+
+    @no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                g = self._grads(p, group)
+                if g is None:
+                    continue
+                state = self.state.setdefault(p, {})
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = p.detach().new_zeros(p.shape)
+                    state["exp_avg_sq"] = p.detach().new_zeros(p.shape)
+                state["step"] += 1
+                _k.adam_step(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"], lr=group["lr"],
+                             beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                             decoupled=self._decoupled, maximize=group["maximize"])
+                p._bump_version()
+        return loss
+
+
+class AdamW(Adam):
+    _decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)

@@ -1,0 +1,105 @@
+"""``Optimizer``: parameter groups, per-parameter state, ``zero_grad``, ``state_dict``."""
+from __future__ import annotations
+
+import copy
+
+from ..core.tensor import Tensor
+
+_REQUIRED = object()
+
+
+class Optimizer:
+    def __init__(self, params, defaults: dict):
+        self.defaults = defaults
+        self.state: dict = {}
+        self.param_groups: list = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__name__}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def add_param_group(self, group: dict) -> None:
+        group = dict(group)
+        params = group["params"]
+        params = [params] if isinstance(params, Tensor) else list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+            if not p.is_contiguous():
+                raise ValueError(f"optimizer: parameters must be contiguous, got one with shape {list(p.shape)} and "
+                                 f"strides {list(p.stride())}")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        group["params"] = params
+        for k, v in self.defaults.items():
+            if v is _REQUIRED and k not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {k}")
+            group.setdefault(k, v)
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad = p.grad.detach()
+                    p.grad.zero_()
+
+    def _grads(self, p, group):
+        g = p.grad
+        if g is None:
+            return None
+        if g.shape != p.shape or g.dtype is not p.dtype or g.device != p.device:
+            raise RuntimeError(f"{type(self).__name__}.step(): grad of shape {list(g.shape)} / {g.dtype} / "
+                               f"{g.device} doesn't match its parameter {list(p.shape)} / {p.dtype} / {p.device}")
+        return g.detach().contiguous()
+
+    def state_dict(self) -> dict:
+        index = {}
+        groups = []
+        for g in self.param_groups:
+            ids = []
+            for p in g["params"]:
+                index.setdefault(id(p), len(index))
+                ids.append(index[id(p)])
+            groups.append({**{k: v for k, v in g.items() if k != "params"}, "params": ids})
+        state = {index[id(p)]: s for g in self.param_groups for p in g["params"] if (s := self.state.get(p))}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        params = [p for g in self.param_groups for p in g["params"]]
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                                 "optimizer's group")
+            mine.update({k: v for k, v in theirs.items() if k != "params"})
+        self.state = {}
+        for idx, s in state_dict["state"].items():
+            p = params[int(idx)]
+            self.state[p] = {k: (v.to(p.device).clone() if isinstance(v, Tensor) else copy.deepcopy(v))
+                             for k, v in s.items()}
+
+    def step(self, closure=None):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {v}" for k, v in sorted(g.items()) if k != "params"]
+        return "\n".join(lines + [")"])

@@ -1,0 +1,49 @@
+"""SGD with momentum, dampening, Nesterov and weight decay (PyTorch's update rule):
+
+    d = grad + wd * p;  b = momentum * b + (1 - dampening) * d  (b = d on the first step)
+    d = d + momentum * b if nesterov else b;  p -= lr * d
+"""
+from __future__ import annotations
+
+from ..autograd.grad_mode import no_grad
+from ..triton_kernels import optim as _k
+from .optimizer import _REQUIRED, Optimizer
+
+
+class SGD(Optimizer):
+    def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
+                 maximize=False):
+        if lr is not _REQUIRED and lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                                      nesterov=nesterov, maximize=maximize))
+
+    @no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            from ..autograd.grad_mode import enable_grad
+
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = self._grads(p, group)
+                if g is None:
+                    continue
+                state = self.state.setdefault(p, {})
+                buf = state.get("momentum_buffer")
+                first = buf is None
+                if group["momentum"] != 0 and first:
+                    buf = state["momentum_buffer"] = p.detach().new_empty(p.shape)
+                _k.sgd_step(p, g, buf, lr=group["lr"], weight_decay=group["weight_decay"],
+                            momentum=group["momentum"], dampening=group["dampening"], nesterov=group["nesterov"],
+                            maximize=group["maximize"], first=first)
+                p._bump_version()
+        return loss
