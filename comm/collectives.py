@@ -11,8 +11,12 @@ when its last byte has moved. The algorithms:
   has been reduced, so reduction and network overlap. All ranks get bitwise-equal results.
 * ``all_gather`` and ``reduce_scatter`` reuse the two halves of that ring (direct exchange
   for small sizes); ``broadcast``, ``reduce``, ``gather``, ``scatter`` are one-to-all or
-  all-to-one with a zero-byte acknowledgement back, so that a rank whose sizes disagree
-  makes *every* rank's call raise; ``all_to_all`` and ``barrier`` exchange directly.
+  all-to-one, and ``all_to_all`` is pairwise; these end with zero-byte confirmations between
+  all ranks (:class:`_Confirm`), so a rank whose sizes disagree makes *every* rank's call
+  raise. ``barrier`` is a direct zero-byte exchange.
+* Ring and direct exchanges need no confirmation: every rank's result depends on every
+  other rank's first message, so a rank that aborts on a bad header starves all the others,
+  and the abort notice it sends in band (see :mod:`.transport`) tells them why.
 * fp16 and bf16 are reduced in fp32 (a working fp32 copy on the ring, fp32 accumulators in
   the direct exchange) and rounded once at the end.
 
@@ -283,6 +287,34 @@ def _mark_ready(follow):
     return done
 
 
+CONFIRM = 1 << 20  # tag of the zero-byte confirmations
+
+
+class _Confirm:
+    """Zero-byte confirmations between all ranks at the end of an operation.
+
+    Every rank tells every other rank "my data matched" once its ``data_recvs`` receives are
+    done (``one_done`` is their callback) and waits for the same from all (``post_recvs``,
+    called after the data receives so each peer's stream stays in order). A rank that found
+    a mismatch aborts instead, so one-to-all, all-to-one and pairwise operations raise on
+    *every* rank, not only on the one that saw the bad header."""
+
+    def __init__(self, o: _Op, data_recvs: int):
+        self.o = o
+        self.left = data_recvs
+        self.sends = [o.send(q, CONFIRM, ready=(data_recvs == 0)) for q in o.peers()]
+
+    def one_done(self):
+        self.left -= 1
+        if self.left == 0:
+            for c in self.sends:
+                c.ready = True
+
+    def post_recvs(self):
+        for q in self.o.peers():
+            self.o.recv(q, CONFIRM)
+
+
 def _reduce_ordered(arrays, out, ufunc, avg_n=0):
     """out = arrays[0] op arrays[1] op ... in rank order, accumulated in out's precision."""
     acc_dtype = _acc_dtype(out.dtype)
@@ -358,11 +390,11 @@ def broadcast(tensor, src, group=None, async_op=False):
         if o.r == root:
             for q in o.peers():
                 o.send(q, 0, buf.flat)
-            for q in o.peers():
-                o.recv(q, 1)  # acknowledgement: q saw matching sizes
+            _Confirm(o, 0).post_recvs()
         else:
-            ack = o.send(root, 1, ready=False)
-            o.recv(root, 0, buf.flat, on_done=_mark_ready(ack))
+            c = _Confirm(o, 1)
+            o.recv(root, 0, buf.flat, on_done=c.one_done)
+            c.post_recvs()
             o.then(buf.writeback)
         return o
 
@@ -382,15 +414,16 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
         o = _Op(pg, REDUCE, "reduce", buf.dtype, buf.numel, op, [tensor])
         if o.r == root:
             others = {q: np.empty_like(buf.flat) for q in o.peers()}
+            c = _Confirm(o, len(others))
             for q, a in others.items():
-                ack = o.send(q, 1, ready=False)
-                o.recv(q, 0, a, on_done=_mark_ready(ack))
+                o.recv(q, 0, a, on_done=c.one_done)
+            c.post_recvs()
             o.then(lambda: _reduce_ordered([others.get(i, buf.flat) for i in range(o.n)], buf.flat,
                                            _UFUNCS[op], o.n if op == ReduceOp.AVG else 0))
             o.then(buf.writeback)
         else:
             o.send(root, 0, buf.flat)
-            o.recv(root, 1)
+            _Confirm(o, 0).post_recvs()
         return o
 
     return _run(pg, build, async_op)
@@ -416,14 +449,15 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
         o = _Op(pg, GATHER, "gather", buf.dtype, buf.numel, 0, gather_list)
         if o.r == root:
             np.copyto(outs[o.r].flat, buf.flat)
+            c = _Confirm(o, o.n - 1)
             for q in o.peers():
-                ack = o.send(q, 1, ready=False)
-                o.recv(q, 0, outs[q].flat, on_done=_mark_ready(ack))
+                o.recv(q, 0, outs[q].flat, on_done=c.one_done)
+            c.post_recvs()
             for b in outs:
                 o.then(b.writeback)
         else:
             o.send(root, 0, buf.flat)
-            o.recv(root, 1)
+            _Confirm(o, 0).post_recvs()
         return o
 
     return _run(pg, build, async_op)
@@ -450,12 +484,12 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
         if o.r == root:
             for q in o.peers():
                 o.send(q, 0, ins[q].flat)
-            for q in o.peers():
-                o.recv(q, 1)
+            _Confirm(o, 0).post_recvs()
             np.copyto(buf.flat, ins[o.r].flat)
         else:
-            ack = o.send(root, 1, ready=False)
-            o.recv(root, 0, buf.flat, on_done=_mark_ready(ack))
+            c = _Confirm(o, 1)
+            o.recv(root, 0, buf.flat, on_done=c.one_done)
+            c.post_recvs()
         o.then(buf.writeback)
         return o
 
@@ -611,8 +645,10 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
         np.copyto(outs[o.r].flat, ins[o.r].flat)
         for q in o.peers():
             o.send(q, 0, ins[q].flat, total=ins[q].numel)
+        c = _Confirm(o, o.n - 1)
         for q in o.peers():
-            o.recv(q, 0, outs[q].flat, total=outs[q].numel)
+            o.recv(q, 0, outs[q].flat, total=outs[q].numel, on_done=c.one_done)
+        c.post_recvs()
         for b in outs:
             o.then(b.writeback)
         return o

@@ -56,10 +56,13 @@ AUTH_TIMEOUT = 10.0  # seconds a connecting peer has to authenticate
 # Operation codes in data headers.
 ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, REDUCE_SCATTER, GATHER, SCATTER, ALL_TO_ALL, BARRIER, P2P = range(1, 11)
 BYE = 255
+ABORT = 254  # in-band failure notice: header + UTF-8 reason, sent only at a message boundary
+MAX_REASON = 4096
 OP_NAMES = {
     ALL_REDUCE: "all_reduce", BROADCAST: "broadcast", REDUCE: "reduce", ALL_GATHER: "all_gather",
     REDUCE_SCATTER: "reduce_scatter", GATHER: "gather", SCATTER: "scatter", ALL_TO_ALL: "all_to_all",
     BARRIER: "barrier", P2P: "send/recv", BYE: "destroy_process_group",
+    ABORT: "abort",
 }
 # dtype codes in data headers (by NumPy dtype name; bfloat16 is ml_dtypes')
 DTYPE_CODES = {"bool": 1, "uint8": 2, "int8": 3, "int16": 4, "int32": 5, "int64": 6,
@@ -80,7 +83,7 @@ def _describe_header(h) -> str:
 
 
 class _Send:
-    __slots__ = ("bufs", "ready", "work", "on_done", "nbytes")
+    __slots__ = ("bufs", "ready", "work", "on_done", "nbytes", "started")
 
     def __init__(self, header: bytes, payload: memoryview | None, work, ready, on_done):
         self.bufs = [memoryview(header)]
@@ -90,8 +93,10 @@ class _Send:
         self.ready = ready
         self.work = work
         self.on_done = on_done
+        self.started = False  # some bytes are on the wire: nothing may be injected before the rest
 
     def advance(self, n: int) -> None:
+        self.started = True
         bufs = self.bufs
         while n:
             first = bufs[0]
@@ -406,7 +411,10 @@ class Engine:
     # -- socket I/O (lock held) -----------------------------------------------------------
     def _peer_error(self, p: Peer, err, doing: str) -> DistBackendError:
         what = self._current_what(p)
-        if p.left:
+        notice = self._pending_abort(p)
+        if notice is not None:
+            msg = f"{p.name()} aborted the group: {notice}"
+        elif p.left:
             msg = f"{p.name()} has left the group (destroy_process_group)"
         elif err is None:
             msg = f"{p.name()} closed its connection"
@@ -436,7 +444,19 @@ class Engine:
                 p.wblocked = True
                 return
             except OSError as e:
-                raise self._peer_error(p, e, "sending") from None
+                err = self._peer_error(p, e, "sending")  # reads the peer's abort notice if it left one
+                if "aborted the group" in str(err):
+                    raise err from None
+                # Otherwise what the peer sent before it went away may say why (a header that
+                # shows a mismatch): read that first.
+                try:
+                    if p.recvq:
+                        self._pump(p)
+                    if not p.recvq:
+                        self._idle_readable(p)
+                except DistBackendError as better:
+                    raise better from None
+                raise err from None
             req.advance(n)
             if req.bufs:
                 p.wblocked = True  # the kernel took part of it: its buffer is full
@@ -461,7 +481,7 @@ class Engine:
                     req.hpos += h
                     req.tpos += n - h
                     if req.hpos == HDR and req.hdr != req.expect:
-                        raise self._mismatch(p, req)
+                        raise self._mismatch(p, req, bytes(req.target[:req.tpos]) if req.tpos else b"")
                 else:
                     want = req.tlen - req.tpos
                     n = sock.recv_into(req.target[req.tpos:])
@@ -498,6 +518,9 @@ class Engine:
             p.sock.recv(HDR)
             p.left = True
             return
+        if len(data) == HDR and data[:2] == DATA_MAGIC and DATA.unpack(data)[2] == ABORT:
+            p.sock.recv(HDR)
+            raise DistBackendError(f"{p.name()} aborted the group: {self._read_reason(p, DATA.unpack(data)[9], b'')}")
         p.early = True  # the start of a later operation: read it when that op posts its recv
 
     def _drop_peer(self, p: Peer):
@@ -507,13 +530,52 @@ class Engine:
         p.sock.close()
         p.sock = None
 
-    def _mismatch(self, p: Peer, req: _Recv) -> DistBackendError:
+    def _pending_abort(self, p: Peer) -> str | None:
+        """The peer's ABORT notice, if one waits unread where our next header would start.
+
+        A send can fail (broken pipe) before we read what the peer said on its way out."""
+        if p.sock is None or (p.recvq and p.recvq[0].hpos > 0):
+            return None
+        try:
+            data = p.sock.recv(HDR, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except OSError:
+            return None
+        if len(data) < HDR or data[:2] != DATA_MAGIC or DATA.unpack(data)[2] != ABORT:
+            return None
+        try:
+            p.sock.recv(HDR)
+        except OSError:
+            return None
+        return self._read_reason(p, DATA.unpack(data)[9], b"")
+
+    def _read_reason(self, p: Peer, nbytes: int, have: bytes) -> str:
+        """The rest of an ABORT message's reason: whatever is already there, never blocking long."""
+        want = min(nbytes, MAX_REASON)
+        data = bytearray(have[:want])
+        deadline = time.monotonic() + 0.5
+        while len(data) < want and time.monotonic() < deadline:
+            try:
+                chunk = p.sock.recv(want - len(data))
+            except (BlockingIOError, InterruptedError):
+                select.select([p.sock], [], [], max(0.0, deadline - time.monotonic()))
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        return data.decode("utf-8", "replace") or "(no reason given)"
+
+    def _mismatch(self, p: Peer, req: _Recv, have: bytes = b"") -> DistBackendError:
         got = DATA.unpack(bytes(req.hdr))
         exp = DATA.unpack(req.expect)
         me = f"this rank ({self.global_rank})"
         if got[0] != DATA_MAGIC or got[1] != exp[1]:
             return DistBackendError(f"{req.work.what}: {p.name()} sent bytes that are not a tritensor message "
                                     "header (protocol desynchronised)")
+        if got[2] == ABORT:
+            return DistBackendError(f"{req.work.what}: {p.name()} aborted the group: "
+                                    f"{self._read_reason(p, got[9], have)}")
         if got[2] == BYE:
             return DistBackendError(f"{req.work.what}: {p.name()} left the group (destroy_process_group) "
                                     "while this rank still expected data from it")
@@ -563,8 +625,17 @@ class Engine:
                 exc = type(exc)(f"{exc}\n  first failure reported in this group: {first}")
         self._error = exc
         log.debug("process group failed: %s", exc)
+        reason = str(exc).encode("utf-8", "replace")[:MAX_REASON]
+        notice = pack_data_header(ABORT, 0, 0, 0, 0, 0, len(reason)) + reason
         for p in self.peers.values():
             if p.sock is not None:
+                # Tell the peer why, in band, when our stream to it is at a message
+                # boundary (so it reads this header where it expects the next one).
+                if not (p.sendq and p.sendq[0].started) and not p.left:
+                    try:
+                        p.sock.send(notice)
+                    except OSError:
+                        pass
                 try:
                     p.sock.close()
                 except OSError:
