@@ -97,3 +97,63 @@ def test_rows_longer_than_one_tile_with_large_mean(layout, dtype):
     u = float(np.finfo(np.float64 if stats is tt.float64 else np.float32).eps) / 2
     atol = 4 * u * 1e3 * float(e_rstd.max()) * float(np.abs(w_np.astype(np.float64)).max())
     assert_close(y, e_y, dtype, atol=max(atol, TOL[dtype]["atol"]))
+
+
+def test_mixed_dtype_affine_and_strided_weight():
+    """fp16 input with fp32 weight/bias (as under autocast) keeps the input dtype; a strided
+    weight is read correctly."""
+    a = normal((4, 8)).astype(np.float16)
+    wbase = RNG.standard_normal((8, 3)).astype(np.float32)
+    w = tt.from_numpy(wbase)[:, 1]  # stride 3
+    b = tt.from_numpy(RNG.standard_normal(8).astype(np.float32))
+    y = tt.layer_norm(tt.from_numpy(a), 8, w, b, eps=1e-6)
+    assert y.dtype is tt.float16
+    e, _, _ = ref_layer_norm(a.astype(np.float64), 1, wbase[:, 1].astype(np.float64), b.numpy().astype(np.float64),
+                             1e-6)
+    assert_close(y, e, tt.float16)
+
+
+@pytest.mark.parametrize("n", [7, _k.MAX_SINGLE_N + 3], ids=["one-tile", "chunked"])
+def test_constant_rows_normalize_exactly_to_bias(n):
+    """x - mean must be exactly 0 (sum/n of 0.1f copies is not 0.1f): rstd = 1/sqrt(eps) ~ 316
+    would blow up any rounding left in it."""
+    x = tt.full((3, 1), 0.1).expand(3, n)
+    b = tt.from_numpy(RNG.standard_normal(n).astype(np.float32))
+    y, mean, rstd = tt.native_layer_norm(x, (n,), tt.ones(n), b)
+    np.testing.assert_array_equal(y.numpy(), np.broadcast_to(b.numpy(), (3, n)))
+    np.testing.assert_array_equal(mean.numpy(), np.full((3, 1), np.float32(0.1)))
+
+
+def test_empty_inputs():
+    y, mean, rstd = tt.native_layer_norm(tt.empty(0, 5), (5,))
+    assert y.shape == (0, 5) and mean.shape == (0, 1)
+    y, mean, rstd = tt.native_layer_norm(tt.empty(3, 0), (0,))
+    assert y.shape == (3, 0) and mean.shape == (3, 1)
+    assert np.isnan(mean.numpy()).all() and np.isnan(rstd.numpy()).all()  # statistics of nothing
+
+
+def test_errors_before_any_kernel():
+    x = tt.zeros(2, 3)
+    with pytest.raises(RuntimeError, match=r"^Given normalized_shape=\[4\], expected input with shape \[\*, 4\], "
+                                           r"but got input of size\[2, 3\]$"):
+        tt.layer_norm(x, (4,))
+    with pytest.raises(RuntimeError, match=r"Given normalized_shape=\[2, 3, 1\]"):
+        tt.layer_norm(x, [2, 3, 1])
+    with pytest.raises(RuntimeError, match=r"^Expected weight to be of same shape as normalized_shape, but got "
+                                           r"weight of shape \[2\] and normalized_shape = \[3\]$"):
+        tt.layer_norm(x, 3, tt.ones(2))
+    with pytest.raises(RuntimeError, match=r"Expected bias to be of same shape as normalized_shape, but got bias "
+                                           r"of shape \[3, 1\]"):
+        tt.layer_norm(x, 3, tt.ones(3), tt.ones(3, 1))
+    with pytest.raises(RuntimeError, match="Expected normalized_shape to be at least 1-dimensional"):
+        tt.layer_norm(x, ())
+    with pytest.raises(RuntimeError, match=r"layer_norm\(\): expected a floating point input, but got int64"):
+        tt.layer_norm(tt.arange(6).reshape(2, 3), 3)
+    with pytest.raises(RuntimeError, match="expected weight to be a floating point tensor, but got int64"):
+        tt.layer_norm(x, 3, tt.arange(3))
+    with pytest.raises(TypeError, match="normalized_shape"):
+        tt.layer_norm(x, 3.0)
+    with pytest.raises(TypeError, match=r"argument 'input' must be Tensor, not list"):
+        tt.layer_norm([1.0, 2.0], 2)
+    with pytest.raises(TypeError, match=r"argument 'weight' must be Tensor, not list"):
+        tt.layer_norm(x, 3, [1.0, 1.0, 1.0])

@@ -373,6 +373,15 @@ def test_var_std_correction_and_unbiased(dtype):
         assert np.isnan(x[0, :1].var().item())  # one element, Bessel's correction: 0/0
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("shape,dim", [((3, 7), 1), ((3, 5000), 1), ((5, 3), 0)], ids=["one-chunk", "split", "dim0"])
+def test_variance_of_constant_rows_is_exactly_zero(dtype, shape, dim):
+    """Welford gives exactly 0 for a constant row (PyTorch's result); sum/n of 0.1 copies is not 0.1."""
+    x = tt.full(shape, 0.1, dtype=dtype)
+    assert np.all(x.var(dim).numpy().astype(np.float64) == 0.0)
+    assert np.all(x.std(dim, correction=0).numpy().astype(np.float64) == 0.0)
+
+
 # --------------------------------------------------------------------------------------------
 # API shape and errors
 # --------------------------------------------------------------------------------------------

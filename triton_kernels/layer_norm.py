@@ -51,12 +51,16 @@ def _layer_norm_fwd_kernel(x, w, b, y, mean_out, rstd_out, n_rows, n, kshape, ks
     if INT64:
         cols0 = cols0.to(tl.int64)
     eps = load_f64_scalar(eps_bits).to(COMPUTE)
+    # Statistics of x - (the row's first element): a constant row normalizes to exactly 0 (to the
+    # bias), and a large mean no longer eats the sums' precision. ``mean`` is of shifted values
+    # until it is stored.
+    pivot = tl.load(x + row_off, mask=row_mask, other=0).to(COMPUTE)
 
     if SINGLE:
         col_mask = cols0 < n
         mask = row_mask[:, None] & col_mask[None, :]
         offs = row_off[:, None] + _col_offsets(cols0, rshape, rstrides, RNDIM, RCONTIG)[None, :]
-        v = tl.load(x + offs, mask=mask, other=0).to(COMPUTE)
+        v = tl.where(mask, tl.load(x + offs, mask=mask, other=0).to(COMPUTE) - pivot[:, None], 0.0)
         mean = tl.sum(v, 1) / n
         d = tl.where(mask, v - mean[:, None], 0.0)
         var = tl.sum(d * d, 1) / n
@@ -67,7 +71,7 @@ def _layer_norm_fwd_kernel(x, w, b, y, mean_out, rstd_out, n_rows, n, kshape, ks
             cols = start + cols0
             mask = row_mask[:, None] & (cols < n)[None, :]
             offs = row_off[:, None] + _col_offsets(cols, rshape, rstrides, RNDIM, RCONTIG)[None, :]
-            v = tl.load(x + offs, mask=mask, other=0).to(COMPUTE)
+            v = tl.where(mask, tl.load(x + offs, mask=mask, other=0).to(COMPUTE) - pivot[:, None], 0.0)
             nb = tl.minimum(n - start, BLOCK_N).to(COMPUTE)
             na = tl.zeros([], COMPUTE) + start
             mean_b = tl.sum(v, 1) / nb
@@ -78,7 +82,7 @@ def _layer_norm_fwd_kernel(x, w, b, y, mean_out, rstd_out, n_rows, n, kshape, ks
         var = m2 / n
     rstd = 1.0 / tl.sqrt(var + eps)
     if STATS:
-        tl.store(mean_out + rows, mean.to(mean_out.dtype.element_ty), mask=row_mask)
+        tl.store(mean_out + rows, (mean + pivot).to(mean_out.dtype.element_ty), mask=row_mask)
         tl.store(rstd_out + rows, rstd.to(rstd_out.dtype.element_ty), mask=row_mask)
 
     if SINGLE:
@@ -89,7 +93,7 @@ def _layer_norm_fwd_kernel(x, w, b, y, mean_out, rstd_out, n_rows, n, kshape, ks
             col_mask = cols < n
             mask = row_mask[:, None] & col_mask[None, :]
             offs = row_off[:, None] + _col_offsets(cols, rshape, rstrides, RNDIM, RCONTIG)[None, :]
-            v = tl.load(x + offs, mask=mask, other=0).to(COMPUTE)
+            v = tl.load(x + offs, mask=mask, other=0).to(COMPUTE) - pivot[:, None]
             _normalize_store(v, cols, col_mask, mask, rows, mean, rstd, w, b, y, n, HAS_W, HAS_B, COMPUTE)
 
 

@@ -14,9 +14,10 @@ rows to fill the machine and the reduced extent is long, the extent is split ove
 (sums add, extremes keep the first winner, variances merge with Chan's formula).
 
 Numerics, identical in both stages:
-- var/std: each chunk's mean and sum of squared deviations are computed exactly in the tile
-  (two passes over registers), then merged into the running state with Chan et al.'s
-  parallel formula. That is stable where E[x^2] - E[x]^2 is not, and reads the input once.
+- var/std: values are shifted by the slice's first element (constant rows give exactly 0);
+  each chunk's mean and sum of squared deviations are computed exactly in the tile (two
+  passes over registers), then merged into the running state with Chan et al.'s parallel
+  formula. That is stable where E[x^2] - E[x]^2 is not, and reads the input once.
 - max/min: NaN wins (like PyTorch); the index is the first occurrence. ``tl.max`` of floats
   ignores NaN on the GPU but not in the interpreter, so NaN is tracked explicitly: both
   modes give the same answer.
@@ -178,6 +179,12 @@ def _reduce_kernel(x, out, out2, n_rows, n_red, split_len, kshape, kstrides, rsh
         acc = tl.zeros([BLOCK_M], ACC)
     m2 = tl.zeros([BLOCK_M], ACC)
     idx = tl.zeros([BLOCK_M], tl.int64) + lo
+    if VARIANCE:
+        # Work on x - (the slice's first element): a constant row gives exactly 0 (as Welford
+        # does), and a large mean no longer eats the chunk sums' precision.
+        first = tl.zeros([BLOCK_M], tl.int32) + lo
+        first_off = _col_offsets(first, rshape, rstrides, RNDIM, RCONTIG)
+        pivot = tl.load(x + row_off + first_off, mask=row_mask & (first < hi), other=0).to(CAST).to(ACC)
 
     for start in range(lo, hi, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
@@ -201,13 +208,16 @@ def _reduce_kernel(x, out, out2, n_rows, n_red, split_len, kshape, kstrides, rsh
             tl.static_assert(VARIANCE)
             nb = tl.minimum(hi - start, BLOCK_N).to(ACC)
             na = (start - lo).to(ACC)
-            mean_b = tl.sum(tl.where(mask, v, 0), 1) / nb
+            v = tl.where(mask, v - pivot[:, None], 0)
+            mean_b = tl.sum(v, 1) / nb
             d = tl.where(mask, v - mean_b[:, None], 0)
             m2_b = tl.sum(d * d, 1)
             delta = mean_b - acc
             n = na + nb
             acc += delta * (nb / n)
             m2 += m2_b + delta * delta * (na * nb / n)
+    if VARIANCE:
+        acc += pivot  # the running mean was of the shifted values
 
     if SPLIT:
         # Partial states, row-major [row, split]: combined by _combine_kernel.
