@@ -4,6 +4,8 @@ One or several normalized dims, strided inputs (four layouts, tests/layouts.py),
 without weight/bias, the per-row mean/rstd the backward will use, rows longer than one tile
 (chunked statistics), a large mean (stability), empty inputs, and the errors.
 """
+import zlib
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,13 @@ from tolerances import FLOAT_DTYPES, NP, TOL, assert_close, sum_tol
 from tritensor.triton_kernels import layer_norm as _k
 
 RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def _reseed(request):
+    """Each test draws the same data whichever xdist worker runs it, in whatever order."""
+    global RNG
+    RNG = np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def ref_layer_norm(a, k, w=None, b=None, eps=1e-5):
