@@ -41,7 +41,7 @@ __all__ = [
     "reduce_scatter_tensor", "gather", "scatter", "all_to_all", "barrier", "send", "recv", "isend", "irecv",
 ]
 
-CHUNK_BYTES = int(__import__("os").environ.get("TT_CHUNK", 1 << 20))  # ring chunk: large enough to amortise per-message Python work
+CHUNK_BYTES = 1 << 20  # ring chunk: amortises per-message Python work, small enough to pipeline
 DIRECT_MAX_BYTES = 64 << 10  # total bytes a rank sends in a direct exchange before the ring wins
 
 _UFUNCS = {
@@ -188,6 +188,7 @@ class _Op:
         self.total = total
         self.r = pg.rank()
         self.n = pg.size()
+        self._scratch: list = []
 
     def hdr(self, tag, nbytes, total=None):
         return pack_data_header(self.opcode, self.dt, self.redop, tag, self.seq,
@@ -206,6 +207,25 @@ class _Op:
     def then(self, fn):
         self.work._finalizers.append(fn)
 
+    def scratch(self, n: int, dtype) -> np.ndarray:
+        """A reusable buffer of ``n`` elements, returned to the group's pool when this op
+        completes. Fresh multi-MB arrays cost page faults and zeroing on every call."""
+        dtype = np.dtype(dtype)
+        pool = self.pg.scratch_pool
+        need = n * dtype.itemsize
+        i = next((i for i, b in enumerate(pool) if b.nbytes >= need), None)
+        raw = np.empty(max(need, 1), np.uint8) if i is None else pool.pop(i)
+        self._scratch.append(raw)
+        return raw[:need].view(dtype)
+
+    def release_scratch(self):
+        """The op's last finalizer: its scratch buffers go back to the pool (at most 4 kept)."""
+        pool = self.pg.scratch_pool
+        for raw in self._scratch:
+            if len(pool) < 4:
+                pool.append(raw)
+        self._scratch = []
+
     def peers(self):
         return [q for q in range(self.n) if q != self.r]
 
@@ -215,6 +235,7 @@ def _run(pg, build, async_op):
     eng = pg.engine
     with eng.posting():
         op = build()
+        op.then(op.release_scratch)
         eng.finish_posting(op.work, async_op)
     if async_op:
         eng._flush_notifications()  # it may have completed while posting (world size 1)
@@ -272,7 +293,8 @@ def _ring(op: _Op, segs, reduce_fn=None, tmp=None, rs=True, ag=True):
 
 def _reduce_then(fn, dst, src, follow):
     def done():
-        fn(dst, src, out=dst)
+        with np.errstate(all="ignore"):  # overflow to inf wraps silently, as in torch
+            fn(dst, src, out=dst)
         if follow is not None:
             follow.ready = True
     return done
@@ -318,12 +340,13 @@ class _Confirm:
 def _reduce_ordered(arrays, out, ufunc, avg_n=0):
     """out = arrays[0] op arrays[1] op ... in rank order, accumulated in out's precision."""
     acc_dtype = _acc_dtype(out.dtype)
-    acc = np.array(arrays[0], dtype=acc_dtype, copy=True)
-    for a in arrays[1:]:
-        ufunc(acc, a.astype(acc_dtype, copy=False), out=acc)
-    if avg_n:
-        acc /= avg_n
-    np.copyto(out, acc.astype(out.dtype, copy=False))
+    with np.errstate(all="ignore"):  # overflow to inf wraps silently, as in torch
+        acc = np.array(arrays[0], dtype=acc_dtype, copy=True)
+        for a in arrays[1:]:
+            ufunc(acc, a.astype(acc_dtype, copy=False), out=acc)
+        if avg_n:
+            acc /= avg_n
+        np.copyto(out, acc.astype(out.dtype, copy=False))
 
 
 def _direct(op: _Op, nbytes_per_peer: int) -> bool:
@@ -356,10 +379,14 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
                                            o.n if avg else 0))
         else:
             low = flat.dtype.name in _LOW_PRECISION
-            work = flat.astype(np.float32) if low else flat
+            if low:
+                work = o.scratch(flat.size, np.float32)
+                np.copyto(work, flat)
+            else:
+                work = flat
             bounds = [work.size * i // o.n for i in range(o.n + 1)]
             segs = [work[bounds[i]:bounds[i + 1]] for i in range(o.n)]
-            tmp = np.empty(max(s.size for s in segs), dtype=work.dtype)
+            tmp = o.scratch(max(s.size for s in segs), work.dtype)
             _ring(o, segs, ufunc, tmp)
 
             def finish():
@@ -574,9 +601,11 @@ def _reduce_scatter_bufs(pg, out, ins, op, what, result, async_op):
                                            o.n if avg else 0))
         else:
             acc = _acc_dtype(out.dtype)
-            work = np.concatenate([np.asarray(a, dtype=acc) for a in ins]) if o.n > 1 else ins[0].astype(acc)
+            work = o.scratch(out.numel * o.n, acc)
             segs = [work[i * out.numel:(i + 1) * out.numel] for i in range(o.n)]
-            _ring(o, segs, ufunc, np.empty(out.numel, dtype=acc), ag=False)
+            for seg, a in zip(segs, ins):
+                np.copyto(seg, a)
+            _ring(o, segs, ufunc, o.scratch(out.numel, acc), ag=False)
 
             def finish():
                 res = segs[o.r]

@@ -18,7 +18,6 @@ import enum
 import ipaddress
 import os
 import socket
-import threading
 from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
 
@@ -93,7 +92,7 @@ class ProcessGroup:
         self._seq = 0
         self._p2p_sent: dict[int, int] = {}
         self._p2p_recvd: dict[int, int] = {}
-        self._lock = threading.Lock()
+        self.scratch_pool: list = []  # reusable ring buffers (see collectives._Op.scratch)
         peers = connect_mesh(store, prefix, rank, self._size, self.global_ranks, bind_host, secret, timeout)
         self.engine = Engine(rank, self.global_ranks[rank], peers, self._report_failure,
                              group_desc=prefix.strip("/"))
