@@ -194,7 +194,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         return _finish(out, requires_grad)
     if isinstance(data, np.ndarray):
         d = _dtype(dtype, dt.from_numpy_dtype(data.dtype, "data"))
-        arr = np.ascontiguousarray(data)
+        arr = np.array(data, order="C")  # a copy; keeps 0-d arrays 0-d
     else:
         for v in _flatten(data):
             if isinstance(v, Tensor):
@@ -217,7 +217,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
 
 def _host_cast(arr: np.ndarray, d: dt.dtype) -> np.ndarray:
     """Convert host data to ``d`` through the cast kernel, so conversions match the GPU's."""
-    src = from_numpy(np.ascontiguousarray(arr)) if arr.dtype in [x.np for x in dt.ALL] else from_numpy(arr.astype(np.float64))
+    src = from_numpy(np.array(arr, order="C")) if arr.dtype in [x.np for x in dt.ALL] else from_numpy(arr.astype(np.float64))
     dst = Tensor._empty(arr.shape, d, CPU)
     _ops.copy_into(dst, src)
     return dst.numpy(force=True)

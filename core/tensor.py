@@ -549,7 +549,7 @@ class Tensor:
     def _to_host_array(self) -> np.ndarray:
         """A fresh, C-contiguous host copy (works on any device)."""
         if self.device.type == "cpu":
-            return np.ascontiguousarray(self.numpy(force=True))
+            return np.array(self.numpy(force=True), order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
         from . import cuda
 
         src = self.contiguous()
