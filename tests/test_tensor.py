@@ -132,6 +132,8 @@ def test_repr_is_readable():
     assert "dtype=tritensor.float16" in repr(tt.tensor([1.0], dtype=tt.float16))
     assert repr(tt.tensor([1, 2])) == "tensor([1, 2])"
     assert repr(tt.zeros(2).shape) == "tritensor.Size([2])"
+    assert repr(tt.tensor(3.0)) == "tensor(3.)"  # 0-d stays 0-d on the host
+    assert tt.tensor(np.array(3.0)).shape == () and tt.tensor(np.array(3.0)).item() == 3.0
 
 
 def test_to_and_dtype_shortcuts():
