@@ -196,10 +196,10 @@ def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, sca
         r = _unary(x, OP)
     else:
         x = tl.load(a + oa, mask=mask).to(COMPUTE)
-        if B_SCALAR == 1:
-            y = load_f64_scalar(scalar_bits).to(COMPUTE)
+        if B_SCALAR == 1:  # broadcast the scalar: the interpreter can't `|` a 0-d bool with a block
+            y = load_f64_scalar(scalar_bits).to(COMPUTE) + tl.zeros_like(x)
         elif B_SCALAR == 2:
-            y = scalar_int.to(COMPUTE)
+            y = scalar_int.to(COMPUTE) + tl.zeros_like(x)
         else:
             y = tl.load(b + ob, mask=mask).to(COMPUTE)
         r = _binary(x, y, OP, IS_FLOAT)
