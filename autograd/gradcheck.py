@@ -28,7 +28,7 @@ def _outputs(fn, inputs):
 
 
 def _host(t: Tensor) -> np.ndarray:
-    return np.asarray(t.detach().cpu().numpy(), dtype=np.float64)
+    return np.array(t.detach().cpu().numpy(), dtype=np.float64)  # a copy: outputs may alias the inputs
 
 
 def _numerical_jacobians(fn, inputs, diff_idx, eps):
@@ -139,7 +139,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
 
 
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
-                  raise_exception=True) -> bool:
+                  raise_exception=True, fast_mode=False) -> bool:
     """gradcheck of the gradient itself (backward with ``create_graph=True``)."""
     from ..core.factories import randn
 
@@ -152,9 +152,12 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     n_in = len(inputs)
 
     def first_grads(*args):
+        from .grad_mode import enable_grad
+
         xs, gos = args[:n_in], args[n_in:]
-        ys = _outputs(func, xs)
-        return _grad(ys, [xs[i] for i in diff_idx], gos, create_graph=True, allow_unused=True)
+        with enable_grad():  # also while gradcheck evaluates finite differences under no_grad
+            ys = _outputs(func, xs)
+            return _grad(ys, [xs[i] for i in diff_idx], gos, create_graph=True, allow_unused=True)
 
     return gradcheck(first_grads, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception)
+                     raise_exception=raise_exception, fast_mode=fast_mode)

@@ -472,12 +472,10 @@ class Clamp(Op):
         x, tlo, thi = ctx.saved_tensors
         lo = ctx.lo if tlo is None else tlo
         hi = ctx.hi if thi is None else thi
-        mask = None
-        if lo is not None:
-            mask = x >= lo
-        if hi is not None:
-            mask = (x <= hi) if mask is None else mask & (x <= hi)
-        gx = g * mask if ctx.needs_input_grad[0] else None
+        gx = None
+        if ctx.needs_input_grad[0]:
+            gx = g * (x >= lo) if lo is not None else g
+            gx = gx * (x <= hi) if hi is not None else gx
         glo = g * (x < lo) if isinstance(lo, Tensor) and ctx.needs_input_grad[1] else None
         ghi = g * (x > hi) if isinstance(hi, Tensor) and ctx.needs_input_grad[2] else None
         return gx, glo, ghi
