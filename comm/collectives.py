@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 CHUNK_BYTES = 1 << 20  # ring chunk: amortises per-message Python work, small enough to pipeline
-DIRECT_MAX_BYTES = 64 << 10  # total bytes a rank sends in a direct exchange before the ring wins
+DIRECT_MAX_BYTES = 512 << 10  # total bytes a rank sends in a direct exchange before the ring wins
 
 _UFUNCS = {
     ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.multiply, ReduceOp.MIN: np.minimum,
@@ -93,16 +93,17 @@ class _Buf:
                 self._writeback = wb
 
     def _stage_from_device(self, t, write: bool):
-        """Copy a CUDA tensor into host memory; schedule the copy back when writing."""
+        """Copy a CUDA tensor to host memory; schedule the copy back when writing.
+
+        The copies run on a side stream that first waits for the tensor's current stream,
+        so they see every kernel queued before the call and do not serialize behind later
+        compute; tritensor's ``Tensor.cpu``/``copy_`` stage through pinned host buffers."""
         import tritensor
 
-        cuda = getattr(tritensor, "cuda", None)
-        stream = None
-        if cuda is not None and hasattr(cuda, "Stream") and hasattr(cuda, "stream"):
-            # A side stream: the device-to-host copy does not queue behind compute on the
-            # current stream beyond what it depends on, and overlaps the previous op's I/O.
-            stream = cuda.Stream()
-            stream.wait_stream(cuda.current_stream()) if hasattr(stream, "wait_stream") else None
+        cuda = tritensor.cuda
+        stream = _side_stream(cuda, t.device) if cuda.is_available() else None
+        if stream is not None:
+            stream.wait_stream(cuda.current_stream(t.device))
             with cuda.stream(stream):
                 host = t.cpu()
             stream.synchronize()
@@ -131,6 +132,17 @@ class _Buf:
     def writeback(self):
         if self._writeback is not None:
             self._writeback()
+
+
+_SIDE_STREAMS: dict = {}
+
+
+def _side_stream(cuda, device):
+    """One communication stream per device, created on first use."""
+    key = getattr(device, "index", None)
+    if key not in _SIDE_STREAMS:
+        _SIDE_STREAMS[key] = cuda.Stream(device)
+    return _SIDE_STREAMS[key]
 
 
 def _bytes(a: np.ndarray) -> memoryview:

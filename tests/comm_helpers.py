@@ -361,3 +361,75 @@ def env_init(rank, world):
     t = tt.full((4,), float(dist.get_rank()))
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t.tolist(), dist.get_rank(), dist.get_world_size()
+
+
+# --------------------------------------------------------------------- device tensors
+
+class FakeCudaTensor:
+    """Stands in for a CUDA tensor on machines without a GPU: ``numpy()`` raises, as it does
+    for a real one, so collectives must stage through ``cpu()`` and write back with ``copy_``."""
+
+    class _Dev:
+        type = "cuda"
+        index = 0
+
+    def __init__(self, host):
+        self._host = host  # the "device memory"
+        self.device = self._Dev()
+        self.dtype = host.dtype
+        self.staged = self.written = 0
+
+    def numpy(self):
+        raise TypeError("can't convert cuda tensor to numpy")
+
+    def cpu(self):
+        self.staged += 1
+        return self._host.clone()
+
+    def copy_(self, src):
+        self.written += 1
+        self._host.copy_(src)
+        return self
+
+
+def fake_cuda(rank, world):
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    total = sum(range(world))
+    for n in (5, 300_001):  # direct exchange and ring
+        t = FakeCudaTensor(tt.full((n,), float(rank)))
+        dist.all_reduce(t)
+        assert np.array_equal(t._host.numpy(), np.full(n, total, np.float32)), t._host.numpy()[:4]
+        assert (t.staged, t.written) == (1, 1)
+    src = FakeCudaTensor(tt.full((7,), float(rank)))
+    dist.broadcast(src, src=0)
+    assert src._host.tolist() == [0.0] * 7 and src.written == (0 if rank == 0 else 1)
+    outs = [FakeCudaTensor(tt.zeros(3)) for _ in range(world)]
+    dist.all_gather(outs, FakeCudaTensor(tt.full((3,), float(rank))))
+    assert [o._host.tolist() for o in outs] == [[float(q)] * 3 for q in range(world)]
+    return True
+
+
+def cuda_battery(rank, world):
+    """Real CUDA tensors (run where a GPU is lent)."""
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    for n, dt in ((1, tt.float32), (1000, tt.float16), (3_000_001, tt.float32), (4097, tt.bfloat16)):
+        vals = [rank_values(q, n, "float32").astype(np.float32) for q in range(world)]
+        t = tt.from_numpy(vals[rank]).to(dt).cuda()
+        dist.all_reduce(t)
+        assert np.array_equal(t.float().cpu().numpy(), sum(vals)), (n, dt)
+        b = tt.from_numpy(vals[rank]).to(dt).cuda()
+        dist.broadcast(b, src=world - 1)
+        assert np.array_equal(b.float().cpu().numpy(), vals[world - 1])
+        outs = [tt.zeros(n, dtype=dt, device="cuda") for _ in range(world)]
+        dist.all_gather(outs, tt.from_numpy(vals[rank]).to(dt).cuda())
+        for q in range(world):
+            assert np.array_equal(outs[q].float().cpu().numpy(), vals[q])
+    w = dist.all_reduce(tt.ones(10, device="cuda"), async_op=True)
+    assert w.wait() and w.get_future().value()[0].cpu().tolist() == [float(world)] * 10
+    return True

@@ -62,6 +62,13 @@ def test_bad_arguments_raise_before_sending(monkeypatch):
         dist.init_process_group("nccl", init_method="tcp://127.0.0.1:1", rank=0, world_size=1)
 
 
+@pytest.mark.timeout(120)
+def test_device_tensors_are_staged_and_written_back():
+    from comm_helpers import fake_cuda
+
+    assert_all_ok(run_world(3, fake_cuda, timeout=100))
+
+
 @pytest.mark.skipif(not tritensor.cuda.is_available(), reason="needs a GPU")
 def test_cuda_tensors():
     from comm_helpers import cuda_battery

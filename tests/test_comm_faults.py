@@ -37,3 +37,48 @@ def test_timeout_names_the_rank_waited_for():
     msg, elapsed = results[0][1]
     assert "DistTimeoutError" in msg and "timed out" in msg and "rank 1" in msg, msg
     assert 1.4 < elapsed < 4.0, elapsed
+
+
+@pytest.mark.timeout(60)
+def test_process_group_listener_refuses_unauthenticated_peers():
+    """A peer without the secret is refused by a rank's listener, which keeps serving the real peer."""
+    import socket
+    import threading
+
+    from tritensor.comm import TCPStore, auth
+    from tritensor.comm.transport import connect_mesh
+
+    secret = b"pg-secret"
+    store = TCPStore("127.0.0.1", 0, is_master=True, timeout=10, secret=secret)
+    rank0_store = TCPStore("127.0.0.1", store.port, timeout=10, secret=secret)  # one client per rank
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r0=connect_mesh(rank0_store, "t/", 0, 2, [0, 1], "127.0.0.1",
+                                                                   secret, 20)))
+    t.start()
+    try:
+        tcp_addr, _host, unix_path = store.get("t/addr/0").decode().split("\n")
+        host, port = tcp_addr.rsplit(":", 1)
+        intruders = [socket.create_connection((host, int(port)), timeout=5)]
+        if unix_path:
+            u = socket.socket(socket.AF_UNIX)
+            u.settimeout(5)
+            u.connect(unix_path)
+            intruders.append(u)
+        for s in intruders:
+            assert s.recv(auth.SERVER_HELLO_LEN).startswith(auth.MAGIC)
+            s.sendall(b"\x00" * auth.CLIENT_REPLY_LEN)  # a wrong MAC
+            assert s.recv(64) == b""  # refused: closed without a byte
+            s.close()
+        # a peer with the wrong secret fails authentication and learns nothing
+        s = socket.create_connection((host, int(port)), timeout=5)
+        with pytest.raises(auth.AuthenticationError):
+            auth.client_handshake(s, b"wrong", b"pg", 5)
+        s.close()
+        peers1 = connect_mesh(store, "t/", 1, 2, [0, 1], "127.0.0.1", secret, 20)
+        t.join(20)
+        assert set(out["r0"]) == {1} and set(peers1) == {0}
+        for p in list(out["r0"].values()) + list(peers1.values()):
+            p.sock.close()
+    finally:
+        t.join(1)
+        store.close()
