@@ -29,8 +29,12 @@ NumPy arrays are accepted too.
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 
+from .errors import DistBackendError
 from .framing import pack_data_header
 from .process_group import ReduceOp, _resolve
 from .transport import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BARRIER, BROADCAST, DTYPE_CODES, GATHER, P2P,
@@ -58,16 +62,23 @@ _LOW_PRECISION = ("float16", "bfloat16")
 class _Buf:
     """A flat, contiguous host view of a tensor argument, and how to give results back."""
 
-    __slots__ = ("obj", "arr", "flat", "_writeback")
+    __slots__ = ("obj", "arr", "flat", "_writeback", "deferred")
 
-    def __init__(self, obj, name: str, write: bool):
+    def __init__(self, obj, name: str, write: bool, defer: bool = False):
+        """``defer``: for a CUDA tensor, allocate the host buffer but copy nothing yet; the
+        caller stages it (:meth:`stage_all`, or segment by segment with :class:`_Stager`)."""
         self.obj = obj
         self._writeback = None
+        self.deferred = False
         if isinstance(obj, np.ndarray):
             arr = obj
         elif hasattr(obj, "device") and hasattr(obj, "numpy") and hasattr(obj, "dtype"):
             if getattr(obj.device, "type", "cpu") == "cpu":
                 arr = obj.numpy()
+            elif defer:
+                arr = np.empty(obj.numel(), np.dtype(obj.dtype.np))
+                self.deferred = True
+                self._writeback = self._device_writeback(obj, arr)
             else:
                 arr = self._stage_from_device(obj, write)
         else:
@@ -91,6 +102,29 @@ class _Buf:
                         prev()
 
                 self._writeback = wb
+
+    def stage_all(self):
+        """Copy a deferred CUDA tensor to host now (all at once)."""
+        if self.deferred:
+            np.copyto(self.flat, self._stage_from_device(self.obj, False).reshape(-1))
+            self.deferred = False
+
+    @staticmethod
+    def _device_writeback(t, host_flat):
+        import tritensor
+
+        cuda = tritensor.cuda
+
+        def wb():
+            host = tritensor.from_numpy(host_flat.reshape(tuple(t.shape)))
+            stream = _side_stream(cuda, t.device) if cuda.is_available() else None
+            if stream is not None:
+                with cuda.stream(stream):
+                    t.copy_(host)
+                stream.synchronize()
+            else:
+                t.copy_(host)
+        return wb
 
     def _stage_from_device(self, t, write: bool):
         """Copy a CUDA tensor to host memory; schedule the copy back when writing.
@@ -260,7 +294,7 @@ def _chunks(lo, hi, ce):
     return [(c, min(c + ce, hi)) for c in range(lo, hi, ce)]
 
 
-def _ring(op: _Op, segs, reduce_fn=None, tmp=None, rs=True, ag=True):
+def _ring(op: _Op, segs, reduce_fn=None, tmp=None, rs=True, ag=True, stager=None):
     """Post a pipelined ring over ``segs`` (n flat arrays, one per segment).
 
     Reduce-scatter step t sends segment r-1-t and reduces segment r-2-t into place (via
@@ -286,9 +320,11 @@ def _ring(op: _Op, segs, reduce_fn=None, tmp=None, rs=True, ag=True):
         seg = segs[send_seg(ph, t)]
         row = []
         for lo, hi in _chunks(0, seg.size, ce):
-            row.append(op.send(right, tag, seg[lo:hi], ready=(i == 0)))
+            row.append(op.send(right, tag, seg[lo:hi], ready=(i == 0 and stager is None)))
             tag += 1
         sends.append(row)
+    if stager is not None:  # the first sends leave as soon as their segment is on the host
+        stager.ready_after[send_seg(*phases[0])] = sends[0]
     tag = 0
     for i, (ph, t) in enumerate(phases):
         seg = segs[recv_seg(ph, t)]
@@ -297,19 +333,83 @@ def _ring(op: _Op, segs, reduce_fn=None, tmp=None, rs=True, ag=True):
             follow = nxt[c] if nxt is not None else None
             if ph == "rs":
                 dst, src = seg[lo:hi], tmp[lo:hi]
-                op.recv(left, tag, src, on_done=_reduce_then(reduce_fn, dst, src, follow))
+                staged = None if stager is None else stager.waiter(recv_seg(ph, t))
+                op.recv(left, tag, src, on_done=_reduce_then(reduce_fn, dst, src, follow, staged))
             else:
                 op.recv(left, tag, seg[lo:hi], on_done=_mark_ready(follow))
             tag += 1
 
 
-def _reduce_then(fn, dst, src, follow):
+def _reduce_then(fn, dst, src, follow, staged=None):
     def done():
+        if staged is not None:
+            staged()  # the segment must be on the host before we add into it
         with np.errstate(all="ignore"):  # overflow to inf wraps silently, as in torch
             fn(dst, src, out=dst)
         if follow is not None:
             follow.ready = True
     return done
+
+
+class _Stager:
+    """Copies a CUDA tensor to host memory segment by segment on a helper thread, in the
+    order the ring consumes segments, so device-to-host transfer overlaps the network.
+
+    The ring's first sends are placeholders made ready when their segment lands; a
+    reduction into a segment first waits for that segment. ``convert`` (fp16/bf16 into the
+    fp32 working copy) runs on the helper thread too. The result goes back to the device
+    in one copy when the ring is done."""
+
+    def __init__(self, o: _Op, buf: "_Buf", bounds, convert=None):
+        import tritensor
+
+        self.o = o
+        self.dev = buf.obj.reshape(-1)
+        self.host = buf.flat
+        self.bounds = bounds
+        self.convert = convert
+        self.events = [threading.Event() for _ in range(o.n)]
+        self.ready_after: dict = {}
+        self.error = None
+        self.cuda = tritensor.cuda
+        self.stream = _side_stream(self.cuda, buf.obj.device) if self.cuda.is_available() else None
+        if self.stream is not None:  # see everything queued on the caller's stream so far
+            self.stream.wait_stream(self.cuda.current_stream(buf.obj.device))
+        self.order = [(o.r - 1 - k) % o.n for k in range(o.n)]  # the ring's order of need
+        self.thread = threading.Thread(target=self._run, name="tritensor-comm-stager", daemon=True)
+
+    def start(self):
+        self.thread.start()
+
+    def _run(self):
+        try:
+            for s in self.order:
+                lo, hi = self.bounds[s], self.bounds[s + 1]
+                if self.stream is not None:
+                    with self.cuda.stream(self.stream):
+                        part = self.dev[lo:hi].cpu()
+                else:
+                    part = self.dev[lo:hi].cpu()
+                np.copyto(self.host[lo:hi], part.numpy())
+                if self.convert is not None:
+                    self.convert(s)
+                self.events[s].set()
+                if s in self.ready_after:
+                    self.o.eng.mark_ready(self.ready_after[s])
+        except BaseException as e:  # the group cannot go on with a half-copied tensor
+            self.error = e
+            for ev in self.events:
+                ev.set()
+            self.o.eng.fail_from_thread(DistBackendError(
+                f"{self.o.work.what}: copying the CUDA tensor to host memory failed: {type(e).__name__}: {e}"))
+
+    def waiter(self, s):
+        def wait():
+            if not self.events[s].wait(max(0.0, self.o.work.deadline - time.monotonic())):
+                raise DistBackendError(f"{self.o.work.what}: timed out copying the CUDA tensor to host memory")
+            if self.error is not None:
+                raise DistBackendError(f"{self.o.work.what}: copying the CUDA tensor to host failed: {self.error}")
+        return wait
 
 
 def _mark_ready(follow):
@@ -373,7 +473,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     pg = _resolve(group, "all_reduce")
     if pg is None:
         return None
-    buf = _Buf(tensor, "tensor", write=True)
+    buf = _Buf(tensor, "tensor", write=True, defer=True)
     op = _check_op(op, buf.dtype, "all_reduce")
     ufunc = _UFUNCS[op]
     avg = op == ReduceOp.AVG
@@ -381,7 +481,10 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     def build():
         o = _Op(pg, ALL_REDUCE, "all_reduce", buf.dtype, buf.numel, op, [tensor])
         flat = buf.flat
-        if o.n > 1 and _direct(o, flat.nbytes):
+        ring = o.n > 1 and not _direct(o, flat.nbytes)
+        if not ring:
+            buf.stage_all()
+        if o.n > 1 and not ring:
             others = {q: np.empty_like(flat) for q in o.peers()}
             for q in others:
                 o.send(q, 0, flat)
@@ -391,15 +494,19 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
                                            o.n if avg else 0))
         else:
             low = flat.dtype.name in _LOW_PRECISION
-            if low:
-                work = o.scratch(flat.size, np.float32)
-                np.copyto(work, flat)
-            else:
-                work = flat
+            work = o.scratch(flat.size, np.float32) if low else flat
             bounds = [work.size * i // o.n for i in range(o.n + 1)]
             segs = [work[bounds[i]:bounds[i + 1]] for i in range(o.n)]
             tmp = o.scratch(max(s.size for s in segs), work.dtype)
-            _ring(o, segs, ufunc, tmp)
+            stager = None
+            if buf.deferred:
+                convert = (lambda s: np.copyto(segs[s], flat[bounds[s]:bounds[s + 1]])) if low else None
+                stager = _Stager(o, buf, bounds, convert)
+            elif low:
+                np.copyto(work, flat)
+            _ring(o, segs, ufunc, tmp, stager=stager)
+            if stager is not None:
+                stager.start()
 
             def finish():
                 if avg:

@@ -273,11 +273,28 @@ class Engine:
             self._async.append(work)
             self._ensure_bg()
             self._cond.notify_all()
+        self._wake()
+
+    def _wake(self):
+        """Interrupt the driving thread's poll (from any other thread, lock held)."""
         if self._driver is not None and self._driver != threading.get_ident():
             try:
                 os.write(self._wake_w, b"x")
-            except BlockingIOError:
+            except OSError:
                 pass
+
+    def mark_ready(self, reqs):
+        """From a helper thread: placeholders whose data is now in place may be sent."""
+        with self._lock:
+            for r in reqs:
+                r.ready = True
+            self._wake()
+
+    def fail_from_thread(self, exc: BaseException):
+        """From a helper thread: fail the group (e.g. a device copy failed)."""
+        with self._cond:
+            self._fail(exc)
+            self._wake()
 
     # -- completion --------------------------------------------------------------------
     def _completed(self, work: Work):

@@ -367,27 +367,38 @@ def env_init(rank, world):
 
 class FakeCudaTensor:
     """Stands in for a CUDA tensor on machines without a GPU: ``numpy()`` raises, as it does
-    for a real one, so collectives must stage through ``cpu()`` and write back with ``copy_``."""
+    for a real one, so collectives must stage through ``cpu()`` and write back with ``copy_``.
+    Views (``reshape``, slices) share the "device memory" and the copy counters."""
 
     class _Dev:
         type = "cuda"
         index = 0
 
-    def __init__(self, host):
+    def __init__(self, host, stats=None):
         self._host = host  # the "device memory"
         self.device = self._Dev()
         self.dtype = host.dtype
-        self.staged = self.written = 0
+        self.shape = host.shape
+        self.stats = stats if stats is not None else {"d2h_bytes": 0, "h2d": 0}
+
+    def numel(self):
+        return self._host.numel()
 
     def numpy(self):
         raise TypeError("can't convert cuda tensor to numpy")
 
+    def reshape(self, *shape):
+        return FakeCudaTensor(self._host.reshape(*shape), self.stats)
+
+    def __getitem__(self, index):
+        return FakeCudaTensor(self._host[index], self.stats)
+
     def cpu(self):
-        self.staged += 1
+        self.stats["d2h_bytes"] += self._host.numel() * self._host.element_size()
         return self._host.clone()
 
     def copy_(self, src):
-        self.written += 1
+        self.stats["h2d"] += 1
         self._host.copy_(src)
         return self
 
@@ -398,14 +409,15 @@ def fake_cuda(rank, world):
     import tritensor.comm as dist
 
     total = sum(range(world))
-    for n in (5, 300_001):  # direct exchange and ring
-        t = FakeCudaTensor(tt.full((n,), float(rank)))
+    for n, dt in ((5, tt.float32), (300_001, tt.float32), (300_001, tt.float16)):  # direct, ring, ring in fp32
+        t = FakeCudaTensor(tt.full((n,), float(rank), dtype=dt))
         dist.all_reduce(t)
-        assert np.array_equal(t._host.numpy(), np.full(n, total, np.float32)), t._host.numpy()[:4]
-        assert (t.staged, t.written) == (1, 1)
+        assert np.array_equal(t._host.float().numpy(), np.full(n, total, np.float32)), t._host.numpy()[:4]
+        # every byte crossed to the host exactly once (whole, or segment by segment), and came back once
+        assert t.stats == {"d2h_bytes": n * t._host.element_size(), "h2d": 1}, t.stats
     src = FakeCudaTensor(tt.full((7,), float(rank)))
     dist.broadcast(src, src=0)
-    assert src._host.tolist() == [0.0] * 7 and src.written == (0 if rank == 0 else 1)
+    assert src._host.tolist() == [0.0] * 7 and src.stats["h2d"] == (0 if rank == 0 else 1)
     outs = [FakeCudaTensor(tt.zeros(3)) for _ in range(world)]
     dist.all_gather(outs, FakeCudaTensor(tt.full((3,), float(rank))))
     assert [o._host.tolist() for o in outs] == [[float(q)] * 3 for q in range(world)]
@@ -433,3 +445,28 @@ def cuda_battery(rank, world):
     w = dist.all_reduce(tt.ones(10, device="cuda"), async_op=True)
     assert w.wait() and w.get_future().value()[0].cpu().tolist() == [float(world)] * 10
     return True
+
+
+class BrokenCudaTensor(FakeCudaTensor):
+    """A device tensor whose copies to the host fail (a device error mid-collective)."""
+
+    def reshape(self, *shape):
+        return BrokenCudaTensor(self._host.reshape(*shape), self.stats)
+
+    def __getitem__(self, index):
+        return BrokenCudaTensor(self._host[index], self.stats)
+
+    def cpu(self):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+def device_copy_fails(rank, world):
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    cls = BrokenCudaTensor if rank == 1 else FakeCudaTensor
+    try:
+        dist.all_reduce(cls(tt.ones(300_001)))  # the ring path stages segment by segment
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return "no error"

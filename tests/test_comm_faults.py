@@ -82,3 +82,12 @@ def test_process_group_listener_refuses_unauthenticated_peers():
     finally:
         t.join(1)
         store.close()
+
+
+@pytest.mark.timeout(60)
+def test_device_copy_failure_fails_every_rank():
+    from comm_helpers import device_copy_fails
+
+    results = run_world(3, device_copy_fails, timeout=50, pg_timeout=PG_TIMEOUT)
+    for r, (status, msg) in results.items():
+        assert status == "ok" and "DistBackendError" in msg and "illegal memory access" in msg, (r, msg)
