@@ -277,18 +277,26 @@ class Engine:
 
     def _wake(self):
         """Interrupt the driving thread's poll (from any other thread, lock held)."""
-        if self._driver is not None and self._driver != threading.get_ident():
+        if self._driver is not None and self._driver != threading.get_ident() and self._wake_w >= 0:
             try:
                 os.write(self._wake_w, b"x")
             except OSError:
                 pass
 
     def mark_ready(self, reqs):
-        """From a helper thread: placeholders whose data is now in place may be sent."""
-        with self._lock:
-            for r in reqs:
-                r.ready = True
-            self._wake()
+        """From a helper thread: placeholders whose data is now in place may be sent.
+
+        Lock-free on purpose: the driver may be inside a callback that waits for this
+        helper's next step while holding the lock. Setting a flag is atomic under the GIL,
+        and the wake-up byte makes a driver blocked in poll look again."""
+        for r in reqs:
+            r.ready = True
+        fd = self._wake_w
+        if fd >= 0:  # -1 once the group is destroyed
+            try:
+                os.write(fd, b"x")
+            except OSError:
+                pass
 
     def fail_from_thread(self, exc: BaseException):
         """From a helper thread: fail the group (e.g. a device copy failed)."""
@@ -696,7 +704,9 @@ class Engine:
             pass
         if self._bg is not None and self._bg is not threading.current_thread():
             self._bg.join(timeout=5)
-        for fd in (self._wake_r, self._wake_w):
+        fds = (self._wake_r, self._wake_w)
+        self._wake_w = -1
+        for fd in fds:
             try:
                 os.close(fd)
             except OSError:
