@@ -134,6 +134,23 @@ def _add(buf, nr, g):
     buf[nr] = g if old is None else old + g
 
 
+def _capture(node, buf, captures, needed, inputs, results, accumulate) -> bool:
+    """Record the gradients of ``inputs`` that arrive at ``node``; True if ``node`` needn't run.
+
+    ``grad()`` returns them; ``backward(inputs=...)`` sums them into ``.grad`` (a leaf's
+    AccumulateGrad does that itself when it runs).
+    """
+    for nr, g in enumerate(buf):
+        for k in captures.get((node, nr), ()):
+            results[k] = g
+            if accumulate and g is not None and not isinstance(node, graph.AccumulateGrad):
+                t = inputs[k]
+                t.grad = graph.detached(g).clone() if t.grad is None else t.grad + g
+    if isinstance(node, graph.AccumulateGrad):
+        return not accumulate
+    return not any(e and e[0] in needed for e in node._edges)
+
+
 def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None, accumulate=True):
     """Run one graph task. With ``accumulate`` leaves' ``.grad`` (or only ``inputs``') is summed
     into; otherwise the gradients of ``inputs`` are returned (``grad()``)."""
@@ -176,20 +193,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                 if node._retained and nr in node._retained:
                     t = node._retained[nr]
                     t.grad = graph.detached(g).clone() if t.grad is None else t.grad + g
-            if captures:
-                for nr, g in enumerate(buf):
-                    for k in captures.get((node, nr), ()):
-                        results[k] = g
-                if accumulate:  # backward(inputs=...): only these get .grad
-                    for nr, g in enumerate(buf):
-                        for k in captures.get((node, nr), ()):
-                            t = inputs[k]
-                            if g is not None and not isinstance(node, graph.AccumulateGrad):
-                                t.grad = graph.detached(g).clone() if t.grad is None else t.grad + g
-                if not accumulate and isinstance(node, graph.AccumulateGrad):
-                    continue
-                if not accumulate and not any(e and e[0] in needed for e in node._edges):
-                    continue
+            if captures and _capture(node, buf, captures, needed, inputs, results, accumulate):
+                continue  # grad()/backward(inputs=...): nothing past this node is wanted
             if node._pre_hooks:
                 for hook in list(node._pre_hooks.values()):
                     r = hook(tuple(buf))

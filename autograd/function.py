@@ -86,6 +86,7 @@ class Function:
     """Base class of differentiable ops; subclass with static ``forward``/``backward``."""
 
     _builtin = False  # builtin ops' nodes are named like PyTorch's (MulBackward0)
+    _is_view = False  # view ops: their outputs alias the input (the engine re-checks them after in-place writes)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -191,8 +192,6 @@ def _wrap_outputs(cls, node, args, out):
     return tuple(outs) if is_tuple else outs[0]
 
 
-Function._is_view = False
-
 
 def _rebase_history(node, t: Tensor, i: int, args) -> None:
     """``t`` (an input) was modified in place by ``node``'s op: it now comes from ``node``.
@@ -207,7 +206,9 @@ def _rebase_history(node, t: Tensor, i: int, args) -> None:
         if i:
             graph.meta(t).output_nr = i
         return
-    self_index = next(k for k, a in enumerate(args) if a is t)
+    self_index = next((k for k, a in enumerate(args) if a is t), None)
+    if self_index is None:
+        raise RuntimeError("mark_dirty: a view modified in place must be one of the Function's inputs")
     base.grad_fn = graph.CopySlices(base, t, node, self_index)
     base._requires_grad = True
     if base._autograd_meta is not None:

@@ -514,3 +514,35 @@ def test_gradcheck_catches_a_wrong_backward():
     with pytest.raises(tt.autograd.GradcheckError, match="Jacobian mismatch"):
         tt.autograd.gradcheck(WrongSquare.apply, (x,))
     assert tt.autograd.gradcheck(WrongSquare.apply, (x,), raise_exception=False) is False
+
+
+def test_backward_inputs_nonleaf_and_multiple_roots():
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 3
+    y = (h * h).sum()
+    y.backward(inputs=[h])
+    assert_close(h.grad, [6.0, 12.0], tt.float32)
+    assert x.grad is None
+    a = x * 2
+    b = x * x
+    tt.autograd.backward([a.sum(), b], [None, tt.tensor([1.0, 10.0])])
+    assert_close(x.grad, [2.0 + 2.0, 2.0 + 40.0], tt.float32)
+
+
+def test_node_hooks_see_and_replace_gradients():
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    seen = []
+    y.grad_fn.register_prehook(lambda grad_outputs: seen.append(arr(grad_outputs[0])))
+    y.grad_fn.register_hook(lambda grad_inputs, grad_outputs: (grad_inputs[0] * 0 + 5, grad_inputs[1]))
+    y.sum().backward()
+    np.testing.assert_allclose(seen[0], [1.0, 1.0])
+    assert_close(x.grad, [5.0, 5.0], tt.float32)
+
+
+def test_next_functions_of_custom_function_skip_non_tensor_args():
+    x = tt.tensor([1.0], requires_grad=True)
+    out = MulAdd.apply(x, tt.tensor([2.0]), 3.0)
+    fns = out.grad_fn.next_functions
+    assert len(fns) == 2 and type(fns[0][0]).__name__ == "AccumulateGrad" and fns[1] == (None, 0)
+    assert fns[0][0].variable is x
