@@ -30,6 +30,12 @@ class Module:
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             raise AttributeError("cannot assign attributes before Module.__init__() call")
+        if name in self._parameters and not isinstance(value, Parameter):
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                "(tritensor.nn.Parameter or None expected)")
+            self._parameters[name] = None
+            return
         for d in (self._parameters, self._buffers, self._modules):
             d.pop(name, None)
         if isinstance(value, Parameter):

@@ -240,6 +240,11 @@ def test_layer_norm_gradcheck():
     assert gradcheck(lambda a, ww, bb: tt.layer_norm(a, (3,), ww, bb), (x, w, b))
     assert gradcheck(lambda a: tt.layer_norm(a, (3, 4)), (leaf(2, 3, 4),), fast_mode=True)
     assert gradcheck(lambda a, ww: tt.layer_norm(a, (4,), ww), (noncontig(3, 4), leaf(4)), fast_mode=True)
+    out, mean, rstd = tt.native_layer_norm(x, (3,), w, b)
+    assert out.requires_grad and not mean.requires_grad and not rstd.requires_grad
+    assert gradcheck(lambda a: tt.native_layer_norm(a, (3,))[0], (x,))
+    with pytest.raises(NotImplementedError, match="double backward"):
+        tt.autograd.grad(tt.layer_norm(x, (3,)).sum(), x, create_graph=True)
 
 
 # ----- matmul ------------------------------------------------------------------------------

@@ -45,6 +45,10 @@ def test_module_registration_and_walks():
     assert m.scale == 2.0 and "scale" not in m._parameters
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         m.nope
+    with pytest.raises(TypeError, match="cannot assign 'Tensor' as parameter 'bias'"):
+        m.conv.bias = tt.zeros(2)
+    m.conv.bias = None
+    assert [n for n, _ in m.named_parameters()] == ["conv.weight", "head.1.weight", "head.1.bias"]
 
 
 def test_train_eval_and_dropout():

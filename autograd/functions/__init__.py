@@ -155,7 +155,7 @@ def install(Tensor, namespace: dict) -> None:
     namespace["clamp"] = namespace["clip"] = lambda input, min=None, max=None: _clamp(input, min, max)
     namespace.update(REDUCTION_METHODS)
     namespace.update(MATMUL_FUNCTIONS)
-    namespace["layer_norm"] = reduce.layer_norm
+    namespace["layer_norm"], namespace["native_layer_norm"] = reduce.layer_norm, reduce.native_layer_norm
     namespace["linear"] = matmul.linear
     namespace.update(conv2d=conv.conv2d, max_pool2d=conv.max_pool2d, avg_pool2d=conv.avg_pool2d,
                      max_pool2d_with_indices=conv.max_pool2d_with_indices)

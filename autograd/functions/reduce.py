@@ -221,18 +221,26 @@ class LayerNorm(Op):
     """y = (x - mean) * rstd * w + b over the trailing ``normalized_shape`` dims.
 
     dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)) with gh = g * w and xhat the
-    normalized input; dw = sum(g * xhat), db = sum(g) over the leading dims.
+    normalized input; dw = sum(g * xhat), db = sum(g) over the leading dims. The saved mean
+    and rstd enter as constants, so a second derivative would be wrong: it raises instead.
+    ``native=True`` also returns (non-differentiable) mean and rstd, as ``native_layer_norm``.
     """
 
     @staticmethod
-    def forward(ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    def forward(ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5, native=False):
         out, mean, rstd = _norm.native_layer_norm(x, normalized_shape, weight, bias, eps)
         ctx.k = len(_norm._normalized_shape(normalized_shape))
         ctx.save_for_backward(x, weight, mean, rstd)
+        if native:
+            ctx.mark_non_differentiable(mean, rstd)
+            return out, mean, rstd
         return out
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, g, *_stats):
+        from .conv import _first_order_only
+
+        _first_order_only("layer_norm")
         x, w, mean, rstd = ctx.saved_tensors
         nd = x.ndim
         norm_dims = tuple(range(nd - ctx.k, nd))
@@ -248,7 +256,7 @@ class LayerNorm(Op):
             gw = (gf * xhat).sum(lead_dims) if lead_dims else gf * xhat
         if len(ctx.needs_input_grad) > 3 and ctx.needs_input_grad[3]:
             gb = gf.sum(lead_dims) if lead_dims else gf
-        return gx, None, gw, gb, None
+        return gx, None, gw, gb, None, None
 
 
 # The free functions / methods. Like torch's, these names shadow Python's builtins below here.
@@ -298,6 +306,10 @@ def log_softmax(input, dim, dtype=None):
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return LayerNorm.apply(input, normalized_shape, weight, bias, eps)
+
+
+def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    return LayerNorm.apply(input, normalized_shape, weight, bias, eps, True)
 
 
 # Reductions with integer/bool results: nothing to differentiate.
