@@ -23,6 +23,7 @@ from .autograd.functions import install as _install_autograd
 _install_autograd(Tensor, globals())  # differentiable Tensor methods and free functions (autograd/functions)
 from . import nn, optim  # noqa: E402
 from .serialization import load, save  # noqa: E402
+from . import comm  # noqa: E402  (usable as `import tritensor.comm as dist`)
 
 half, float, double, long, int = float16, float32, float64, int64, int32
 
