@@ -3,3 +3,43 @@ import sys
 
 # tolerances.py lives beside the tests; importlib mode does not put this folder on sys.path.
 sys.path.insert(0, os.path.dirname(__file__))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    """Make compute-kernel launches fail: bad input must be rejected before any kernel runs.
+
+    The factory kernels (fill, arange, random: ``cast.py`` and ``random.py``) stay usable so a
+    test can still build its inputs with ``tt.zeros`` and friends.
+    """
+    from tritensor.core import launch as _launch
+
+    real = _launch.launch
+    allowed = {"tritensor.triton_kernels.cast", "tritensor.triton_kernels.random"}
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a kernel was launched for bad input")
+
+    monkeypatch.setattr(_launch, "launch", boom)
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("tritensor.") and name not in allowed and getattr(mod, "launch", None) is real:
+            monkeypatch.setattr(mod, "launch", boom)
+
+
+@pytest.fixture
+def poison_allocations(monkeypatch):
+    """Fresh float outputs start as NaN, so an element a kernel forgets to write fails every time."""
+    from tritensor.core.tensor import Tensor
+
+    empty = Tensor._empty
+
+    def poisoned(shape, dtype, dev):
+        t = empty(shape, dtype, dev)
+        if dtype.is_floating_point and t.numel() and dev.type == "cpu":
+            t.numpy()[...] = np.nan
+        return t
+
+    monkeypatch.setattr(Tensor, "_empty", staticmethod(poisoned))

@@ -11,27 +11,13 @@ import pytest
 
 import tritensor as tt
 from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
-from tritensor.core import launch as _launch
 from tritensor.core.ops import conv as _ops_conv
-from tritensor.triton_kernels import conv as _kconv
 
 rng = np.random.default_rng(7)
+# conftest.py: fresh float outputs start as NaN, so an element a kernel forgets to write fails.
+pytestmark = pytest.mark.usefixtures("poison_allocations")
 
 
-@pytest.fixture(autouse=True)
-def poison_allocations(monkeypatch):
-    """Fresh float outputs start as NaN, so an element a kernel forgets to write fails every time."""
-    from tritensor.core.tensor import Tensor
-
-    empty = Tensor._empty
-
-    def poisoned(shape, dtype, dev):
-        t = empty(shape, dtype, dev)
-        if dtype.is_floating_point and t.numel() and dev.type == "cpu":
-            t.numpy()[...] = np.nan
-        return t
-
-    monkeypatch.setattr(Tensor, "_empty", staticmethod(poisoned))
 
 
 @pytest.fixture(autouse=True)
@@ -187,15 +173,6 @@ def test_unbatched_and_empty():
 
 
 # ----- bad input: clear errors before any launch --------------------------------------------------
-@pytest.fixture
-def no_launch(monkeypatch):
-    def boom(*args, **kwargs):
-        raise AssertionError("a kernel was launched for bad input")
-
-    monkeypatch.setattr(_launch, "launch", boom)
-    monkeypatch.setattr(_kconv, "launch", boom)
-
-
 def test_bad_input(no_launch):
     x, w = tt.zeros(2, 3, 9, 9), tt.zeros(8, 4, 3, 3)
     with pytest.raises(RuntimeError, match=r"groups=1, weight of size \[8, 4, 3, 3\], expected input\[2, 3, 9, 9\] "

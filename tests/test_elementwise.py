@@ -251,7 +251,7 @@ def test_inplace_overlapping_operand_is_read_before_written():
     np.testing.assert_array_equal(x.numpy(), expected)
 
 
-def test_elementwise_errors():
+def test_elementwise_errors(no_launch):
     with pytest.raises(RuntimeError, match=r"\[2, 3\].*\[4\]"):
         tt.zeros(2, 3) + tt.zeros(4)
     with pytest.raises(TypeError, match="argument 'other'"):

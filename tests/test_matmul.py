@@ -11,28 +11,15 @@ import pytest
 
 import tritensor as tt
 from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
-from tritensor.core import launch as _launch
 from tritensor.core import ops as _ops
 from tritensor.triton_kernels import autotune as _autotune
 from tritensor.triton_kernels import matmul as _kmatmul
 
 rng = np.random.default_rng(1234)
+# conftest.py: fresh float outputs start as NaN, so an element a kernel forgets to write fails.
+pytestmark = pytest.mark.usefixtures("poison_allocations")
 
 
-@pytest.fixture(autouse=True)
-def poison_allocations(monkeypatch):
-    """Fresh float outputs start as NaN, so an element a kernel forgets to write fails every time."""
-    from tritensor.core.tensor import Tensor
-
-    empty = Tensor._empty
-
-    def poisoned(shape, dtype, dev):
-        t = empty(shape, dtype, dev)
-        if dtype.is_floating_point and t.numel() and dev.type == "cpu":
-            t.numpy()[...] = np.nan
-        return t
-
-    monkeypatch.setattr(Tensor, "_empty", staticmethod(poisoned))
 
 
 def rand(shape, dtype):
@@ -153,15 +140,6 @@ def test_linear_fused_epilogue(dtype, activation):
 
 
 # ----- bad input: a clear error naming the arguments, raised before any kernel runs ---------------
-@pytest.fixture
-def no_launch(monkeypatch):
-    def boom(*args, **kwargs):
-        raise AssertionError("a kernel was launched for bad input")
-
-    monkeypatch.setattr(_launch, "launch", boom)
-    monkeypatch.setattr(_kmatmul, "launch", boom)
-
-
 def test_inner_dimension_mismatch_names_both_shapes(no_launch):
     with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
         tt.zeros(2, 3) @ tt.zeros(4, 5)
