@@ -31,6 +31,20 @@ def _host(t: Tensor) -> np.ndarray:
     return np.array(t.detach().cpu().numpy(), dtype=np.float64)  # a copy: outputs may alias the inputs
 
 
+def _perturbable(x: Tensor):
+    """A host array to perturb ``x`` through, and the call that makes ``x`` see it.
+
+    CPU tensors are perturbed in place through their shared NumPy view; a CUDA tensor's host
+    copy has to be copied back after every change.
+    """
+    if x.device.type == "cpu":
+        return x.detach().numpy(force=True), lambda: None
+    from ..core.factories import from_numpy
+
+    host = x.detach().cpu().numpy()
+    return host, lambda: x.detach().copy_(from_numpy(host))
+
+
 def _numerical_jacobians(fn, inputs, diff_idx, eps):
     """jac[i][o] is (numel of input i, numel of output o)."""
     with no_grad():
@@ -38,16 +52,19 @@ def _numerical_jacobians(fn, inputs, diff_idx, eps):
     jac = []
     for i in diff_idx:
         x = inputs[i]
-        view = x.detach().numpy(force=True)
+        view, push = _perturbable(x)
         cols = [np.zeros((x.numel(), o.numel())) for o in outs0]
         for k, idx in enumerate(np.ndindex(*x.shape)):
             orig = view[idx].item()
             with no_grad():
                 view[idx] = orig + eps
+                push()
                 plus = [_host(o).reshape(-1) for o in _outputs(fn, inputs)]
                 view[idx] = orig - eps
+                push()
                 minus = [_host(o).reshape(-1) for o in _outputs(fn, inputs)]
                 view[idx] = orig
+                push()
             for o, (p, m) in enumerate(zip(plus, minus)):
                 cols[o][k] = (p - m) / (2 * eps)
         jac.append(cols)
@@ -64,8 +81,9 @@ def _analytical_jacobians(fn, inputs, diff_idx):
         if not out.requires_grad:
             continue
         for j in range(out.numel()):
-            g = zeros_like(out)
+            g = zeros_like(out, device="cpu")
             g.numpy(force=True).reshape(-1)[j] = 1.0
+            g = g.to(out.device)
             grads = _grad(out, diff_inputs, g, retain_graph=True, allow_unused=True)
             for n, gi in enumerate(grads):
                 if gi is not None:
@@ -82,18 +100,21 @@ def _fast_check(func, inputs, diff_idx, eps, atol, rtol):
     outs = _outputs(func, inputs)
     vs = [rng.standard_normal(o.shape) for o in outs]
     grads = _grad([o for o in outs], [inputs[i] for i in diff_idx],
-                  [from_numpy(v.astype(o.dtype.np)) for v, o in zip(vs, outs)], allow_unused=True)
+                  [from_numpy(v.astype(o.dtype.np)).to(o.device) for v, o in zip(vs, outs)], allow_unused=True)
     for n, i in enumerate(diff_idx):
         x = inputs[i]
-        view = x.detach().numpy(force=True)
+        view, push = _perturbable(x)
         u = rng.standard_normal(x.shape)
         orig = view.copy()
         with no_grad():
             view[...] = orig + eps * u
+            push()
             plus = [_host(o) for o in _outputs(func, inputs)]
             view[...] = orig - eps * u
+            push()
             minus = [_host(o) for o in _outputs(func, inputs)]
             view[...] = orig
+            push()
         numerical = sum(float(((p - m) / (2 * eps) * v).sum()) for p, m, v in zip(plus, minus, vs))
         analytical = 0.0 if grads[n] is None else float((_host(grads[n]) * u).sum())
         if not np.isclose(analytical, numerical, rtol=rtol, atol=atol):
