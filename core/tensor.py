@@ -713,6 +713,11 @@ def _dev(d, default):
 from . import ops as _ops  # noqa: E402  (ops needs Tensor defined)
 from .ops import elementwise as _ew  # noqa: E402
 
+# Op methods. Below, every op is attached as its *core* op (check, allocate, run a kernel; no
+# graph), so the Tensor is complete without autograd. ``import tritensor`` then runs
+# ``autograd.functions.install``, which rebinds the differentiable ones (arithmetic, math,
+# reductions, matmul, views...) to recording versions; comparisons and logical ops keep these.
+
 
 def _unary_method(op):
     def method(self):
