@@ -7,7 +7,7 @@ Adam adds ``weight_decay * p`` to the gradient; AdamW multiplies ``p`` by ``1 - 
 """
 from __future__ import annotations
 
-from ..autograd.grad_mode import enable_grad, no_grad
+from ..autograd.grad_mode import no_grad
 from ..triton_kernels import optim as _k
 from .optimizer import Optimizer
 
@@ -33,10 +33,7 @@ class Adam(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = self._closure_loss(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for p in group["params"]:

@@ -97,6 +97,16 @@ class Optimizer:
     def step(self, closure=None):
         raise NotImplementedError
 
+    @staticmethod
+    def _closure_loss(closure):
+        """Re-evaluate the model through ``closure`` (with grad on, as step() runs under no_grad)."""
+        if closure is None:
+            return None
+        from ..autograd.grad_mode import enable_grad
+
+        with enable_grad():
+            return closure()
+
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
         for i, g in enumerate(self.param_groups):

@@ -26,12 +26,7 @@ class SGD(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
-        loss = None
-        if closure is not None:
-            from ..autograd.grad_mode import enable_grad
-
-            with enable_grad():
-                loss = closure()
+        loss = self._closure_loss(closure)
         for group in self.param_groups:
             for p in group["params"]:
                 g = self._grads(p, group)
