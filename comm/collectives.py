@@ -245,10 +245,10 @@ class _Op:
         nbytes = 0 if payload is None else payload.nbytes
         return self.eng.send(self.work, peer, self.hdr(tag, nbytes, total), payload, ready, on_done)
 
-    def recv(self, peer, tag, arr=None, on_done=None, total=None):
+    def recv(self, peer, tag, arr=None, on_done=None, total=None, p2p=False):
         target = _bytes(arr) if arr is not None else None
         nbytes = 0 if target is None else target.nbytes
-        return self.eng.recv(self.work, peer, self.hdr(tag, nbytes, total), target, on_done)
+        return self.eng.recv(self.work, peer, self.hdr(tag, nbytes, total), target, on_done, p2p)
 
     def then(self, fn):
         self.work._finalizers.append(fn)
@@ -854,22 +854,47 @@ def isend(tensor, dst, group=None, tag=0):
 
 
 def irecv(tensor, src=None, group=None, tag=0):
-    """Receive into ``tensor`` from global rank ``src`` asynchronously; returns a Work."""
+    """Receive into ``tensor`` from global rank ``src`` asynchronously; returns a Work.
+
+    ``src=None`` receives from any rank, as in torch: ``work.wait()``, then
+    ``work._source_rank()`` is the sender's rank in ``group`` (``recv`` returns its global
+    rank). Matching is MPI's rule: each message goes to the earliest-posted receive that can
+    take it. A receive from a given rank takes that rank's messages in posting order (the
+    tag is checked, not used to reorder); an any-source receive takes the first send/recv
+    message addressed to this rank, from whichever rank, that carries its ``tag`` and is not
+    claimed by a receive posted before it. So a receive from rank 1 posted before
+    ``irecv(t, src=None)`` still gets rank 1's earlier message, and one posted after it gets
+    rank 1's next message if the any-source receive took one. Size and dtype are checked
+    against the sender's header: the receive raises naming the sender, and the sender's next
+    call raises with that reason (sent in band, as for collectives; a send itself completes
+    once its bytes are handed to the network). The wait times out after the group's timeout
+    naming "any rank"; a sender that dies makes it raise naming that rank."""
     pg = _resolve(group, "irecv")
     if pg is None:
         return None
     if src is None:
-        raise ValueError("irecv: src: receiving from any rank is not supported by the tcp backend; pass src")
-    peer = _peer_rank(pg, src, "src", "irecv")
-    if peer == pg.rank():
-        raise ValueError("irecv: src: cannot receive from this rank itself")
+        if pg.size() < 2:
+            raise ValueError("irecv: src=None: this group has no other rank to receive from")
+        peer = None
+    else:
+        peer = _peer_rank(pg, src, "src", "irecv")
+        if peer == pg.rank():
+            raise ValueError("irecv: src: cannot receive from this rank itself")
     buf = _Buf(tensor, "tensor", write=True)
     tag = _tag(tag)
 
     def build():
-        o = _Op(pg, P2P, f"recv from rank {src}", buf.dtype, buf.numel, 0, [tensor],
-                seq=pg.next_p2p(pg._p2p_recvd, peer))
-        o.recv(peer, tag, buf.flat)
+        # The "#n" in the name counts receives posted from that source; the sequence number
+        # checked against the sender's header is stamped by the engine when the message arrives.
+        if peer is None:
+            o = _Op(pg, P2P, "recv from any rank", buf.dtype, buf.numel, 0, [tensor],
+                    seq=pg.next_p2p(pg._p2p_recvd, "any"))
+            o.eng.recv_any(o.work, o.hdr(tag, buf.flat.nbytes), _bytes(buf.flat))
+        else:
+            o = _Op(pg, P2P, f"recv from rank {src}", buf.dtype, buf.numel, 0, [tensor],
+                    seq=pg.next_p2p(pg._p2p_recvd, peer))
+            o.recv(peer, tag, buf.flat, p2p=True)
+            o.work._source = peer
         o.then(buf.writeback)
         return o
 
@@ -884,9 +909,14 @@ def send(tensor, dst, group=None, tag=0) -> None:
 
 
 def recv(tensor, src=None, group=None, tag=0) -> int:
-    """Receive into ``tensor`` from global rank ``src``; returns ``src`` (as torch does)."""
+    """Receive into ``tensor`` from global rank ``src``, or from any rank when ``src`` is None
+    (see :func:`irecv` for how messages are matched); returns the sender's global rank, or
+    -1 on a rank outside ``group`` (as torch does)."""
     w = irecv(tensor, src, group, tag)
-    if w is not None:
-        w.wait()
-    return src
+    if w is None:
+        return -1
+    w.wait()
+    if src is not None:
+        return src
+    return _resolve(group, "recv").global_ranks[w._source_rank()]
 

@@ -91,7 +91,10 @@ class ProcessGroup:
         self.timeout = timeout
         self._seq = 0
         self._p2p_sent: dict[int, int] = {}
-        self._p2p_recvd: dict[int, int] = {}
+        # Receives posted per source ("any" for src=None), to name them; the sequence numbers
+        # that headers check are counted by the engine as messages arrive (an any-source
+        # receive learns its sender only then).
+        self._p2p_recvd: dict = {}
         self.scratch_pool: list = []  # reusable ring buffers (see collectives._Op.scratch)
         peers = connect_mesh(store, prefix, rank, self._size, self.global_ranks, bind_host, secret, timeout)
         self.engine = Engine(rank, self.global_ranks[rank], peers, self._report_failure,

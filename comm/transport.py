@@ -20,6 +20,14 @@ Why this shape:
 * **Every message carries a 32-byte header** (:mod:`.framing`) that the receiver compares
   with what it expects. Payload bytes go straight into the destination buffer: the header
   and the payload arrive with one scatter read (``recvmsg_into``).
+* **Receives from any rank** (``recv(tensor, src=None)``) wait in the engine, not in one
+  peer's queue. While one was posted before a peer's next own receive, that peer's next
+  header is read on its own and routed (:meth:`Engine._route`): a message goes to the
+  earliest-posted receive that can take it, as in MPI. An any-source receive takes only
+  send/recv messages with its tag; a peer's own receives take its messages in order. So a
+  specific receive posted earlier still gets its peer's earlier message, and collectives
+  are never disturbed. Send/recv sequence numbers (checked in headers) count the messages
+  taken from each peer and are stamped when a header arrives.
 * **Failure is final and loud.** A peer that closes its socket, a header that does not
   match, or a deadline that passes poisons the engine: the reason goes to the store (the
   first one wins) and, in band, to every peer whose stream is at a message boundary (an
@@ -44,7 +52,7 @@ import zlib
 
 from . import auth
 from .errors import DistBackendError, DistNetworkError, DistTimeoutError
-from .framing import DATA, DATA_MAGIC, pack_data_header
+from .framing import DATA, DATA_MAGIC, DATA_VERSION, pack_data_header
 from .future import Future
 
 __all__ = ["Work", "Engine", "Peer", "connect_mesh", "OP_NAMES"]
@@ -111,10 +119,15 @@ class _Send:
 
 
 class _Recv:
-    __slots__ = ("expect", "hdr", "hview", "hpos", "target", "tpos", "tlen", "work", "on_done")
+    __slots__ = ("expect", "hdr", "hview", "hpos", "target", "tpos", "tlen", "work", "on_done", "order", "p2p")
 
-    def __init__(self, expect: bytes, target: memoryview | None, work, on_done):
+    def __init__(self, expect: bytes, target: memoryview | None, work, on_done, order: int = 0, p2p: bool = False):
         self.expect = expect
+        self.order = order  # posting order among all receives of the engine (see _AnyRecv)
+        # A send/recv receive: its sequence number is stamped when its header arrives (the
+        # count of send/recv messages taken from that peer), because an any-source receive
+        # posted earlier may take one of that peer's messages first.
+        self.p2p = p2p
         self.hdr = bytearray(HDR)
         self.hview = memoryview(self.hdr)
         self.hpos = 0
@@ -125,10 +138,33 @@ class _Recv:
         self.on_done = on_done
 
 
+class _AnyRecv:
+    """A send/recv receive from any rank (``recv(tensor, src=None)``), not yet matched.
+
+    It waits in the engine's ``anyq`` rather than in one peer's queue. When it claims a
+    peer's message it becomes an ordinary :class:`_Recv` at the front of that peer's queue,
+    with the header already read (see :meth:`Engine._route`)."""
+
+    __slots__ = ("expect", "tag", "target", "work", "on_done", "order")
+
+    def __init__(self, expect: bytes, target: memoryview | None, work, on_done, order: int):
+        self.expect = expect  # sequence number 0: stamped for the peer it claims
+        self.tag = DATA.unpack(expect)[6]
+        self.target = target
+        self.work = work
+        self.on_done = on_done
+        self.order = order
+
+    def describe(self) -> str:
+        h = DATA.unpack(self.expect)
+        return f"a message ({h[8]} x {DTYPE_NAMES.get(h[3], h[3])}, tag {self.tag}) from any rank"
+
+
 class Peer:
     """One connected peer: its socket and the FIFO queues of posted sends and receives."""
 
-    __slots__ = ("rank", "grank", "sock", "fd", "addr", "sendq", "recvq", "wblocked", "early", "left", "mask")
+    __slots__ = ("rank", "grank", "sock", "fd", "addr", "sendq", "recvq", "wblocked", "early", "left", "mask",
+                 "p2p_recvd", "shdr", "sview", "shpos")
 
     def __init__(self, rank: int, grank: int, sock: socket.socket, addr: str):
         self.rank = rank  # rank in the group
@@ -142,6 +178,12 @@ class Peer:
         self.early = False  # bytes of a later operation are waiting: stop watching until a recv is posted
         self.left = False  # the peer said goodbye (destroy_process_group)
         self.mask = 0
+        self.p2p_recvd = 0  # send/recv messages taken from this peer: the next one's sequence number - 1
+        # A header read on its own, before we know which receive takes its message (only
+        # while an any-source receive may claim it; see Engine._route). shpos: bytes read.
+        self.shdr = bytearray(HDR)
+        self.sview = memoryview(self.shdr)
+        self.shpos = 0
 
     def name(self) -> str:
         return f"rank {self.grank} ({self.addr})"
@@ -163,6 +205,8 @@ class Work:
         self._exc: BaseException | None = None
         self._result = result  # the value of get_future(): the output tensors
         self._future = Future(name=what)
+        # Receives: the sender's group rank; -1 for an any-source receive until it matches.
+        self._source = None
 
     # torch.distributed.Work API ----------------------------------------------------
     def is_completed(self) -> bool:
@@ -191,6 +235,15 @@ class Work:
 
     def get_future(self) -> Future:
         return self._future
+
+    def _source_rank(self) -> int:
+        """Group rank a completed receive got its message from, as torch's ``Work._source_rank()``
+        (``recv(src=None)`` turns it into a global rank)."""
+        if self._source is None:
+            raise RuntimeError(f"{self.what}: _source_rank() is only defined for receives")
+        if not self.is_success():
+            raise RuntimeError(f"{self.what}: _source_rank() needs a receive that completed; call wait() first")
+        return self._source
 
     def result(self):
         self.wait()
@@ -239,6 +292,9 @@ class Engine:
         for p in peers.values():
             p.sock.setblocking(False)
         self._bg = None
+        self._order = 0  # receives posted so far: orders specific and any-source receives
+        self._anyq: collections.deque[_AnyRecv] = collections.deque()  # unmatched, in posting order
+        self._reroute = False  # a receive was posted: a header read earlier may have a taker now
 
     # -- posting (caller holds the lock: use `with engine.posting():`) ----------------
     def posting(self):
@@ -260,12 +316,26 @@ class Engine:
         p.sendq.append(req)
         return req
 
-    def recv(self, work: Work, peer: int, expect: bytes, target=None, on_done=None) -> _Recv:
+    def recv(self, work: Work, peer: int, expect: bytes, target=None, on_done=None, p2p=False) -> _Recv:
         p = self.peers[peer]
-        req = _Recv(expect, target, work, on_done)
+        self._order += 1
+        req = _Recv(expect, target, work, on_done, self._order, p2p)
         work._pending += 1
         p.recvq.append(req)
         p.early = False
+        self._reroute = self._reroute or p.shpos == HDR
+        return req
+
+    def recv_any(self, work: Work, expect: bytes, target=None, on_done=None) -> _AnyRecv:
+        """Post a send/recv receive that takes a message from whichever peer (see :meth:`_route`)."""
+        self._order += 1
+        req = _AnyRecv(expect, target, work, on_done, self._order)
+        work._pending += 1
+        work._source = -1
+        self._anyq.append(req)
+        for p in self.peers.values():
+            p.early = False  # look at every peer's next message again: it may be for this receive
+            self._reroute = self._reroute or p.shpos == HDR
         return req
 
     def finish_posting(self, work: Work, async_op: bool):
@@ -398,6 +468,13 @@ class Engine:
         """Progress every socket until ``work`` is done or ``deadline`` passes (lock held)."""
         peers = self.peers
         while not work._done:
+            if self._reroute:  # a new receive may take a header that waits, already read
+                self._reroute = False
+                for p in peers.values():
+                    if p.shpos == HDR and p.sock is not None:
+                        self._pump(p)
+                if work._done:
+                    return
             # Push whatever is ready and not known to be blocked: cheap and usually enough
             # for small messages to leave without waiting for poll.
             for p in peers.values():
@@ -427,7 +504,7 @@ class Engine:
                 if p is None or p.sock is None:
                     continue
                 if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                    if p.recvq:
+                    if p.recvq or p.shpos or self._any_first(p):
                         self._pump(p)
                     else:
                         self._idle_readable(p)
@@ -452,6 +529,8 @@ class Engine:
     def _current_what(self, p: Peer) -> str:
         if p.recvq:
             return p.recvq[0].work.what
+        if self._anyq:
+            return self._anyq[0].work.what
         if p.sendq:
             return p.sendq[0].work.what
         for w in self._works:
@@ -493,37 +572,125 @@ class Engine:
         p.wblocked = False
 
     def _pump(self, p: Peer):
+        """Read p's messages into the receives that take them, until the socket is drained.
+
+        Messages from one peer are taken in the order the receives were posted: the head of
+        ``p.recvq`` reads header and payload straight into place. Where an any-source receive
+        was posted before that head (or p has no receive posted), the next header is read on
+        its own first and :meth:`_route` decides who takes the message."""
         q = p.recvq
-        sock = p.sock
-        while q:
-            req = q[0]
-            try:
-                if req.hpos < HDR:
-                    if req.tpos < req.tlen:
-                        n = sock.recvmsg_into([req.hview[req.hpos:], req.target[req.tpos:]])[0]
-                    else:
-                        n = sock.recv_into(req.hview[req.hpos:])
-                    want = HDR - req.hpos + req.tlen - req.tpos
-                    h = min(n, HDR - req.hpos)
-                    req.hpos += h
-                    req.tpos += n - h
-                    if req.hpos == HDR and req.hdr != req.expect:
-                        raise self._mismatch(p, req, bytes(req.target[:req.tpos]) if req.tpos else b"")
-                else:
-                    want = req.tlen - req.tpos
-                    n = sock.recv_into(req.target[req.tpos:])
-                    req.tpos += n
-            except (BlockingIOError, InterruptedError):
+        while True:
+            if p.shpos or self._any_first(p):
+                if not self._read_header(p) or not self._route(p):
+                    return  # drained mid-header, the peer left, or nobody takes the message yet
+            if not q:
                 return
-            except OSError as e:
-                raise self._peer_error(p, e, "receiving") from None
-            if n == 0:
-                raise self._peer_error(p, None, "receiving")
-            if req.hpos == HDR and req.tpos == req.tlen:
-                q.popleft()
-                self._req_done(req)
-            elif n < want:
-                return  # drained the socket; poll will tell us when more arrives
+            req = q[0]
+            if req.hpos < HDR or req.tpos < req.tlen:
+                sock = p.sock
+                try:
+                    if req.hpos < HDR:
+                        if req.tpos < req.tlen:
+                            n = sock.recvmsg_into([req.hview[req.hpos:], req.target[req.tpos:]])[0]
+                        else:
+                            n = sock.recv_into(req.hview[req.hpos:])
+                        want = HDR - req.hpos + req.tlen - req.tpos
+                        h = min(n, HDR - req.hpos)
+                        req.hpos += h
+                        req.tpos += n - h
+                        if req.hpos == HDR:
+                            self._check_header(p, req, bytes(req.target[:req.tpos]) if req.tpos else b"")
+                    else:
+                        want = req.tlen - req.tpos
+                        n = sock.recv_into(req.target[req.tpos:])
+                        req.tpos += n
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError as e:
+                    raise self._peer_error(p, e, "receiving") from None
+                if n == 0:
+                    raise self._peer_error(p, None, "receiving")
+                if not (req.hpos == HDR and req.tpos == req.tlen):
+                    if n < want:
+                        return  # drained the socket; poll will tell us when more arrives
+                    continue
+            q.popleft()
+            self._req_done(req)
+
+    def _check_header(self, p: Peer, req: _Recv, have: bytes = b""):
+        """Compare a complete header with what ``req`` expects (stamping a send/recv sequence number)."""
+        if req.p2p:
+            p.p2p_recvd += 1
+            h = list(DATA.unpack(req.expect))
+            h[7] = p.p2p_recvd & 0xFFFFFFFF
+            req.expect = DATA.pack(*h)
+        if req.hdr != req.expect:
+            raise self._mismatch(p, req, have)
+
+    def _any_first(self, p: Peer) -> bool:
+        """Whether an any-source receive was posted before p's next own receive (which has not
+        started reading), so that it may claim p's next message."""
+        if not self._anyq or p.left or p.sock is None:
+            return False
+        q = p.recvq
+        return not q or (q[0].hpos == 0 and self._anyq[0].order < q[0].order)
+
+    def _read_header(self, p: Peer) -> bool:
+        """Read p's next header into ``p.shdr``; True once it is complete."""
+        if p.shpos == HDR:
+            return True
+        try:
+            n = p.sock.recv_into(p.sview[p.shpos:])
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as e:
+            raise self._peer_error(p, e, "receiving") from None
+        if n == 0:
+            raise self._peer_error(p, None, "receiving")
+        p.shpos += n
+        return p.shpos == HDR
+
+    def _route(self, p: Peer) -> bool:
+        """Hand the header in ``p.shdr`` to the receive that takes its message; False if none does yet.
+
+        The matching rule (MPI's): a message goes to the earliest-posted receive that can
+        take it. An any-source receive can take a send/recv message with its tag; p's own
+        receives (``p.recvq``, posted in order) take p's messages in order, whatever they
+        are. So the earliest-posted any-source receive with that tag, if posted before the
+        head of ``p.recvq``, claims the message; otherwise that head takes it and checks the
+        header as usual (a collective's message, another tag, or a mismatch it reports). A
+        message that nobody takes stays here until a receive is posted."""
+        h = DATA.unpack(bytes(p.shdr))
+        ours = h[0] == DATA_MAGIC and h[1] == DATA_VERSION
+        if ours and h[2] == ABORT:
+            p.shpos = 0
+            what = self._current_what(p)
+            raise DistBackendError(f"{what + ': ' if what else ''}{p.name()} aborted the group: "
+                                   f"{self._read_reason(p, h[9], b'')}")
+        if ours and h[2] == BYE:
+            p.shpos = 0
+            p.left = True
+            return False
+        q = p.recvq
+        head = q[0].order if q else None
+        a = None
+        if ours and h[2] == P2P:
+            a = next((a for a in self._anyq if (head is None or a.order < head) and a.tag == h[6]), None)
+        if a is not None:
+            self._anyq.remove(a)
+            req = _Recv(a.expect, a.target, a.work, a.on_done, a.order, p2p=True)
+            q.appendleft(req)
+            a.work._source = p.rank
+        elif q:
+            req = q[0]
+        else:
+            p.early = True  # stop watching p until a receive is posted (then _reroute)
+            return False
+        req.hdr[:] = p.shdr
+        req.hpos = HDR
+        p.shpos = 0
+        self._check_header(p, req)
+        return True
 
     def _idle_readable(self, p: Peer):
         """Bytes or EOF from a peer we expect nothing from right now."""
@@ -561,7 +728,7 @@ class Engine:
         """The peer's ABORT notice, if one waits unread where our next header would start.
 
         A send can fail (broken pipe) before we read what the peer said on its way out."""
-        if p.sock is None or (p.recvq and p.recvq[0].hpos > 0):
+        if p.sock is None or p.shpos or (p.recvq and p.recvq[0].hpos > 0):
             return None
         try:
             data = p.sock.recv(HDR, socket.MSG_PEEK | socket.MSG_DONTWAIT)
@@ -627,7 +794,7 @@ class Engine:
 
     # -- failure -----------------------------------------------------------------------
     def _timeout_message(self, work: Work, deadline: float) -> str:
-        waits = []
+        waits = [f"to receive {a.describe()}" for a in self._anyq if a.work is work]
         for p in self.peers.values():
             r = next((r for r in p.recvq if r.work is work), None)
             if r is not None:
@@ -651,6 +818,7 @@ class Engine:
             if first and first != str(exc):
                 exc = type(exc)(f"{exc}\n  first failure reported in this group: {first}")
         self._error = exc
+        self._anyq.clear()
         log.debug("process group failed: %s", exc)
         reason = str(exc).encode("utf-8", "replace")[:MAX_REASON]
         notice = pack_data_header(ABORT, 0, 0, 0, 0, 0, len(reason)) + reason
@@ -679,6 +847,7 @@ class Engine:
         """Say goodbye to every peer and close (destroy_process_group)."""
         with self._cond:
             self._closed = True
+            self._anyq.clear()
             bye = pack_data_header(BYE, 0, 0, 0, 0, 0, 0)
             for p in self.peers.values():
                 if p.sock is None:

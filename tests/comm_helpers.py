@@ -470,3 +470,157 @@ def device_copy_fails(rank, world):
     except Exception as e:
         return f"{type(e).__name__}: {e}"
     return "no error"
+
+
+# --------------------------------------------------------------- any-source receives
+# Phases are separated by barriers: a barrier is a collective, which an any-source receive
+# never takes, so no phase's message can be claimed by another phase's receive.
+
+def any_source(rank, world):
+    """recv/irecv with src=None: senders collected once each, ranks returned, MPI ordering."""
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    def payload(sender, phase, n=4):
+        return np.arange(n, dtype=np.float32) + 100 * sender + 10 * phase
+
+    def got(t, sender, phase, what):
+        assert np.array_equal(t.numpy(), payload(sender, phase, t.numel())), (what, t.tolist(), sender)
+
+    # 1. rank 0 receives from any rank once per other rank: each sender exactly once
+    if rank == 0:
+        seen = []
+        for _ in range(world - 1):
+            t = tt.zeros(4)
+            src = dist.recv(t)
+            got(t, src, 1, "recv(src=None)")
+            seen.append(src)
+        assert sorted(seen) == list(range(1, world)), seen
+    else:
+        dist.send(tt.from_numpy(payload(rank, 1)), dst=0)
+    dist.barrier()
+    # 2. a ring: every rank irecv(src=None) while its left neighbour sends to it
+    left, right = (rank - 1) % world, (rank + 1) % world
+    t = tt.zeros(3, dtype=tt.float32)
+    w = dist.irecv(t)
+    s = dist.isend(tt.from_numpy(payload(rank, 2, 3)), dst=right)
+    assert w.wait() and s.wait()
+    assert w._source_rank() == left, w._source_rank()
+    got(t, left, 2, "irecv(src=None)")
+    dist.barrier()
+    # 3. rank 1 sends A then B then C then D to rank 0
+    if rank == 1:
+        for phase in (30, 31, 32, 33):
+            dist.send(tt.from_numpy(payload(1, phase)), dst=0)
+    elif rank == 0:
+        ts = [tt.zeros(4) for _ in range(4)]
+        w_a = dist.irecv(ts[0], src=1)  # a specific receive posted first keeps its peer's first message
+        w_b = dist.irecv(ts[1])
+        w_c = dist.irecv(ts[2])  # any-source posted before a specific one takes the earlier message
+        w_d = dist.irecv(ts[3], src=1)
+        for w in (w_d, w_c, w_b, w_a):  # waiting out of order changes nothing
+            w.wait()
+        assert (w_b._source_rank(), w_c._source_rank(), w_d._source_rank()) == (1, 1, 1)
+        for t, phase in zip(ts, (30, 31, 32, 33)):
+            got(t, 1, phase, f"ordering phase {phase}")
+        # the engine's sequence numbers stayed in step with rank 1's sends: one more, specific
+    dist.barrier()
+    if world >= 3:
+        # 4. tags: an any-source receive takes only its tag; rank 2's other-tag message
+        # goes to the specific receive posted after it
+        if rank == 2:
+            dist.send(tt.from_numpy(payload(2, 40)), dst=0, tag=6)
+            dist.send(tt.from_numpy(payload(2, 41)), dst=0, tag=5)
+        elif rank == 0:
+            t5, t6 = tt.zeros(4), tt.zeros(4)
+            w5 = dist.irecv(t5, tag=5)
+            w6 = dist.irecv(t6, src=2, tag=6)
+            w6.wait()
+            w5.wait()
+            assert w5._source_rank() == 2
+            got(t6, 2, 40, "tag 6")
+            got(t5, 2, 41, "tag 5")
+        dist.barrier()
+    # 5. an any-source receive pending across a collective: it never takes a collective's message
+    x = tt.full((5,), float(rank + 1))
+    if rank == 0:
+        t = tt.zeros(4)
+        w = dist.irecv(t)
+        dist.all_reduce(x)
+        w.wait()
+        assert w._source_rank() == world - 1
+        got(t, world - 1, 5, "across all_reduce")
+    else:
+        dist.all_reduce(x)
+        if rank == world - 1:
+            dist.send(tt.from_numpy(payload(rank, 5)), dst=0)
+    assert x.tolist() == [float(sum(range(1, world + 1)))] * 5
+    dist.barrier()
+    # 6. zero elements, and a specific receive after all of the above still matches
+    if rank == 1:
+        dist.send(tt.zeros(0), dst=0)
+        dist.send(tt.from_numpy(payload(1, 6)), dst=0)
+    elif rank == 0:
+        assert dist.recv(tt.zeros(0)) == 1
+        t = tt.zeros(4)
+        assert dist.recv(t, src=1) == 1
+        got(t, 1, 6, "specific after any-source")
+    dist.barrier()
+    return True
+
+
+def any_source_timeout(rank, world):
+    """Nobody sends: rank 0's any-source wait times out naming "any rank"; rank 1 hears why."""
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    start = time.monotonic()
+    try:
+        if rank == 0:
+            dist.irecv(tt.zeros(4)).wait(timeout=1.0)
+        else:
+            dist.recv(tt.zeros(4), src=0)
+    except Exception as e:
+        return f"{type(e).__name__}: {e}", time.monotonic() - start
+    return "no error", time.monotonic() - start
+
+
+def any_source_mismatch(rank, world):
+    """Rank 1 sends 5 elements to an any-source receive of 4: rank 0 raises, rank 1's next call too."""
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    dist.barrier()
+    try:
+        if rank == 0:
+            dist.recv(tt.zeros(4))
+        elif rank == 1:
+            dist.send(tt.ones(5), dst=0)  # handed to the network: returns before rank 0 looks
+        dist.barrier()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+
+def any_source_sender_dies(rank, world):
+    """Rank 0 takes rank 1's message from any rank, then waits again while rank 2 is killed."""
+    import signal
+
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    if rank == 1:
+        dist.send(tt.ones(4), dst=0)
+        return "sent"
+    if rank == 2:
+        dist.recv(tt.zeros(1), src=0)  # rank 0 got rank 1's message: now die
+        os.kill(os.getpid(), signal.SIGKILL)
+    assert dist.recv(tt.zeros(4)) == 1
+    dist.send(tt.zeros(1), dst=2)
+    start = time.monotonic()
+    try:
+        dist.recv(tt.zeros(4))
+    except Exception as e:
+        return f"{type(e).__name__}: {e}", time.monotonic() - start
+    return "no error", time.monotonic() - start
