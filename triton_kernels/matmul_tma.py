@@ -8,7 +8,7 @@ block shapes set per config by a pre-hook) extended to read either operand trans
 a descriptor is built over whichever layout has unit stride, and the kernel transposes the
 tile in shared memory (``.T`` is free for ``tl.dot``).
 
-Scope: 2-D problems, fp16/bf16 (and fp32 when TF32 is allowed), no epilogue, sizes large
+Scope: 2-D problems, fp16/bf16 (fp32 tiles of these configs overflow shared memory), no epilogue, sizes large
 enough that persistence pays. Everything else goes to ``matmul.py``'s general kernel, which
 is also what CPU mode and pre-Hopper GPUs run. This file cannot run in Triton's interpreter
 (TMA is hardware), so it is only ever selected in GPU mode on compute capability 9.x.
@@ -90,12 +90,11 @@ def usable(out, a, b) -> bool:
     """Is this problem one the Hopper kernel handles (and should)?"""
     if not (ENABLED and mode.GPU and a.ndim == 2 and a.device.type == "cuda"):
         return False
-    if a.dtype.name not in ("float16", "bfloat16", "float32"):
+    if a.dtype.name not in ("float16", "bfloat16"):
+        # fp32: every config below needs > 228 KB of shared memory at 4 bytes/element (128x128x64
+        # x 3 stages = 262 KB), so all would fail with OutOfResources and the autotuner's pick
+        # would raise; IEEE fp32 has no wgmma path anyway. The general kernel takes fp32.
         return False
-    from ..backends import cuda as _backends
-
-    if a.dtype.name == "float32" and not _backends.matmul.allow_tf32:
-        return False  # IEEE fp32 has no wgmma path; the general kernel is as good
     M, K = a.shape
     N = b.shape[1]
     if min(M, N, K) < MIN_DIM:
