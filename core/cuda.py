@@ -66,6 +66,8 @@ def _cu_device(index: int | None = None):
             d = _devices.get(index)
             if d is None:
                 d = Device(index)
+                d.set_current()
+                _keep_pool_cached(d)
                 _devices[index] = d
     # The driver's current context is per thread: make it current in every thread that asks.
     made_current = getattr(_local, "current_ctx", None)
@@ -73,6 +75,24 @@ def _cu_device(index: int | None = None):
         d.set_current()
         _local.current_ctx = index
     return d
+
+
+def _keep_pool_cached(d) -> None:
+    """Let the device's pool keep freed memory (PyTorch's caching behaviour).
+
+    A CUDA memory pool's default release threshold is 0: every synchronize hands unused memory
+    back to the driver and the next allocation pays for it again. ``empty_cache()`` trims.
+    """
+    from cuda.bindings import driver
+
+    attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+    try:
+        memory._check(driver.cuMemPoolSetAttribute(d.memory_resource.handle, attr, driver.cuuint64_t(2**64 - 1)))
+    except Exception as e:  # slower, not wrong: say so once
+        import warnings
+
+        warnings.warn(f"tritensor.cuda: could not raise the memory pool's release threshold ({e}); "
+                      "freed memory will go back to the driver at each synchronize")
 
 
 def current_device() -> int:
