@@ -166,11 +166,12 @@ class Stream:
     def wait_stream(self, stream: "Stream") -> None:
         self.wait_event(stream.record_event())
 
+    # Every device's default stream has the same handle: the device is part of the identity.
     def __eq__(self, other) -> bool:
-        return isinstance(other, Stream) and self.cuda_stream == other.cuda_stream
+        return isinstance(other, Stream) and self.device == other.device and self.cuda_stream == other.cuda_stream
 
     def __hash__(self) -> int:
-        return hash(self.cuda_stream)
+        return hash((self.device.index, self.cuda_stream))
 
     def __repr__(self) -> str:
         return f"<tritensor.cuda.Stream device={self.device} cuda_stream={self.cuda_stream:#x}>"
