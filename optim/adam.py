@@ -4,6 +4,8 @@
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 
 Adam adds ``weight_decay * p`` to the gradient; AdamW multiplies ``p`` by ``1 - lr * wd``.
+With ``amsgrad=True`` the denominator uses ``max_exp_avg_sq = max(max_exp_avg_sq, v)`` (state
+``max_exp_avg_sq``, as torch) in place of ``v``.
 """
 from __future__ import annotations
 
@@ -26,10 +28,8 @@ class Adam(Optimizer):
                 raise ValueError(f"Invalid beta parameter at index {i}: {b}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if amsgrad:
-            raise NotImplementedError("amsgrad=True is not implemented")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=False, maximize=maximize))
+                                      amsgrad=bool(amsgrad), maximize=maximize))
 
     @no_grad()
     def step(self, closure=None):
@@ -45,10 +45,13 @@ class Adam(Optimizer):
                     state["step"] = 0
                     state["exp_avg"] = p.detach().new_zeros(p.shape)
                     state["exp_avg_sq"] = p.detach().new_zeros(p.shape)
+                if group["amsgrad"] and "max_exp_avg_sq" not in state:
+                    state["max_exp_avg_sq"] = p.detach().new_zeros(p.shape)
                 state["step"] += 1
                 _k.adam_step(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"], lr=group["lr"],
                              beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                             decoupled=self._decoupled, maximize=group["maximize"])
+                             decoupled=self._decoupled, maximize=group["maximize"],
+                             max_exp_avg_sq=state["max_exp_avg_sq"] if group["amsgrad"] else None)
                 p._bump_version()
         return loss
 

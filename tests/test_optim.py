@@ -34,19 +34,28 @@ def sgd_ref(w, grads, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nestero
     return w
 
 
-def adam_ref(w, grads, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled=False):
+def adam_ref(w, grads, lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, decoupled=False, amsgrad=False,
+             store=None):
+    """PyTorch's Adam/AdamW step in float64. ``store``: the NumPy dtype the parameter and states are
+    kept in between steps (the kernel rounds each on store), so several low-precision steps can be
+    compared at the dtype's own tolerance."""
+    rnd = (lambda a: f64(a.astype(store))) if store is not None else (lambda a: a)
     w = f64(w)
     m = np.zeros_like(w)
     v = np.zeros_like(w)
+    vmax = np.zeros_like(w)
     for t, g in enumerate(grads, 1):
         d = f64(g)
         if decoupled:
             w = w * (1 - lr * weight_decay)
         else:
             d = d + weight_decay * w
-        m = betas[0] * m + (1 - betas[0]) * d
-        v = betas[1] * v + (1 - betas[1]) * d * d
-        w = w - lr / (1 - betas[0] ** t) * m / (np.sqrt(v) / np.sqrt(1 - betas[1] ** t) + eps)
+        m = rnd(betas[0] * m + (1 - betas[0]) * d)
+        v = rnd(betas[1] * v + (1 - betas[1]) * d * d)
+        if amsgrad:  # torch: torch.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq); denom uses it
+            vmax = np.maximum(vmax, v)
+        w = rnd(w - lr / (1 - betas[0] ** t) * m / (np.sqrt(vmax if amsgrad else v) / np.sqrt(1 - betas[1] ** t)
+                                                    + eps))
     return w
 
 
@@ -116,6 +125,51 @@ def test_adam_one_step_each_dtype(dtype):
     # one step moves each weight by ~lr: compare the change, not just the (much larger) weight
     ref = adam_ref(w0, grads[:1], lr=0.01, weight_decay=1e-2, decoupled=True)
     assert_close(p.detach(), ref, dtype)
+
+
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW], ids=lambda c: c.__name__)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_amsgrad_matches_reference_over_steps(cls, dtype):
+    rng = np.random.default_rng(7)
+    n = 37
+    w0 = rng.standard_normal(n).astype(NP[dtype])
+    g = rng.standard_normal(n)
+    # shrinking then growing gradients: v falls below its running max, so amsgrad changes the update
+    grads = [(g * s).astype(NP[dtype]) for s in (3.0, 0.3, 0.1, 0.5)]
+    kw = dict(lr=0.1, betas=(0.8, 0.9), weight_decay=0.05)
+    p = tt.nn.Parameter(tt.tensor(w0, dtype=dtype))
+    opt = run(cls, p, grads, amsgrad=True, **kw)
+    decoupled = cls is optim.AdamW
+    store = None if dtype is tt.float64 else NP[dtype]
+    ref = adam_ref(w0, grads, decoupled=decoupled, amsgrad=True, store=store, **kw)
+    assert_close(p.detach(), ref, dtype)
+    plain = adam_ref(w0, grads, decoupled=decoupled, amsgrad=False, store=store, **kw)
+    assert not np.allclose(ref, plain, **TOL[dtype])  # the case really exercises the max
+    st = opt.state[p]
+    assert set(st) == {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"} and st["max_exp_avg_sq"].dtype is dtype
+    v = st["exp_avg_sq"].numpy().astype(np.float64)
+    assert (st["max_exp_avg_sq"].numpy().astype(np.float64) >= v).all()
+    assert opt.param_groups[0]["amsgrad"] is True
+
+
+def test_amsgrad_state_dict_round_trip():
+    rng = np.random.default_rng(8)
+    w0 = rng.standard_normal(5)
+    grads = [rng.standard_normal(5) * s for s in (2.0, 0.2, 0.1, 1.0)]
+    kw = dict(lr=0.05, amsgrad=True)
+    p = tt.nn.Parameter(tt.tensor(w0))
+    opt = run(optim.Adam, p, grads[:2], **kw)
+    sd = opt.state_dict()
+    assert "max_exp_avg_sq" in sd["state"][0] and sd["param_groups"][0]["amsgrad"] is True
+    p2 = tt.nn.Parameter(p.detach().clone())
+    opt2 = optim.Adam([p2], lr=0.05)  # amsgrad=False here: the loaded group turns it on
+    opt2.load_state_dict(sd)
+    assert opt2.param_groups[0]["amsgrad"] is True
+    assert_close(opt2.state[p2]["max_exp_avg_sq"], opt.state[p]["max_exp_avg_sq"].numpy(), tt.float64)
+    for g in grads[2:]:
+        p2.grad = tt.tensor(g)
+        opt2.step()
+    assert_close(p2.detach(), adam_ref(w0, grads, lr=0.05, amsgrad=True), tt.float64)
 
 
 def test_params_without_grad_are_skipped_and_noncontiguous_grad_is_fine():

@@ -39,8 +39,9 @@ def _sgd_kernel(p, g, buf, n, lr, weight_decay, momentum, dampening,
 
 
 @triton.jit
-def _adam_kernel(p, g, exp_avg, exp_avg_sq, n, lr, beta1, beta2, eps, weight_decay, bias_c1, bias_c2_sqrt,
-                 DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
+def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, n, lr, beta1, beta2, eps, weight_decay, bias_c1,
+                 bias_c2_sqrt, DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
+                 BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
@@ -56,6 +57,9 @@ def _adam_kernel(p, g, exp_avg, exp_avg_sq, n, lr, beta1, beta2, eps, weight_dec
     v = tl.load(exp_avg_sq + offs, mask=mask).to(F) * beta2 + (1.0 - beta2) * d * d
     tl.store(exp_avg + offs, m.to(exp_avg.dtype.element_ty), mask=mask)
     tl.store(exp_avg_sq + offs, v.to(exp_avg_sq.dtype.element_ty), mask=mask)
+    if AMSGRAD:  # the denominator uses the running max of the second moments (v itself stays the EMA)
+        v = tl.maximum(tl.load(max_exp_avg_sq + offs, mask=mask).to(F), v)
+        tl.store(max_exp_avg_sq + offs, v.to(max_exp_avg_sq.dtype.element_ty), mask=mask)
     denom = tl.sqrt(v) / bias_c2_sqrt + eps
     tl.store(p + offs, (w - (lr / bias_c1) * m / denom).to(p.dtype.element_ty), mask=mask)
 
@@ -70,12 +74,16 @@ def sgd_step(p, g, buf, *, lr, weight_decay, momentum, dampening, nesterov, maxi
            MAXIMIZE=bool(maximize), BLOCK=ELEMENTWISE_BLOCK)
 
 
-def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize) -> None:
+def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize,
+              max_exp_avg_sq=None) -> None:
+    """One Adam/AdamW update in place; ``max_exp_avg_sq`` given means amsgrad (it is updated too)."""
     n = p.numel()
     if n == 0:
         return
     bias_c1 = 1.0 - beta1 ** step
     bias_c2_sqrt = (1.0 - beta2 ** step) ** 0.5
-    launch(_adam_kernel, grid_1d(n, ELEMENTWISE_BLOCK), p, g, exp_avg, exp_avg_sq, n, float(lr), float(beta1),
-           float(beta2), float(eps), float(weight_decay), float(bias_c1), float(bias_c2_sqrt),
-           DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), BLOCK=ELEMENTWISE_BLOCK)
+    ams = max_exp_avg_sq is not None
+    launch(_adam_kernel, grid_1d(n, ELEMENTWISE_BLOCK), p, g, exp_avg, exp_avg_sq, max_exp_avg_sq if ams else exp_avg_sq,
+           n, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), float(bias_c1),
+           float(bias_c2_sqrt), DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams,
+           BLOCK=ELEMENTWISE_BLOCK)
