@@ -244,10 +244,51 @@ def test_max_dim_gradient_goes_to_returned_index():
     assert_close(x.grad, [[0.0, 1.0, 0.0]] if int(i.item()) == 1 else [[0.0, 0.0, 1.0]], tt.float32)
 
 
-def test_prod_with_zero_input_raises_instead_of_wrong_gradient():
-    x = tt.tensor([1.0, 0.0, 2.0], requires_grad=True)
-    with pytest.raises(NotImplementedError, match="prod"):
-        x.prod().backward()
+def _with_zeros(nzeros, shape=(2, 3)):
+    """A float64 leaf with ``nzeros`` zeros in every row (at different columns per row)."""
+    a = RNG.uniform(0.5, 1.5, size=shape) * RNG.choice([-1.0, 1.0], size=shape)
+    for r in range(shape[0]):
+        a[r, [(r + k) % shape[1] for k in range(nzeros)]] = 0.0
+    return tt.tensor(a, dtype=F64, requires_grad=True)
+
+
+def _prod_grad_ref(a, axis):
+    """d prod / dx_i = product of the other entries of the slice, by brute force."""
+    a = a.reshape(1, -1) if axis is None else np.moveaxis(a, axis, -1)
+    ref = np.empty_like(a)
+    for i in range(a.shape[-1]):
+        ref[..., i] = np.prod(np.delete(a, i, axis=-1), axis=-1)
+    return ref
+
+
+@pytest.mark.parametrize("nzeros", [0, 1, 2])
+@pytest.mark.parametrize("over", ["dim", "all"])
+def test_prod_gradient_with_zeros(nzeros, over):
+    # per row of a (2, 3) input: 0, 1 or 2 zeros; over all dims the whole tensor has 2 * nzeros
+    fn = {"dim": lambda t: t.prod(-1, keepdim=True), "all": lambda t: t.prod()}[over]
+    x = _with_zeros(nzeros)
+    assert gradcheck(fn, (x,))
+    a = x.detach().numpy()
+    fn(x).sum().backward()
+    expected = _prod_grad_ref(a, 1) if over == "dim" else _prod_grad_ref(a, None).reshape(a.shape)
+    assert_close(x.grad, expected, F64)
+
+
+@pytest.mark.parametrize("nzeros", [1, 2])
+def test_prod_second_derivative_with_zeros(nzeros):
+    # the backward is written to be differentiable again at zeros too (fast mode: the full
+    # second-order Jacobian costs far more in the interpreter)
+    assert gradgradcheck(lambda t: t.prod(0), (_with_zeros(nzeros, (3, 2)),), fast_mode=True)
+
+
+def test_prod_gradient_with_one_zero_over_all_dims_and_low_precision():
+    x = tt.tensor([[1.5, 0.0, 2.0], [0.5, -1.0, 3.0]], requires_grad=True)  # fp32, one zero in the tensor
+    x.prod().backward()
+    assert_close(x.grad, [[0.0, -4.5, 0.0], [0.0, 0.0, 0.0]], tt.float32)
+    y = tt.tensor([[2.0, 0.0], [0.0, 0.0]], dtype=tt.bfloat16, requires_grad=True)
+    y.prod(0).sum().backward()
+    assert y.grad.dtype is tt.bfloat16
+    assert_close(y.grad, [[0.0, 0.0], [2.0, 0.0]], tt.bfloat16)
 
 
 def test_layer_norm_gradcheck():

@@ -129,22 +129,46 @@ def _extreme(op, x, dim=None, keepdim=False, *, other=None):
 
 
 class Prod(Op):
-    """d prod / dx_i = prod / x_i. Inputs containing zeros need the exclusive product, which
-    has no kernel yet: backward raises rather than return a wrong gradient."""
+    """d prod / dx_i = product of the other entries of x_i's slice (torch's rule at zeros): with no
+    zero in the slice, prod / x_i; with one zero, the zero's position gets the product of the
+    others and the rest 0; with two or more, all 0. Written with tensor ops and no host sync, and
+    so that it is differentiable again exactly, zeros included: with ``xs`` = x with zeros set to
+    1, ``P = prod(xs)`` and ``Zs`` = sum of the slice's zero entries (value 0, gradient 1 to each):
+
+        no zero:   P / xs_i
+        one zero:  zero's position P;                 others P / xs_i * Zs
+        two zeros: zero's positions P * (Zs - x_i);   others 0
+        more:      0
+    """
 
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, dtype=None):
         out = _red.prod(x, dim, keepdim, dtype=dtype)
         ctx.dims, ctx.keepdim = _red.reduced_dims(x, dim, "prod"), keepdim
-        ctx.save_for_backward(x, out)
+        ctx.save_for_backward(x)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        if bool((x == 0).any()):
-            raise NotImplementedError("the derivative of prod() for an input containing zeros is not implemented")
-        return _keep(g * out, x.shape, ctx.dims, ctx.keepdim) / x, None, None, None
+        from .elementwise import _ew_where
+
+        (x,) = ctx.saved_tensors
+        g = _keep(g, x.shape, ctx.dims, ctx.keepdim)
+        if not ctx.dims:  # nothing reduced (0-d input): prod is the identity
+            return g, None, None, None
+        z = x == 0
+        nz = z.sum(ctx.dims, keepdim=True)
+        xs = _ew_where(z, 1.0, x)
+        if len(ctx.dims) == 1:
+            P = xs.prod(ctx.dims[0], keepdim=True)
+        else:  # prod reduces one dim or all of them
+            P = xs.prod().reshape((1,) * x.ndim)
+        Zs = _ew_where(z, x, 0.0).sum(ctx.dims, keepdim=True)
+        others = P / xs
+        one = _ew_where(z, P, others * Zs)
+        two = _ew_where(z, P * (Zs - x), 0.0)
+        local = _ew_where(nz == 0, others, _ew_where(nz == 1, one, _ew_where(nz == 2, two, 0.0)))
+        return g * local, None, None, None
 
 
 class _Variance(Op):
