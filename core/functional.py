@@ -76,3 +76,8 @@ __all__ += ["conv2d"]
 from .ops.pool import avg_pool2d, max_pool2d, max_pool2d_with_indices  # noqa: E402
 
 __all__ += ["max_pool2d", "max_pool2d_with_indices", "avg_pool2d"]
+
+# Indexing (core/ops/index.py).
+from .ops.index import gather, index_add, index_select, scatter_add  # noqa: E402
+
+__all__ += ["index_select", "gather", "scatter_add", "index_add"]

@@ -472,6 +472,11 @@ class Tensor:
         return self.split(max(1, -(-self._shape[d] // chunks)), d)
 
     def __getitem__(self, index) -> "Tensor":
+        if _index.is_advanced(index):  # integer index tensors, lists, bool masks: a copy (core/ops/index.py)
+            return _index.getitem(self, index)
+        return self._basic_getitem(index)
+
+    def _basic_getitem(self, index) -> "Tensor":
         if not isinstance(index, tuple):
             index = (index,)
         n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
@@ -510,8 +515,8 @@ class Tensor:
                 stride.append(self._stride[d] * step)
             else:
                 raise TypeError(
-                    f"index: only integers, slices (`:`), ellipsis (`...`) and None are supported, "
-                    f"got {type(i).__name__} (advanced tensor/list indexing is not implemented)"
+                    f"index: only integers, slices (`:`), ellipsis (`...`), None and integer or bool "
+                    f"tensors/lists are supported, got {type(i).__name__}"
                 )
             d += 1
         shape += self._shape[d:]
@@ -519,6 +524,8 @@ class Tensor:
         return self._view(shape, stride, offset)
 
     def __setitem__(self, index, value) -> None:
+        if _index.is_advanced(index):  # index_put_ without accumulate (core/ops/index.py)
+            return _index.setitem(self, index, value)
         target = self[index]
         if isinstance(value, Tensor):
             target.copy_(value)
@@ -712,6 +719,7 @@ def _dev(d, default):
 
 from . import ops as _ops  # noqa: E402  (ops needs Tensor defined)
 from .ops import elementwise as _ew  # noqa: E402
+from .ops import index as _index  # noqa: E402
 
 # Op methods. Below, every op is attached as its *core* op (check, allocate, run a kernel; no
 # graph), so the Tensor is complete without autograd. ``import tritensor`` then runs
@@ -823,3 +831,13 @@ for _name in ("sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "ar
     setattr(Tensor, _name, getattr(_red, _name))
 Tensor.softmax = _norm.softmax
 Tensor.log_softmax = _norm.log_softmax
+
+
+# Indexing family (kernels: triton_kernels/index.py; argument checks: core/ops/index.py).
+Tensor.index_select = _index.index_select
+Tensor.gather = _index.gather
+Tensor.scatter_add = _index.scatter_add
+Tensor.index_add = _index.index_add
+Tensor.scatter_add_ = lambda self, dim, index, src: _index.scatter_add(self, dim, index, src, out=self)
+Tensor.index_add_ = lambda self, dim, index, source, *, alpha=1: _index.index_add(self, dim, index, source,
+                                                                                   alpha=alpha, out=self)

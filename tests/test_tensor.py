@@ -180,8 +180,10 @@ def test_errors_name_what_was_wrong():
         tt.empty(-1)
     with pytest.raises(ValueError, match="step must be greater than zero"):
         x[::-1]
-    with pytest.raises(TypeError, match="advanced tensor/list indexing is not implemented"):
-        x[[0, 1]]
+    with pytest.raises(TypeError, match="integer or bool tensors/lists are supported, got str"):
+        x["a"]
+    with pytest.raises(TypeError, match="got bool"):  # bool scalar indices (x[True]) are not implemented
+        x[True]
     with pytest.raises(TypeError, match="can't convert cuda"):
         tt.core.tensor.Tensor.numpy(_fake_cuda_tensor())
     with pytest.raises(ValueError, match="ragged|rectangular"):

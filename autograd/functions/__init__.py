@@ -14,12 +14,13 @@ Where an op's derivative lives:
   matmul.py       matmul mm bmm linear
   conv.py         conv2d max_pool2d avg_pool2d
   loss.py         cross_entropy (fused log-softmax + NLL kernel), nll_loss, mse_loss
+  index.py        index_select gather, advanced x[idx] (integer tensors, lists, masks)
 """
 from __future__ import annotations
 
 from ...triton_kernels import elementwise as _k
 from .. import grad_mode
-from . import conv, copies, elementwise, matmul, reduce, views
+from . import conv, copies, elementwise, index, matmul, reduce, views
 from .elementwise import binary, unary
 
 DIFFERENTIABLE_UNARY = tuple(op for op in _k.UNARY if op in elementwise.UNARY)
@@ -147,6 +148,7 @@ def install(Tensor, namespace: dict) -> None:
     Tensor.__rmatmul__ = lambda self, other: matmul.matmul(other, self)
     Tensor.mm, Tensor.bmm = matmul.mm, matmul.bmm
     views.install(Tensor)
+    index.install(Tensor)  # after views: puts advanced indexing in front of the recording []
     copies.install(Tensor)
     tensor_methods.install(Tensor)
 
@@ -157,5 +159,6 @@ def install(Tensor, namespace: dict) -> None:
     namespace.update(MATMUL_FUNCTIONS)
     namespace["layer_norm"], namespace["native_layer_norm"] = reduce.layer_norm, reduce.native_layer_norm
     namespace["linear"] = matmul.linear
+    namespace.update(index_select=index.index_select, gather=index.gather)
     namespace.update(conv2d=conv.conv2d, max_pool2d=conv.max_pool2d, avg_pool2d=conv.avg_pool2d,
                      max_pool2d_with_indices=conv.max_pool2d_with_indices)

@@ -1,0 +1,369 @@
+"""Advanced indexing on Tensors: ``x[idx]``, ``x[mask]``, ``x[idx] = v``, ``index_select``,
+``gather``, ``scatter_add``, ``index_add`` (kernels: triton_kernels/index.py).
+
+PyTorch's rules: integers, slices, None and Ellipsis are applied first as a view; the integer
+index tensors (and Python lists) left over are broadcast together to a shape B. If they sit in
+adjacent dims of that view, B replaces those dims in place; otherwise B goes first. A bool mask
+stands for the coordinates of its True elements (``nonzero``, one host sync for the size).
+
+Every index is bounds-checked on the host (``amin``/``amax`` of the index tensor, one sync)
+before any output is written; negative indices wrap (not for ``index_select``/``gather``/
+``scatter_add``/``index_add``, which, like PyTorch, accept only 0 <= index < size).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ...triton_kernels import index as _k
+from .. import dtype as dt
+from ..tensor import Tensor, broadcast_shapes, normalize_dim
+
+_INDEX_DTYPES = (dt.int64, dt.int32)
+
+
+def _is_adv(i) -> bool:
+    if isinstance(i, (list, np.ndarray)):
+        return True
+    return isinstance(i, Tensor) and (i.ndim > 0 or i.dtype is dt.bool_)
+
+
+def is_advanced(index) -> bool:
+    """Does this ``__getitem__`` index need advanced indexing (a list or a non-0-d/bool tensor)?"""
+    items = index if isinstance(index, tuple) else (index,)
+    return any(_is_adv(i) for i in items)
+
+
+def _as_index_tensor(i, dev) -> Tensor:
+    from ..factories import tensor
+
+    if isinstance(i, Tensor):
+        t = i
+    else:
+        a = np.asarray(i)
+        if a.size == 0:
+            a = a.astype(np.int64)
+        if a.dtype.kind not in "iub":
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        t = tensor(a.astype(np.bool_ if a.dtype.kind == "b" else np.int64))
+    if t.dtype is not dt.bool_ and t.dtype not in _INDEX_DTYPES:
+        raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if t.device != dev:
+        t = t.to(dev)
+    return t
+
+
+def _bounds_values(t: Tensor):
+    """(min, max) of a non-empty index tensor: two reduction kernels, one host sync each."""
+    from .reduce import amax, amin
+
+    return int(amin(t).item()), int(amax(t).item())
+
+
+def _bounds(t: Tensor, size: int, dim: int, allow_negative: bool, what: str = "") -> None:
+    """Raise PyTorch's IndexError if any index is outside [-size, size) ([0, size) without negatives)."""
+    if t.numel() == 0:
+        return
+    lo, hi = _bounds_values(t)
+    low = -size if allow_negative else 0
+    bad = hi if hi >= size else (lo if lo < low else None)
+    if bad is not None:
+        raise IndexError(f"{what}index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def nonzero_coords(mask: Tensor) -> Tensor:
+    """int64 (mask.ndim, count): the coordinates of the True elements, row-major order."""
+    n = mask.numel()
+    if n == 0:
+        return Tensor._empty((mask.ndim, 0), dt.int64, mask.device)
+    nblocks = -(-n // _k.nonzero_block())
+    counts = Tensor._empty((nblocks,), dt.int64, mask.device)
+    _k.mask_block_counts(mask, counts)
+    c = counts._to_host_array()  # the host sync: the result's size
+    total = int(c.sum())
+    out = Tensor._empty((mask.ndim, total), dt.int64, mask.device)
+    if total:
+        from ..factories import tensor
+
+        starts = tensor(np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64)).to(mask.device)
+        _k.nonzero_fill(mask, starts, out)
+    return out
+
+
+class Plan:
+    """Where ``x[index]`` reads: ``view`` (x after the basic indices), the advanced dims of the
+    view with their checked index buffer (int64 (K, *B)), and the result's layout."""
+
+    __slots__ = ("basic", "adv_dims", "idx", "B", "out_shape", "perm", "rest_dims")
+
+    def dense_view(self, t: Tensor) -> Tensor:
+        """``t`` (shaped like the result) seen in B + rest order, the kernels' dense layout."""
+        return t.permute(self.perm) if self.perm != tuple(range(len(self.perm))) else t
+
+    def run(self, mode: str, x: Tensor, dense: Tensor) -> None:
+        v = Tensor._basic_getitem(x, self.basic)
+        _k.index_nd(mode, self.dense_view(dense), v, self.idx,
+                    [v.stride(d) for d in self.adv_dims], [v.shape[d] for d in self.adv_dims],
+                    [v.shape[d] for d in self.rest_dims], [v.stride(d) for d in self.rest_dims])
+
+
+def plan(x: Tensor, index) -> Plan:
+    """Check ``index`` against ``x`` (types, mask shapes, bounds) and lay out ``x[index]``."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    items = [_as_index_tensor(i, x.device) if _is_adv(i) else i for i in items]
+    for i in items:
+        if isinstance(i, bool) or (isinstance(i, Tensor) and i.ndim == 0 and i.dtype is dt.bool_):
+            raise IndexError("indexing with a bool scalar (x[True], x[tensor(True)]) is not supported")
+        if isinstance(i, Tensor) and i.dtype.is_floating_point:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    if sum(1 for i in items if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+
+    def consumed(i):
+        if i is None or i is Ellipsis:
+            return 0
+        return i.ndim if isinstance(i, Tensor) and i.dtype is dt.bool_ else 1
+
+    n_real = sum(consumed(i) for i in items)
+    if n_real > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
+    expanded = []
+    for i in items:
+        expanded.extend([slice(None)] * (x.ndim - n_real) if i is Ellipsis else [i])
+    # Masks become their coordinate tensors (one per mask dim); x's dims are tracked to check shapes.
+    flat, d = [], 0
+    for i in expanded:
+        if isinstance(i, Tensor) and i.dtype is dt.bool_:
+            for j, s in enumerate(i.shape):
+                if s != x.shape[d + j]:
+                    raise IndexError(f"The shape of the mask {list(i.shape)} at index {j} does not match the shape "
+                                     f"of the indexed tensor {list(x.shape)} at index {d + j}")
+            coords = nonzero_coords(i)
+            flat.extend(("checked", coords[j]) for j in range(i.ndim))
+            d += i.ndim
+        else:
+            flat.append(i)
+            d += 0 if i is None else 1
+    # Basic indices first (a view); record where each index tensor lands in that view.
+    basic, adv, vd = [], [], 0
+    for i in flat:
+        if isinstance(i, tuple) or isinstance(i, Tensor) and i.ndim > 0:
+            adv.append((vd, i))
+            basic.append(slice(None))
+            vd += 1
+        else:
+            basic.append(i)
+            if not isinstance(i, (int, np.integer, Tensor)):  # ints (and 0-d int tensors) drop their dim
+                vd += 1
+    basic = tuple(basic)
+    view = Tensor._basic_getitem(x, basic)
+    tensors = []
+    for vdim, i in adv:
+        if isinstance(i, tuple):
+            tensors.append(i[1])
+        else:
+            _bounds(i, view.shape[vdim], vdim, allow_negative=True)
+            tensors.append(i)
+    B = broadcast_shapes(*(t.shape for t in tensors))
+    p = Plan()
+    p.basic = basic
+    p.adv_dims = tuple(vdim for vdim, _ in adv)
+    p.rest_dims = tuple(k for k in range(view.ndim) if k not in p.adv_dims)
+    idx = Tensor._empty((len(tensors),) + tuple(B), dt.int64, x.device)
+    for k, t in enumerate(tensors):
+        if idx[k].numel():
+            idx[k].copy_(t.expand(B))
+    p.idx, p.B = idx, tuple(B)
+    nb, a = len(B), p.adv_dims[0]
+    adjacent = p.adv_dims == tuple(range(a, a + len(p.adv_dims)))
+    rest = [view.shape[k] for k in p.rest_dims]
+    if adjacent:
+        p.out_shape = tuple(rest[:a]) + p.B + tuple(rest[a:])
+        p.perm = tuple(range(a, a + nb)) + tuple(range(a)) + tuple(range(a + nb, len(p.out_shape)))
+    else:
+        p.out_shape = p.B + tuple(rest)
+        p.perm = tuple(range(len(p.out_shape)))
+    return p
+
+
+def getitem(x: Tensor, index) -> Tensor:
+    """``x[index]`` with integer index tensors / lists / bool masks (a copy, as in PyTorch)."""
+    return getitem_planned(x, plan(x, index))
+
+
+def getitem_planned(x: Tensor, p: Plan) -> Tensor:
+    out = Tensor._empty(p.out_shape, x.dtype, x.device)
+    p.run("gather", x, out)
+    return out
+
+
+def _value_tensor(value, like: Tensor, shape, what: str) -> Tensor:
+    if isinstance(value, Tensor):
+        if value.device != like.device:
+            value = value.to(like.device)
+    elif isinstance(value, (numbers.Number, np.number, np.bool_)) and not isinstance(value, complex):
+        from .elementwise import full_like_scalar
+
+        value = full_like_scalar(value, like, like.dtype)
+    else:
+        raise TypeError(f"{what}: value must be a Tensor or a Python number, got {type(value).__name__}")
+    try:
+        broadcast_shapes(value.shape, shape)
+    except RuntimeError:
+        raise RuntimeError(f"shape mismatch: value tensor of shape {list(value.shape)} cannot be broadcast to "
+                           f"indexing result of shape {list(shape)}") from None
+    if value.ndim > len(shape):  # leading 1s, as PyTorch allows
+        value = value.reshape(value.shape[value.ndim - len(shape):])
+    return value.expand(shape)
+
+
+def setitem(x: Tensor, index, value) -> None:
+    """``x[index] = value`` with advanced indices (``index_put_`` without accumulate). With
+    duplicate indices one of the written values wins, unspecified which (as in PyTorch)."""
+    from . import _check_writable, _overlaps
+
+    p = plan(x, index)
+    value = _value_tensor(value, x, p.out_shape, "index_put_")
+    _check_writable(Tensor._basic_getitem(x, p.basic), "index_put_")
+    if _overlaps(x, value) or value._storage is x._storage:
+        value = value.clone()
+    p.run("put", x, value)
+    x._bump_version()
+
+
+# ----- dim-wise ops ------------------------------------------------------------------------------
+def _check_index(index, op: str, int64_only=False) -> None:
+    if not isinstance(index, Tensor):
+        raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
+    allowed = (dt.int64,) if int64_only else _INDEX_DTYPES
+    if index.dtype not in allowed:
+        names = "int64" if int64_only else "int32/int64"
+        raise RuntimeError(f"{op}(): Expected dtype {names} for index")
+
+
+def _check_input(x, op: str, name="input") -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(x).__name__}")
+
+
+def _check_devices(op, *ts):
+    devs = {t.device for t in ts}
+    if len(devs) > 1:
+        a, b = sorted(devs, key=str)[:2]
+        raise RuntimeError(f"{op}(): Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{a} and {b}!")
+
+
+def _acc_dtype(d: dt.dtype) -> dt.dtype:
+    if d is dt.bool_:
+        raise RuntimeError("scatter_add/index_add: bool tensors are not supported (no atomic add for bool)")
+    return dt.float32 if d in (dt.float16, dt.bfloat16) else d
+
+
+def index_select(input, dim, index) -> Tensor:
+    _check_input(input, "index_select")
+    _check_index(index, "index_select")
+    _check_devices("index_select", input, index)
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    if input.ndim == 0:
+        raise IndexError("index_select(): a 0-dim input is not supported")
+    d = normalize_dim(dim, input.ndim)
+    index = index.reshape(-1)
+    _bounds(index, input.shape[d], d, allow_negative=False, what="index_select(): ")
+    return getitem(input, (slice(None),) * d + (index,))
+
+
+def index_add(input, dim, index, source, *, alpha=1, out=None) -> Tensor:
+    """out = input with ``out.index_select(dim, index) += alpha * source`` (duplicates accumulate)."""
+    op = "index_add_" if out is input else "index_add"
+    _check_input(input, op)
+    _check_index(index, op)
+    _check_input(source, op, "source")
+    _check_devices(op, input, index, source)
+    d = normalize_dim(dim, max(input.ndim, 1))
+    if index.ndim > 1:
+        raise IndexError(f"{op}(): Index is supposed to be a vector")
+    index = index.reshape(-1)
+    want = list(input.shape)
+    want[d] = index.numel()
+    if list(source.shape) != want:
+        raise RuntimeError(f"{op}(): source of shape {list(source.shape)} does not match the expected shape {want} "
+                           f"(input's shape with dim {d} of size len(index))")
+    acc_dt = _acc_dtype(input.dtype)
+    _bounds(index, input.shape[d], d, allow_negative=False, what=f"{op}(): ")
+    from . import _check_writable
+
+    if out is input:
+        _check_writable(input, op)
+    if alpha != 1:
+        source = source * alpha
+    acc = input.to(acc_dt) if (acc_dt is not input.dtype or out is not input) else input
+    if acc is input and out is not input:
+        acc = input.clone()
+    p = plan(acc, (slice(None),) * d + (("checked", index),))
+    p.run("add", acc, source)
+    if out is input:
+        if acc is not input:
+            input.copy_(acc)
+        input._bump_version()
+        return input
+    return acc if acc.dtype is input.dtype else acc.to(input.dtype)
+
+
+def _check_gather_shapes(op, input, d, index, src=None):
+    if index.ndim != input.ndim and not (index.ndim <= 1 and input.ndim <= 1):
+        raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as input tensor")
+    for k in range(index.ndim):
+        if k != d and index.shape[k] > input.shape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(index.shape)} to be "
+                               f"smaller than self {list(input.shape)} apart from dimension {d}")
+        if src is not None and index.shape[k] > src.shape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(index.shape)} to be "
+                               f"smaller than src {list(src.shape)}")
+
+
+def gather(input, dim, index) -> Tensor:
+    _check_input(input, "gather")
+    _check_index(index, "gather", int64_only=True)
+    _check_devices("gather", input, index)
+    d = normalize_dim(dim, max(input.ndim, 1))
+    _check_gather_shapes("gather", input, d, index)
+    _bounds(index, input.shape[d] if input.ndim else 1, d, allow_negative=False)
+    out = Tensor._empty(index.shape, input.dtype, input.device)
+    x = input.reshape(1) if input.ndim == 0 else input
+    ix = index.reshape(1) if index.ndim == 0 else index
+    _k.index_dim("gather", out.reshape(ix.shape), x, ix, d)
+    return out
+
+
+def scatter_add(input, dim, index, src, *, out=None) -> Tensor:
+    """out = input with ``out[..., index[i], ...] += src[i]`` along ``dim`` (duplicates accumulate)."""
+    op = "scatter_add_" if out is input else "scatter_add"
+    _check_input(input, op)
+    _check_index(index, op, int64_only=True)
+    _check_input(src, op, "src")
+    _check_devices(op, input, index, src)
+    if src.dtype is not input.dtype:
+        raise RuntimeError(f"{op}(): Expected self.dtype to be equal to src.dtype")
+    if input.ndim == 0 or index.ndim != input.ndim or src.ndim != input.ndim:
+        raise RuntimeError(f"{op}(): Index tensor must have the same number of dimensions as self and src "
+                           "(0-dim tensors are not supported)")
+    d = normalize_dim(dim, input.ndim)
+    _check_gather_shapes(op, input, d, index, src)
+    acc_dt = _acc_dtype(input.dtype)
+    _bounds(index, input.shape[d], d, allow_negative=False)
+    from . import _check_writable
+
+    if out is input:
+        _check_writable(input, op)
+    acc = input.to(acc_dt) if acc_dt is not input.dtype else (input if out is input else input.clone())
+    src_view = Tensor._basic_getitem(src, tuple(slice(0, n) for n in index.shape))
+    _k.index_dim("add", src_view, acc, index, d)
+    if out is input:
+        if acc is not input:
+            input.copy_(acc)
+        input._bump_version()
+        return input
+    return acc if acc.dtype is input.dtype else acc.to(input.dtype)
