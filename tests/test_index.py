@@ -41,6 +41,8 @@ CASES = [
     lambda: (np.array([0, 4, 4]), np.array([1, 5, 0])),
     lambda: (np.array([[0], [4]]), slice(1, 5, 2), np.array([1, 6, 0])),  # separated by a slice
     lambda: (slice(None), np.array([0, 2]), np.array([[1], [6]])),          # adjacent, broadcast
+    lambda: (None, np.array([0, 4]), slice(None), np.array([1, 6])),       # separated, not leading: B first
+    lambda: (slice(1, 4), np.array([[0, 5]]), np.array([6, 1])),            # adjacent, not leading: B in place
     lambda: (Ellipsis, np.array([6, 0])),
     lambda: (None, np.array([1, 2]), slice(None, None, 2)),
     lambda: (np.array([], np.int64),),
