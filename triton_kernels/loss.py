@@ -5,9 +5,20 @@ Rows are processed BLOCK_M at a time; classes in tiles of BLOCK_C with an online
 log-sum-exp (running max and rescaled sum), so any number of classes works. Low precision
 inputs are loaded and computed in fp32 (fp64 stays fp64); per-row losses and log-sum-exps are
 kept in that compute dtype.
+
+Class weights ``w`` (HAS_WEIGHT) and label smoothing ``eps`` (SMOOTH) are compile-time options, so
+the plain path compiles to the same kernel as without them. torch's definitions, per row with
+``t`` its target (rows with ``t == ignore_index`` give 0), ``W = sum(w)`` and ``C`` classes:
+
+    loss = (1 - eps) * w[t] * (lse - x[t]) + eps / C * sum_c w[c] * (lse - x[c])
+    dloss/dx[c] = (1 - eps) * w[t] * (p[c] - [c == t]) + eps / C * (W * p[c] - w[c])
+
+(``w = 1``, ``W = C`` unweighted). With weights the forward also writes ``w[t]`` per row (0 where
+ignored): their sum is the denominator of the weighted mean.
 """
 from __future__ import annotations
 
+import numpy as np
 import triton
 import triton.language as tl
 
@@ -16,13 +27,16 @@ from ._common import INTERPRET
 
 
 @triton.jit
-def _cross_entropy_fwd_kernel(x, target, loss, lse_out, N, C, sxn, sxc, ignore_index,
+def _cross_entropy_fwd_kernel(x, target, loss, lse_out, weight, wsum, wt_out, smoothing, smoothing_lo, N, C,
+                              sxn, sxc, ignore_index, HAS_WEIGHT: tl.constexpr, SMOOTH: tl.constexpr,
                               BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr):
     F: tl.constexpr = loss.dtype.element_ty  # fp32, or fp64 for fp64 logits
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < N
+    smoothing = tl.cast(smoothing, F) + tl.cast(smoothing_lo, F)  # float arguments arrive as fp32: hi + lo parts
     m = tl.full((BLOCK_M,), float("-inf"), F)
     s = tl.zeros((BLOCK_M,), F)
+    wx = tl.zeros((BLOCK_M,), F)  # sum_c w[c] * x[c], for label smoothing
     for c0 in range(0, C, BLOCK_C):
         cols = c0 + tl.arange(0, BLOCK_C)
         mask = rmask[:, None] & (cols < C)[None, :]
@@ -30,33 +44,78 @@ def _cross_entropy_fwd_kernel(x, target, loss, lse_out, N, C, sxn, sxc, ignore_i
         m_new = tl.maximum(m, tl.max(v, axis=1))
         s = s * tl.exp(m - m_new) + tl.sum(tl.exp(v - m_new[:, None]), axis=1)
         m = m_new
+        if SMOOTH:
+            if HAS_WEIGHT:
+                wc = tl.load(weight + cols, mask=cols < C, other=0.0).to(F)
+                wx += tl.sum(tl.where(mask, v * wc[None, :], 0.0), axis=1)
+            else:
+                wx += tl.sum(tl.where(mask, v, 0.0), axis=1)
     lse = m + tl.log(s)
     t = tl.load(target + rows, mask=rmask, other=ignore_index)
     valid = rmask & (t != ignore_index)
-    xt = tl.load(x + rows * sxn + tl.where(valid, t, 0) * sxc, mask=valid, other=0.0).to(F)
-    tl.store(loss + rows, tl.where(valid, lse - xt, 0.0), mask=rmask)
+    tsafe = tl.where(valid, t, 0)
+    xt = tl.load(x + rows * sxn + tsafe * sxc, mask=valid, other=0.0).to(F)
+    nll = lse - xt
+    if HAS_WEIGHT:
+        wt = tl.where(valid, tl.load(weight + tsafe, mask=valid, other=0.0).to(F), 0.0)
+        tl.store(wt_out + rows, wt, mask=rmask)
+        nll = wt * nll
+    if SMOOTH:
+        if HAS_WEIGHT:
+            W = tl.load(wsum).to(F)
+        else:
+            W = C * 1.0
+        nll = (1.0 - smoothing) * nll + (smoothing / C) * (W * lse - wx)
+    tl.store(loss + rows, tl.where(valid, nll, 0.0), mask=rmask)
     tl.store(lse_out + rows, lse, mask=rmask)
 
 
 @triton.jit
-def _cross_entropy_bwd_kernel(dx, x, target, lse_in, g, g_stride, scale, N, C, sxn, sxc, sdn, sdc, ignore_index,
-                              BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr):
+def _cross_entropy_bwd_kernel(dx, x, target, lse_in, g, g_stride, scale, scale_lo, weight, wsum, smoothing,
+                              smoothing_lo, N, C, sxn, sxc, sdn, sdc, ignore_index, HAS_WEIGHT: tl.constexpr,
+                              SMOOTH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr):
     F: tl.constexpr = lse_in.dtype.element_ty
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < N
+    smoothing = tl.cast(smoothing, F) + tl.cast(smoothing_lo, F)  # float arguments arrive as fp32: hi + lo parts
+    scale = tl.cast(scale, F) + tl.cast(scale_lo, F)
     t = tl.load(target + rows, mask=rmask, other=ignore_index)
     valid = rmask & (t != ignore_index)
     lse = tl.load(lse_in + rows, mask=rmask, other=0.0)
     gr = tl.load(g + rows * g_stride, mask=rmask, other=0.0).to(F) * scale
     gr = tl.where(valid, gr, 0.0)
+    if HAS_WEIGHT:
+        wt = tl.load(weight + tl.where(valid, t, 0), mask=valid, other=0.0).to(F)
+        W = tl.load(wsum).to(F)
+    else:
+        wt = tl.full((BLOCK_M,), 1.0, F)
+        W = C * 1.0
+    if SMOOTH:
+        wt = (1.0 - smoothing) * wt
     for c0 in range(0, C, BLOCK_C):
         cols = c0 + tl.arange(0, BLOCK_C)
         mask = rmask[:, None] & (cols < C)[None, :]
         v = tl.load(x + rows[:, None] * sxn + cols[None, :] * sxc, mask=mask, other=0.0).to(F)
         p = tl.exp(v - lse[:, None])
         onehot = (cols[None, :] == t[:, None]).to(F)
-        d = gr[:, None] * (p - onehot)
+        d = p - onehot
+        if HAS_WEIGHT or SMOOTH:
+            d = wt[:, None] * d
+        if SMOOTH:
+            if HAS_WEIGHT:
+                wc = tl.load(weight + cols, mask=cols < C, other=0.0).to(F)
+                d += (smoothing / C) * (W * p - wc[None, :])
+            else:
+                d += (smoothing / C) * (W * p - 1.0)
+        d = gr[:, None] * d
         tl.store(dx + rows[:, None] * sdn + cols[None, :] * sdc, d.to(dx.dtype.element_ty), mask=mask)
+
+
+def _hi_lo(v: float):
+    """``v`` as two fp32 values whose sum keeps ~48 bits: Triton passes Python floats as fp32, which
+    would cost fp64 logits their precision (e.g. 1/3 as a mean's scale)."""
+    hi = float(np.float32(v))
+    return hi, float(np.float32(v - hi)) if np.isfinite(hi) else 0.0
 
 
 def _blocks(N, C):
@@ -65,22 +124,32 @@ def _blocks(N, C):
     return block_m, block_c
 
 
-def cross_entropy_forward(loss, lse, x, target, ignore_index: int) -> None:
-    """loss[i] = logsumexp(x[i]) - x[i, target[i]] (0 where target == ignore_index); lse[i] kept."""
+def cross_entropy_forward(loss, lse, x, target, ignore_index: int, weight=None, wsum=None, wt=None,
+                          label_smoothing: float = 0.0) -> None:
+    """loss[i] = logsumexp(x[i]) - x[i, target[i]] (0 where target == ignore_index); lse[i] kept.
+    ``weight`` (C,) contiguous with ``wsum`` its 0-d sum and ``wt`` (N,) receiving w[target[i]];
+    ``label_smoothing``: the module docstring's formula."""
     N, C = x.shape
     if N == 0:
         return
     bm, bc = _blocks(N, C)
-    launch(_cross_entropy_fwd_kernel, (triton.cdiv(N, bm),), x, target, loss, lse, N, C, x.stride(0), x.stride(1),
-           ignore_index, BLOCK_M=bm, BLOCK_C=bc)
+    has_w = weight is not None
+    launch(_cross_entropy_fwd_kernel, (triton.cdiv(N, bm),), x, target, loss, lse, weight if has_w else loss,
+           wsum if has_w else loss, wt if has_w else loss, *_hi_lo(label_smoothing), N, C, x.stride(0), x.stride(1),
+           ignore_index, HAS_WEIGHT=has_w, SMOOTH=label_smoothing != 0.0, BLOCK_M=bm, BLOCK_C=bc)
 
 
-def cross_entropy_backward(dx, x, target, lse, g, scale: float, ignore_index: int) -> None:
-    """dx[i] = g[i] * scale * (softmax(x[i]) - one_hot(target[i])); ``g`` may be 0-d (broadcast)."""
+def cross_entropy_backward(dx, x, target, lse, g, scale: float, ignore_index: int, weight=None, wsum=None,
+                           label_smoothing: float = 0.0) -> None:
+    """dx[i] = g[i] * scale * (softmax(x[i]) - one_hot(target[i])); ``g`` may be 0-d (broadcast).
+    With ``weight``/``label_smoothing``: the module docstring's formula."""
     N, C = x.shape
     if N == 0:
         return
     bm, bc = _blocks(N, C)
     g_stride = 0 if g.ndim == 0 else g.stride(0)
-    launch(_cross_entropy_bwd_kernel, (triton.cdiv(N, bm),), dx, x, target, lse, g, g_stride, float(scale), N, C,
-           x.stride(0), x.stride(1), dx.stride(0), dx.stride(1), ignore_index, BLOCK_M=bm, BLOCK_C=bc)
+    has_w = weight is not None
+    launch(_cross_entropy_bwd_kernel, (triton.cdiv(N, bm),), dx, x, target, lse, g, g_stride, *_hi_lo(scale),
+           weight if has_w else lse, wsum if has_w else lse, *_hi_lo(label_smoothing), N, C,
+           x.stride(0), x.stride(1), dx.stride(0), dx.stride(1), ignore_index, HAS_WEIGHT=has_w,
+           SMOOTH=label_smoothing != 0.0, BLOCK_M=bm, BLOCK_C=bc)
