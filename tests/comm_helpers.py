@@ -294,7 +294,10 @@ def die_mid_collective(rank, world, elems, victim):
     dist.barrier()
     if rank == victim:
         dist.all_reduce(t, async_op=True)
-        time.sleep(0.05)  # some bytes are in flight
+        # Die 2 ms into it. 50 ms was too long: unloaded, the whole 64 MB ring finished first and
+        # the others saw no fault. The ring's later steps need data from the other ranks, so
+        # after 2 ms the victim is still mid-collective with bytes in flight.
+        time.sleep(0.002)
         os.kill(os.getpid(), signal.SIGKILL)
     start = time.monotonic()
     try:
