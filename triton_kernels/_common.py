@@ -104,6 +104,22 @@ def strided_offset2(lin, shape, sa, sb, NDIM: tl.constexpr):
 
 
 @triton.jit
+def strided_offset3(lin, shape, sa, sb, sc, NDIM: tl.constexpr):
+    """Offsets of ``lin`` in three operands that share ``shape``."""
+    oa = tl.zeros_like(lin)
+    ob = tl.zeros_like(lin)
+    oc = tl.zeros_like(lin)
+    rem = lin
+    for d in tl.static_range(NDIM - 1, -1, -1):
+        i = rem % shape[d]
+        rem = rem // shape[d]
+        oa += i * sa[d]
+        ob += i * sb[d]
+        oc += i * sc[d]
+    return oa, ob, oc
+
+
+@triton.jit
 def strided_offset4(lin, shape, sa, sb, sc, sd, NDIM: tl.constexpr):
     """Offsets of ``lin`` in four operands that share ``shape``."""
     oa = tl.zeros_like(lin)

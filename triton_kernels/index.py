@@ -24,22 +24,7 @@ import triton
 import triton.language as tl
 
 from ..core.launch import launch
-from ._common import ELEMENTWISE_BLOCK, grid_1d, linear_index, needs_int64, strided_offset
-
-
-@triton.jit
-def _strided_offset3(lin, shape, sa, sb, sc, NDIM: tl.constexpr):
-    oa = tl.zeros_like(lin)
-    ob = tl.zeros_like(lin)
-    oc = tl.zeros_like(lin)
-    rem = lin
-    for d in tl.static_range(NDIM - 1, -1, -1):
-        i = rem % shape[d]
-        rem = rem // shape[d]
-        oa += i * sa[d]
-        ob += i * sb[d]
-        oc += i * sc[d]
-    return oa, ob, oc
+from ._common import ELEMENTWISE_BLOCK, grid_1d, linear_index, needs_int64, strided_offset, strided_offset3
 
 
 @triton.jit
@@ -78,7 +63,7 @@ def _index_dim_kernel(dense, base, idx, n, shape, dense_strides, idx_strides, ba
                       MODE: tl.constexpr, NDIM: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
     lin = linear_index(BLOCK, INT64)
     mask = lin < n
-    od, oi, ob = _strided_offset3(lin, shape, dense_strides, idx_strides, base_strides, NDIM)
+    od, oi, ob = strided_offset3(lin, shape, dense_strides, idx_strides, base_strides, NDIM)
     i = tl.load(idx + oi, mask=mask, other=0)
     i = tl.where(i < 0, i + dim_size, i)
     ob = ob + i * dim_stride
