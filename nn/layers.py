@@ -17,6 +17,16 @@ def _pair(v):
     return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
 
 
+def _reset_weight_and_bias(weight, bias) -> None:
+    """PyTorch's Linear/Conv ``reset_parameters``: kaiming_uniform_(a=sqrt(5)) for the weight,
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the bias, fan_in as ``init`` computes it."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init._fans(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
 class Linear(Module):
     """y = x W^T + b; W and b ~ U(-1/sqrt(in_features), 1/sqrt(in_features))."""
 
@@ -31,10 +41,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            bound = 1 / math.sqrt(self.in_features) if self.in_features > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        _reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, x):
         return F.linear(x, self.weight, self.bias)
@@ -66,11 +73,7 @@ class Conv2d(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.shape[1] * self.kernel_size[0] * self.kernel_size[1]
-            bound = 1 / math.sqrt(fan_in) if fan_in else 0
-            init.uniform_(self.bias, -bound, bound)
+        _reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, x):
         return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
