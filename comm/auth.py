@@ -117,10 +117,15 @@ def client_handshake(sock: socket.socket, secret: bytes, role: bytes, timeout: f
     """Prove to the server that we hold ``secret`` and check that the server holds it too.
 
     Raises :class:`AuthenticationError` when the server's answer is wrong or it closes the
-    connection (which is how a server refuses a wrong secret)."""
+    connection (which is how a server refuses a wrong secret). A connection *reset* is left
+    as :class:`ConnectionResetError`: servers reset unauthenticated connections they shed
+    under load (too many strangers, a handshake deadline), which says nothing about the
+    secret, so the caller may reconnect."""
     deadline = time.monotonic() + timeout
     try:
         hello = recv_exact(sock, SERVER_HELLO_LEN, deadline, "the server's challenge")
+    except ConnectionResetError:
+        raise  # a reset is how a busy server sheds unauthenticated connections: not a verdict, retry
     except ConnectionError as e:
         raise AuthenticationError(f"the server closed the connection before authenticating: {e}") from None
     if hello[: len(MAGIC)] != MAGIC:
@@ -131,6 +136,8 @@ def client_handshake(sock: socket.socket, secret: bytes, role: bytes, timeout: f
     _sendall(sock, MAGIC + client_nonce + mac, deadline, "the authentication reply")
     try:
         answer = recv_exact(sock, MAC_LEN, deadline, "the server's proof of the secret")
+    except ConnectionResetError:
+        raise  # dropped before our reply was judged (a refusal is an orderly close)
     except ConnectionError:
         raise AuthenticationError(
             f"the server refused our credentials (is {SECRET_ENV} the same on every process?)"

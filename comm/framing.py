@@ -31,7 +31,12 @@ __all__ = [
     "decode_fields",
     "DATA",
     "DATA_MAGIC",
+    "DATA_VERSION",
     "pack_data_header",
+    "OP_NAMES",
+    "DTYPE_CODES",
+    "DTYPE_NAMES",
+    "describe_data_header",
 ]
 
 
@@ -104,3 +109,26 @@ DATA = struct.Struct("!2sBBBBHiIQQ")  # 32 bytes
 
 def pack_data_header(op: int, dtype: int, redop: int, tag: int, seq: int, total: int, nbytes: int) -> bytes:
     return DATA.pack(DATA_MAGIC, DATA_VERSION, op, dtype, redop, 0, tag, seq & 0xFFFFFFFF, total, nbytes)
+
+
+# Operation codes in data headers.
+ALL_REDUCE, BROADCAST, REDUCE, ALL_GATHER, REDUCE_SCATTER, GATHER, SCATTER, ALL_TO_ALL, BARRIER, P2P = range(1, 11)
+BYE = 255
+ABORT = 254  # in-band failure notice: header + UTF-8 reason, sent only at a message boundary
+OP_NAMES = {
+    ALL_REDUCE: "all_reduce", BROADCAST: "broadcast", REDUCE: "reduce", ALL_GATHER: "all_gather",
+    REDUCE_SCATTER: "reduce_scatter", GATHER: "gather", SCATTER: "scatter", ALL_TO_ALL: "all_to_all",
+    BARRIER: "barrier", P2P: "send/recv", BYE: "destroy_process_group",
+    ABORT: "abort",
+}
+# dtype codes in data headers (by NumPy dtype name; bfloat16 is ml_dtypes')
+DTYPE_CODES = {"bool": 1, "uint8": 2, "int8": 3, "int16": 4, "int32": 5, "int64": 6,
+               "float16": 7, "bfloat16": 8, "float32": 9, "float64": 10}
+DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
+
+
+def describe_data_header(h) -> str:
+    """A data header (as unpacked by ``DATA.unpack``) in words, for error messages."""
+    _, _, op, dt, _redop, _, tag, seq, total, nbytes = h
+    return (f"{OP_NAMES.get(op, f'op {op}')} #{seq} ({total} x {DTYPE_NAMES.get(dt, f'dtype {dt}')}, "
+            f"message {tag}, {nbytes} bytes)")

@@ -8,20 +8,17 @@ until a ``set`` arrives or its deadline passes (the loop sleeps in ``select`` un
 nearest deadline -- no polling).
 
 Safety: every connection first passes the HMAC handshake of :mod:`.auth`; until it does,
-the server reads at most the fixed-size reply and never parses it. After that, requests
-are :mod:`.framing` frames; a frame with a bad magic or version, an oversized length or a
-malformed body closes *that* connection only. Keys whose name starts with ``"\\0tt/"`` are
+the server reads at most the fixed-size reply and never parses it, and strangers are
+bounded in number, time and memory (see :mod:`.store_server`, which holds the server).
+After that, requests are :mod:`.framing` frames; a frame with a bad magic or version, an
+oversized length or a malformed body closes *that* connection only. Keys whose name starts with ``"\\0tt/"`` are
 the store's own bookkeeping and are not counted by :meth:`TCPStore.num_keys`.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
-import selectors
 import socket
-import struct
 import threading
 import time
 import weakref
@@ -30,23 +27,19 @@ from datetime import timedelta
 from . import auth
 from .errors import DistNetworkError, DistStoreError, DistStoreTimeoutError
 from .framing import FRAME, FrameError, decode_fields, encode_frame, parse_frame_header
+from .store_server import (  # noqa: F401  (opcodes and limits are part of this module's surface)
+    ADD, AUTH_TIMEOUT, CAS, CHECK, DELETE, ERROR, GET, INTERNAL_PREFIX, MAX_UNAUTHENTICATED, MULTI_GET,
+    MULTI_SET, NUM_KEYS, OK, PING, ROLE, SET, TIMEOUT, WAIT, StoreServer,
+)
 
 __all__ = ["TCPStore", "Store"]
 
 log = logging.getLogger(__name__)
 
-# opcodes
-SET, GET, ADD, CAS, WAIT, CHECK, DELETE, NUM_KEYS, MULTI_GET, MULTI_SET, PING = range(1, 12)
-# reply status
-OK, TIMEOUT, ERROR = 0, 1, 2
-
-ROLE = b"store"
-INTERNAL_PREFIX = "\x00tt/"
 _WORKERS_KEY = INTERNAL_PREFIX + "workers"
 _READY_KEY = INTERNAL_PREFIX + "workers_ready"
 DEFAULT_TIMEOUT = timedelta(seconds=300)
 DEFAULT_MAX_FRAME = 64 << 20  # a store value is metadata, not tensor data
-AUTH_TIMEOUT = 10.0  # seconds an unauthenticated connection may stay open
 
 
 def _seconds(timeout, name="timeout") -> float:
@@ -75,324 +68,22 @@ def _value(value, name="value") -> bytes:
     raise TypeError(f"{name}: expected str or bytes, got {type(value).__name__}")
 
 
-# ---------------------------------------------------------------------------------- server
-
-
-class _Conn:
-    __slots__ = ("sock", "addr", "authed", "nonce", "inbuf", "outbuf", "pending", "auth_deadline")
-
-    def __init__(self, sock, addr, nonce):
-        self.sock = sock
-        self.addr = addr
-        self.authed = False
-        self.nonce = nonce
-        self.inbuf = bytearray()
-        self.outbuf = bytearray()
-        self.pending = None  # (opcode, keys, deadline) of a parked waiting request
-        self.auth_deadline = time.monotonic() + AUTH_TIMEOUT
-
-
-class _StoreServer:
-    """The event loop behind a master TCPStore. Runs in one daemon thread."""
-
-    def __init__(self, host: str, port: int, secret: bytes, max_frame: int):
-        self.secret = secret
-        self.max_frame = max_frame
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, _, _, _, addr = infos[0]
-        self.listener = socket.socket(family, socket.SOCK_STREAM)
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            self.listener.bind(addr)
-        except OSError as e:
-            self.listener.close()
-            raise DistNetworkError(f"TCPStore: cannot listen on {host}:{port}: {e}") from None
-        self.listener.listen(128)
-        self.listener.setblocking(False)
-        self.port = self.listener.getsockname()[1]
-        self.sel = selectors.DefaultSelector()
-        self.sel.register(self.listener, selectors.EVENT_READ, None)
-        self._wake_r, self._wake_w = socket.socketpair()
-        self._wake_r.setblocking(False)
-        self.sel.register(self._wake_r, selectors.EVENT_READ, "wake")
-        self.data: dict[bytes, bytes] = {}
-        self.waiters: dict[bytes, set] = {}
-        self.deadlines: list = []  # heap of (deadline, tiebreak, conn)
-        self._tiebreak = itertools.count()
-        self.conns: set[_Conn] = set()
-        self._stop = False
-        self.thread = threading.Thread(target=self._run, name=f"TCPStore-server:{self.port}", daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self._stop = True
-        try:
-            self._wake_w.send(b"x")
-        except OSError:
-            pass
-        if threading.current_thread() is not self.thread:
-            self.thread.join(timeout=5)
-
-    # -- loop ------------------------------------------------------------------------
-    def _run(self):
-        try:
-            while not self._stop:
-                timeout = None
-                if self.deadlines:
-                    timeout = max(0.0, self.deadlines[0][0] - time.monotonic())
-                for key, mask in self.sel.select(timeout):
-                    if key.data == "wake":
-                        try:
-                            self._wake_r.recv(64)
-                        except OSError:
-                            pass
-                    elif key.data is None:
-                        self._accept()
-                    else:
-                        conn = key.data
-                        if mask & selectors.EVENT_READ:
-                            self._on_readable(conn)
-                        if mask & selectors.EVENT_WRITE and conn in self.conns:
-                            self._flush(conn)
-                self._expire()
-        except Exception:  # pragma: no cover - a bug in the loop must be loud
-            log.exception("TCPStore server loop crashed")
-        finally:
-            for conn in list(self.conns):
-                self._close(conn)
-            self.sel.close()
-            self.listener.close()
-            self._wake_r.close()
-            self._wake_w.close()
-
-    def _accept(self):
-        while True:
-            try:
-                sock, addr = self.listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:  # e.g. EMFILE: keep serving the connections we have
-                log.warning("TCPStore: accept failed: %s", e)
-                return
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            hello, nonce = auth.server_challenge()
-            conn = _Conn(sock, addr, nonce)
-            conn.outbuf += hello
-            self.conns.add(conn)
-            self.sel.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
-            heapq.heappush(self.deadlines, (conn.auth_deadline, next(self._tiebreak), conn))
-
-    def _close(self, conn: _Conn):
-        if conn not in self.conns:
-            return
-        self.conns.discard(conn)
-        if conn.pending is not None:
-            for k in conn.pending[1]:
-                s = self.waiters.get(k)
-                if s is not None:
-                    s.discard(conn)
-                    if not s:
-                        del self.waiters[k]
-            conn.pending = None
-        try:
-            self.sel.unregister(conn.sock)
-        except (KeyError, ValueError):
-            pass
-        conn.sock.close()
-
-    def _expire(self):
-        now = time.monotonic()
-        while self.deadlines and self.deadlines[0][0] <= now:
-            deadline, _, conn = heapq.heappop(self.deadlines)
-            if conn not in self.conns:
-                continue
-            if not conn.authed:
-                if deadline == conn.auth_deadline:
-                    log.info("TCPStore: closing %s: not authenticated within %.0fs", conn.addr, AUTH_TIMEOUT)
-                    self._close(conn)
-            elif conn.pending is not None and conn.pending[2] == deadline:
-                op, keys, _ = conn.pending
-                missing = [k for k in keys if k not in self.data]
-                self._unpark(conn)
-                self._reply(conn, TIMEOUT, missing)
-
-    def _on_readable(self, conn: _Conn):
-        try:
-            chunk = conn.sock.recv(1 << 18)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._close(conn)
-            return
-        if not chunk:
-            self._close(conn)
-            return
-        conn.inbuf += chunk
-        if not conn.authed:
-            if len(conn.inbuf) < auth.CLIENT_REPLY_LEN:
-                return
-            reply = bytes(conn.inbuf[: auth.CLIENT_REPLY_LEN])
-            del conn.inbuf[: auth.CLIENT_REPLY_LEN]
-            proof = auth.server_verify(self.secret, ROLE, conn.nonce, reply)
-            if proof is None:
-                log.warning("TCPStore: refused %s: authentication failed", conn.addr)
-                self._close(conn)
-                return
-            conn.authed = True
-            conn.outbuf += proof
-            self._want_write(conn)
-        self._process(conn)
-
-    def _process(self, conn: _Conn):
-        while conn in self.conns and conn.pending is None and len(conn.inbuf) >= FRAME.size:
-            try:
-                opcode, status, length = parse_frame_header(bytes(conn.inbuf[: FRAME.size]), self.max_frame)
-            except FrameError as e:
-                log.warning("TCPStore: closing %s: %s", conn.addr, e)
-                self._close(conn)
-                return
-            if len(conn.inbuf) < FRAME.size + length:
-                return
-            body = bytes(conn.inbuf[FRAME.size: FRAME.size + length])
-            del conn.inbuf[: FRAME.size + length]
-            try:
-                fields = decode_fields(body)
-                self._handle(conn, opcode, status, fields)
-            except (FrameError, ValueError, struct.error) as e:
-                log.warning("TCPStore: closing %s: malformed request: %s", conn.addr, e)
-                self._close(conn)
-                return
-        # A client never has more than one request in flight; anything queued behind a
-        # parked request is bounded so a misbehaving client cannot grow our memory.
-        if conn in self.conns and len(conn.inbuf) > self.max_frame + FRAME.size:
-            log.warning("TCPStore: closing %s: too much unsolicited data", conn.addr)
-            self._close(conn)
-
-    # -- requests --------------------------------------------------------------------
-    def _handle(self, conn, op, status, f):
-        data = self.data
-        if op == SET:
-            self._need(f, 2)
-            self._set(f[0], f[1])
-            self._reply(conn, OK, [])
-        elif op == GET or op == WAIT or op == MULTI_GET:
-            self._need(f, 1, exact=(op == GET))
-            # status carries the wait timeout in milliseconds
-            if all(k in data for k in f):
-                self._answer_wait(conn, op, f)
-            else:
-                deadline = time.monotonic() + status / 1000.0
-                conn.pending = (op, f, deadline)
-                for k in f:
-                    if k not in data:
-                        self.waiters.setdefault(k, set()).add(conn)
-                heapq.heappush(self.deadlines, (deadline, next(self._tiebreak), conn))
-        elif op == ADD:
-            self._need(f, 2)
-            cur = data.get(f[0], b"0")
-            try:
-                new = int(cur) + int(f[1])
-            except ValueError:
-                self._reply(conn, ERROR, [b"add: the key's value is not an integer"])
-                return
-            self._set(f[0], str(new).encode())
-            self._reply(conn, OK, [str(new).encode()])
-        elif op == CAS:
-            self._need(f, 3)
-            key, expected, desired = f
-            cur = data.get(key)
-            if cur is None:
-                if expected == b"":
-                    self._set(key, desired)
-                    out = desired
-                else:
-                    out = expected
-            elif cur == expected:
-                self._set(key, desired)
-                out = desired
-            else:
-                out = cur
-            self._reply(conn, OK, [out])
-        elif op == CHECK:
-            self._reply(conn, OK, [b"1" if all(k in data for k in f) else b"0"])
-        elif op == DELETE:
-            self._need(f, 1)
-            existed = data.pop(f[0], None) is not None
-            self._reply(conn, OK, [b"1" if existed else b"0"])
-        elif op == NUM_KEYS:
-            n = sum(1 for k in data if not k.startswith(INTERNAL_PREFIX.encode()))
-            self._reply(conn, OK, [str(n).encode()])
-        elif op == MULTI_SET:
-            if len(f) % 2:
-                raise ValueError("multi_set needs key/value pairs")
-            for i in range(0, len(f), 2):
-                self._set(f[i], f[i + 1])
-            self._reply(conn, OK, [])
-        elif op == PING:
-            self._reply(conn, OK, [])
-        else:
-            raise ValueError(f"unknown opcode {op}")
-
-    @staticmethod
-    def _need(fields, n, exact=True):
-        if (len(fields) != n) if exact else (len(fields) < n):
-            raise ValueError(f"expected {n} fields, got {len(fields)}")
-
-    def _set(self, key, value):
-        self.data[key] = value
-        parked = self.waiters.pop(key, None)
-        if not parked:
-            return
-        for conn in parked:
-            if conn.pending is None or conn not in self.conns:
-                continue
-            op, keys, _ = conn.pending
-            if all(k in self.data for k in keys):
-                self._unpark(conn)
-                self._answer_wait(conn, op, keys)
-                self._process(conn)
-
-    def _unpark(self, conn):
-        for k in conn.pending[1]:
-            s = self.waiters.get(k)
-            if s is not None:
-                s.discard(conn)
-                if not s:
-                    del self.waiters[k]
-        conn.pending = None
-
-    def _answer_wait(self, conn, op, keys):
-        if op == WAIT:
-            self._reply(conn, OK, [])
-        else:
-            self._reply(conn, OK, [self.data[k] for k in keys])
-
-    def _reply(self, conn, status, fields):
-        conn.outbuf += encode_frame(0, fields, status)
-        self._flush(conn)
-
-    def _want_write(self, conn):
-        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.outbuf else 0)
-        try:
-            self.sel.modify(conn.sock, events, conn)
-        except (KeyError, ValueError):
-            pass
-
-    def _flush(self, conn):
-        while conn.outbuf:
-            try:
-                n = conn.sock.send(conn.outbuf)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                self._close(conn)
-                return
-            del conn.outbuf[:n]
-        self._want_write(conn)
-
-
 # ---------------------------------------------------------------------------------- client
+
+
+def _check_host(host_name: str, port: int) -> None:
+    """Resolve ``host_name`` once, up front: a name that can never resolve is the caller's
+    mistake (a ValueError naming it), not something to retry until the timeout."""
+    if not host_name.strip():
+        raise ValueError(f"host_name: expected a host name or IP address (e.g. '127.0.0.1'), got {host_name!r}")
+    try:
+        socket.getaddrinfo(host_name, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        if e.errno in (socket.EAI_AGAIN, getattr(socket, "EAI_SYSTEM", None)):  # a resolver hiccup, not a bad name
+            raise DistNetworkError(f"TCPStore: host_name {host_name!r}: name resolution failed: {e}") from None
+        raise ValueError(f"host_name: cannot resolve {host_name!r}: {e.strerror or e}") from None
+    except (UnicodeError, ValueError) as e:  # a label over 63 characters, an embedded NUL ...
+        raise ValueError(f"host_name: {host_name!r} is not a valid host name: {e}") from None
 
 
 class Store:
@@ -414,7 +105,8 @@ class TCPStore(Store):
 
     def __init__(self, host_name: str, port: int, world_size: int | None = None, is_master: bool = False,
                  timeout=DEFAULT_TIMEOUT, wait_for_workers: bool = True, *, secret=None,
-                 max_frame: int = DEFAULT_MAX_FRAME):
+                 max_frame: int = DEFAULT_MAX_FRAME, auth_timeout=AUTH_TIMEOUT,
+                 max_unauthenticated: int = MAX_UNAUTHENTICATED):
         if not isinstance(host_name, str):
             raise TypeError(f"host_name: expected str, got {type(host_name).__name__}")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
@@ -423,6 +115,10 @@ class TCPStore(Store):
             raise ValueError(f"world_size: expected None or a positive int, got {world_size!r}")
         if not is_master and port == 0:
             raise ValueError("port: a client (is_master=False) needs the master's actual port, not 0")
+        if isinstance(max_unauthenticated, bool) or not isinstance(max_unauthenticated, int) or max_unauthenticated < 1:
+            raise ValueError(f"max_unauthenticated: expected a positive int, got {max_unauthenticated!r}")
+        self._auth_timeout = _seconds(auth_timeout, "auth_timeout")
+        _check_host(host_name, port)
         self._timeout = _seconds(timeout)
         self._host = host_name
         self._max_frame = max_frame
@@ -434,7 +130,8 @@ class TCPStore(Store):
         self._server = None
         self.world_size = world_size
         if is_master:
-            self._server = _StoreServer(host_name, port, self._secret, max_frame)
+            self._server = StoreServer(host_name, port, self._secret, max_frame, auth_timeout=self._auth_timeout,
+                                       max_unauthenticated=max_unauthenticated)
             port = self._server.port
             weakref.finalize(self, self._server.stop)
         self._port = port
@@ -489,13 +186,15 @@ class TCPStore(Store):
                 continue
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                auth.client_handshake(sock, self._secret, ROLE, min(remaining, AUTH_TIMEOUT))
+                auth.client_handshake(sock, self._secret, ROLE, min(remaining, self._auth_timeout))
             except auth.AuthenticationError as e:
                 sock.close()
                 raise DistStoreError(f"TCPStore: {self._host}:{self._port}: {e}") from None
-            except (OSError, TimeoutError) as e:
+            except (OSError, TimeoutError) as e:  # e.g. reset by a master shedding a flood: try again
                 sock.close()
                 last = e
+                time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+                delay = min(delay * 2, 1.0)
                 continue
             self._sock = sock
             return

@@ -1,0 +1,192 @@
+"""Issue 9, the process group's part: a listener flooded during setup, a hung store host,
+outputs left untouched by a failed collective, and error texts that name what went wrong."""
+
+import socket
+import struct
+import threading
+import time
+
+import numpy as np
+import pytest
+from comm_helpers import free_port, mismatch_leaves_outputs, rank_never_joins, run_world, store_host_hangs
+
+import tritensor.comm as dist
+from tritensor.comm import TCPStore, auth, mesh
+from tritensor.comm.framing import pack_data_header
+from tritensor.comm.transport import ALL_REDUCE, Engine, Peer
+
+
+def _flood(addr_value: str, idle: int, garbage: int) -> list:
+    """Open ``idle`` silent connections and ``garbage`` ones that send junk to one rank's listeners."""
+    tcp_addr, _host, unix_path = addr_value.split("\n")
+    host, port = tcp_addr.rsplit(":", 1)
+    socks = []
+    for i in range(idle + garbage):
+        try:  # a listener with a tiny backlog (the old one) leaves some of these hanging
+            s = socket.create_connection((host, int(port)), timeout=2)
+            if i >= idle:
+                s.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"\xff" * 100)
+        except OSError:
+            continue
+        socks.append(s)
+    if unix_path:
+        u = socket.socket(socket.AF_UNIX)
+        u.connect(unix_path)
+        socks.append(u)
+    return socks
+
+
+@pytest.mark.timeout(60)
+def test_setup_completes_with_idle_and_garbage_connections_on_every_listener():
+    """Defect 3: each listener used to authenticate one connection at a time (10 s each):
+    three idle connections delayed setup by 20 s, four made it fail on every rank."""
+    secret, world, timeout = b"pg-secret", 4, 20.0
+    store = TCPStore("127.0.0.1", 0, is_master=True, timeout=10, secret=secret)
+    out, errors, threads, held = {}, {}, [], []
+
+    def run(r):
+        client = TCPStore("127.0.0.1", store.port, timeout=10, secret=secret)
+        try:
+            out[r] = mesh.connect_mesh(client, "f/", r, world, list(range(world)), "127.0.0.1", secret, timeout)
+        except Exception as e:  # asserted below
+            errors[r] = e
+        finally:
+            client.close()
+
+    start = time.monotonic()
+    try:
+        for r in range(world):
+            threads.append(threading.Thread(target=run, args=(r,), daemon=True))
+            threads[-1].start()
+            if r < world - 1:  # every listener gets its flood before the next rank starts
+                held += _flood(store.get(f"f/addr/{r}").decode(), idle=4, garbage=2)
+        for t in threads:
+            t.join(timeout + 10)
+        elapsed = time.monotonic() - start
+        assert not errors, errors
+        assert {r: sorted(p) for r, p in out.items()} == {r: [q for q in range(world) if q != r] for r in range(world)}
+        assert elapsed < 8.0, elapsed  # on time: one idle connection used to cost 10 s
+        for peers in out.values():
+            for p in peers.values():
+                p.sock.close()
+    finally:
+        for s in held:
+            s.close()
+        store.close()
+
+
+@pytest.mark.timeout(60)
+def test_crowded_out_peer_gets_a_clear_message(monkeypatch):
+    """Defect 3: a legitimate peer whose connection is dropped because the listener is full of
+    unauthenticated connections is told so, not handed a misleading AuthenticationError."""
+    monkeypatch.setattr(mesh, "MAX_PENDING", 1, raising=False)  # + the one rank expected: 2 slots
+    monkeypatch.setenv("TRITENSOR_COMM_UNIX", "0")
+    secret = b"pg-secret"
+    store = TCPStore("127.0.0.1", 0, is_master=True, timeout=10, secret=secret)
+    r0 = TCPStore("127.0.0.1", store.port, timeout=10, secret=secret)
+    errors = {}
+    t = threading.Thread(target=lambda: errors.update(
+        r0=_catch(mesh.connect_mesh, r0, "c/", 0, 2, [0, 1], "127.0.0.1", secret, 4.0)), daemon=True)
+    t.start()
+    held = []
+    try:
+        held = _flood(store.get("c/addr/0").decode(), idle=2, garbage=0)
+        for s in held:  # both are being authenticated: the listener is full
+            assert s.recv(len(auth.MAGIC)) == auth.MAGIC
+        err = _catch(mesh.connect_mesh, store, "c/", 1, 2, [0, 1], "127.0.0.1", secret, 2.0)
+        assert isinstance(err, dist.DistNetworkError), repr(err)
+        assert "rank 0" in str(err) and "crowded out" in str(err), str(err)
+        t.join(10)
+        assert isinstance(errors["r0"], dist.DistTimeoutError) and "[1]" in str(errors["r0"]), errors
+    finally:
+        for s in held:
+            s.close()
+        t.join(1)
+        r0.close()
+        store.close()
+
+
+def _catch(fn, *args):
+    try:
+        return fn(*args)
+    except Exception as e:
+        return e
+
+
+@pytest.mark.timeout(90)
+def test_surviving_ranks_raise_within_timeout_when_store_host_hangs():
+    """Defect 5: the failure used to be reported to the (hung) store under the engine lock with
+    2 s + 5 s of slack: a 10 s group timeout raised at 17 s."""
+    group_timeout = 3.0
+    results = run_world(3, store_host_hangs, group_timeout, timeout=80, pg_timeout=30)
+    assert results[0] == ("ok", "resumed"), results[0]
+    for r in (1, 2):
+        status, (msg, elapsed) = results[r]
+        assert status == "ok" and msg.startswith("Dist"), (r, msg)
+        assert elapsed < group_timeout + 1.0, (r, elapsed, msg)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["broadcast", "scatter", "gather", "all_gather", "all_to_all", "all_reduce",
+                                  "recv"])
+def test_failed_collective_leaves_outputs_untouched(kind):
+    """Defect 6: header and payload landed in one read straight into the tensor, and the header
+    was checked after; other ranks' slots were written before every rank had agreed."""
+    results = run_world(3, mismatch_leaves_outputs, kind, timeout=100, pg_timeout=20)
+    for r, (status, (msg, untouched)) in results.items():
+        assert status == "ok" and "DistBackendError" in msg, (r, msg)
+        assert untouched, (r, kind, msg)
+
+
+@pytest.mark.parametrize("query,name,bad", [("rank=abc&world_size=2", "rank", "abc"),
+                                            ("rank=0&world_size=two", "world_size", "two")])
+def test_init_method_bad_query_values_are_named(query, name, bad):
+    """Defect 7: these raised a raw "invalid literal for int()"."""
+    with pytest.raises(ValueError, match=rf"{name}.*init_method.*{bad!r}|init_method.*{name}.*{bad!r}"):
+        dist.init_process_group("tcp", init_method=f"tcp://127.0.0.1:{free_port()}?{query}")
+
+
+@pytest.mark.parametrize("port", ["abc", "99999"])
+def test_init_method_bad_port_is_named(port):
+    with pytest.raises(ValueError, match=rf"port.*{port!r}"):
+        dist.init_process_group("tcp", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+
+
+@pytest.mark.timeout(90)
+def test_rank_that_never_joins_is_named():
+    """Defect 7: the others waited on an internal store key ('tt_pg/default_pg/1/addr/1')."""
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "3"}
+    results = run_world(3, rank_never_joins, 3.0, init=False, timeout=80, env=env,
+                        rank_env=lambda r: {"RANK": str(r)})
+    for r in (0, 2):
+        status, (msg, elapsed) = results[r]
+        assert "DistTimeoutError" in msg and "rank(s) [1]" in msg and "tt_pg" not in msg, (r, msg)
+        assert elapsed < 3.0 + 2.0, (r, elapsed)
+
+
+@pytest.mark.timeout(30)
+def test_reset_from_a_peer_during_an_operation_names_the_operation():
+    """Defect 7: a peer's connection reset while this rank was inside an all_reduce (waiting on
+    another peer) read "failed while idle"."""
+    lst = socket.create_server(("127.0.0.1", 0))
+    pairs = []
+    for _ in range(2):
+        c = socket.create_connection(lst.getsockname())
+        s, _ = lst.accept()
+        pairs.append((c, s))
+    lst.close()
+    (a_local, a_remote), (b_local, b_remote) = pairs
+    eng = Engine(0, 0, {1: Peer(1, 1, a_local, "a"), 2: Peer(2, 2, b_local, "b")})
+    target = np.zeros(4, np.float32)
+    with eng.posting():
+        w = eng.new_work("all_reduce #7", 10.0)
+        eng.recv(w, 1, pack_data_header(ALL_REDUCE, 9, 0, 0, 7, 4, 16), memoryview(target.view(np.uint8)))
+        eng.finish_posting(w, False)
+    b_remote.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    b_remote.close()  # linger 0: a reset
+    with pytest.raises(dist.DistBackendError) as info:
+        w.wait()
+    msg = str(info.value)
+    assert "all_reduce #7" in msg and "rank 2" in msg and "idle" not in msg, msg
+    eng.shutdown()
+    a_remote.close()
