@@ -8,7 +8,9 @@ import os
 
 import numpy as np
 
+from .core.factories import tensor
 from .core.tensor import Tensor
+from .runtime import dtype as dt
 
 _ST = {"float32": "F32", "float64": "F64", "float16": "F16", "bfloat16": "BF16", "int32": "I32", "int64": "I64",
        "bool": "BOOL"}
@@ -45,10 +47,6 @@ def load(f, map_location=None, weights_only: bool = True) -> dict:
 
     from safetensors.numpy import load as _st_load
 
-    from . import core
-    from .core import dtype as dt
-    from .core.factories import tensor
-
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
             data = fh.read()
@@ -72,5 +70,4 @@ def load(f, map_location=None, weights_only: bool = True) -> dict:
             a = a.view(ml_dtypes.bfloat16)
         t = tensor(a)
         out[k] = t.to(map_location) if map_location is not None else t
-    del core
     return out

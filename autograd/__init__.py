@@ -2,8 +2,10 @@
 
 Read in this order: ``grad_mode.py`` (is recording on?), ``function.py`` (how an op is
 recorded), ``graph.py`` (nodes, edges, saved tensors, hooks), ``engine.py`` (running the graph
-backwards), ``functions/`` (each op's derivative), ``gradcheck.py``.
+backwards), ``functions/`` (each op's derivative), ``layer.py`` (the dispatcher layer that
+records ops, registered on import), ``gradcheck.py``.
 """
+from . import layer  # noqa: F401  (registers the autograd layer with core/dispatch.py)
 from .engine import backward, grad
 from .function import Function, FunctionCtx
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled

@@ -15,7 +15,8 @@ saved tensors right after it ran.
 """
 from __future__ import annotations
 
-from ..core.tensor import Tensor
+from ..core.factories import ones_like, zeros_like
+from ..core.tensor import Tensor, broadcast_shapes
 from . import graph
 from .grad_mode import _state
 
@@ -32,8 +33,6 @@ def _as_tuple(x, name):
 
 def _make_grads(outputs, grad_outputs, create_graph):
     """Fill in implicit gradients (ones, one-element outputs only) and check shapes."""
-    from ..core.factories import ones_like
-
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if not isinstance(out, Tensor):
@@ -83,8 +82,6 @@ def _validate(node, i, g):
     shape, dtype, device = m
     if g.shape != shape:
         try:
-            from ..core.tensor import broadcast_shapes
-
             ok = broadcast_shapes(g.shape, shape) == tuple(g.shape)
         except RuntimeError:
             ok = False
@@ -275,8 +272,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     for t, g in zip(inputs, results):
         if g is None:
             if materialize_grads:
-                from ..core.factories import zeros_like
-
                 g = zeros_like(t)
             elif not allow_unused:
                 raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. "

@@ -22,6 +22,7 @@ outputs' ``grad_fn``. Forward always runs with grad mode off.
 """
 from __future__ import annotations
 
+from ..core.ops import fill
 from ..core.tensor import Tensor
 from . import graph
 from .grad_mode import _state
@@ -51,8 +52,6 @@ class BackwardFunction(graph.Node):
 
 
 def _zeros_for(m):
-    from ..core.ops import fill
-
     shape, dtype, device = m
     z = Tensor._empty(shape, dtype, device)
     fill(z, 0)

@@ -8,11 +8,14 @@ quotient's rounding error swamps any useful tolerance.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
+from ..core.factories import from_numpy, randn, zeros_like
 from ..core.tensor import Tensor
 from .engine import grad as _grad
-from .grad_mode import no_grad
+from .grad_mode import enable_grad, no_grad
 
 
 class GradcheckError(RuntimeError):
@@ -39,8 +42,6 @@ def _perturbable(x: Tensor):
     """
     if x.device.type == "cpu":
         return x.detach().numpy(force=True), lambda: None
-    from ..core.factories import from_numpy
-
     host = x.detach().cpu().numpy()
     return host, lambda: x.detach().copy_(from_numpy(host))
 
@@ -75,8 +76,6 @@ def _analytical_jacobians(fn, inputs, diff_idx):
     outs = _outputs(fn, inputs)
     diff_inputs = [inputs[i] for i in diff_idx]
     jac = [[np.zeros((inputs[i].numel(), o.numel())) for o in outs] for i in diff_idx]
-    from ..core.factories import zeros_like
-
     for o, out in enumerate(outs):
         if not out.requires_grad:
             continue
@@ -94,8 +93,6 @@ def _analytical_jacobians(fn, inputs, diff_idx):
 def _fast_check(func, inputs, diff_idx, eps, atol, rtol):
     """PyTorch's fast mode: compare v^T J u per input for random u, v instead of all of J.
     One backward and two forwards per input; a wrong Jacobian is caught with probability 1."""
-    from ..core.factories import from_numpy
-
     rng = np.random.default_rng(0)
     outs = _outputs(func, inputs)
     vs = [rng.standard_normal(o.shape) for o in outs]
@@ -135,8 +132,6 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     for i in diff_idx:
         x = inputs[i]
         if x.dtype.name != "float64":
-            import warnings
-
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point. "
                           "This check will likely fail if all the inputs are not of double precision floating point.")
         if x.device.type != "cpu":
@@ -162,8 +157,6 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   raise_exception=True, fast_mode=False) -> bool:
     """gradcheck of the gradient itself (backward with ``create_graph=True``)."""
-    from ..core.factories import randn
-
     inputs = _as_tuple(inputs)
     outs = _outputs(func, inputs)
     if grad_outputs is None:
@@ -173,8 +166,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     n_in = len(inputs)
 
     def first_grads(*args):
-        from .grad_mode import enable_grad
-
         xs, gos = args[:n_in], args[n_in:]
         with enable_grad():  # also while gradcheck evaluates finite differences under no_grad
             ys = _outputs(func, xs)

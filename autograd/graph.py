@@ -15,7 +15,9 @@ from __future__ import annotations
 import itertools
 import threading
 
+from ..core.ops import elementwise as _ew
 from ..core.tensor import Tensor
+from .grad_mode import _state
 
 RETAIN_GRAPH_MSG = (
     "Trying to backward through the graph a second time (or directly access saved tensors after they have "
@@ -227,9 +229,6 @@ class AccumulateGrad(Node):
         return self.variable._hooks
 
     def apply(self, grad):
-        from .grad_mode import _state
-        from ..core.ops import elementwise as _ew
-
         v = self.variable
         with _accumulate_lock:
             if v.grad is None:

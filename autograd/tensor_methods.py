@@ -1,6 +1,10 @@
-"""Tensor's autograd API: ``backward``, ``is_leaf``, ``detach``, ``requires_grad_``,
-``register_hook``, ``register_post_accumulate_grad_hook``, ``retain_grad``, ``data``.
-Bound onto :class:`~tritensor.core.tensor.Tensor` by :func:`install`."""
+"""Tensor's autograd API: ``backward``, ``detach``, ``detach_``, ``register_hook``,
+``register_post_accumulate_grad_hook``, ``retain_grad``, ``retains_grad``, ``data``.
+
+Core's Tensor cannot import autograd, so these are entries of the op table (``core/ops/table.py``,
+``API``) whose calls the autograd layer of the dispatcher answers from :data:`TENSOR_API`
+(``autograd/layer.py``). ``is_leaf`` and ``requires_grad_`` need nothing from autograd: they are in
+``core/tensor_base.py``."""
 from __future__ import annotations
 
 from ..core.tensor import Tensor
@@ -12,11 +16,6 @@ def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=
     engine.backward(self, gradient, retain_graph, create_graph, inputs)
 
 
-def is_leaf(self) -> bool:
-    """True for tensors no recorded op made: user-created ones and those that need no grad."""
-    return self.grad_fn is None
-
-
 def detach(self) -> Tensor:
     """A tensor sharing this one's data and version counter, with no history."""
     return graph.detached(self)
@@ -26,11 +25,6 @@ def detach_(self) -> Tensor:
     if self._base is not None and (self._base._requires_grad or self._requires_grad):
         raise RuntimeError("Can't detach views in-place. Use detach() instead.")
     self.grad_fn, self._requires_grad = None, False
-    return self
-
-
-def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-    self.requires_grad = requires_grad  # the property checks leaf-ness and dtype
     return self
 
 
@@ -98,12 +92,6 @@ def _set_data(self, value: Tensor) -> None:
     self.dtype, self.device = value.dtype, value.device
 
 
-def install(Tensor) -> None:
-    Tensor.backward = backward
-    Tensor.is_leaf = property(is_leaf)
-    Tensor.detach, Tensor.detach_, Tensor.requires_grad_ = detach, detach_, requires_grad_
-    Tensor.register_hook = register_hook
-    Tensor.register_post_accumulate_grad_hook = register_post_accumulate_grad_hook
-    Tensor.retain_grad = retain_grad
-    Tensor.retains_grad = property(retains_grad)
-    Tensor.data = property(_get_data, _set_data)
+TENSOR_API = {"backward": backward, "detach": detach, "detach_": detach_, "register_hook": register_hook,
+              "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook, "retain_grad": retain_grad,
+              "retains_grad": retains_grad, "get_data": _get_data, "set_data": _set_data}

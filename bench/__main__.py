@@ -5,7 +5,9 @@ peak and the speed relative to a peer timed in the same run (torch on GPU when i
 NumPy on CPU). ``--quick`` (the default) finishes in a minute or two in CPU mode.
 
 ``python -m tritensor.bench comm ...`` hands the rest of the command line to the communication
-benchmark (``tritensor.comm.bench``).
+benchmark (``tritensor.bench.comm``); ``python -m tritensor.bench launch ...`` to the launch-overhead
+benchmark (``bench/launch.py``); ``python -m tritensor.bench elastic ...`` to the launcher's
+start and restart times (``bench/elastic.py``).
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ FAMILIES = {  # name -> module in this package
     "matmul": "matmul", "conv2d": "conv",
 }
 DTYPES = ("float32", "float16", "bfloat16", "float64")
-EXTERNAL = {"comm": "tritensor.comm.bench"}  # families whose benchmark lives elsewhere
+EXTERNAL = {"comm": "tritensor.bench.comm", "launch": "tritensor.bench.launch",
+            "elastic": "tritensor.bench.elastic"}  # own command lines
 
 
 def _csv(kind, allowed=None):

@@ -19,6 +19,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from ..runtime import cuda, memory
+
 # Dense peak TFLOP/s by device-name fragment, first match wins: (fp16/bf16 tensor core, tf32,
 # fp32 CUDA core, fp64). The SXM H100 reports itself as "NVIDIA H100 80GB HBM3", hence the order.
 _NOMINAL_TFLOPS = {
@@ -157,7 +159,6 @@ def time_torch(torch, fn, reps: int = 50) -> float:
 # ----- peaks ----------------------------------------------------------------------------------------
 def device_name(gpu: bool) -> str:
     if gpu:
-        from ..core import cuda
 
         return cuda.get_device_name()
     import platform
@@ -169,7 +170,6 @@ def memory_peak_gbs(gpu: bool) -> float:
     """Measured copy bandwidth in GB/s (bytes read + bytes written)."""
     nbytes = 1 << 30 if gpu else 1 << 27
     if gpu:
-        from ..core import cuda, memory
         import tritensor as tt
 
         src = tt.empty(nbytes // 4, dtype=tt.int32, device="cuda")  # 1 GiB each way: far beyond any cache
@@ -307,7 +307,6 @@ def run_benchmark(benchmark, case: Case, impl: str, ctx: Context) -> None:
         if impl == "peer" and ctx.torch is not None:
             sync = ctx.torch.cuda.synchronize
         else:
-            from ..core import cuda
 
             sync = cuda.synchronize
         inner = fn

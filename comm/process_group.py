@@ -1,7 +1,7 @@
 """Process groups: ``init_process_group``, ``new_group`` and friends, as in torch.distributed.
 
 A :class:`ProcessGroup` is a set of ranks fully connected by authenticated sockets
-(:func:`.transport.connect_mesh`) plus the :class:`.transport.Engine` that moves data between
+(:func:`.mesh.connect_mesh`) plus the :class:`.transport.Engine` that moves data between
 them. Ranks find each other through a store: the one given, or a :class:`.TCPStore` hosted
 by rank 0 at ``MASTER_ADDR:MASTER_PORT`` (``env://``) or at ``tcp://host:port``. Every
 group gets its own key prefix and its own connections, so operations on different groups
@@ -18,13 +18,16 @@ import enum
 import ipaddress
 import os
 import socket
+import threading
 from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
 
 from . import auth
 from .errors import DistError
+from .mesh import connect_mesh
 from .store import Store, TCPStore, _seconds
-from .transport import Engine, connect_mesh
+from .failures import REPORT_TIMEOUT
+from .transport import Engine
 
 __all__ = [
     "ReduceOp", "Backend", "GroupMember", "group", "ProcessGroup", "init_process_group",
@@ -95,7 +98,7 @@ class ProcessGroup:
         # that headers check are counted by the engine as messages arrive (an any-source
         # receive learns its sender only then).
         self._p2p_recvd: dict = {}
-        self.scratch_pool: list = []  # reusable ring buffers (see collectives._Op.scratch)
+        self.scratch_pool: list = []  # reusable ring buffers (see algorithms.plan.Plan.scratch)
         peers = connect_mesh(store, prefix, rank, self._size, self.global_ranks, bind_host, secret, timeout)
         self.engine = Engine(rank, self.global_ranks[rank], peers, self._report_failure,
                              group_desc=prefix.strip("/"))
@@ -117,12 +120,34 @@ class ProcessGroup:
         table[peer] = table.get(peer, 0) + 1
         return table[peer]
 
-    def _report_failure(self, reason: str) -> str | None:
-        """Record the first failure of this group in the store; return the first one recorded."""
+    def _report_failure(self, reason: str, budget: float) -> str | None:
+        """Record the first failure of this group in the store; return the first one recorded,
+        or None when it is this one or the store did not answer within ``budget`` seconds.
+
+        The request runs on a daemon thread and this waits at most ``budget``: the store's
+        host may be the process that hung, and a client call can take longer than asked (it
+        reconnects, and allows the server slack to answer). A late report still lands in the
+        store for the other ranks to read."""
         mine = f"rank {self.global_ranks[self._rank]}: {reason}"
-        quick = getattr(self.store, "_compare_set_quick", None)  # bounded even if the store host died
-        cas = quick or self.store.compare_set
-        first = cas(self.prefix + "abort", "", mine)
+        out: list = []
+        done = threading.Event()
+
+        def report():
+            try:
+                quick = getattr(self.store, "_compare_set_quick", None)  # bounded even if the store host died
+                if quick is not None:
+                    out.append(quick(self.prefix + "abort", "", mine, timeout=REPORT_TIMEOUT))
+                else:
+                    out.append(self.store.compare_set(self.prefix + "abort", "", mine))
+            except Exception:  # the store may be gone with the rank that hosted it
+                pass
+            finally:
+                done.set()
+
+        threading.Thread(target=report, name="tritensor-comm-report", daemon=True).start()
+        if not done.wait(budget) or not out:
+            return None
+        first = out[0]
         first = first.decode("utf-8", "replace") if isinstance(first, bytes) else first
         return None if first == mine else first
 
@@ -206,6 +231,23 @@ def _env_int(name: str) -> int:
         raise ValueError(f"${name}: expected an integer, got {v!r}") from None
 
 
+def _query_int(query: dict, name: str, init_method: str) -> int:
+    v = query[name][0]
+    try:
+        return int(v)
+    except ValueError:
+        raise ValueError(f"init_method: {name} in {init_method!r}: expected an integer, got {v!r}") from None
+
+
+def _url_port(url, init_method: str):
+    try:
+        return url.port
+    except ValueError:  # not a number, or out of range
+        bad = url.netloc.rsplit(":", 1)[-1]
+        raise ValueError(f"init_method: port in {init_method!r}: expected an integer in [0, 65535], "
+                         f"got {bad!r}") from None
+
+
 def init_process_group(backend: str | None = None, init_method: str | None = None, timeout=None,
                        world_size: int = -1, rank: int = -1, store: Store | None = None,
                        group_name: str = "", pg_options=None, device_id=None) -> None:
@@ -228,9 +270,9 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         url = urlparse(init_method)
         query = parse_qs(url.query)
         if "rank" in query and rank == -1:
-            rank = int(query["rank"][0])
+            rank = _query_int(query, "rank", init_method)
         if "world_size" in query and world_size == -1:
-            world_size = int(query["world_size"][0])
+            world_size = _query_int(query, "world_size", init_method)
         if url.scheme == "env":
             host = os.environ.get("MASTER_ADDR")
             if not host:
@@ -241,9 +283,10 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
             if world_size == -1:
                 world_size = _env_int("WORLD_SIZE")
         elif url.scheme == "tcp":
-            if not url.hostname or url.port is None:
+            port = _url_port(url, init_method)
+            if not url.hostname or port is None:
                 raise ValueError(f"init_method: expected 'tcp://host:port', got {init_method!r}")
-            host, port = url.hostname, url.port
+            host = url.hostname
         else:
             raise ValueError(f"init_method: expected 'env://' or 'tcp://host:port', got {init_method!r}")
         _int_arg(world_size, "world_size", 1)

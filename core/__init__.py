@@ -1,1 +1,3 @@
-"""Core: dtypes, devices, storages, the Tensor, the CUDA runtime and the kernel launch glue."""
+"""Core: the Tensor (storage, shape, strides, views) and each op's core entry (argument checks,
+output allocation, the kernel call). Devices, dtypes, memory, streams and launching live beneath
+it in ``runtime``; derivatives live above it in ``autograd``."""

@@ -8,10 +8,10 @@ import threading
 import numpy as np
 
 from ..triton_kernels import random as _rand
-from . import dtype as dt
-from . import memory
+from ..runtime import dtype as dt
+from ..runtime import memory
 from . import ops as _ops
-from .device import CPU, device
+from ..runtime.device import CPU, device
 from .tensor import Tensor, _shape_arg, contiguous_strides
 
 _seed_lock = threading.Lock()

@@ -1,4 +1,9 @@
-"""tritensor.nn: ``Module``, ``Parameter``, the layers and losses, ``functional`` and ``init``."""
+"""tritensor.nn: ``Module``, ``Parameter``, the layers and losses, ``functional``, ``init`` and
+``parallel`` (DistributedDataParallel).
+
+``nn.parallel`` sits on ``tritensor.comm`` (a layer above nn), so this package does not import
+it; ``import tritensor`` does, after comm, and ``from tritensor.nn.parallel import ...`` always
+works."""
 from . import functional, init
 from .layers import (AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, GELU, LayerNorm, Linear, MaxPool2d,
                      MSELoss, ReLU, Sequential)

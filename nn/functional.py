@@ -1,16 +1,22 @@
-"""``nn.functional``: the stateless forms of the layers. Every function records into the
-autograd graph (the ops live in ``autograd/functions``)."""
+"""``nn.functional``: the stateless forms of the layers.
+
+The entries the op table marks ``functional`` (linear, conv2d, pooling, softmax, layer_norm, the
+losses) are generated from it (``core/ops/table.py``), so they take the one dispatch path like
+every op. The rest are compositions of ops with the extra arguments torch gives them here
+(``inplace=``, ``approximate=``, ``training=``).
+"""
 from __future__ import annotations
 
-from ..autograd.functions.conv import avg_pool2d, conv2d, max_pool2d, max_pool2d_with_indices
-from ..autograd.functions.loss import cross_entropy, mse_loss, nll_loss
-from ..autograd.functions.matmul import linear
-from ..autograd.functions.reduce import layer_norm, log_softmax, softmax
+from ..core.factories import rand as _rand
+from ..core.functional import function as _function
+from ..core.ops import table as _table
 from ..core.tensor import Tensor
 
-__all__ = ["linear", "conv2d", "max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "relu", "gelu", "silu",
-           "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "dropout", "cross_entropy", "nll_loss",
-           "mse_loss", "flatten"]
+__all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "flatten"]
+for _op in _table.OPS.values():
+    if _op.functional:
+        globals()[_op.name] = _function(_op, _op.name)
+        __all__.append(_op.name)
 
 
 def relu(input, inplace: bool = False):
@@ -49,9 +55,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
         return input
     if p == 1.0:
         return input.mul_(0) if inplace else input * 0
-    from ..core.factories import rand
-
-    keep = rand(input.shape, device=input.device) >= p  # a bool mask: not differentiated
+    keep = _rand(input.shape, device=input.device) >= p  # a bool mask: not differentiated
     scale = 1.0 / (1.0 - p)
     if inplace:
         return input.mul_(keep).mul_(scale)

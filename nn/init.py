@@ -10,6 +10,7 @@ import math
 
 from ..autograd.grad_mode import no_grad
 from ..core.tensor import Tensor
+from ..core.factories import rand, randn
 
 
 def _fans(t: Tensor):
@@ -36,15 +37,11 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
 
 @no_grad()
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
-    from ..core.factories import rand
-
     return t.copy_(rand(t.shape, dtype=t.dtype, device=t.device) * (b - a) + a)
 
 
 @no_grad()
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
-    from ..core.factories import randn
-
     return t.copy_(randn(t.shape, dtype=t.dtype, device=t.device) * std + mean)
 
 

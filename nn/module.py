@@ -11,6 +11,7 @@ from collections import OrderedDict
 from ..autograd.graph import RemovableHandle
 from ..autograd.grad_mode import no_grad
 from ..core.tensor import Tensor
+from ..runtime.dtype import dtype as _dtype
 from .parameter import Parameter
 
 
@@ -217,8 +218,6 @@ class Module:
 
     def to(self, *args, **kwargs):
         """Move parameters and buffers to a device and/or cast floating point ones to a dtype."""
-        from ..core.dtype import dtype as _dtype
-
         given = list(args) + list(kwargs.values())
         dtype = next((a for a in given if isinstance(a, _dtype)), None)
         device = next((a for a in given if a is not None and not isinstance(a, (_dtype, bool))), None)

@@ -3,6 +3,7 @@ assigned as an attribute."""
 from __future__ import annotations
 
 from ..core.tensor import Tensor
+from ..core.factories import empty
 
 
 class Parameter(Tensor):
@@ -10,8 +11,6 @@ class Parameter(Tensor):
 
     def __new__(cls, data=None, requires_grad: bool = True):
         if data is None:
-            from ..core.factories import empty
-
             data = empty(0)
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter: data must be a Tensor, got {type(data).__name__}")

@@ -10,7 +10,7 @@ With ``amsgrad=True`` the denominator uses ``max_exp_avg_sq = max(max_exp_avg_sq
 from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
-from ..triton_kernels import optim as _k
+from ..core.ops import optim as _core
 from .optimizer import Optimizer
 
 
@@ -48,10 +48,10 @@ class Adam(Optimizer):
                 if group["amsgrad"] and "max_exp_avg_sq" not in state:
                     state["max_exp_avg_sq"] = p.detach().new_zeros(p.shape)
                 state["step"] += 1
-                _k.adam_step(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"], lr=group["lr"],
-                             beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                             decoupled=self._decoupled, maximize=group["maximize"],
-                             max_exp_avg_sq=state["max_exp_avg_sq"] if group["amsgrad"] else None)
+                _core.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"], lr=group["lr"],
+                                 beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
+                                 decoupled=self._decoupled, maximize=group["maximize"],
+                                 max_exp_avg_sq=state["max_exp_avg_sq"] if group["amsgrad"] else None)
                 p._bump_version()
         return loss
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 
 from ..core.tensor import Tensor
+from ..autograd.grad_mode import enable_grad
 
 _REQUIRED = object()
 
@@ -102,8 +103,6 @@ class Optimizer:
         """Re-evaluate the model through ``closure`` (with grad on, as step() runs under no_grad)."""
         if closure is None:
             return None
-        from ..autograd.grad_mode import enable_grad
-
         with enable_grad():
             return closure()
 

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
-from ..triton_kernels import optim as _k
+from ..core.ops import optim as _core
 from .optimizer import _REQUIRED, Optimizer
 
 
@@ -37,8 +37,8 @@ class SGD(Optimizer):
                 first = buf is None
                 if group["momentum"] != 0 and first:
                     buf = state["momentum_buffer"] = p.detach().new_empty(p.shape)
-                _k.sgd_step(p, g, buf, lr=group["lr"], weight_decay=group["weight_decay"],
-                            momentum=group["momentum"], dampening=group["dampening"], nesterov=group["nesterov"],
-                            maximize=group["maximize"], first=first)
+                _core.sgd_step_(p, g, buf, lr=group["lr"], weight_decay=group["weight_decay"],
+                                momentum=group["momentum"], dampening=group["dampening"], nesterov=group["nesterov"],
+                                maximize=group["maximize"], first=first)
                 p._bump_version()
         return loss

@@ -627,3 +627,195 @@ def any_source_sender_dies(rank, world):
     except Exception as e:
         return f"{type(e).__name__}: {e}", time.monotonic() - start
     return "no error", time.monotonic() - start
+
+
+# ------------------------------------------------- issue 9: process-group hardening
+
+def store_host_hangs(rank, world, group_timeout):
+    """Rank 0 (the store's host) stops itself (SIGSTOP) while the others run an all_reduce on a
+    group with a short timeout; they report how long raising took, then wake rank 0 up."""
+    import signal
+
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    g = dist.new_group(list(range(world)), timeout=group_timeout)
+    pids = [tt.zeros(1, dtype=tt.int64) for _ in range(world)]
+    dist.all_gather(pids, tt.from_numpy(np.array([os.getpid()], np.int64)))
+    dist.barrier()
+    if rank == 0:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return "resumed"
+    start = time.monotonic()
+    try:
+        dist.all_reduce(tt.ones(10), group=g)
+        msg = "no error"
+    except Exception as e:
+        msg = f"{type(e).__name__}: {e}"
+    elapsed = time.monotonic() - start
+    os.kill(int(pids[0].tolist()[0]), signal.SIGCONT)
+    return msg, elapsed
+
+
+def mismatch_leaves_outputs(rank, world, kind):
+    """Rank 1's sizes disagree; returns (error text, whether this rank's outputs are bit-for-bit
+    what they were before the call)."""
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    n = 1000 + (8 if rank == 1 else 0)
+
+    def raw(salt, m=n):  # distinct bytes per rank and slot, never what a peer sends
+        return np.arange(m, dtype=np.float32) * np.float32(0.25) + np.float32(1000 * rank + 100 * salt + 7)
+
+    def pattern(salt, m=n):
+        return tt.from_numpy(raw(salt, m))
+
+    outs = []
+    try:
+        if kind == "broadcast":
+            t = pattern(0)
+            outs = [t] if rank != 0 else []
+            dist.broadcast(t, src=0)
+        elif kind == "scatter":
+            t = pattern(0)
+            outs = [t]
+            dist.scatter(t, [pattern(10 + q, 1000) for q in range(world)] if rank == 0 else None, src=0)
+        elif kind == "gather":
+            outs = [pattern(q, 1000) for q in range(world)] if rank == 0 else []
+            dist.gather(pattern(50), outs if rank == 0 else None, dst=0)
+        elif kind == "all_gather":
+            outs = [pattern(q) for q in range(world)]
+            dist.all_gather(outs, pattern(50))
+        elif kind == "all_to_all":
+            outs = [pattern(q) for q in range(world)]
+            dist.all_to_all(outs, [pattern(20 + q) for q in range(world)])
+        elif kind == "all_reduce":
+            t = pattern(0)
+            outs = [t]
+            dist.all_reduce(t)
+        elif kind == "recv":
+            if rank == 1:
+                dist.send(pattern(0, 5), dst=0)
+            elif rank == 0:
+                t = pattern(0, 4)
+                outs = [t]
+                dist.recv(t, src=1)
+            dist.barrier()
+        msg = "no error"
+    except Exception as e:
+        msg = f"{type(e).__name__}: {e}"
+    before = {"broadcast": [0], "scatter": [0], "gather": list(range(world)), "all_gather": list(range(world)),
+              "all_to_all": list(range(world)), "all_reduce": [0], "recv": [0]}[kind]
+    sizes = {"recv": 4, "gather": 1000}.get(kind, n)
+    untouched = all(np.array_equal(o.numpy().view(np.uint32), raw(s, sizes).view(np.uint32))
+                    for o, s in zip(outs, before))
+    return msg, untouched
+
+
+def rank_never_joins(rank, world, pg_timeout):
+    """Rank 1 connects to the store (so the master's worker count is met) but never calls
+    init_process_group: the others must raise naming rank 1."""
+    import tritensor.comm as dist
+
+    if rank == 1:
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world, timeout=30)
+        time.sleep(pg_timeout + 4)
+        store.close()
+        return "absent"
+    start = time.monotonic()
+    try:
+        dist.init_process_group("tcp", timeout=pg_timeout)
+        msg = "no error"
+    except Exception as e:
+        msg = f"{type(e).__name__}: {e}"
+    return msg, time.monotonic() - start
+
+
+# ------------------------------------------------------------- input lifetime (issue 9)
+
+LIFETIME_COLLECTIVES = ("all_gather", "all_gather_into_tensor", "gather", "scatter", "reduce_scatter",
+                        "reduce_scatter_tensor", "all_to_all")
+
+
+def async_input_lifetime(rank, world, elems, rounds, sync_dir, names=LIFETIME_COLLECTIVES):
+    """Post an async collective, drop every input before ``wait()``, churn the heap, check the result.
+
+    Each round one rank (the "sender") posts first and drops its inputs; its peer posts only
+    after the sender has looked (a file in ``sync_dir`` says so), so the sender's work is
+    certainly pending then, with ``elems`` float32 per message, more than a socket buffer
+    holds. Returns a list of problems: inputs freed while the work was pending, wrong values
+    on either side, inputs still held after the work completed."""
+    import gc
+    import weakref
+
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+
+    problems = []
+    for name in names:
+        for i in range(rounds):
+            sender = i % world
+            val = lambda q, j=0: float(1000 * i + 10 * q + j + 1)  # noqa: E731
+            full = lambda v, n=elems: tt.from_numpy(np.full(n, v, np.float32))  # noqa: E731
+            flag = os.path.join(sync_dir, f"{name}-{i}")
+            if rank != sender:  # post after the sender has dropped its inputs and looked
+                deadline = time.monotonic() + 60
+                while not os.path.exists(flag):
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"rank {rank}: {flag} never appeared")
+                    time.sleep(0.005)
+            peer = 1 - rank if world == 2 else None
+            if name == "all_gather":
+                inputs, outs = [full(val(rank))], [tt.zeros(elems) for _ in range(world)]
+                work = dist.all_gather(outs, inputs[0], async_op=True)
+                check = lambda: [(o.numpy(), val(q)) for q, o in enumerate(outs)]  # noqa: E731
+            elif name == "all_gather_into_tensor":
+                inputs, out = [full(val(rank))], tt.zeros(elems * world)
+                work = dist.all_gather_into_tensor(out, inputs[0], async_op=True)
+                check = lambda: [(out.numpy()[q * elems:(q + 1) * elems], val(q)) for q in range(world)]  # noqa: E731
+            elif name == "gather":  # the sender sends to its peer, the root
+                inputs = [full(val(rank))]
+                gl = [tt.zeros(elems) for _ in range(world)] if rank != sender else None
+                work = dist.gather(inputs[0], gl, dst=peer if rank == sender else rank, async_op=True)
+                check = lambda: [(g.numpy(), val(q)) for q, g in enumerate(gl)] if gl else []  # noqa: E731
+            elif name == "scatter":  # the sender is the root
+                inputs = [full(val(sender, q)) for q in range(world)] if rank == sender else []
+                out = tt.zeros(elems)
+                work = dist.scatter(out, inputs or None, src=sender, async_op=True)
+                check = lambda: [(out.numpy(), val(sender, rank))]  # noqa: E731
+            elif name == "reduce_scatter":
+                inputs, out = [full(val(rank, q)) for q in range(world)], tt.zeros(elems)
+                work = dist.reduce_scatter(out, inputs, async_op=True)
+                check = lambda: [(out.numpy(), sum(val(q, rank) for q in range(world)))]  # noqa: E731
+            elif name == "reduce_scatter_tensor":
+                inputs = [tt.from_numpy(np.concatenate([np.full(elems, val(rank, q), np.float32) for q in range(world)]))]
+                out = tt.zeros(elems)
+                work = dist.reduce_scatter_tensor(out, inputs[0], async_op=True)
+                check = lambda: [(out.numpy(), sum(val(q, rank) for q in range(world)))]  # noqa: E731
+            elif name == "all_to_all":
+                inputs, outs = [full(val(rank, q)) for q in range(world)], [tt.zeros(elems) for _ in range(world)]
+                work = dist.all_to_all(outs, inputs, async_op=True)
+                check = lambda: [(o.numpy(), val(q, rank)) for q, o in enumerate(outs)]  # noqa: E731
+            else:
+                raise ValueError(name)
+            held = [weakref.ref(t) for t in inputs]
+            del inputs
+            gc.collect()
+            junk = [np.full(elems, -7.0, np.float32) for _ in range(6)]  # reuses freed memory
+            if rank == sender:
+                if not work.is_completed() and any(h() is None for h in held):
+                    problems.append(f"{name} #{i}: an input was freed while the work was pending")
+                open(flag, "w").close()
+            work.wait()
+            for got, want in check():
+                if not (got == want).all():
+                    problems.append(f"{name} #{i} rank {rank}: got {np.unique(got)[:4]}, expected {want}")
+            if any(h() is not None for h in held):  # the caller may keep its work handles
+                problems.append(f"{name} #{i}: an input is still held after the work completed")
+            del work, junk
+            dist.barrier()
+    return problems

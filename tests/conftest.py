@@ -7,6 +7,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# tritensor picks the execution mode (TRITON_INTERPRET in CPU mode) before Triton is first imported;
+# a test module that imports triton itself must not be the first to do so.
+import tritensor  # noqa: E402,F401
+
 
 @pytest.fixture
 def no_launch(monkeypatch):
@@ -15,7 +19,7 @@ def no_launch(monkeypatch):
     The factory kernels (fill, arange, random: ``cast.py`` and ``random.py``) stay usable so a
     test can still build its inputs with ``tt.zeros`` and friends.
     """
-    from tritensor.core import launch as _launch
+    from tritensor.runtime import launch as _launch
 
     real = _launch.launch
     allowed = {"tritensor.triton_kernels.cast", "tritensor.triton_kernels.random"}

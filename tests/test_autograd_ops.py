@@ -128,6 +128,59 @@ def test_inplace_unary_on_nonleaf(op):
     assert gradcheck(f, (x,))
 
 
+
+# ----- every in-place and alias form the op table declares (tests/test_op_table.py) ------------
+@pytest.mark.parametrize("op", sorted(UNARY))
+def test_inplace_unary_gradcheck_every_op(op):
+    x = leaf(2, 3, **UNARY[op])
+
+    def f(t):
+        z = t * 1
+        return getattr(z, op + "_")()
+
+    assert gradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("op", sorted(BINARY))
+def test_inplace_binary_gradcheck_every_op(op):
+    positive = op in ("pow", "div", "remainder")
+    a = leaf(2, 3, positive=positive)
+    b = leaf(3, positive=positive) if op != "remainder" else tt.tensor([0.7, 1.3, 2.9], dtype=F64, requires_grad=True)
+
+    def f(x, y):
+        z = x * 1
+        return getattr(z, op + "_")(y)
+
+    assert gradcheck(f, (a, b))
+
+
+@pytest.mark.parametrize("op", ["floor_", "ceil_", "trunc_", "sign_", "floor_divide", "floor_divide_"])
+def test_piecewise_constant_forms_have_zero_gradient(op):
+    x, d = leaf(4), leaf(4, positive=True)
+    z = x * 1
+    y = getattr(z, op)(d) if op.startswith("floor_divide") else getattr(z, op)()
+    assert y.requires_grad
+    y.sum().backward()
+    assert_close(x.grad, np.zeros(4), F64)
+    if op.startswith("floor_divide"):
+        assert_close(d.grad, np.zeros(4), F64)
+
+
+def test_clamp_forms_gradcheck():
+    x = leaf(2, 3)
+    lo = tt.tensor([-0.5, 0.0, 0.25], dtype=F64, requires_grad=True)
+    assert gradcheck(lambda a: tt.clip(a, -0.3, 0.4), (x,))
+    assert gradcheck(lambda a: a.clamp_min(-0.3), (x,))
+    assert gradcheck(lambda a: a.clamp_max(0.4), (x,))
+    assert gradcheck(lambda a, m: (a * 1).clamp_(min=m, max=0.6), (x, lo))
+    assert gradcheck(lambda a: (a * 1).clip_(-0.3, 0.4), (x,))
+
+
+def test_fill_gradcheck():
+    x = leaf(2, 3)
+    assert gradcheck(lambda a: (a * 1)[0].fill_(0.5) + a[1], (x,))  # the filled part gets no gradient
+    assert gradcheck(lambda a: (a * 2).zero_() + a, (x,))
+
 # ----- views and indexing ------------------------------------------------------------------
 VIEWS = {
     "view": lambda t: t.view(3, 4), "reshape": lambda t: t.reshape(2, -1), "flatten": lambda t: t.flatten(),
@@ -362,6 +415,7 @@ def test_max_pool2d_gradcheck(kw):
     assert gradcheck(lambda a: tt.max_pool2d(a, **kw), (x,), fast_mode=True)
     small = tt.tensor(RNG.permutation(9).reshape(1, 1, 3, 3) / 10.0, dtype=F64, requires_grad=True)
     assert gradcheck(lambda a: tt.max_pool2d(a, **{**kw, "kernel_size": 2}), (small,))
+    assert gradcheck(lambda a: tt.max_pool2d_with_indices(a, **kw)[0], (x,), fast_mode=True)
 
 
 @pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),

@@ -57,3 +57,27 @@ def test_table_formats_missing_values(capsys):
     common.print_table("f", [r])
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert line.split()[:5] == ["op", "[3]", "float32", "2", "1.5"] and line.split()[5:] == ["-", "-", "-"]
+
+
+@pytest.mark.slow  # ~15 s on a loaded 2-core machine: six processes start and import tritensor
+def test_comm_soak_smoke(tmp_path, capsys):
+    from tritensor.bench import comm as comm_bench
+
+    path = tmp_path / "soak.json"
+    assert comm_bench.main(["--soak", "--seconds", "3", "--json", str(path)]) == 0
+    rep = json.loads(path.read_text())
+    assert rep["errors"] == [] and rep["wrong"] == 0
+    assert set(rep["phases"]) == {"quiet", "flood"}
+    for ph in rep["phases"].values():
+        assert ph["ops"] > 0 and ph["wrong"] == 0 and ph["p99_ms"] >= ph["p50_ms"] > 0
+        assert ph["store_peak_rss_mb"] > 0
+    assert rep["flood"].get("garbage", 0) > 0 and rep["flood"].get("idle", 0) > 0  # the flood really ran
+    assert "wrong results: 0" in capsys.readouterr().out
+
+
+def test_comm_soak_rejects_bad_seconds(capsys):
+    from tritensor.bench import comm as comm_bench
+
+    with pytest.raises(SystemExit) as e:
+        comm_bench.main(["--soak", "--seconds", "0"])
+    assert e.value.code == 2 and "--seconds" in capsys.readouterr().err

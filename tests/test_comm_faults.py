@@ -46,7 +46,7 @@ def test_process_group_listener_refuses_unauthenticated_peers():
     import threading
 
     from tritensor.comm import TCPStore, auth
-    from tritensor.comm.transport import connect_mesh
+    from tritensor.comm.mesh import connect_mesh
 
     secret = b"pg-secret"
     store = TCPStore("127.0.0.1", 0, is_master=True, timeout=10, secret=secret)

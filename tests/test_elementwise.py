@@ -264,3 +264,71 @@ def test_elementwise_errors(no_launch):
         -tt.ones(2, dtype=tt.bool)
     with pytest.raises(RuntimeError, match="boolean tensor"):
         tt.where(tt.ones(2), tt.ones(2), tt.ones(2))
+
+
+# ----- every form the op table declares (tests/test_op_table.py checks each op has a test) ------
+LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or}
+
+
+def test_logical_ops_and_their_operators():
+    a_np, b_np = np.array([True, True, False, False]), np.array([True, False, True, False])
+    a, b = tt.from_numpy(a_np), tt.from_numpy(b_np)
+    for op, ref in LOGICAL.items():
+        np.testing.assert_array_equal(getattr(tt, op)(a, b).numpy(), ref(a_np, b_np))
+        np.testing.assert_array_equal(getattr(a, op)(b).numpy(), ref(a_np, b_np))
+        z = a.clone()
+        assert getattr(z, op + "_")(b) is z and z._version == 1
+        np.testing.assert_array_equal(z.numpy(), ref(a_np, b_np))
+    np.testing.assert_array_equal((a & b).numpy(), a_np & b_np)
+    np.testing.assert_array_equal((a | b).numpy(), a_np | b_np)
+    np.testing.assert_array_equal(tt.logical_not(a).numpy(), ~a_np)
+    np.testing.assert_array_equal((~a).numpy(), ~a_np)
+    x = tt.tensor([0.0, -2.5, float("nan")])
+    assert tt.logical_not(x).tolist() == [True, False, False]
+    z = x > 0
+    assert z.logical_not_() is z and z.tolist() == [True, True, True]
+    with pytest.raises(TypeError, match="bool tensors"):
+        ~x
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_clamp_forms_match_numpy(dtype):
+    x_np = rng.standard_normal((4, 5)).astype(NP[dtype])
+    xq = x_np.astype(np.float64)
+    x = tt.from_numpy(x_np)
+    lo_np = (rng.standard_normal(5) * 0.3).astype(NP[dtype])
+    lo = tt.from_numpy(lo_np)
+    cases = {
+        "clamp": (lambda t: t.clamp(-0.5, 0.25), np.clip(xq, -0.5, 0.25)),
+        "clip": (lambda t: tt.clip(t, max=0.25), np.minimum(xq, 0.25)),
+        "clamp_tensor": (lambda t: tt.clamp(t, min=lo), np.maximum(xq, lo_np.astype(np.float64))),
+        "clamp_min": (lambda t: t.clamp_min(-0.5), np.maximum(xq, -0.5)),
+        "clamp_max": (lambda t: t.clamp_max(0.25), np.minimum(xq, 0.25)),
+        "clamp_": (lambda t: t.clone().clamp_(-0.5, 0.25), np.clip(xq, -0.5, 0.25)),
+        "clip_": (lambda t: t.T.clone().T.clip_(min=-0.5), np.maximum(xq, -0.5)),
+    }
+    for name, (f, ref) in cases.items():
+        out = f(x)
+        assert out.dtype is dtype, name
+        assert_close(out, ref, dtype, rtol=0, atol=0)  # a choice between inputs: exact
+    z = x.clone()
+    assert z.clamp_(max=0.0) is z and z._version == 1
+    with pytest.raises(RuntimeError, match="At least one of 'min' or 'max'"):
+        x.clamp()
+
+
+INPLACE_UNARY = sorted(UNARY)
+INPLACE_BINARY = sorted(BINARY) + sorted(COMPARE)
+
+
+@pytest.mark.parametrize("op", INPLACE_UNARY + INPLACE_BINARY)
+def test_inplace_forms_match_out_of_place(op):
+    domain = UNARY[op][1] if op in UNARY else "any"
+    x_np = _sample(domain, (3, 4)).astype(np.float32)
+    x = tt.from_numpy(x_np)
+    args = () if op in UNARY else (tt.from_numpy(np.abs(_sample("any", (4,))).astype(np.float32) + 0.5),)
+    expected = getattr(x, op)(*args)
+    z = x.clone()
+    out = getattr(z, op + "_")(*args)
+    assert out is z and z._version == 1
+    np.testing.assert_array_equal(z.numpy(), expected.to(z.dtype).numpy())

@@ -432,3 +432,15 @@ def test_digits_example_reaches_95_percent():
     pytest.importorskip("sklearn")
     acc, seconds = _example().train(quiet=True)
     assert acc >= 0.95, f"test accuracy {acc:.3f} after {seconds:.0f}s"
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss_vs_numpy(reduction):
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal((3, 5)).astype(np.float32)
+    d = (a.astype(np.float64) - b.astype(np.float64)) ** 2
+    ref = {"mean": d.mean(), "sum": d.sum(), "none": d}[reduction]
+    out = nn.functional.mse_loss(tt.from_numpy(a), tt.from_numpy(b).T.contiguous().T, reduction=reduction)
+    assert_close(out, ref, tt.float32)
+    with pytest.raises(ValueError, match="reduction"):
+        nn.functional.mse_loss(tt.from_numpy(a), tt.from_numpy(b), reduction="avg")

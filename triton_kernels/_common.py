@@ -19,6 +19,19 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 ELEMENTWISE_BLOCK = 32768 if INTERPRET else 1024
 
 
+def elementwise_block(n: int) -> int:
+    """The block for a lane-independent kernel over ``n`` elements (each output element depends
+    on its own lanes only, so the block size cannot change a result bit).
+
+    GPU: always ``ELEMENTWISE_BLOCK`` (one compiled variant). Interpreter: it computes every lane
+    of a block, masked or not, so a small tensor gets the smallest power of two that covers it
+    instead of 32,768 lanes; large tensors keep ``ELEMENTWISE_BLOCK``.
+    """
+    if not INTERPRET or n >= ELEMENTWISE_BLOCK:
+        return ELEMENTWISE_BLOCK
+    return triton.next_power_of_2(max(n, 1))
+
+
 def grid_1d(n: int, block: int) -> tuple:
     return (max(1, triton.cdiv(n, block)),)
 
@@ -135,3 +148,25 @@ def strided_offset4(lin, shape, sa, sb, sc, sd, NDIM: tl.constexpr):
         oc += i * sc[d]
         od += i * sd[d]
     return oa, ob, oc, od
+
+
+# Shared by the GEMM-shaped kernels (matmul.py, matmul_tma.py, conv.py).
+
+
+@triton.jit
+def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Map a linear program id to (pid_m, pid_n) in GROUP_M-row super-tiles (L2 reuse)."""
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+def input_precision(dtype_name: str, allow_tf32: bool) -> str:
+    """``tl.dot``'s input_precision: TF32 only for fp32 with the switch on; IEEE otherwise."""
+    return "tf32" if (allow_tf32 and dtype_name == "float32" and not INTERPRET) else "ieee"

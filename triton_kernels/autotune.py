@@ -14,6 +14,7 @@ import statistics
 
 import triton
 
+from ..runtime import cuda, memory
 from ._common import INTERPRET
 
 _L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100: 50 MB, B200: 126 MB)
@@ -23,10 +24,8 @@ _flush_buf = None
 def _l2_flush_buffer():
     global _flush_buf
     if _flush_buf is None:
-        from ..core.factories import empty
-        from ..core.dtype import int32
-
-        _flush_buf = empty(_L2_FLUSH_BYTES // 4, dtype=int32, device="cuda")
+        stream = cuda.current_stream()
+        _flush_buf = memory.CudaStorage(_L2_FLUSH_BYTES, stream.device, stream)
     return _flush_buf
 
 
@@ -38,8 +37,6 @@ def do_bench(fn, warmup: int = 25, rep: int = 100, quantiles=None, return_mode: 
     by an L2 flush (a fill of a 256 MB buffer) so every call reads operands from HBM.
     Returns the requested ``quantiles`` (list) or the ``return_mode`` statistic.
     """
-    from ..core import cuda
-
     stream = cuda.current_stream()
     buf = _l2_flush_buffer() if flush_l2 else None
 
@@ -50,7 +47,7 @@ def do_bench(fn, warmup: int = 25, rep: int = 100, quantiles=None, return_mode: 
     start.record(stream)
     for _ in range(5):
         if buf is not None:
-            buf.zero_()
+            memory.device_memset(buf.data_ptr(), 0, buf.nbytes, stream)
         fn()
     end.record(stream)
     est = max(start.elapsed_time(end) / 5, 1e-3)
@@ -63,7 +60,7 @@ def do_bench(fn, warmup: int = 25, rep: int = 100, quantiles=None, return_mode: 
     ends = [cuda.Event(enable_timing=True) for _ in range(n_rep)]
     for s, e in zip(starts, ends):
         if buf is not None:
-            buf.zero_()
+            memory.device_memset(buf.data_ptr(), 0, buf.nbytes, stream)
         s.record(stream)
         fn()
         e.record(stream)

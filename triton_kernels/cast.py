@@ -9,9 +9,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
-from ._common import (ELEMENTWISE_BLOCK, collapse, f64_bits, grid_1d, linear_index, load_f64_scalar,
-                      needs_int64, strided_offset, strided_offset2)
+from ..runtime.launch import launch
+from ._common import (collapse, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar, needs_int64,
+                      strided_offset, strided_offset2)
 
 
 @triton.jit
@@ -38,8 +38,9 @@ def copy(dst, src) -> None:
     if n == 0:
         return
     shape, (s_src, s_dst), contig = collapse(dst.shape, src.stride(), dst.stride())
-    launch(_copy_kernel, grid_1d(n, ELEMENTWISE_BLOCK), src, dst, n, shape, s_src, s_dst,
-           NDIM=len(shape), CONTIG=contig, INT64=needs_int64(shape, s_src, s_dst), BLOCK=ELEMENTWISE_BLOCK)
+    block = elementwise_block(n)
+    launch(_copy_kernel, grid_1d(n, block), src, dst, n, shape, s_src, s_dst,
+           NDIM=len(shape), CONTIG=contig, INT64=needs_int64(shape, s_src, s_dst), BLOCK=block)
 
 
 @triton.jit(do_not_specialize=["fbits", "ival"])
@@ -65,6 +66,7 @@ def fill(dst, value) -> None:
     shape, (s_dst,), contig = collapse(dst.shape, dst.stride())
     is_float = isinstance(value, float) or dst.dtype.is_floating_point
     launch_args = (f64_bits(float(value)) if is_float else 0, 0 if is_float else int(value))
-    launch(_fill_kernel, grid_1d(n, ELEMENTWISE_BLOCK), dst, n, shape, s_dst, *launch_args,
+    block = elementwise_block(n)
+    launch(_fill_kernel, grid_1d(n, block), dst, n, shape, s_dst, *launch_args,
            IS_FLOAT=is_float, NDIM=len(shape), CONTIG=contig, INT64=needs_int64(shape, s_dst),
-           BLOCK=ELEMENTWISE_BLOCK)
+           BLOCK=block)

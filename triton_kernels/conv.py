@@ -27,10 +27,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
+from ..runtime.launch import launch
 from ._common import INTERPRET, needs_int64
 from .autotune import autotune
-from .matmul import grouped_tile, input_precision
+from ._common import grouped_tile, input_precision
 
 CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
-from ._common import (ELEMENTWISE_BLOCK, collapse, f64_bits, grid_1d, linear_index, load_f64_scalar,
-                      needs_int64, strided_offset4)
+from ..runtime.launch import launch
+from ._common import (collapse, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar, needs_int64,
+                      strided_offset4)
 
 UNARY = (
     "neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
@@ -232,7 +232,8 @@ def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None) -> N
             b_kind, bits = 1, f64_bits(scalar)
         else:
             b_kind, ival = 2, int(scalar)
-    launch(_elementwise_kernel, grid_1d(n, ELEMENTWISE_BLOCK),
+    block = elementwise_block(n)
+    launch(_elementwise_kernel, grid_1d(n, block),
            a, b if b is not None else out, c if c is not None else out, out, n, shape, sa, sb, sc, so, bits, ival,
            OP=op, NARGS=nargs, B_SCALAR=b_kind, COMPUTE=getattr(tl, compute), NDIM=len(shape), CONTIG=contig,
-           INT64=needs_int64(shape, *strides), BLOCK=ELEMENTWISE_BLOCK)
+           INT64=needs_int64(shape, *strides), BLOCK=block)

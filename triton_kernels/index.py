@@ -23,7 +23,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
+from ..runtime.launch import launch
 from ._common import ELEMENTWISE_BLOCK, grid_1d, linear_index, needs_int64, strided_offset, strided_offset3
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
+from ..runtime.launch import launch
 from ._common import INTERPRET, collapse, f64_bits, load_f64_scalar, needs_int64, strided_offset
 from .reduce import _col_offsets  # the same strided walk of a collapsed reduced extent
 

@@ -22,7 +22,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
+from ..runtime.launch import launch
 from ._common import INTERPRET
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
-from ._common import INTERPRET, collapse, needs_int64
+from ..runtime.launch import launch
+from . import matmul_tma
+from ._common import INTERPRET, collapse, grouped_tile, input_precision, needs_int64
 from .autotune import autotune
 
 ACTIVATIONS = (None, "relu", "gelu")
@@ -47,20 +48,6 @@ CONFIGS = [
 # The interpreter pays per program and per loop trip: few, large tiles.
 INTERPRET_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
 MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y; programs stride over larger batches
-
-
-@triton.jit
-def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    """Map a linear program id to (pid_m, pid_n) in GROUP_M-row super-tiles (L2 reuse)."""
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
 
 
 @triton.jit
@@ -127,11 +114,6 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, n_batch, batch_shape,
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
-def input_precision(dtype_name: str, allow_tf32: bool) -> str:
-    """``tl.dot``'s input_precision: TF32 only for fp32 with the switch on; IEEE otherwise."""
-    return "tf32" if (allow_tf32 and dtype_name == "float32" and not INTERPRET) else "ieee"
-
-
 def matmul(out, a, b, bias=None, activation=None, allow_tf32: bool = False) -> None:
     """out[..., M, N] = act(a[..., M, K] @ b[..., K, N] + bias[N]).
 
@@ -145,8 +127,6 @@ def matmul(out, a, b, bias=None, activation=None, allow_tf32: bool = False) -> N
     if out.numel() == 0:
         return
     if bias is None and activation is None and K > 0:
-        from . import matmul_tma
-
         if matmul_tma.usable(out, a, b):
             matmul_tma.matmul(out, a, b, allow_tf32)
             return

@@ -18,10 +18,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core import mode
-from ..core.launch import launch
+from ..runtime import cuda, mode
+from ..runtime.launch import launch
 from .autotune import autotune
-from .matmul import grouped_tile, input_precision
+from ._common import grouped_tile, input_precision
 
 ENABLED = True  # set False to force the general kernel (the benchmark compares the two)
 MIN_DIM = 256  # below this a tile grid barely fills the SMs and persistence has nothing to amortise
@@ -99,7 +99,6 @@ def usable(out, a, b) -> bool:
     N = b.shape[1]
     if min(M, N, K) < MIN_DIM:
         return False
-    from ..core import cuda
 
     if cuda.get_device_capability(a.device.index)[0] != 9:
         return False
@@ -113,7 +112,6 @@ def matmul(out, a, b, allow_tf32: bool) -> None:
     """out = a @ b for 2-D operands that :func:`usable` accepted."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    from ..core import cuda
 
     M, K = a.shape
     N = b.shape[1]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
-from ._common import ELEMENTWISE_BLOCK, grid_1d
+from ..runtime.launch import launch
+from ._common import elementwise_block, grid_1d
 
 
 @triton.jit
@@ -69,9 +69,10 @@ def sgd_step(p, g, buf, *, lr, weight_decay, momentum, dampening, nesterov, maxi
     if n == 0:
         return
     has_m = momentum != 0
-    launch(_sgd_kernel, grid_1d(n, ELEMENTWISE_BLOCK), p, g, buf if has_m else p, n, float(lr), float(weight_decay),
+    block = elementwise_block(n)
+    launch(_sgd_kernel, grid_1d(n, block), p, g, buf if has_m else p, n, float(lr), float(weight_decay),
            float(momentum), float(dampening), HAS_MOMENTUM=has_m, FIRST=bool(first), NESTEROV=bool(nesterov),
-           MAXIMIZE=bool(maximize), BLOCK=ELEMENTWISE_BLOCK)
+           MAXIMIZE=bool(maximize), BLOCK=block)
 
 
 def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize,
@@ -83,7 +84,8 @@ def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_
     bias_c1 = 1.0 - beta1 ** step
     bias_c2_sqrt = (1.0 - beta2 ** step) ** 0.5
     ams = max_exp_avg_sq is not None
-    launch(_adam_kernel, grid_1d(n, ELEMENTWISE_BLOCK), p, g, exp_avg, exp_avg_sq, max_exp_avg_sq if ams else exp_avg_sq,
+    block = elementwise_block(n)
+    launch(_adam_kernel, grid_1d(n, block), p, g, exp_avg, exp_avg_sq, max_exp_avg_sq if ams else exp_avg_sq,
            n, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), float(bias_c1),
            float(bias_c2_sqrt), DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams,
-           BLOCK=ELEMENTWISE_BLOCK)
+           BLOCK=block)

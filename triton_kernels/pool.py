@@ -15,7 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
+from ..runtime.launch import launch
 from ._common import INTERPRET, grid_1d, needs_int64
 
 POOL_BLOCK = 16384 if INTERPRET else 256

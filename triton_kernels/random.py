@@ -8,8 +8,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
-from ._common import ELEMENTWISE_BLOCK, f64_bits, grid_1d, linear_index, load_f64_scalar
+from ..runtime.launch import launch
+from ._common import elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar
 
 
 @triton.jit(do_not_specialize=["seed", "offset", "lo_bits", "span_bits"])
@@ -29,8 +29,9 @@ def random_(out, seed: int, offset: int, normal: bool, lo: float = 0.0, span: fl
     n = out.numel()
     if n == 0:
         return
-    launch(_random_kernel, grid_1d(n, ELEMENTWISE_BLOCK), out, n, seed, offset, f64_bits(lo), f64_bits(span),
-           NORMAL=normal, BLOCK=ELEMENTWISE_BLOCK)
+    block = elementwise_block(n)
+    launch(_random_kernel, grid_1d(n, block), out, n, seed, offset, f64_bits(lo), f64_bits(span),
+           NORMAL=normal, BLOCK=block)
 
 
 @triton.jit(do_not_specialize=["start_bits", "step_bits", "start_int", "step_int"])
@@ -50,4 +51,5 @@ def arange(out, start, step) -> None:
         return
     is_float = out.dtype.is_floating_point
     args = (f64_bits(start), f64_bits(step), 0, 0) if is_float else (0, 0, int(start), int(step))
-    launch(_arange_kernel, grid_1d(n, ELEMENTWISE_BLOCK), out, n, *args, IS_FLOAT=is_float, BLOCK=ELEMENTWISE_BLOCK)
+    block = elementwise_block(n)
+    launch(_arange_kernel, grid_1d(n, block), out, n, *args, IS_FLOAT=is_float, BLOCK=block)

@@ -27,8 +27,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core import dtype as dt
-from ..core.launch import launch
+from ..runtime import dtype as dt
+from ..runtime.launch import launch
 from ._common import INTERPRET, collapse, f64_bits, load_f64_scalar, needs_int64, strided_offset
 
 OPS = ("sum", "mean", "prod", "max", "min", "var", "std", "all", "any")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..core.launch import launch
+from ..runtime.launch import launch
 from ._common import INTERPRET, collapse, needs_int64, strided_offset2
 
 # Elements per tile; the longest row loaded whole (one read) and the chunk for longer rows.

@@ -95,3 +95,7 @@ def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     return AvgPool2d.apply(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+RECORD = {"conv2d": conv2d, "max_pool2d": max_pool2d, "max_pool2d_with_indices": max_pool2d_with_indices,
+          "avg_pool2d": avg_pool2d}

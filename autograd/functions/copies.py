@@ -1,19 +1,20 @@
 """Derivatives of the copying ops: ``clone`` (and so ``contiguous``), ``to`` (dtype and device
-casts), ``copy_`` and ``fill_``/``zero_`` (kernels: ``triton_kernels/cast.py``)."""
+casts), ``copy_`` and ``fill_``/``zero_`` (core entries: ``core/ops/copies.py``; kernels:
+``triton_kernels/cast.py``). The autograd layer calls the recorders in :data:`RECORD` only when
+grad mode is on and an argument requires grad."""
 from __future__ import annotations
 
+from ...core.ops import copies as _copies
 from ...core.tensor import Tensor
 from ..function import check_inplace
 from ..grad_mode import no_grad
 from .elementwise import Op
 
-RAW = {}  # filled by install: the class body's clone / to / copy_ / fill_
-
 
 class Clone(Op):
     @staticmethod
     def forward(ctx, x):
-        return RAW["clone"](x)
+        return _copies.clone(x)
 
     @staticmethod
     def backward(ctx, g):
@@ -39,7 +40,7 @@ class CopyInto(Op):
 
     @staticmethod
     def forward(ctx, self, src):
-        RAW["copy_"](self, src)
+        _copies.copy_(self, src)
         ctx.mark_dirty(self)
         return self
 
@@ -51,7 +52,7 @@ class CopyInto(Op):
 class Fill(Op):
     @staticmethod
     def forward(ctx, self, value):
-        RAW["fill_"](self, value)
+        _copies.fill_(self, value)
         ctx.mark_dirty(self)
         return self
 
@@ -61,32 +62,27 @@ class Fill(Op):
 
 
 def _clone(self, *, memory_format=None):
-    return Clone.apply(self) if self._requires_grad else RAW["clone"](self)
+    return Clone.apply(self)
 
 
 def _to(self, *args, **kwargs):
     with no_grad():
-        out = RAW["to"](self, *args, **kwargs)
+        out = _copies.to(self, *args, **kwargs)
     if out is self or not self._requires_grad or not out.dtype.is_floating_point:
         return out
     return ToCopy.apply(self, out)
 
 
 def _copy_(self, src, non_blocking=False):
-    if isinstance(src, Tensor) and (src._requires_grad or self._requires_grad):
+    if isinstance(src, Tensor):
         check_inplace(self)
         return CopyInto.apply(self, src)
-    return RAW["copy_"](self, src)
+    return _copies.copy_(self, src)
 
 
 def _fill_(self, value):
-    if self._requires_grad or (isinstance(value, Tensor) and value._requires_grad):
-        check_inplace(self)
-        return Fill.apply(self, value)
-    return RAW["fill_"](self, value)
+    check_inplace(self)
+    return Fill.apply(self, value)
 
 
-def install(Tensor) -> None:
-    for name in ("clone", "to", "copy_", "fill_"):
-        RAW[name] = Tensor.__dict__[name]
-    Tensor.clone, Tensor.to, Tensor.copy_, Tensor.fill_ = _clone, _to, _copy_, _fill_
+RECORD = {"clone": _clone, "to": _to, "copy_": _copy_, "fill_": _fill_}  # op name -> recorder

@@ -479,3 +479,45 @@ class Clamp(Op):
         glo = g * (x < lo) if isinstance(lo, Tensor) and ctx.needs_input_grad[1] else None
         ghi = g * (x > hi) if isinstance(hi, Tensor) and ctx.needs_input_grad[2] else None
         return gx, glo, ghi
+
+
+# ----- the recorders the autograd layer calls, by op name -----------------------------------
+def _no_out(name, out):
+    if out is not None:
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
+                           "but one of the arguments requires grad.")
+
+
+def _recorders(op, n_args):
+    """``op`` and ``op_`` for a unary (n_args=1) or binary (2) elementwise op."""
+    run = unary if n_args == 1 else binary
+
+    def record(*args, out=None):
+        _no_out(op, out)
+        return run(op, *args)
+
+    def record_(*args):
+        return run(op, *args, inplace=True)
+
+    record.__name__, record_.__name__ = op, op + "_"
+    return {op: record, op + "_": record_}
+
+
+def where(condition, input, other, *, out=None):
+    _no_out("where", out)
+    return Where.apply(condition, input, other)
+
+
+def clamp_(input, min=None, max=None):
+    check_inplace(input)
+    return Clamp.apply(input, min, max, True)
+
+
+RECORD = {"where": where, "clamp_": clamp_,
+          "clamp": lambda input, min=None, max=None: Clamp.apply(input, min, max),
+          "clamp_min": lambda input, min: Clamp.apply(input, min, None),
+          "clamp_max": lambda input, max: Clamp.apply(input, None, max)}
+for _op in UNARY:
+    RECORD.update(_recorders(_op, 1))
+for _op in BINARY:
+    RECORD.update(_recorders(_op, 2))

@@ -9,10 +9,11 @@ run to run, as in PyTorch.
 """
 from __future__ import annotations
 
-from ...core import dtype as dt
+from ...runtime import dtype as dt
 from ...core.ops import index as _ix
 from ...core.tensor import Tensor
 from .elementwise import Op
+from .views import Index
 
 
 def _zeros(shape, d, dev):
@@ -117,26 +118,21 @@ def gather(input, dim, index):
     return Gather.apply(input, dim, index)
 
 
-def install(Tensor) -> None:
-    """Rebind ``index_select``/``gather`` and put advanced indexing in front of the recording
-    ``__getitem__`` that ``views.install`` made (basic indexing stays a view). ``x[idx] = v``
-    records nothing: on a tensor autograd must protect it raises instead of giving wrong grads."""
-    from ..grad_mode import is_grad_enabled
+def getitem(self, index):
+    """``x[index]`` on a tensor that requires grad: advanced indices copy (AdvancedIndex), basic
+    ones are a recorded view (``views.Index``)."""
+    if _ix.is_advanced(index):
+        return AdvancedIndex.apply(self, index)
+    return Index.apply(self, index)
 
-    view_getitem, core_setitem = Tensor.__getitem__, Tensor.__setitem__
 
-    def __getitem__(self, index):
-        if self._requires_grad and _ix.is_advanced(index):
-            return AdvancedIndex.apply(self, index)
-        return view_getitem(self, index)
+def setitem(self, index, value):
+    """``x[idx] = v`` records nothing: with advanced indices on a tensor autograd must protect it
+    raises instead of giving wrong grads; basic indices write through a recorded view (copy_)."""
+    if _ix.is_advanced(index):
+        raise RuntimeError("x[index] = value with advanced (tensor/list/mask) indices is not differentiable "
+                           "in tritensor yet: on a tensor that requires grad, use it under no_grad()")
+    return _ix.setitem_any(self, index, value)
 
-    def __setitem__(self, index, value):
-        if _ix.is_advanced(index) and is_grad_enabled() and (
-                self._requires_grad or (isinstance(value, Tensor) and value._requires_grad)):
-            raise RuntimeError("x[index] = value with advanced (tensor/list/mask) indices is not differentiable "
-                               "in tritensor yet: on a tensor that requires grad, use it under no_grad()")
-        return core_setitem(self, index, value)
 
-    __getitem__.__doc__, __setitem__.__doc__ = view_getitem.__doc__, core_setitem.__doc__
-    Tensor.__getitem__, Tensor.__setitem__ = __getitem__, __setitem__
-    Tensor.index_select, Tensor.gather = index_select, gather
+RECORD = {"index_select": index_select, "gather": gather, "getitem": getitem, "setitem": setitem}

@@ -10,11 +10,13 @@ from __future__ import annotations
 import builtins
 import math
 
-from ...core import dtype as dt
+from ...core.factories import arange
 from ...core.ops import norm as _norm
 from ...core.ops import reduce as _red
 from ...core.tensor import Tensor
-from .elementwise import Op
+from . import elementwise as _e
+from .conv import _first_order_only
+from .elementwise import Op, _ew_where
 
 
 def _keep(g: Tensor, x_shape, dims, keepdim: bool) -> Tensor:
@@ -97,8 +99,6 @@ class MaxDim(Op):
 
     @staticmethod
     def backward(ctx, g, _g_indices):
-        from ...core.factories import arange
-
         (indices,) = ctx.saved_tensors
         dims = ctx.dim
         d = dims[0] if dims else 0
@@ -116,8 +116,6 @@ class MinDim(MaxDim):
 
 def _extreme(op, x, dim=None, keepdim=False, *, other=None):
     """``max``/``min`` in all three of PyTorch's forms."""
-    from . import elementwise as _e
-
     if isinstance(dim, Tensor) or other is not None:
         return _e.binary("maximum" if op == "max" else "minimum", x, dim if other is None else other)
     if dim is None:
@@ -150,8 +148,6 @@ class Prod(Op):
 
     @staticmethod
     def backward(ctx, g):
-        from .elementwise import _ew_where
-
         (x,) = ctx.saved_tensors
         g = _keep(g, x.shape, ctx.dims, ctx.keepdim)
         if not ctx.dims:  # nothing reduced (0-d input): prod is the identity
@@ -262,8 +258,6 @@ class LayerNorm(Op):
 
     @staticmethod
     def backward(ctx, g, *_stats):
-        from .conv import _first_order_only
-
         _first_order_only("layer_norm")
         x, w, mean, rstd = ctx.saved_tensors
         nd = x.ndim
@@ -336,5 +330,6 @@ def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5)
     return LayerNorm.apply(input, normalized_shape, weight, bias, eps, True)
 
 
-# Reductions with integer/bool results: nothing to differentiate.
-NON_DIFFERENTIABLE = ("argmax", "argmin", "all", "any")
+RECORD = {"sum": sum, "mean": mean, "prod": prod, "amax": amax, "amin": amin, "max": max, "min": min, "var": var,
+          "std": std, "softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm,
+          "native_layer_norm": native_layer_norm}  # op name -> recorder; argmax argmin all any: nothing to record

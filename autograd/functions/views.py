@@ -1,23 +1,24 @@
 """Derivatives of the view ops (``view reshape transpose permute expand squeeze unsqueeze
 narrow select __getitem__``).
 
-The Tensor class body (``core/tensor.py``) computes each view's shape/strides/offset and records
-nothing; :func:`install` wraps those methods so a view of a tensor that requires grad gets one
-of the nodes below. The rest of the view family (``flatten unflatten t T mT split chunk unbind
-view_as expand_as broadcast_to ...``) is written in terms of these, so it is recorded too.
+The core entries (``core/ops/views.py``) compute each view's shape/strides/offset and record
+nothing; the autograd layer calls :data:`RECORD` instead when the input requires grad, so the view
+gets one of the nodes below. The rest of the view family (``flatten unflatten t T mT split chunk
+unbind view_as expand_as broadcast_to ...``) is written in terms of these, so it is recorded too.
 
 A view shares its base's version counter; when the base is changed in place after the view
 was taken, the engine gives the view a fresh ``grad_fn`` (``graph.gradient_edge``).
 """
 from __future__ import annotations
 
+from ...core.ops import views as _views
 from ...core.tensor import Tensor
 from ..engine import _sum_to
 from .elementwise import Op
 
-RAW = {}  # method name -> the class body's non-recording implementation (filled by install)
-VIEW_METHODS = ("view", "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select",
-                "__getitem__")
+CORE = {"view": _views.view, "reshape": _views.reshape, "transpose": _views.transpose, "permute": _views.permute,
+        "expand": _views.expand, "squeeze": _views.squeeze, "unsqueeze": _views.unsqueeze,
+        "narrow": _views.narrow, "select": _views.select, "getitem": _views.basic_getitem}
 
 
 def _own(out: Tensor, x: Tensor) -> Tensor:
@@ -34,7 +35,7 @@ class _View(Op):
     @classmethod
     def forward(cls, ctx, x, *args, **kwargs):
         ctx.in_shape, ctx.args, ctx.kwargs = x.shape, args, kwargs
-        return _own(RAW[cls.method](x, *args, **kwargs), x)
+        return _own(CORE[cls.method](x, *args, **kwargs), x)
 
 
 class View(_View):
@@ -104,7 +105,7 @@ class Select(_Slice):
 
 
 class Index(_Slice):
-    method = "__getitem__"
+    method = "getitem"
 
 
 class ScatterIntoZeros(Op):
@@ -116,11 +117,13 @@ class ScatterIntoZeros(Op):
         ctx.method, ctx.args, ctx.kwargs = method, args, kwargs
         z = Tensor._empty(shape, g.dtype, g.device)
         z.fill_(0)
-        RAW[method](z, *args, **kwargs).copy_(g)
+        CORE[method](z, *args, **kwargs).copy_(g)
         return z
 
     @staticmethod
     def backward(ctx, gg):
+        if ctx.method == "getitem":  # the op behind x[index]
+            return gg[ctx.args[0]], None, None, None, None
         return getattr(gg, ctx.method)(*ctx.args, **ctx.kwargs), None, None, None, None
 
 
@@ -128,20 +131,12 @@ _CLASSES = {c.method: c for c in (View, Reshape, Squeeze, Unsqueeze, Transpose, 
                                   Index)}
 
 
-def _recording_view(name):
-    raw, cls = RAW[name], _CLASSES[name]
+def _recording_view(cls):
+    def record(self, *args, **kwargs):
+        return cls.apply(self, *args, **kwargs)
 
-    def method(self, *args, **kwargs):
-        if self._requires_grad:
-            return cls.apply(self, *args, **kwargs)
-        return raw(self, *args, **kwargs)
-
-    method.__name__, method.__doc__ = name, raw.__doc__
-    return method
+    record.__name__ = cls.method
+    return record
 
 
-def install(Tensor) -> None:
-    for name in VIEW_METHODS:
-        RAW[name] = Tensor.__dict__[name]
-        setattr(Tensor, name, _recording_view(name))
-    Tensor.swapaxes = Tensor.transpose
+RECORD = {name: _recording_view(cls) for name, cls in _CLASSES.items() if name != "getitem"}  # op name -> recorder

@@ -9,7 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from ...triton_kernels import cast as _cast
-from .. import memory
+from ...runtime import cuda, memory
+from ...runtime import dtype as dt
+from ...runtime.device import CPU
+from ..tensor_base import TensorBase
 
 
 def _check_writable(dst, what: str) -> None:
@@ -51,19 +54,28 @@ def fill(dst, value) -> None:
 
 def move(src, dev, dtype_):
     """Copy ``src`` to another device (and dtype): contiguous bytes over pinned host memory."""
-    from .. import cuda
-    from ..tensor import Tensor
-
     if src.dtype is not dtype_ and src.device.type == "cuda":
         src = src.to(dtype_)  # convert where the data is, move fewer bytes if narrowing
-    out = Tensor._empty(src.shape, src.dtype, dev)
+    out = TensorBase._empty(src.shape, src.dtype, dev)
     if src.device.type == "cpu":  # host -> device
         host = np.ascontiguousarray(src.numpy(force=True))
         memory.host_to_device(out.data_ptr(), host.reshape(-1).view(np.uint8), cuda.current_stream(dev.index))
     elif dev.type == "cpu":  # device -> host
         host = out.numpy(force=True).reshape(-1).view(np.uint8)
-        memory.device_to_host(host, src.contiguous().data_ptr(), cuda.current_stream(src.device.index))
+        # A raw pointer keeps nothing alive: the contiguous copy (a temporary when ``src`` is
+        # strided) is held by name until its bytes are copied, or the pool could reuse it first.
+        src_c = src.contiguous()
+        memory.device_to_host(host, src_c.data_ptr(), cuda.current_stream(src.device.index))
     else:  # device -> device
+        src_c = src.contiguous()
         cuda.current_stream(dev.index).wait_stream(cuda.current_stream(src.device.index))
-        memory.device_to_device(out.data_ptr(), src.contiguous().data_ptr(), src.nbytes, cuda.current_stream(dev.index))
+        memory.device_to_device(out.data_ptr(), src_c.data_ptr(), src.nbytes, cuda.current_stream(dev.index))
+        src_c.record_stream(cuda.current_stream(dev.index))  # the copy reads it there, asynchronously
     return out if out.dtype is dtype_ else out.to(dtype_)
+
+
+def host_tensor(a: np.ndarray, dev):
+    """A tensor on ``dev`` holding a copy of the host array ``a`` (its dtype must be one of ours)."""
+    out = TensorBase._empty(a.shape, dt.from_numpy_dtype(a.dtype), CPU)
+    out.numpy(force=True)[...] = a
+    return out if dev == CPU else out.to(dev)

@@ -16,8 +16,8 @@ import numbers
 
 from ...backends import cudnn as _cudnn
 from ...triton_kernels import conv as _k
-from .. import dtype as dt
-from ..tensor import Tensor
+from ...runtime import dtype as dt
+from ..tensor_base import TensorBase
 
 
 def _pair(v, name: str, op: str, minimum: int) -> tuple:
@@ -34,7 +34,7 @@ def _pair(v, name: str, op: str, minimum: int) -> tuple:
 
 
 def _check_tensor(x, name: str, op: str) -> None:
-    if not isinstance(x, Tensor):
+    if not isinstance(x, TensorBase):
         raise TypeError(f"{op}(): argument '{name}' must be a Tensor, not {type(x).__name__}")
 
 
@@ -113,7 +113,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
         raise RuntimeError(f"{op}(): bias must have shape [{weight.shape[0]}] (out_channels), got {list(bias.shape)}")
     stride, pad, dilation, (OH, OW) = conv_geometry(op, x.shape, weight.shape, stride, padding, dilation, groups)
-    y = Tensor._empty((x.shape[0], weight.shape[0], OH, OW), x.dtype, x.device)
+    y = TensorBase._empty((x.shape[0], weight.shape[0], OH, OW), x.dtype, x.device)
     _k.conv2d_forward(y, x, weight, bias, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
     return y.squeeze(0) if unbatched else y
 
@@ -140,7 +140,7 @@ def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0,
     input_shape = _shape4(input_shape, "input_shape", op)
     stride, pad, dilation, (OH, OW) = conv_geometry(op, input_shape, weight.shape, stride, padding, dilation, groups)
     _check_grad_output(op, grad_output, (input_shape[0], weight.shape[0], OH, OW))
-    dx = Tensor._empty(input_shape, weight.dtype, weight.device)
+    dx = TensorBase._empty(input_shape, weight.dtype, weight.device)
     _k.conv2d_backward_input(dx, grad_output, weight, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
     return dx
 
@@ -156,6 +156,6 @@ def conv2d_backward_weight(grad_output, input, weight_shape, stride=1, padding=0
         raise RuntimeError(f"{op}(): input must be 4-D (N, C, H, W), got shape {list(input.shape)}")
     stride, pad, dilation, (OH, OW) = conv_geometry(op, input.shape, weight_shape, stride, padding, dilation, groups)
     _check_grad_output(op, grad_output, (input.shape[0], weight_shape[0], OH, OW))
-    dw = Tensor._empty(weight_shape, input.dtype, input.device)
+    dw = TensorBase._empty(weight_shape, input.dtype, input.device)
     _k.conv2d_backward_weight(dw, grad_output, input, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
     return dw

@@ -11,8 +11,10 @@ import numbers
 import numpy as np
 
 from ...triton_kernels import elementwise as _k
-from .. import dtype as dt
-from ..tensor import Tensor, broadcast_shapes
+from ...runtime import dtype as dt
+from ..shape import broadcast_shapes
+from ..tensor_base import TensorBase
+from . import _check_writable, _overlaps
 
 # Unary ops that keep an integer input's dtype; the rest turn integers into the default float.
 _INT_PRESERVING = {"neg", "abs", "relu", "square", "sign", "floor", "ceil", "trunc"}
@@ -30,14 +32,14 @@ def _is_scalar(x) -> bool:
 
 
 def _check_operand(x, name: str, op: str):
-    if isinstance(x, Tensor) or _is_scalar(x):
+    if isinstance(x, TensorBase) or _is_scalar(x):
         return
     raise TypeError(f"{op}(): argument '{name}' must be a Tensor or a Python number, not {type(x).__name__}")
 
 
 def _common_device(op: str, *xs):
     """PyTorch's rule: all tensors on one device, except 0-d CPU tensors (used as scalars)."""
-    devs = {x.device for x in xs if isinstance(x, Tensor) and not (x.ndim == 0 and x.device.type == "cpu")}
+    devs = {x.device for x in xs if isinstance(x, TensorBase) and not (x.ndim == 0 and x.device.type == "cpu")}
     if len(devs) > 1:
         a, b = sorted(devs, key=str)[:2]
         raise RuntimeError(
@@ -45,7 +47,7 @@ def _common_device(op: str, *xs):
         )
     if devs:
         return devs.pop()
-    return next(x.device for x in xs if isinstance(x, Tensor))
+    return next(x.device for x in xs if isinstance(x, TensorBase))
 
 
 def can_cast(frm: dt.dtype, to: dt.dtype) -> bool:
@@ -59,8 +61,8 @@ def can_cast(frm: dt.dtype, to: dt.dtype) -> bool:
 
 def _prepare_out(out, shape, result: dt.dtype, dev, op: str):
     if out is None:
-        return Tensor._empty(shape, result, dev)
-    if not isinstance(out, Tensor):
+        return TensorBase._empty(shape, result, dev)
+    if not isinstance(out, TensorBase):
         raise TypeError(f"{op}(): argument 'out' must be a Tensor, not {type(out).__name__}")
     if out.device != dev:
         raise RuntimeError(f"{op}(): out is on {out.device} but the inputs are on {dev}")
@@ -68,22 +70,18 @@ def _prepare_out(out, shape, result: dt.dtype, dev, op: str):
         raise RuntimeError(f"{op}(): output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}")
     if not can_cast(result, out.dtype):
         raise RuntimeError(f"{op}(): result type {result.name} can't be cast to the desired output type {out.dtype.name}")
-    from . import _check_writable
-
     _check_writable(out, op)
     return out
 
 
 def _unalias(out, *xs):
     """Inputs that partly overlap the output (x.add_(x.T)) are read from a copy first."""
-    from . import _overlaps
-
-    return [x.clone() if isinstance(x, Tensor) and _overlaps(out, x) else x for x in xs]
+    return [x.clone() if isinstance(x, TensorBase) and _overlaps(out, x) else x for x in xs]
 
 
 def unary(op: str, x, out=None) -> Tensor:
     _check_operand(x, "input", op)
-    if not isinstance(x, Tensor):
+    if not isinstance(x, TensorBase):
         raise TypeError(f"{op}(): argument 'input' must be a Tensor, not {type(x).__name__}")
     if op == "logical_not":
         result = dt.bool_
@@ -106,11 +104,11 @@ def unary(op: str, x, out=None) -> Tensor:
 def binary(op: str, a, b, out=None) -> Tensor:
     _check_operand(a, "input", op)
     _check_operand(b, "other", op)
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+    if not isinstance(a, TensorBase) and not isinstance(b, TensorBase):
         raise TypeError(f"{op}(): at least one argument must be a Tensor")
     # 0-d CPU tensors beside tensors on another device act as Python scalars.
     dev = _common_device(op, a, b)
-    a, b = [x.item() if isinstance(x, Tensor) and x.device != dev else x for x in (a, b)]
+    a, b = [x.item() if isinstance(x, TensorBase) and x.device != dev else x for x in (a, b)]
     promoted = dt.result_type(a, b)
     if op in ("div",) and not promoted.is_floating_point:
         compute_in, result = dt.get_default_dtype(), dt.get_default_dtype()
@@ -124,16 +122,16 @@ def binary(op: str, a, b, out=None) -> Tensor:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.")
     compute = compute_dtype(compute_in)
-    if not isinstance(a, Tensor):  # scalar op tensor: swap where the op allows, else materialise
+    if not isinstance(a, TensorBase):  # scalar op tensor: swap where the op allows, else materialise
         if op in ("add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or"):
             a, b = b, a
         else:
             a = full_like_scalar(a, b, getattr(dt, compute))
-    shape = broadcast_shapes(a.shape, b.shape) if isinstance(b, Tensor) else tuple(a.shape)
+    shape = broadcast_shapes(a.shape, b.shape) if isinstance(b, TensorBase) else tuple(a.shape)
     out = _prepare_out(out, shape, result, dev, op)
     a, b = _unalias(out, a, b)
     scalar = None
-    if isinstance(b, Tensor):
+    if isinstance(b, TensorBase):
         b = b.expand(shape)
     else:
         scalar = float(b) if compute.startswith("float") else int(b)
@@ -143,12 +141,14 @@ def binary(op: str, a, b, out=None) -> Tensor:
 
 
 def full_like_scalar(value, like: Tensor, d: dt.dtype) -> Tensor:
-    t = Tensor._empty((), d, like.device)
+    t = TensorBase._empty((), d, like.device)
     return t.fill_(value)
 
 
-def where(cond, x, y, out=None) -> Tensor:
-    if not isinstance(cond, Tensor):
+def where(condition, input, other, *, out=None) -> Tensor:
+    """``input`` where ``condition`` holds, else ``other`` (either may be a Python number)."""
+    cond, x, y = condition, input, other
+    if not isinstance(cond, TensorBase):
         raise TypeError(f"where(): argument 'condition' must be a Tensor, not {type(cond).__name__}")
     if cond.dtype is not dt.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {cond.dtype.name}")
@@ -156,9 +156,81 @@ def where(cond, x, y, out=None) -> Tensor:
     _check_operand(y, "other", "where")
     dev = _common_device("where", cond, x, y)
     result = dt.result_type(x, y)
-    x, y = [v if isinstance(v, Tensor) else full_like_scalar(v, cond, result) for v in (x, y)]
+    x, y = [v if isinstance(v, TensorBase) else full_like_scalar(v, cond, result) for v in (x, y)]
     shape = broadcast_shapes(cond.shape, x.shape, y.shape)
     out = _prepare_out(out, shape, result, dev, "where")
     cond, x, y = _unalias(out, cond, x, y)
     _k.elementwise("where", out, cond.expand(shape), x.expand(shape), y.expand(shape), compute=compute_dtype(result))
     return out
+
+
+# ----- the table's entries: one function per op, named as the op (core/ops/table.py) ---------
+def _unary_entries(op: str):
+    def entry(input, *, out=None):
+        return unary(op, input, out=out)
+
+    def entry_(input):
+        unary(op, input, out=input)
+        input._bump_version()
+        return input
+
+    entry.__name__ = entry.__qualname__ = op
+    entry_.__name__ = entry_.__qualname__ = op + "_"
+    entry.__doc__ = f"Elementwise ``{op}`` (kernel: triton_kernels/elementwise.py)."
+    entry_.__doc__ = f"In-place elementwise ``{op}``."
+    return entry, entry_
+
+
+def _binary_entries(op: str):
+    def entry(input, other, *, out=None):
+        return binary(op, input, other, out=out)
+
+    def entry_(input, other):
+        binary(op, input, other, out=input)
+        input._bump_version()
+        return input
+
+    entry.__name__ = entry.__qualname__ = op
+    entry_.__name__ = entry_.__qualname__ = op + "_"
+    entry.__doc__ = f"Elementwise ``{op}`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."
+    entry_.__doc__ = f"In-place elementwise ``{op}``."
+    return entry, entry_
+
+
+UNARY = {op: _unary_entries(op) for op in _k.UNARY}  # name -> (entry, in-place entry)
+BINARY = {op: _binary_entries(op) for op in _k.BINARY}
+
+
+def clamp(input, min=None, max=None) -> Tensor:
+    """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
+    if min is None and max is None:
+        raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
+    out = input if min is None else binary("maximum", input, min)
+    return out if max is None else binary("minimum", out, max)
+
+
+def clamp_(input, min=None, max=None) -> Tensor:
+    if min is None and max is None:
+        raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
+    if min is not None:
+        binary("maximum", input, min, out=input)
+    if max is not None:
+        binary("minimum", input, max, out=input)
+    input._bump_version()
+    return input
+
+
+def clamp_min(input, min) -> Tensor:
+    return clamp(input, min, None)
+
+
+def clamp_max(input, max) -> Tensor:
+    return clamp(input, None, max)
+
+
+def invert(input) -> Tensor:
+    """``~x``: logical not of a bool tensor (bitwise not of integers is not implemented)."""
+    if not isinstance(input, TensorBase) or input.dtype is not dt.bool_:
+        what = input.dtype if isinstance(input, TensorBase) else type(input).__name__
+        raise TypeError(f"~ (bitwise not) is only implemented for bool tensors, got {what}")
+    return unary("logical_not", input)

@@ -17,8 +17,14 @@ import numbers
 import numpy as np
 
 from ...triton_kernels import index as _k
-from .. import dtype as dt
-from ..tensor import Tensor, broadcast_shapes, normalize_dim
+from ...runtime import dtype as dt
+from ..shape import broadcast_shapes, normalize_dim
+from ..tensor_base import TensorBase
+from ...runtime.device import CPU
+from . import _check_writable, _overlaps, host_tensor
+from . import views as _views
+from .elementwise import full_like_scalar
+from .reduce import amax, amin
 
 _INDEX_DTYPES = (dt.int64, dt.int32)
 
@@ -26,7 +32,7 @@ _INDEX_DTYPES = (dt.int64, dt.int32)
 def _is_adv(i) -> bool:
     if isinstance(i, (list, np.ndarray)):
         return True
-    return isinstance(i, Tensor) and (i.ndim > 0 or i.dtype is dt.bool_)
+    return isinstance(i, TensorBase) and (i.ndim > 0 or i.dtype is dt.bool_)
 
 
 def is_advanced(index) -> bool:
@@ -36,9 +42,7 @@ def is_advanced(index) -> bool:
 
 
 def _as_index_tensor(i, dev) -> Tensor:
-    from ..factories import tensor
-
-    if isinstance(i, Tensor):
+    if isinstance(i, TensorBase):
         t = i
     else:
         a = np.asarray(i)
@@ -46,7 +50,7 @@ def _as_index_tensor(i, dev) -> Tensor:
             a = a.astype(np.int64)
         if a.dtype.kind not in "iub":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-        t = tensor(a.astype(np.bool_ if a.dtype.kind == "b" else np.int64))
+        t = host_tensor(a.astype(np.bool_ if a.dtype.kind == "b" else np.int64), CPU)
     if t.dtype is not dt.bool_ and t.dtype not in _INDEX_DTYPES:
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if t.device != dev:
@@ -56,8 +60,6 @@ def _as_index_tensor(i, dev) -> Tensor:
 
 def _bounds_values(t: Tensor):
     """(min, max) of a non-empty index tensor: two reduction kernels, one host sync each."""
-    from .reduce import amax, amin
-
     return int(amin(t).item()), int(amax(t).item())
 
 
@@ -76,17 +78,15 @@ def nonzero_coords(mask: Tensor) -> Tensor:
     """int64 (mask.ndim, count): the coordinates of the True elements, row-major order."""
     n = mask.numel()
     if n == 0:
-        return Tensor._empty((mask.ndim, 0), dt.int64, mask.device)
+        return TensorBase._empty((mask.ndim, 0), dt.int64, mask.device)
     nblocks = -(-n // _k.nonzero_block())
-    counts = Tensor._empty((nblocks,), dt.int64, mask.device)
+    counts = TensorBase._empty((nblocks,), dt.int64, mask.device)
     _k.mask_block_counts(mask, counts)
     c = counts._to_host_array()  # the host sync: the result's size
     total = int(c.sum())
-    out = Tensor._empty((mask.ndim, total), dt.int64, mask.device)
+    out = TensorBase._empty((mask.ndim, total), dt.int64, mask.device)
     if total:
-        from ..factories import tensor
-
-        starts = tensor(np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64)).to(mask.device)
+        starts = host_tensor(np.concatenate([[0], np.cumsum(c)[:-1]]).astype(np.int64), mask.device)
         _k.nonzero_fill(mask, starts, out)
     return out
 
@@ -102,7 +102,7 @@ class Plan:
         return t.permute(self.perm) if self.perm != tuple(range(len(self.perm))) else t
 
     def run(self, mode: str, x: Tensor, dense: Tensor) -> None:
-        v = Tensor._basic_getitem(x, self.basic)
+        v = _views.basic_getitem(x, self.basic)
         _k.index_nd(mode, self.dense_view(dense), v, self.idx,
                     [v.stride(d) for d in self.adv_dims], [v.shape[d] for d in self.adv_dims],
                     [v.shape[d] for d in self.rest_dims], [v.stride(d) for d in self.rest_dims])
@@ -113,9 +113,9 @@ def plan(x: Tensor, index) -> Plan:
     items = list(index) if isinstance(index, tuple) else [index]
     items = [_as_index_tensor(i, x.device) if _is_adv(i) else i for i in items]
     for i in items:
-        if isinstance(i, bool) or (isinstance(i, Tensor) and i.ndim == 0 and i.dtype is dt.bool_):
+        if isinstance(i, bool) or (isinstance(i, TensorBase) and i.ndim == 0 and i.dtype is dt.bool_):
             raise IndexError("indexing with a bool scalar (x[True], x[tensor(True)]) is not supported")
-        if isinstance(i, Tensor) and i.dtype.is_floating_point:
+        if isinstance(i, TensorBase) and i.dtype.is_floating_point:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if sum(1 for i in items if i is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
@@ -123,7 +123,7 @@ def plan(x: Tensor, index) -> Plan:
     def consumed(i):
         if i is None or i is Ellipsis:
             return 0
-        return i.ndim if isinstance(i, Tensor) and i.dtype is dt.bool_ else 1
+        return i.ndim if isinstance(i, TensorBase) and i.dtype is dt.bool_ else 1
 
     n_real = sum(consumed(i) for i in items)
     if n_real > x.ndim:
@@ -134,7 +134,7 @@ def plan(x: Tensor, index) -> Plan:
     # Masks become their coordinate tensors (one per mask dim); x's dims are tracked to check shapes.
     flat, d = [], 0
     for i in expanded:
-        if isinstance(i, Tensor) and i.dtype is dt.bool_:
+        if isinstance(i, TensorBase) and i.dtype is dt.bool_:
             for j, s in enumerate(i.shape):
                 if s != x.shape[d + j]:
                     raise IndexError(f"The shape of the mask {list(i.shape)} at index {j} does not match the shape "
@@ -148,16 +148,16 @@ def plan(x: Tensor, index) -> Plan:
     # Basic indices first (a view); record where each index tensor lands in that view.
     basic, adv, vd = [], [], 0
     for i in flat:
-        if isinstance(i, tuple) or isinstance(i, Tensor) and i.ndim > 0:
+        if isinstance(i, tuple) or isinstance(i, TensorBase) and i.ndim > 0:
             adv.append((vd, i))
             basic.append(slice(None))
             vd += 1
         else:
             basic.append(i)
-            if not isinstance(i, (int, np.integer, Tensor)):  # ints (and 0-d int tensors) drop their dim
+            if not isinstance(i, (int, np.integer, TensorBase)):  # ints (and 0-d int tensors) drop their dim
                 vd += 1
     basic = tuple(basic)
-    view = Tensor._basic_getitem(x, basic)
+    view = _views.basic_getitem(x, basic)
     tensors = []
     for vdim, i in adv:
         if isinstance(i, tuple):
@@ -170,7 +170,7 @@ def plan(x: Tensor, index) -> Plan:
     p.basic = basic
     p.adv_dims = tuple(vdim for vdim, _ in adv)
     p.rest_dims = tuple(k for k in range(view.ndim) if k not in p.adv_dims)
-    idx = Tensor._empty((len(tensors),) + tuple(B), dt.int64, x.device)
+    idx = TensorBase._empty((len(tensors),) + tuple(B), dt.int64, x.device)
     for k, t in enumerate(tensors):
         if idx[k].numel():
             idx[k].copy_(t.expand(B))
@@ -193,18 +193,16 @@ def getitem(x: Tensor, index) -> Tensor:
 
 
 def getitem_planned(x: Tensor, p: Plan) -> Tensor:
-    out = Tensor._empty(p.out_shape, x.dtype, x.device)
+    out = TensorBase._empty(p.out_shape, x.dtype, x.device)
     p.run("gather", x, out)
     return out
 
 
 def _value_tensor(value, like: Tensor, shape, what: str) -> Tensor:
-    if isinstance(value, Tensor):
+    if isinstance(value, TensorBase):
         if value.device != like.device:
             value = value.to(like.device)
     elif isinstance(value, (numbers.Number, np.number, np.bool_)) and not isinstance(value, complex):
-        from .elementwise import full_like_scalar
-
         value = full_like_scalar(value, like, like.dtype)
     else:
         raise TypeError(f"{what}: value must be a Tensor or a Python number, got {type(value).__name__}")
@@ -221,11 +219,9 @@ def _value_tensor(value, like: Tensor, shape, what: str) -> Tensor:
 def setitem(x: Tensor, index, value) -> None:
     """``x[index] = value`` with advanced indices (``index_put_`` without accumulate). With
     duplicate indices one of the written values wins, unspecified which (as in PyTorch)."""
-    from . import _check_writable, _overlaps
-
     p = plan(x, index)
     value = _value_tensor(value, x, p.out_shape, "index_put_")
-    _check_writable(Tensor._basic_getitem(x, p.basic), "index_put_")
+    _check_writable(_views.basic_getitem(x, p.basic), "index_put_")
     if _overlaps(x, value) or value._storage is x._storage:
         value = value.clone()
     p.run("put", x, value)
@@ -234,7 +230,7 @@ def setitem(x: Tensor, index, value) -> None:
 
 # ----- dim-wise ops ------------------------------------------------------------------------------
 def _check_index(index, op: str, int64_only=False) -> None:
-    if not isinstance(index, Tensor):
+    if not isinstance(index, TensorBase):
         raise TypeError(f"{op}(): argument 'index' must be Tensor, not {type(index).__name__}")
     allowed = (dt.int64,) if int64_only else _INDEX_DTYPES
     if index.dtype not in allowed:
@@ -243,7 +239,7 @@ def _check_index(index, op: str, int64_only=False) -> None:
 
 
 def _check_input(x, op: str, name="input") -> None:
-    if not isinstance(x, Tensor):
+    if not isinstance(x, TensorBase):
         raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(x).__name__}")
 
 
@@ -293,8 +289,6 @@ def index_add(input, dim, index, source, *, alpha=1, out=None) -> Tensor:
                            f"(input's shape with dim {d} of size len(index))")
     acc_dt = _acc_dtype(input.dtype)
     _bounds(index, input.shape[d], d, allow_negative=False, what=f"{op}(): ")
-    from . import _check_writable
-
     if out is input:
         _check_writable(input, op)
     if alpha != 1:
@@ -331,7 +325,7 @@ def gather(input, dim, index) -> Tensor:
     d = normalize_dim(dim, max(input.ndim, 1))
     _check_gather_shapes("gather", input, d, index)
     _bounds(index, input.shape[d] if input.ndim else 1, d, allow_negative=False)
-    out = Tensor._empty(index.shape, input.dtype, input.device)
+    out = TensorBase._empty(index.shape, input.dtype, input.device)
     x = input.reshape(1) if input.ndim == 0 else input
     ix = index.reshape(1) if index.ndim == 0 else index
     _k.index_dim("gather", out.reshape(ix.shape), x, ix, d)
@@ -354,12 +348,10 @@ def scatter_add(input, dim, index, src, *, out=None) -> Tensor:
     _check_gather_shapes(op, input, d, index, src)
     acc_dt = _acc_dtype(input.dtype)
     _bounds(index, input.shape[d], d, allow_negative=False)
-    from . import _check_writable
-
     if out is input:
         _check_writable(input, op)
     acc = input.to(acc_dt) if acc_dt is not input.dtype else (input if out is input else input.clone())
-    src_view = Tensor._basic_getitem(src, tuple(slice(0, n) for n in index.shape))
+    src_view = _views.basic_getitem(src, tuple(slice(0, n) for n in index.shape))
     _k.index_dim("add", src_view, acc, index, d)
     if out is input:
         if acc is not input:
@@ -367,3 +359,30 @@ def scatter_add(input, dim, index, src, *, out=None) -> Tensor:
         input._bump_version()
         return input
     return acc if acc.dtype is input.dtype else acc.to(input.dtype)
+
+
+# ----- the table's entries that are not the functions above ---------------------------------------
+def scatter_add_(input, dim, index, src) -> Tensor:
+    return scatter_add(input, dim, index, src, out=input)
+
+
+def index_add_(input, dim, index, source, *, alpha=1) -> Tensor:
+    return index_add(input, dim, index, source, alpha=alpha, out=input)
+
+
+def getitem_any(input, index) -> Tensor:
+    """``x[index]``: a view for basic indices (ints, slices, None, ...), a copy for advanced ones."""
+    if is_advanced(index):  # integer index tensors, lists, bool masks
+        return getitem(input, index)
+    return _views.basic_getitem(input, index)
+
+
+def setitem_any(input, index, value) -> None:
+    """``x[index] = value``: ``index_put_`` for advanced indices, else a write into the view."""
+    if is_advanced(index):
+        return setitem(input, index, value)
+    target = input[index]
+    if isinstance(value, TensorBase):
+        target.copy_(value)
+    else:
+        target.fill_(value)

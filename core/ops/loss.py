@@ -1,14 +1,17 @@
-"""Loss ops on Tensors: PyTorch's argument checks for ``cross_entropy``, then the fused
-kernels of ``triton_kernels/loss.py``. Differentiation: ``autograd/functions/loss.py``."""
+"""Loss ops on Tensors: ``cross_entropy`` (PyTorch's argument checks, then the fused log-softmax +
+NLL kernels of ``triton_kernels/loss.py``), and ``nll_loss``/``mse_loss``, written with other ops
+(so autograd records their pieces). Differentiation of cross_entropy: ``autograd/functions/loss.py``."""
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
 from ...triton_kernels import loss as _k
-from .. import dtype as dt
-from ..tensor import Tensor
+from ...triton_kernels import random as _rand
+from ...runtime import dtype as dt
+from ..tensor_base import TensorBase
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -24,9 +27,9 @@ def _as_rows(input: Tensor, target: Tensor):
 
 
 def check_cross_entropy(input, target, reduction, ignore_index, label_smoothing, weight, name="cross_entropy") -> None:
-    if not isinstance(input, Tensor):
+    if not isinstance(input, TensorBase):
         raise TypeError(f"cross_entropy(): argument 'input' must be Tensor, not {type(input).__name__}")
-    if not isinstance(target, Tensor):
+    if not isinstance(target, TensorBase):
         raise TypeError(f"cross_entropy(): argument 'target' must be Tensor, not {type(target).__name__}")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"cross_entropy(): expected a floating point input, got {input.dtype.name}")
@@ -39,7 +42,7 @@ def check_cross_entropy(input, target, reduction, ignore_index, label_smoothing,
     if isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral):
         raise TypeError(f"{name}(): argument 'ignore_index' must be int, not {type(ignore_index).__name__}")
     if weight is not None:
-        if not isinstance(weight, Tensor):
+        if not isinstance(weight, TensorBase):
             raise TypeError(f"{name}(): argument 'weight' must be Tensor, not {type(weight).__name__}")
         if not weight.dtype.is_floating_point:
             raise RuntimeError(f"{name}(): expected a floating point 'weight', got {weight.dtype.name}")
@@ -89,9 +92,9 @@ def cross_entropy_rows(x2: Tensor, t1: Tensor, ignore_index: int, weight=None, w
     ``weight`` (from ``class_weights``) also each row's w[target] (0 where ignored), else None."""
     N = x2.shape[0]
     compute = compute_dtype(x2)
-    loss = Tensor._empty((N,), compute, x2.device)
-    lse = Tensor._empty((N,), compute, x2.device)
-    wt = Tensor._empty((N,), compute, x2.device) if weight is not None else None
+    loss = TensorBase._empty((N,), compute, x2.device)
+    lse = TensorBase._empty((N,), compute, x2.device)
+    wt = TensorBase._empty((N,), compute, x2.device) if weight is not None else None
     t1 = t1 if t1.dtype is dt.int64 else t1.to(dt.int64)
     _k.cross_entropy_forward(loss, lse, x2, t1.contiguous(), int(ignore_index), weight, wsum, wt,
                              float(label_smoothing))
@@ -100,3 +103,76 @@ def cross_entropy_rows(x2: Tensor, t1: Tensor, ignore_index: int, weight=None, w
 
 def count_valid(target: Tensor, ignore_index: int) -> int:
     return int(np.count_nonzero(target._to_host_array() != ignore_index))
+
+
+def cross_entropy_forward(input, target, reduction, ignore_index, weight, label_smoothing):
+    """The loss, and what its backward needs: (out, (x2, t1, lse, w, wsum), count, denom)."""
+    x2, t1 = _as_rows(input, target)
+    w, wsum = class_weights(weight, x2)
+    rows, lse, t1, wt = cross_entropy_rows(x2, t1, ignore_index, w, wsum, label_smoothing)
+    count, denom = 1, None
+    if reduction == "none":
+        out = rows.reshape(target.shape)
+    else:
+        out = rows.sum()
+        if reduction == "mean" and w is not None:
+            denom = wt.sum()  # torch: divide by the summed weights of the non-ignored targets (a device tensor)
+            out = out / denom
+        elif reduction == "mean":
+            count = count_valid(t1, ignore_index)
+            out = out / count if count else out * float("nan")
+    return out.to(input.dtype), (x2, t1, lse, w, wsum), count, denom
+
+
+def _no_legacy(size_average, reduce):
+    if size_average is not None or reduce is not None:
+        raise NotImplementedError("size_average/reduce are deprecated; use reduction=")
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """torch.nn.functional.cross_entropy with class-index targets: ``weight`` per class,
+    ``ignore_index``, ``reduction`` and ``label_smoothing`` as torch defines them (see
+    ``triton_kernels/loss.py``), all in the fused kernels. No gradient flows to ``weight``."""
+    _no_legacy(size_average, reduce)
+    check_cross_entropy(input, target, reduction, ignore_index, label_smoothing, weight)
+    return cross_entropy_forward(input, target, reduction, int(ignore_index), weight, float(label_smoothing))[0]
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    """-weight[t] * input[i, t] from log-probabilities, as a masked sum (ops autograd records); the
+    weighted mean divides by the summed weights of the non-ignored targets, as torch."""
+    _no_legacy(size_average, reduce)
+    check_cross_entropy(input, target, reduction, ignore_index, 0.0, weight, name="nll_loss")
+    x2, t1 = _as_rows(input, target)
+    t1 = t1.to(dt.int64)
+    C = x2.shape[1]
+    classes = TensorBase._empty((C,), dt.int64, x2.device)
+    _rand.arange(classes, 0, 1)
+    pick = classes.reshape(1, C) == t1.reshape(-1, 1)
+    rows = -(x2 * pick).sum(1)
+    valid = t1 != ignore_index
+    if weight is not None:
+        wt = (weight.detach().reshape(1, C) * pick).sum(1) * valid
+        rows = rows * wt.to(rows.dtype)
+    else:
+        rows = rows * valid
+    if reduction == "none":
+        return rows.reshape(target.shape)
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / (wt.sum().to(rows.dtype) if weight is not None else valid.sum())
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean (or sum, or none) of the squared differences."""
+    if not isinstance(input, TensorBase) or not isinstance(target, TensorBase):
+        raise TypeError("mse_loss(): input and target must be Tensors")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if input.shape != target.shape:
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+                      "This will likely lead to incorrect results due to broadcasting. Please ensure they have the "
+                      "same size.", UserWarning, stacklevel=3)
+    d = (input - target) ** 2
+    return d if reduction == "none" else (d.mean() if reduction == "mean" else d.sum())

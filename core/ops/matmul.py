@@ -11,13 +11,14 @@ import math
 
 from ...backends import cuda as _backends
 from ...triton_kernels import matmul as _k
-from .. import dtype as dt
-from ..tensor import Tensor, broadcast_shapes, view_strides
+from ...runtime import dtype as dt
+from ..shape import broadcast_shapes, view_strides
+from ..tensor_base import TensorBase
 
 
 def _check_pair(op: str, a, b, names=("input", "other")) -> None:
     for x, name in zip((a, b), names):
-        if not isinstance(x, Tensor):
+        if not isinstance(x, TensorBase):
             raise TypeError(f"{op}(): argument '{name}' must be a Tensor, not {type(x).__name__}")
     if a.device != b.device:
         raise RuntimeError(f"{op}(): Expected all tensors to be on the same device, but found at least two devices, "
@@ -44,7 +45,7 @@ def _run(a: Tensor, b: Tensor, bias=None, activation=None) -> Tensor:
         if st is not None:
             out2 = _run(a._view((math.prod(batch) * M, K), st), b, bias, activation)
             return out2.view(*batch, M, N)
-    out = Tensor._empty(batch + (M, N), a.dtype, a.device)
+    out = TensorBase._empty(batch + (M, N), a.dtype, a.device)
     _k.matmul(out, a.expand(batch + (M, K)), b.expand(batch + (K, N)), bias=bias, activation=activation,
               allow_tf32=_backends.matmul.allow_tf32)
     return out
@@ -125,7 +126,7 @@ def fused_linear(input, weight, bias=None, activation=None) -> Tensor:
                            f"{weight.shape[1]}x{weight.shape[0]}) (linear: input {list(input.shape)}, "
                            f"weight {list(weight.shape)})")
     if bias is not None:
-        if not isinstance(bias, Tensor):
+        if not isinstance(bias, TensorBase):
             raise TypeError(f"linear(): argument 'bias' must be a Tensor or None, not {type(bias).__name__}")
         _check_pair("linear", input, bias, ("input", "bias"))
         if bias.ndim != 1 or bias.shape[0] != weight.shape[0]:

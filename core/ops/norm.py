@@ -13,12 +13,13 @@ import numpy as np
 
 from ...triton_kernels import layer_norm as _ln
 from ...triton_kernels import softmax as _sm
-from .. import dtype as dt
-from ..tensor import Tensor, normalize_dim
+from ...runtime import dtype as dt
+from ..shape import normalize_dim
+from ..tensor_base import TensorBase
 
 
 def _check_tensor(x, op: str, argname: str = "input") -> None:
-    if not isinstance(x, Tensor):
+    if not isinstance(x, TensorBase):
         raise TypeError(f"{op}(): argument '{argname}' must be Tensor, not {type(x).__name__}")
 
 
@@ -32,7 +33,7 @@ def _softmax(op: str, input, dim, dtype, log: bool) -> Tensor:
     if not target.is_floating_point:
         raise RuntimeError(f"{op}(): expected a floating point input, but got {target.name}; "
                            "pass dtype= to compute in a floating point dtype")
-    out = Tensor._empty(input.shape, target, input.device)
+    out = TensorBase._empty(input.shape, target, input.device)
     _sm.softmax(out, input, d, log=log, cast=cast)
     return out
 
@@ -95,9 +96,9 @@ def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5)
     bias = _check_affine(bias, "bias", shape, input)
     lead = tuple(input.shape[: input.ndim - k])
     stats_dtype = dt.float64 if input.dtype is dt.float64 else dt.float32
-    out = Tensor._empty(input.shape, input.dtype, input.device)
-    mean = Tensor._empty(lead + (1,) * k, stats_dtype, input.device)
-    rstd = Tensor._empty(lead + (1,) * k, stats_dtype, input.device)
+    out = TensorBase._empty(input.shape, input.dtype, input.device)
+    mean = TensorBase._empty(lead + (1,) * k, stats_dtype, input.device)
+    rstd = TensorBase._empty(lead + (1,) * k, stats_dtype, input.device)
     if math.prod(shape) == 0 and mean.numel():
         mean.fill_(float("nan"))  # the mean of nothing
         rstd.fill_(float("nan"))

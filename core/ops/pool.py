@@ -13,8 +13,8 @@ from __future__ import annotations
 import numbers
 
 from ...triton_kernels import pool as _k
-from .. import dtype as dt
-from ..tensor import Tensor
+from ...runtime import dtype as dt
+from ..tensor_base import TensorBase
 
 
 def _ints(v, name: str, op: str, default=None) -> tuple:
@@ -64,7 +64,7 @@ def pool_geometry(op: str, shape, kernel_size, stride, padding, dilation, ceil_m
 
 
 def _as_4d(input, op: str):
-    if not isinstance(input, Tensor):
+    if not isinstance(input, TensorBase):
         raise TypeError(f"{op}(): argument 'input' must be a Tensor, not {type(input).__name__}")
     if input.dtype not in dt.FLOATING:
         raise RuntimeError(f"{op}(): expected a floating-point input (float16, bfloat16, float32, float64), "
@@ -85,7 +85,7 @@ def _shape4(input_shape, op: str):
 
 
 def _check_grad(op, grad_output, expected, unbatched):
-    if not isinstance(grad_output, Tensor):
+    if not isinstance(grad_output, TensorBase):
         raise TypeError(f"{op}(): argument 'grad_output' must be a Tensor, not {type(grad_output).__name__}")
     if grad_output.dtype not in dt.FLOATING:
         raise RuntimeError(f"{op}(): expected a floating-point grad_output, got {grad_output.dtype.name}")
@@ -101,8 +101,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     op = "max_pool2d"
     x, unbatched = _as_4d(input, op)
     k, s, p, d, (OH, OW) = pool_geometry(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    y = Tensor._empty((x.shape[0], x.shape[1], OH, OW), x.dtype, x.device)
-    idx = Tensor._empty(y.shape, dt.int64, x.device)
+    y = TensorBase._empty((x.shape[0], x.shape[1], OH, OW), x.dtype, x.device)
+    idx = TensorBase._empty(y.shape, dt.int64, x.device)
     _k.max_pool2d_forward(y, idx, x, k, s, p, d)
     if unbatched:
         y, idx = y.squeeze(0), idx.squeeze(0)
@@ -121,7 +121,7 @@ def max_pool2d_backward(grad_output, input_shape, indices, kernel_size, stride=N
     k, s, p, d, (OH, OW) = pool_geometry(op, shape, kernel_size, stride, padding, dilation, ceil_mode)
     expected = (shape[0], shape[1], OH, OW)
     dy = _check_grad(op, grad_output, expected, unbatched)
-    if not isinstance(indices, Tensor) or indices.dtype is not dt.int64:
+    if not isinstance(indices, TensorBase) or indices.dtype is not dt.int64:
         raise TypeError(f"{op}(): indices must be the int64 Tensor returned by max_pool2d(return_indices=True)")
     if tuple(indices.shape) != tuple(grad_output.shape):
         raise RuntimeError(f"{op}(): indices has shape {list(indices.shape)} but grad_output has shape "
@@ -129,7 +129,7 @@ def max_pool2d_backward(grad_output, input_shape, indices, kernel_size, stride=N
     idx = indices.unsqueeze(0) if unbatched else indices
     if idx.device != dy.device:
         raise RuntimeError(f"{op}(): grad_output is on {dy.device} but indices are on {idx.device}")
-    dx = Tensor._empty(shape, dy.dtype, dy.device)
+    dx = TensorBase._empty(shape, dy.dtype, dy.device)
     _k.max_pool2d_backward(dx, dy, idx, k, s, p, d)
     return dx.squeeze(0) if unbatched else dx
 
@@ -151,7 +151,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     x, unbatched = _as_4d(input, op)
     div = _divisor(op, divisor_override)
     k, s, p, _, (OH, OW) = pool_geometry(op, x.shape, kernel_size, stride, padding, 1, ceil_mode, dilated=False)
-    y = Tensor._empty((x.shape[0], x.shape[1], OH, OW), x.dtype, x.device)
+    y = TensorBase._empty((x.shape[0], x.shape[1], OH, OW), x.dtype, x.device)
     _k.avg_pool2d_forward(y, x, k, s, p, count_include_pad, div)
     return y.squeeze(0) if unbatched else y
 
@@ -164,6 +164,6 @@ def avg_pool2d_backward(grad_output, input_shape, kernel_size, stride=None, padd
     div = _divisor(op, divisor_override)
     k, s, p, _, (OH, OW) = pool_geometry(op, shape, kernel_size, stride, padding, 1, ceil_mode, dilated=False)
     dy = _check_grad(op, grad_output, (shape[0], shape[1], OH, OW), unbatched)
-    dx = Tensor._empty(shape, dy.dtype, dy.device)
+    dx = TensorBase._empty(shape, dy.dtype, dy.device)
     _k.avg_pool2d_backward(dx, dy, k, s, p, count_include_pad, div)
     return dx.squeeze(0) if unbatched else dx

@@ -14,8 +14,10 @@ from collections import namedtuple
 import numpy as np
 
 from ...triton_kernels import reduce as _k
-from .. import dtype as dt
-from ..tensor import Tensor, normalize_dim
+from ...runtime import dtype as dt
+from ..shape import normalize_dim
+from ..tensor_base import TensorBase
+from . import elementwise as _ew
 
 # torch.return_types.max / .min: a (values, indices) named tuple.
 max_result = namedtuple("max", ["values", "indices"])
@@ -27,7 +29,7 @@ _TORCH_NAME = {dt.bool_: "Bool", dt.int32: "Int", dt.int64: "Long", dt.float16: 
 
 
 def _check_input(x, op: str) -> None:
-    if not isinstance(x, Tensor):
+    if not isinstance(x, TensorBase):
         raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not {type(x).__name__}")
 
 
@@ -70,8 +72,8 @@ def _require_nonempty(x: Tensor, dims: tuple, op: str, dim_given: bool) -> None:
 def _run(op: str, x: Tensor, dims: tuple, keepdim: bool, out_dtype, *, values=True, indices=False,
          cast=None, correction=1.0):
     kept, shape = _result_shapes(x, dims, keepdim)
-    out = Tensor._empty(kept, out_dtype, x.device) if values else None
-    idx = Tensor._empty(kept, dt.int64, x.device) if indices else None
+    out = TensorBase._empty(kept, out_dtype, x.device) if values else None
+    idx = TensorBase._empty(kept, dt.int64, x.device) if indices else None
     # An empty reduced extent still launches: the kernel writes the identity (0, 1, nan, True/False).
     _k.reduce(op, x, dims, out, idx, cast=cast, correction=correction)
     if keepdim:
@@ -141,11 +143,9 @@ def amin(input, dim=(), keepdim=False) -> Tensor:
 
 def _extreme(op: str, input, dim, keepdim, other):
     _check_input(input, op)
-    if isinstance(dim, Tensor) or other is not None:  # torch.max(a, b): the elementwise maximum
+    if isinstance(dim, TensorBase) or other is not None:  # torch.max(a, b): the elementwise maximum
         if other is not None and dim is not None:
             raise TypeError(f"{op}(): pass either 'dim' or 'other', not both")
-        from . import elementwise as _ew
-
         return _ew.binary("maximum" if op == "max" else "minimum", input, dim if other is None else other)
     if dim is None:
         if keepdim:

@@ -25,6 +25,8 @@ import socket
 import sys
 import time
 
+from .comm_soak import main_soak
+
 OPS = ("all_reduce", "all_gather", "broadcast")
 DEFAULT_SIZES = "8,64,512,4K,32K,256K,2M,16M,64M,256M"
 
@@ -192,7 +194,15 @@ def main(argv=None) -> int:
     p.add_argument("--no-gloo", action="store_true", help="do not time torch.distributed gloo even if installed")
     p.add_argument("--json", default=None, help="also write the raw rows to this file")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per world size before giving up")
+    p.add_argument("--soak", action="store_true",
+                   help="instead: 4 ranks run checked collectives, quietly then under a flood of "
+                        "unauthenticated connections (see tritensor.bench.comm_soak)")
+    p.add_argument("--seconds", type=float, default=30.0, help="length of the --soak run (default 30)")
     args = p.parse_args(argv)
+    if args.soak:
+        if not args.seconds > 0:
+            p.error("--seconds: expected a positive number")
+        return main_soak(args.seconds, args.json)
     worlds = [int(w) for w in args.world.split(",") if w.strip()]
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     bad = [o for o in ops if o not in OPS]

@@ -1,4 +1,5 @@
-"""``Future``: the result of an asynchronous operation, with torch.futures semantics.
+"""``tritensor.futures``: ``Future``, the result of an asynchronous operation, with torch.futures
+semantics (also ``tritensor.comm.Future``: one class).
 
 Why our own: work handles of asynchronous collectives, DDP communication hooks and RPC all
 hand results around as futures whose callbacks chain (``fut.then(cb)``) exactly as

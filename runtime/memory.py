@@ -17,25 +17,44 @@ from .device import CPU, device
 _ALIGN = 64  # bytes; Triton specialises pointers on 16-byte alignment, vector loads like more
 
 
-class HostStorage:
-    """Host memory: an owned, aligned NumPy byte buffer, or a view of a caller's array."""
+class _Borrowed:
+    """``nbytes`` bytes at ``ptr`` inside ``owner``'s memory, as NumPy sees them.
 
-    __slots__ = ("nbytes", "_ptr", "_bytes", "_owner", "__weakref__")
+    ``np.asarray`` of this object is a uint8 array whose ``base`` is this object, which holds
+    ``owner``: every view derived from it keeps the borrowed memory alive, as NumPy's own views
+    do. (A ctypes array ``from_address`` holds nothing, so views of it outlived the memory.) It
+    works whatever ``owner``'s strides are, where a ``.view(np.uint8)`` of it would not.
+    """
+
+    __slots__ = ("__array_interface__", "base")
+
+    def __init__(self, owner, ptr: int, nbytes: int):
+        self.base = owner  # named as NumPy names what an array keeps alive
+        self.__array_interface__ = {"version": 3, "shape": (nbytes,), "typestr": "|u1", "data": (ptr, False)}
+
+
+class HostStorage:
+    """Host memory: an owned, aligned NumPy byte buffer, or a view of a caller's array.
+
+    ``bytes_view()`` is the one array every NumPy view of the storage derives from, and its
+    ``base`` chain ends at the memory's owner, so a view handed out (``Tensor.numpy()``) keeps
+    the bytes alive after the tensor and the storage are gone.
+    """
+
+    __slots__ = ("nbytes", "_ptr", "_bytes", "__weakref__")
     device = CPU
 
     def __init__(self, nbytes: int, owner=None, ptr: int | None = None):
+        """``owner``/``ptr``: borrow ``nbytes`` at ``ptr`` from ``owner``, an object holding that
+        memory (from_numpy passes the caller's array and the address of its lowest element)."""
         self.nbytes = int(nbytes)
         if owner is None:
             raw = np.empty(self.nbytes + _ALIGN, dtype=np.uint8)
             start = (-raw.ctypes.data) % _ALIGN
-            self._bytes = raw[start : start + self.nbytes]
-            self._owner = raw
-            self._ptr = self._bytes.ctypes.data
-        else:  # borrow an existing array's memory (from_numpy); keep the array alive
-            self._owner = owner
-            self._ptr = int(ptr)
-            buf = (ctypes.c_uint8 * max(self.nbytes, 1)).from_address(self._ptr) if self.nbytes else None
-            self._bytes = np.frombuffer(buf, dtype=np.uint8, count=self.nbytes) if buf is not None else np.empty(0, np.uint8)
+            self._bytes = raw[start : start + self.nbytes]  # its base is raw
+        else:
+            self._bytes = np.asarray(_Borrowed(owner, int(ptr), self.nbytes))
+        self._ptr = self._bytes.ctypes.data
 
     def data_ptr(self) -> int:
         return self._ptr
@@ -53,6 +72,17 @@ class HostStorage:
 
     def record_stream(self, stream) -> None:  # host memory is not stream-ordered
         pass
+
+    def __reduce__(self):
+        # By value: the default would copy ``_ptr``, a raw address that means nothing in a copy
+        # (it would alias, then outlive, this storage's memory) or in another process.
+        return (_host_storage_from_bytes, (self._bytes.tobytes(),))
+
+
+def _host_storage_from_bytes(data: bytes) -> HostStorage:
+    storage = HostStorage(len(data))
+    storage.bytes_view()[:] = np.frombuffer(data, dtype=np.uint8)
+    return storage
 
 
 class _Stats:
@@ -84,14 +114,11 @@ class CudaStorage:
     __slots__ = ("nbytes", "device", "_buf", "_ptr", "_stream", "_other_streams", "__weakref__")
 
     def __init__(self, nbytes: int, dev: device, stream):
-        from . import cuda
-
         self.nbytes = int(nbytes)
         self.device = dev
         self._stream = stream
         self._other_streams = None
-        cdev = cuda._cu_device(dev.index)
-        self._buf = cdev.memory_resource.allocate(max(self.nbytes, 1), stream=stream._cu)
+        self._buf = stream.memory_resource.allocate(max(self.nbytes, 1), stream=stream._cu)
         self._ptr = int(self._buf.handle)
         st = stats(dev.index)
         with st.lock:
@@ -100,6 +127,10 @@ class CudaStorage:
 
     def data_ptr(self) -> int:
         return self._ptr
+
+    def __reduce__(self):
+        raise TypeError("a CUDA storage cannot be pickled or copied on its own (it is a device address); "
+                        "pickle or deepcopy the tensor, which copies its values")
 
     def record_stream(self, stream) -> None:
         if stream is self._stream or stream == self._stream:
@@ -185,3 +216,11 @@ def device_to_device(dst_ptr: int, src_ptr: int, nbytes: int, stream) -> None:
 
     if nbytes:
         _check(driver.cuMemcpyDtoDAsync(dst_ptr, src_ptr, nbytes, stream.cuda_stream))
+
+
+def device_memset(dst_ptr: int, value: int, nbytes: int, stream) -> None:
+    """Set ``nbytes`` of device memory to the byte ``value``, ordered on ``stream``."""
+    from cuda.bindings import driver
+
+    if nbytes:
+        _check(driver.cuMemsetD8Async(dst_ptr, value, nbytes, stream.cuda_stream))

@@ -148,6 +148,11 @@ class Stream:
     def cuda_stream(self) -> int:
         return int(self._cu.handle)
 
+    @property
+    def memory_resource(self):
+        """The stream-ordered pool of this stream's device (what ``memory.CudaStorage`` allocates from)."""
+        return _cu_device(self.device.index).memory_resource
+
     def query(self) -> bool:
         return self.record_event().query()
 

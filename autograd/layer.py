@@ -1,0 +1,39 @@
+"""The autograd layer of the dispatcher (``core/dispatch.py``), registered when autograd is imported.
+
+For every op call it decides, by the op's name, whether autograd has anything to do:
+
+* Tensor's autograd API (``backward``, ``register_hook`` ...): answered here (``tensor_methods.py``);
+* an op with a derivative (``functions.DERIVATIVES``), grad mode on and an argument that requires
+  grad: the op's recorder runs it and records it into the graph;
+* anything else: the call goes on down to the core entry untouched.
+"""
+from __future__ import annotations
+
+from ..core import dispatch
+from ..core.tensor import Tensor
+from .functions import DERIVATIVES
+from .grad_mode import _state
+from .tensor_methods import TENSOR_API
+
+
+def _wants_grad(args, kwargs) -> bool:
+    for a in args:
+        if isinstance(a, Tensor) and a._requires_grad:
+            return True
+    for k, a in kwargs.items():
+        if k != "out" and isinstance(a, Tensor) and a._requires_grad:
+            return True
+    return False
+
+
+def autograd_layer(op, args, kwargs, next):
+    api = TENSOR_API.get(op.name)
+    if api is not None:
+        return api(*args, **kwargs)
+    record = DERIVATIVES.get(op.name)
+    if record is not None and _state.enabled and _wants_grad(args, kwargs):
+        return record(*args, **kwargs)
+    return next(op, args, kwargs)
+
+
+dispatch.register_layer("autograd", autograd_layer)

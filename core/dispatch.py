@@ -1,0 +1,60 @@
+"""The one path every op call takes: ``call(op, *args, **kwargs)``.
+
+Every Tensor method, Python operator and ``tritensor.*`` / ``nn.functional.*`` function made from
+the op table (``core/ops/table.py``) is ``call(<its Op record>, ...)``. The call passes these
+layers, always in this order::
+
+    autocast   pick the dtype the op computes in (its Op.autocast category); registered by amp
+    autograd   record the op into the graph when an input requires grad; registered by autograd
+    core       op.impl: check the arguments, allocate the output, launch the kernel
+
+Core cannot import the layers above it (the dependency rule: runtime <- triton_kernels <- core <-
+autograd <- nn/optim/amp), so those packages *register* their layer here when they are imported,
+the way PyTorch's dispatcher takes a kernel per dispatch key. A layer is
+``fn(op, args, kwargs, next)``: it either answers the call itself or hands it on with
+``next(op, args, kwargs)``. A layer nobody registered passes the call straight through.
+"""
+from __future__ import annotations
+
+ORDER = ("autocast", "autograd")  # the layers above core, outermost first
+
+_layers: dict = {}
+
+
+def core(op, args, kwargs):
+    """The bottom layer: the op's core entry (argument checks, output allocation, kernel launch)."""
+    return op.impl(*args, **kwargs)
+
+
+def _chain(i: int):
+    """The call as seen from layer ``ORDER[i]`` downwards."""
+    while i < len(ORDER) and ORDER[i] not in _layers:
+        i += 1  # an unregistered layer passes the call through
+    if i == len(ORDER):
+        return core
+    layer, below = _layers[ORDER[i]], _chain(i + 1)
+    return lambda op, args, kwargs: layer(op, args, kwargs, below)
+
+
+_entry = _chain(0)
+
+
+def register_layer(name: str, fn) -> None:
+    """Install ``fn(op, args, kwargs, next)`` as layer ``name`` (one of :data:`ORDER`)."""
+    global _entry
+    if name not in ORDER:
+        raise ValueError(f"register_layer: name must be one of {ORDER}, got {name!r}")
+    if not callable(fn):
+        raise TypeError(f"register_layer: fn must be callable, got {type(fn).__name__}")
+    _layers[name] = fn
+    _entry = _chain(0)
+
+
+def registered(name: str):
+    """The function registered as layer ``name``, or None."""
+    return _layers.get(name)
+
+
+def call(op, *args, **kwargs):
+    """Run ``op`` on the arguments through every registered layer, then its core entry."""
+    return _entry(op, args, kwargs)

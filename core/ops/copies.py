@@ -1,0 +1,82 @@
+"""The copying ops: ``clone`` (and so ``contiguous``), ``to`` (dtype and device casts), ``copy_`` and
+``fill_`` (kernels: ``triton_kernels/cast.py``; the moves they share are in ``core/ops/__init__.py``).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from ...runtime import cuda
+from ...runtime import dtype as dt
+from ...runtime.device import device
+from ..shape import broadcast_shapes
+from ..tensor_base import TensorBase
+from . import copy_into, fill, move
+
+
+def clone(input, *, memory_format=None):
+    """A copy with its own (contiguous) storage."""
+    out = TensorBase._empty(input._shape, input.dtype, input.device)
+    copy_into(out, input)
+    return out
+
+
+def copy_(input, src, non_blocking=False):
+    """Write ``src`` into this tensor in place: broadcasts, casts and crosses devices."""
+    if not isinstance(src, TensorBase):
+        raise TypeError(f"copy_(): src must be a Tensor, got {type(src).__name__}")
+    broadcast_shapes(src.shape, input.shape)  # raises with both shapes
+    if src.shape != input.shape:
+        if len(src.shape) > input.ndim:
+            src = src.reshape(src.shape[len(src.shape) - input.ndim:]) if math.prod(
+                src.shape[: len(src.shape) - input.ndim]) == 1 else src
+        src = src.expand(input.shape)
+    if src.device != input.device:
+        src = src.to(input.device)
+    copy_into(input, src)
+    input._bump_version()
+    return input
+
+
+def to(input, *args, **kwargs):
+    """``to(dtype)``, ``to(device)``, ``to(other)``: ``input`` itself when nothing changes."""
+    target_dev, target_dt, copy = input.device, input.dtype, bool(kwargs.pop("copy", False))
+    kwargs.pop("non_blocking", None)
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, TensorBase):
+            target_dev, target_dt = a.device, a.dtype
+        elif isinstance(a, dt.dtype):
+            target_dt = a
+        elif isinstance(a, (str, device, int)) and not isinstance(a, bool):
+            target_dev = device(a)
+        elif a is None:
+            continue
+        else:
+            target_dt = dt.to_dtype(a, "to(dtype)")
+    if target_dev.type == "cuda":
+        cuda._require(f"to({target_dev})")
+        if target_dev.index is None:
+            target_dev = device("cuda", cuda.current_device())
+    same_dev = target_dev == input.device
+    if same_dev and target_dt is input.dtype:
+        return input.clone() if copy else input
+    if same_dev:
+        out = TensorBase._empty(input._shape, target_dt, input.device)
+        copy_into(out, input)
+        return out
+    return move(input, target_dev, target_dt)
+
+
+def fill_(input, value):
+    """Set every element to ``value`` (a number or a one-element tensor)."""
+    if isinstance(value, TensorBase):
+        if value.numel() != 1:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
+        value = value.item()
+    if not isinstance(value, (numbers.Number, np.number, bool)):
+        raise TypeError(f"fill_(): value must be a number, got {type(value).__name__}")
+    fill(input, value)
+    input._bump_version()
+    return input

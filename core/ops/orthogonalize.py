@@ -1,0 +1,38 @@
+"""Core entry of ``orthogonalize_``: Gram-Schmidt on the columns of small matrices, in place.
+
+PowerSGD (``comm/algorithms/ddp_comm_hooks/powerSGD_hook.py``) orthonormalises its low-rank
+factors with it every step; torch keeps the same helper private
+(``_orthogonalize_gram_schmidt``), so this is not a public op of the table. Arguments are
+checked here, before the kernel (``triton_kernels/orthogonalize.py``) runs.
+"""
+from __future__ import annotations
+
+import math
+
+from ...triton_kernels import orthogonalize as _k
+from ..tensor_base import TensorBase
+
+
+def orthogonalize_(matrices, epsilon: float = 0.0):
+    """Orthonormalise the columns of ``matrices`` (``n x r``, or ``b x n x r`` for a batch) in
+    place by Gram-Schmidt; returns ``matrices``. Floating dtypes only; any strides (overlapping
+    views are refused)."""
+    if not isinstance(matrices, TensorBase):
+        raise TypeError(f"orthogonalize_: 'matrices' must be a tensor, got {type(matrices).__name__}")
+    if matrices.dtype.name not in _k.DTYPES:
+        raise TypeError(f"orthogonalize_: 'matrices' must be floating point ({', '.join(_k.DTYPES)}), "
+                        f"got {matrices.dtype}")
+    if matrices.ndim not in (2, 3):
+        raise ValueError(f"orthogonalize_: 'matrices' must be 2-D (n x r) or 3-D (b x n x r), "
+                         f"got shape {tuple(matrices.shape)}")
+    eps = float(epsilon)
+    if not (eps >= 0.0 and math.isfinite(eps)):
+        raise ValueError(f"orthogonalize_: 'epsilon' must be a finite number >= 0, got {epsilon!r}")
+    shape, stride = tuple(matrices.shape), tuple(matrices.stride())
+    if matrices.ndim == 2:
+        shape, stride = (1,) + shape, (0,) + stride
+    b, n, r = shape
+    if n > 1 and r > 1 and (stride[1] == 0 or stride[2] == 0):
+        raise ValueError("orthogonalize_: 'matrices' is an expanded (overlapping) view; pass a contiguous copy")
+    _k.gram_schmidt_(matrices, b, n, r, stride, eps)
+    return matrices

@@ -1,0 +1,152 @@
+"""The op table: every public op of tritensor, declared once.
+
+An :class:`Op` names the op, its core entry (``impl``: argument checks, output allocation, the
+kernel launch; in ``core/ops/<family>.py``), its autocast category, and how it is exposed: as a
+Tensor method, a ``tritensor.*`` function, an ``nn.functional.*`` function, under aliases, and as
+Python operators. From this table, and nothing else, ``core/tensor.py`` generates Tensor's op
+methods and operators when the class is created, ``core/functional.py`` the ``tritensor.*``
+functions and ``nn/functional.py`` its entries; each of them is ``dispatch.call(op, ...)``, the
+one path every call takes (``core/dispatch.py``). An op's derivative is found by its name in
+``autograd/functions/__init__.py`` (``DERIVATIVES``), its tests by its name in
+``tests/test_op_table.py``. How to add an op: CONTRIBUTING.md.
+
+Autocast categories, from PyTorch's CUDA autocast op lists (the AMP issue refines them):
+  ``lower``    run in the autocast dtype (fp16/bf16): matmuls and convolutions
+  ``fp32``     run in float32: ops whose range or accuracy suffers in low precision
+               (exp, log, pow, sums, softmax, norms, losses)
+  ``promote``  run in the widest dtype among the inputs: ops mixing several tensors
+  ``none``     untouched: views, copies, comparisons, indexing, everything else
+In-place forms (``exp_``) are ``none``: autocast never changes the dtype of a tensor written in place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...triton_kernels import elementwise as _k
+from . import conv, copies, cumsum, elementwise, index, loss, matmul, norm, pool, reduce, views
+
+CATEGORIES = ("lower", "fp32", "promote", "none")
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    impl: object  # the core entry, called with the op's arguments
+    autocast: str  # one of CATEGORIES
+    method: bool = True  # Tensor.<name>
+    function: bool = True  # tritensor.<name>
+    functional: bool = False  # tritensor.nn.functional.<name>
+    self_arg: int = 0  # the argument a method's ``self`` is (where(condition, input, other): 1)
+    aliases: tuple = ()  # more names for the same method/function (clip for clamp)
+    dunders: tuple = ()  # Python operators calling op(self, other): __add__
+    rdunders: tuple = ()  # reflected operators calling op(other, self): __radd__
+    inplace_of: str = ""  # for ``add_``: the op it is the in-place form of
+    kernel: bool = True  # False for Tensor's autograd API (backward, hooks ...): no kernel, no autocast
+
+    def __post_init__(self):
+        if self.autocast not in CATEGORIES:
+            raise ValueError(f"op {self.name}: autocast must be one of {CATEGORIES}, got {self.autocast!r}")
+
+
+OPS: dict = {}
+
+
+def _add(op: Op) -> Op:
+    if op.name in OPS:
+        raise ValueError(f"op {op.name} is declared twice")
+    OPS[op.name] = op
+    return op
+
+
+def _with_inplace(name, impl, inplace_impl, autocast, *, function=True, aliases=(), dunders=(), rdunders=(),
+                  idunders=()):
+    """``name`` and its in-place form ``name_`` (a method only, category ``none``)."""
+    _add(Op(name, impl, autocast, function=function, aliases=aliases, dunders=dunders, rdunders=rdunders))
+    _add(Op(name + "_", inplace_impl, "none", function=False, aliases=tuple(a + "_" for a in aliases),
+            dunders=idunders, inplace_of=name))
+
+
+# ----- elementwise (core/ops/elementwise.py, triton_kernels/elementwise.py) -------------------
+_FP32_UNARY = {"exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt"}
+_UNARY_DUNDERS = {"neg": ("__neg__",), "abs": ("__abs__",)}
+for _name in _k.UNARY:
+    _with_inplace(_name, *elementwise.UNARY[_name], "fp32" if _name in _FP32_UNARY else "none",
+                  dunders=_UNARY_DUNDERS.get(_name, ()))
+
+_ARITHMETIC = {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "pow": "pow",  # __add__ __radd__ __iadd__
+               "floor_divide": "floordiv", "remainder": "mod"}
+_FORWARD_ONLY = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",  # __eq__ ... __and__
+                 "logical_and": "and", "logical_or": "or"}
+_BINARY_ALIASES = {"div": ("true_divide",), "mul": ("multiply",), "sub": ("subtract",)}
+for _name in _k.BINARY:
+    _cat = "none" if _name in _k.COMPARISONS else ("fp32" if _name == "pow" else "promote")
+    _a, _f = _ARITHMETIC.get(_name), _FORWARD_ONLY.get(_name)
+    _with_inplace(_name, *elementwise.BINARY[_name], _cat, aliases=_BINARY_ALIASES.get(_name, ()),
+                  dunders=(f"__{_a or _f}__",) if (_a or _f) else (), rdunders=(f"__r{_a}__",) if _a else (),
+                  idunders=(f"__i{_a}__",) if _a else ())
+_add(Op("invert", elementwise.invert, "none", method=False, function=False, dunders=("__invert__",)))
+_with_inplace("clamp", elementwise.clamp, elementwise.clamp_, "none", aliases=("clip",))
+_add(Op("clamp_min", elementwise.clamp_min, "none", function=False))
+_add(Op("clamp_max", elementwise.clamp_max, "none", function=False))
+_add(Op("where", elementwise.where, "promote", self_arg=1))
+
+# ----- matmul family (core/ops/matmul.py) ----------------------------------------------------
+_add(Op("matmul", matmul.matmul, "lower", dunders=("__matmul__",), rdunders=("__rmatmul__",)))
+_add(Op("mm", matmul.mm, "lower"))
+_add(Op("bmm", matmul.bmm, "lower"))
+_add(Op("linear", matmul.linear, "lower", method=False, functional=True))
+
+# ----- reductions, scans, normalizations (core/ops/reduce.py, cumsum.py, norm.py) ---------------
+for _name in ("sum", "prod"):
+    _add(Op(_name, getattr(reduce, _name), "fp32"))
+for _name in ("mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any"):
+    _add(Op(_name, getattr(reduce, _name), "none"))
+_add(Op("cumsum", cumsum.cumsum, "fp32"))
+_add(Op("softmax", norm.softmax, "fp32", functional=True))
+_add(Op("log_softmax", norm.log_softmax, "fp32", functional=True))
+_add(Op("layer_norm", norm.layer_norm, "fp32", method=False, functional=True))
+_add(Op("native_layer_norm", norm.native_layer_norm, "fp32", method=False))
+
+# ----- convolution and pooling (core/ops/conv.py, core/ops/pool.py) ---------------------------
+_add(Op("conv2d", conv.conv2d, "lower", method=False, functional=True))
+_add(Op("max_pool2d", pool.max_pool2d, "none", method=False, functional=True))
+_add(Op("max_pool2d_with_indices", pool.max_pool2d_with_indices, "none", method=False, functional=True))
+_add(Op("avg_pool2d", pool.avg_pool2d, "none", method=False, functional=True))
+
+# ----- losses (core/ops/loss.py) ----------------------------------------------------------------
+for _name in ("cross_entropy", "nll_loss", "mse_loss"):
+    _add(Op(_name, getattr(loss, _name), "fp32", method=False, function=False, functional=True))
+
+# ----- indexing (core/ops/index.py) -------------------------------------------------------------
+_add(Op("index_select", index.index_select, "none"))
+_add(Op("gather", index.gather, "none"))
+_with_inplace("scatter_add", index.scatter_add, index.scatter_add_, "promote")
+_with_inplace("index_add", index.index_add, index.index_add_, "promote")
+_add(Op("getitem", index.getitem_any, "none", method=False, function=False, dunders=("__getitem__",)))
+_add(Op("setitem", index.setitem_any, "none", method=False, function=False, dunders=("__setitem__",)))
+
+# ----- views (core/ops/views.py) ----------------------------------------------------------------
+for _name in ("view", "reshape", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"):
+    _add(Op(_name, getattr(views, _name), "none", function=False))
+_add(Op("transpose", views.transpose, "none", function=False, aliases=("swapaxes",)))
+
+# ----- copies (core/ops/copies.py) --------------------------------------------------------------
+for _name in ("clone", "to", "copy_", "fill_"):
+    _add(Op(_name, getattr(copies, _name), "none", function=False))
+
+
+# ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------
+def _needs_autograd(name):
+    def impl(*args, **kwargs):
+        raise RuntimeError(f"Tensor.{name} is served by tritensor.autograd, which registers itself with "
+                           "core/dispatch.py when imported (import tritensor does)")
+
+    impl.__name__ = impl.__qualname__ = name
+    return impl
+
+
+API = ("backward", "detach", "detach_", "register_hook", "register_post_accumulate_grad_hook", "retain_grad",
+       "retains_grad", "get_data", "set_data")
+for _name in API:
+    _add(Op(_name, _needs_autograd(_name), "none", method=_name not in ("retains_grad", "get_data", "set_data"),
+            function=False, kernel=False))

@@ -1,0 +1,116 @@
+"""Shape arithmetic shared by the Tensor and the ops: sizes, contiguous strides, dim checks,
+view strides, broadcasting.
+
+Pure Python on tuples of ints: nothing here touches memory or a kernel, so every layer of core
+(the Tensor's base, the op entries in ``core/ops``) can import it without a cycle.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class Size(tuple):
+    """``tensor.shape``: a tuple that prints like PyTorch's."""
+
+    def __repr__(self) -> str:
+        return f"tritensor.Size({list(self)})"
+
+    def numel(self) -> int:
+        return math.prod(self)
+
+
+def contiguous_strides(shape) -> tuple:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def normalize_dim(d, ndim: int, argname: str = "dim") -> int:
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+        raise TypeError(f"{argname}: expected an int, got {type(d).__name__}")
+    lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
+    if not lo <= d <= hi:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got {d})")
+    return int(d) % max(ndim, 1)
+
+
+def _shape_arg(args, argname="size") -> tuple:
+    """Accept f(2, 3) and f((2, 3)) and f([2, 3]) as PyTorch does."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list, Size)):
+        args = tuple(args[0])
+    out = []
+    for s in args:
+        if isinstance(s, bool) or not isinstance(s, (int, np.integer)):
+            raise TypeError(f"{argname}: expected a sequence of ints, got {args!r}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def infer_size(shape, numel: int) -> tuple:
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred (-1)")
+    for s in shape:
+        if s < -1:
+            raise RuntimeError(f"invalid shape dimension {s}")
+    known = math.prod(s for s in shape if s != -1)
+    if neg:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
+        shape[neg[0]] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return tuple(shape)
+
+
+def view_strides(oldshape, oldstride, newshape):
+    """Strides that let ``newshape`` view memory laid out as (oldshape, oldstride), or None.
+
+    PyTorch's ``computeStride``: walk both shapes from the right in chunks of dims that are
+    contiguous with each other; a new dim may not straddle two chunks.
+    """
+    if math.prod(oldshape) == 0:
+        return contiguous_strides(newshape)
+    if not oldshape:
+        oldshape, oldstride = (1,), (1,)
+    newstride = [0] * len(newshape)
+    view_d = len(newshape) - 1
+    chunk_base = oldstride[-1]
+    tensor_numel, view_numel = 1, 1
+    for td in range(len(oldshape) - 1, -1, -1):
+        tensor_numel *= oldshape[td]
+        if td == 0 or (oldshape[td - 1] != 1 and oldstride[td - 1] != tensor_numel * chunk_base):
+            while view_d >= 0 and (view_numel < tensor_numel or newshape[view_d] == 1):
+                newstride[view_d] = view_numel * chunk_base
+                view_numel *= newshape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if td > 0:
+                chunk_base = oldstride[td - 1]
+                tensor_numel, view_numel = 1, 1
+    if view_d != -1:
+        return None
+    return tuple(newstride)
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, n in enumerate(s):
+            j = ndim - len(s) + i
+            if out[j] == 1:
+                out[j] = n
+            elif n != 1 and n != out[j]:
+                raise RuntimeError(
+                    "shapes cannot be broadcast together: "
+                    + " and ".join(str(list(x)) for x in shapes)
+                    + f" (mismatch at dimension {j}: {out[j]} vs {n})"
+                )
+    return tuple(out)

@@ -1,0 +1,182 @@
+"""``TensorBase``: what a tensor *is* (storage, shape, strides, offset, dtype, version), with no ops.
+
+The op entries in ``core/ops`` check, allocate and launch kernels on tensors; ``core/tensor.py``
+builds the public :class:`~tritensor.core.tensor.Tensor` from the op table, which imports those
+entries. So the entries cannot import ``Tensor`` (that would be a cycle): they import this base
+instead, test ``isinstance(x, TensorBase)`` and allocate with ``TensorBase._empty``, which makes
+a ``Tensor`` (the class that subclasses this one in ``core/tensor.py`` registers itself as the
+class results are made of, when it is created).
+
+Views share the version counter of the storage they see, so in-place writes through any view are
+visible to whoever saved the tensor (autograd checks this).
+"""
+from __future__ import annotations
+
+import math
+
+from ..runtime import cuda, memory
+from ..runtime.device import device
+from .shape import Size, contiguous_strides, normalize_dim
+
+
+class Version:
+    """A storage's version counter, shared by all views of it (bumped by every in-place write)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
+class TensorBase:
+    __slots__ = (
+        "_storage", "_shape", "_stride", "_offset", "dtype", "device", "_version_counter",
+        "_base", "_requires_grad", "grad", "grad_fn", "_hooks", "_post_acc_hooks", "_autograd_meta", "__weakref__",
+    )
+    _result_class = None  # the class ops allocate: Tensor, set when core/tensor.py creates it
+
+    def __init_subclass__(cls, results: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if results:
+            if TensorBase._result_class is not None:
+                raise TypeError(f"{cls.__name__}: ops already allocate {TensorBase._result_class.__name__}")
+            TensorBase._result_class = cls
+
+    def __init__(self, storage, shape, stride, offset, dtype_, base=None):
+        self._storage = storage
+        self._shape = Size(shape)
+        self._stride = tuple(stride)
+        self._offset = int(offset)
+        self.dtype = dtype_
+        self.device = storage.device
+        self._base = base
+        self._version_counter = base._version_counter if base is not None else Version()
+        self._requires_grad = False
+        self._autograd_meta = None  # autograd's per-tensor extras (output_nr, grad accumulator, retain_grad)
+        self.grad = None
+        self.grad_fn = None
+        self._hooks = None
+        self._post_acc_hooks = None
+
+    # ----- construction -----------------------------------------------------------------------
+    @staticmethod
+    def _empty(shape, dtype_, dev):
+        """A new, uninitialised, contiguous Tensor of ``shape`` on ``dev``."""
+        shape = tuple(int(s) for s in shape)
+        for s in shape:
+            if s < 0:
+                raise RuntimeError(f"negative dimension {s} in shape {list(shape)}")
+        nbytes = math.prod(shape) * dtype_.itemsize
+        if dev.type == "cpu":
+            storage = memory.HostStorage(nbytes)
+        else:
+            idx = cuda.current_device() if dev.index is None else dev.index
+            dev = device("cuda", idx)
+            storage = memory.CudaStorage(nbytes, dev, cuda.current_stream(idx))
+        return TensorBase._result_class(storage, shape, contiguous_strides(shape), 0, dtype_)
+
+    def __kernel_buffer__(self):
+        """The kernel-buffer protocol ``runtime.launch.launch`` passes by pointer (see its docstring)."""
+        return self._storage, self._offset, self._shape, self._stride, self.dtype
+
+    def _view(self, shape, stride, offset=None):
+        """A tensor of this one's class over the same storage (and version counter)."""
+        base = self._base if self._base is not None else self
+        return TensorBase._result_class(self._storage, shape, stride, self._offset if offset is None else offset,
+                                        self.dtype, base)
+
+    # ----- autograd flags (the engine is tritensor/autograd) ---------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value) -> None:
+        if not value and self.grad_fn is not None:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a computed "
+                "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach()."
+            )
+        if value and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+        self._requires_grad = bool(value)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors no recorded op made: user-created ones and those that need no grad."""
+        return self.grad_fn is None
+
+    def requires_grad_(self, requires_grad: bool = True):
+        self.requires_grad = requires_grad  # the property checks leaf-ness and dtype
+        return self
+
+    # ----- metadata ---------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        return self._shape
+
+    def size(self, dim=None):
+        return self._shape if dim is None else self._shape[normalize_dim(dim, self.ndim)]
+
+    def stride(self, dim=None):
+        return self._stride if dim is None else self._stride[normalize_dim(dim, self.ndim)]
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    def numel(self) -> int:
+        return math.prod(self._shape)
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self.dtype.itemsize
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.is_floating_point
+
+    def data_ptr(self) -> int:
+        return self._storage.data_ptr() + self._offset * self.dtype.itemsize
+
+    def untyped_storage(self):
+        return self._storage
+
+    def record_stream(self, stream) -> None:
+        """Mark the memory as in use by ``stream``: its free waits for work queued there."""
+        self._storage.record_stream(stream)
+
+    @property
+    def _version(self) -> int:
+        return self._version_counter.value
+
+    def _bump_version(self) -> None:
+        self._version_counter.value += 1
+
+    def is_contiguous(self) -> bool:
+        expected = 1
+        for n, s in zip(reversed(self._shape), reversed(self._stride)):
+            if n == 0:
+                return True
+            if n != 1 and s != expected:
+                return False
+            expected *= n
+        return True

@@ -1,0 +1,149 @@
+"""Each fix-up runtime/interpreter.py makes to Triton's interpreter: still needed, still right.
+
+The fix-ups patch private interpreter internals, so they are pinned to the Triton versions they
+were checked on. On a new Triton, test_installed_triton_is_checked fails first; the others say
+which fix-up still holds (each compares with the stock interpreter, restored for the test).
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+
+import ml_dtypes
+import numpy as np
+import pytest
+import triton
+import triton.language as tl
+
+import tritensor as tt
+from tritensor.runtime import interpreter, mode
+from tritensor.runtime.launch import launch
+
+pytestmark = pytest.mark.skipif(mode.GPU, reason="the interpreter runs in CPU mode only")
+
+
+@contextlib.contextmanager
+def stock_interpreter():
+    """Triton's interpreter as shipped, for the duration of the block."""
+    interpreter.remove_fixups()
+    try:
+        yield
+    finally:
+        assert interpreter.apply_fixups()
+
+
+@triton.jit
+def _load_store_kernel(src, dst, n, STEP: tl.constexpr, HOLES: tl.constexpr, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = i < n
+    if HOLES:
+        mask = mask & (i % 3 != 1)
+    v = tl.load(src + i * STEP, mask=mask, other=-7)
+    tl.store(dst + i, v, mask=mask)
+
+
+@triton.jit
+def _to_bf16_kernel(src, dst, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst + i, tl.load(src + i, mask=i < n).to(tl.bfloat16), mask=i < n)
+
+
+def _load_store(src, n, step, holes, block, dst=None):
+    dst = tt.full((n,), 5, dtype=src.dtype) if dst is None else dst
+    launch(_load_store_kernel, (triton.cdiv(n, block),), src, dst, n, STEP=step, HOLES=holes, BLOCK=block)
+    return dst.numpy().copy()
+
+
+def test_installed_triton_is_checked():
+    assert triton.__version__ in interpreter.CHECKED_VERSIONS
+    assert all(interpreter.installed.values()), interpreter.installed
+
+
+def test_unchecked_triton_warns_and_changes_nothing(monkeypatch):
+    assert not interpreter.checked("0.0.0")
+    before = (interpreter.installed.copy(), triton.runtime.interpreter._patch_lang)
+    monkeypatch.setattr(triton, "__version__", "0.0.0")
+    with pytest.warns(RuntimeWarning, match="checked on Triton .* not 0.0.0"):
+        assert interpreter.apply_fixups() is False
+    assert (interpreter.installed, triton.runtime.interpreter._patch_lang) == before
+
+
+def test_bf16_casts_round_to_nearest_even():
+    # ties (even and odd), a value just above a tie, subnormals, overflow, inf, nan, -0.0
+    vals = np.array([1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, 1e-40, -3e-39, 3.4e38, np.inf, np.nan, -0.0],
+                    dtype=np.float32)
+    want = vals.astype(ml_dtypes.bfloat16).view(np.uint16)
+    src, n = tt.from_numpy(vals), len(vals)
+
+    def run():
+        dst = tt.empty(n, dtype=tt.bfloat16)
+        launch(_to_bf16_kernel, (1,), src, dst, n, BLOCK=16)
+        return dst.numpy().view(np.uint16).copy()
+
+    np.testing.assert_array_equal(run(), want)
+    with stock_interpreter():  # the stock interpreter truncates: the fix-up is still needed
+        assert not np.array_equal(run(), want)
+
+
+def test_patch_once_applies_the_stock_patch_once(monkeypatch):
+    src = tt.arange(100, dtype=tt.float32)
+    with stock_interpreter():
+        want = _load_store(src, 100, 1, False, 64)
+    calls = []
+    real = inspect.getmembers
+    monkeypatch.setattr(inspect, "getmembers", lambda *a, **k: calls.append(a) or real(*a, **k))
+    got = _load_store(src, 100, 1, False, 64)
+    assert calls == []  # no re-patching at the launch or at helper calls
+    np.testing.assert_array_equal(got, want)
+    # triton.language stays patched between launches (Triton's own patch, applied once)
+    assert not tl.core.is_builtin(tl.load) and not tl.core.is_builtin(tl.core.load)
+
+
+def test_host_copies_are_skipped_for_host_args_only(monkeypatch):
+    copies, real_set = [], interpreter.HostArg.set_
+    monkeypatch.setattr(interpreter.HostArg, "set_", lambda self, *a: copies.append(a) or real_set(self, *a))
+    src = tt.arange(50, dtype=tt.float32)
+    np.testing.assert_array_equal(_load_store(src, 50, 1, False, 64), np.arange(50, dtype=np.float32))
+    assert copies == []
+
+    class Foreign(interpreter.HostArg):  # not ours: Triton copies it to the host and back as usual
+        __slots__ = ()
+
+    dst = tt.zeros(50)
+    a = Foreign(src.untyped_storage(), src.dtype, 0, (50,), (1,))
+    b = Foreign(dst.untyped_storage(), dst.dtype, 0, (50,), (1,))
+    _load_store_kernel[(1,)](a, b, 50, STEP=1, HOLES=False, BLOCK=64)
+    assert len(copies) == 2
+    np.testing.assert_array_equal(dst.numpy(), np.arange(50, dtype=np.float32))
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int64, tt.bool])
+@pytest.mark.parametrize("n,step,holes,block", [
+    (300, 1, False, 128),   # full blocks and a prefix-masked tail: the slice path
+    (300, 1, True, 128),    # holes in the mask: lane by lane
+    (150, 2, False, 64),    # strided pointers: lane by lane
+    (40, 1, False, 32),     # a block below the slice path's minimum
+])
+def test_contiguous_loads_match_stock(monkeypatch, dtype, n, step, holes, block):
+    rng = np.random.default_rng(n + step)
+    src = tt.tensor(rng.standard_normal(n * step) * 4, dtype=tt.float64).to(dtype)
+    dst = tt.full((n,), 5, dtype=dtype)  # made here: the stock interpreter's fill is wrong for bf16
+    with stock_interpreter():
+        want = _load_store(src, n, step, holes, block, dst)
+    lanes = []
+    real = triton.runtime.interpreter._interpreter
+
+    class Counting:
+        def load(self, ptrs, *a):
+            lanes.append(ptrs.size)
+            return real.load(ptrs, *a)
+
+        def store(self, ptrs, *a):
+            lanes.append(ptrs.size)
+            return real.store(ptrs, *a)
+
+    monkeypatch.setattr(triton.runtime.interpreter, "_interpreter", Counting())
+    got = _load_store(src, n, step, holes, block)
+    assert got.tobytes() == want.tobytes()
+    slice_path = step == 1 and not holes and block >= interpreter._SPAN_MIN
+    assert (lanes == []) == slice_path

@@ -1,0 +1,192 @@
+"""The package's import structure: dependencies flow one way and no module dodges a cycle.
+
+Layers, lowest first (a module may import its own layer and the layers beneath it):
+
+    0  runtime/, backends.py,          launching, mode, devices, dtypes, memory, streams, flags,
+       futures.py                      and torch.futures' Future (no dependencies)
+    1  triton_kernels/                 kernels and their launchers
+    2  core/                           Tensor, the op table, each op's core entry
+    3  autograd/                       engine, Functions, derivatives
+    4  nn/, optim/, amp/, ao/, serialization.py
+    5  comm/, elastic/, nn/parallel/ (DistributedDataParallel sits on comm, as in torch)
+    6  bench/, run.py, the package root
+
+Also checked: no function-level import of a tritensor module (the style rule forbids them as a
+way around a cycle; a module that needs one sits in the wrong layer), no import cycle among
+module-level imports, and the layers above autograd never reach into the kernels or the launch
+point (they use the public surface: Tensor, ops, autograd).
+"""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SKIP_DIRS = {"tests", "examples", "benchmarks", ".venv", "build", ".git", "__pycache__", "bench-out"}
+
+LAYERS = [  # by module-path prefix; the longest prefix that matches decides
+    (0, ("runtime", "backends", "futures")),
+    (1, ("triton_kernels",)),
+    (2, ("core",)),
+    (3, ("autograd",)),
+    (4, ("nn", "optim", "amp", "ao", "serialization")),
+    (5, ("comm", "elastic", "nn.parallel")),
+    (6, ("bench", "run", "__init__", "__main__")),
+]
+# Beyond the layer order: what the public-surface layers may not import.
+PUBLIC_ONLY = {"nn", "optim", "amp", "ao", "comm", "elastic", "serialization"}
+INTERNAL = ("triton_kernels", "runtime.launch", "runtime.interpreter")
+
+
+def _modules():
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if SKIP_DIRS & set(rel.parts) or any(p.startswith(".") for p in rel.parts):
+            continue
+        parts = list(rel.with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        if is_pkg:
+            parts = parts[:-1]
+        yield tuple(parts), is_pkg, path
+
+
+MODULES = {name: (is_pkg, path) for name, is_pkg, path in _modules()}
+
+
+def _layer(name: tuple) -> int:
+    dotted = ".".join(name) if name else "__init__"
+    best = None
+    for level, prefixes in LAYERS:
+        for prefix in prefixes:
+            if (dotted == prefix or dotted.startswith(prefix + ".")) and (best is None or len(prefix) > len(best[1])):
+                best = (level, prefix)
+    if best is not None:
+        return best[0]
+    raise AssertionError(f"module {'.'.join(name) or 'tritensor'} belongs to no layer: add it to LAYERS")
+
+
+def _resolve(importer: tuple, is_pkg: bool, node) -> list[tuple]:
+    """The tritensor modules an import statement loads (a ``from pkg import sub`` loads pkg.sub)."""
+    if isinstance(node, ast.Import):
+        out = []
+        for a in node.names:
+            parts = a.name.split(".")
+            if parts[0] == "tritensor":
+                out.append(tuple(parts[1:]))
+        return out
+    if node.level == 0:
+        parts = (node.module or "").split(".")
+        if parts[0] != "tritensor":
+            return []
+        base = tuple(parts[1:])
+    else:
+        pkg = importer if is_pkg else importer[:-1]
+        base = pkg[: len(pkg) - (node.level - 1)] + tuple((node.module or "").split(".") if node.module else ())
+    # ``from pkg import sub`` loads the submodule; the package itself counts only when a name is
+    # one of its attributes (its __init__ must have run to provide it).
+    subs = [base + (a.name,) for a in node.names if base + (a.name,) in MODULES]
+    return subs if len(subs) == len(node.names) else [base] + subs
+
+
+def _imports():
+    """(importer, imported, function_level, line) for every import of a tritensor module."""
+    for name, (is_pkg, path) in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        top_level = set()
+        for node in tree.body:
+            for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else (node,):
+                if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    top_level.add(id(sub))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _resolve(name, is_pkg, node):
+                    if target != name:
+                        yield name, target, id(node) not in top_level, node.lineno
+
+
+IMPORTS = list(_imports())
+
+
+def _fmt(name):
+    return "tritensor" + "".join("." + p for p in name)
+
+
+def test_every_module_has_a_layer():
+    for name in MODULES:
+        _layer(name)
+
+
+def test_no_upward_import():
+    bad = [f"{_fmt(a)} (layer {_layer(a)}) imports {_fmt(b)} (layer {_layer(b)}) at line {line}"
+           for a, b, _, line in IMPORTS if _layer(b) > _layer(a)]
+    assert not bad, "imports against the layer order:\n" + "\n".join(bad)
+
+
+def test_no_function_level_import_of_tritensor_modules():
+    # The top layer (bench, the launcher) imports lazily on purpose: `--help` must not load Triton,
+    # and spawned benchmark workers import the package themselves. Nothing imports that layer, so
+    # its lazy imports cannot be hiding a cycle.
+    bad = [f"{_fmt(a)} line {line}: imports {_fmt(b)} inside a function" for a, b, fn, line in IMPORTS
+           if fn and _layer(a) < 6]
+    assert not bad, "function-level imports (move them to the top, or fix the layering):\n" + "\n".join(bad)
+
+
+def test_public_surface_layers_do_not_reach_into_kernels():
+    bad = [f"{_fmt(a)} line {line}: imports {_fmt(b)}" for a, b, _, line in IMPORTS
+           if a and a[0] in PUBLIC_ONLY and ".".join(b).startswith(INTERNAL)]
+    assert not bad, "layers above autograd use the public surface, not kernels or launch:\n" + "\n".join(bad)
+
+
+def test_no_import_cycle():
+    graph: dict[tuple, set] = {name: set() for name in MODULES}
+    for a, b, fn, _ in IMPORTS:
+        if not fn and b in graph:
+            graph[a].add(b)
+    # Tarjan's strongly connected components.
+    index, low, stack, on_stack, sccs, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                sccs.append(sorted(_fmt(c) for c in comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    assert not sccs, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in sccs)
+
+
+@pytest.mark.parametrize("module", ["runtime", "triton_kernels"])
+def test_low_layers_never_import_tensor(module):
+    bad = [f"{_fmt(a)} line {line}: imports {_fmt(b)}" for a, b, _, line in IMPORTS
+           if a and a[0] == module and b[:1] in (("core",), ("autograd",))]
+    assert not bad, "\n".join(bad)
+
+
+def test_every_package_is_listed_in_pyproject():
+    """A package missing from pyproject's list works in an editable install and is absent from a wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {_fmt(name) for name, (is_pkg, _) in MODULES.items() if is_pkg}
+    assert packages - listed == set(), f"packages missing from pyproject.toml: {sorted(packages - listed)}"
+    assert listed - packages == set(), f"pyproject.toml lists packages that do not exist: {sorted(listed - packages)}"

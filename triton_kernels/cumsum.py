@@ -1,0 +1,58 @@
+"""cumsum: the inclusive prefix sum along one dim, forwards or backwards (``tl.cumsum``).
+
+The core entry (``core/ops/cumsum.py``) presents the tensor as (O, N, I): O = the dims before
+the scanned one, N = the scanned dim, I = the dims after it, each with one stride, so a strided
+input is read in place whenever those three strides describe it. One program takes one o and
+BLOCK_I columns of I, and walks N in chunks of BLOCK_N, scanning each chunk with ``tl.cumsum``
+and carrying the running total into the next. ``REVERSE`` walks N from its end (the derivative
+of cumsum is the reversed cumsum of the gradient). Values are loaded, summed and carried in
+``ACC`` (fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for integers) and cast on store.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..runtime.launch import launch
+from ._common import INTERPRET, needs_int64
+
+# The interpreter pays per program and per loop trip, not per element: wide tiles.
+MAX_TILE = 65536 if INTERPRET else 2048
+MAX_BLOCK_N = 1024 if INTERPRET else 64
+
+
+@triton.jit
+def _cumsum_kernel(out, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_i,
+                   REVERSE: tl.constexpr, ACC: tl.constexpr, INT64: tl.constexpr,
+                   BLOCK_N: tl.constexpr, BLOCK_I: tl.constexpr):
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    o = pid // n_iblocks
+    cols = (pid % n_iblocks) * BLOCK_I + tl.arange(0, BLOCK_I)
+    cmask = cols < I
+    carry = tl.zeros((BLOCK_I,), ACC)
+    for start in range(0, N, BLOCK_N):
+        k = start + tl.arange(0, BLOCK_N)
+        if REVERSE:
+            n = N - 1 - k
+        else:
+            n = k
+        mask = (k < N)[:, None] & cmask[None, :]
+        v = tl.load(x + o * xs_o + n[:, None] * xs_n + cols[None, :] * xs_i, mask=mask, other=0).to(ACC)
+        c = tl.cumsum(v, axis=0) + carry[None, :]
+        tl.store(out + o * os_o + n[:, None] * os_n + cols[None, :] * os_i, c.to(out.dtype.element_ty), mask=mask)
+        carry += tl.sum(v, axis=0)
+
+
+def cumsum(out, x, dims, x_strides, out_strides, acc: str, reverse: bool) -> None:
+    """out[o, n, i] = sum of x[o, :n+1, i] (``reverse``: of x[o, n:, i]); (O, N, I) = ``dims``."""
+    O, N, I = dims
+    if O * N * I == 0:
+        return
+    block_n = min(triton.next_power_of_2(N), MAX_BLOCK_N)
+    block_i = min(triton.next_power_of_2(I), max(1, MAX_TILE // block_n))
+    n_iblocks = triton.cdiv(I, block_i)
+    int64 = needs_int64(dims, x_strides, out_strides) or O * n_iblocks >= 2**31 - 1
+    launch(_cumsum_kernel, (O * n_iblocks,), out, x, N, I, n_iblocks, *x_strides, *out_strides,
+           REVERSE=bool(reverse), ACC=getattr(tl, acc), INT64=int64, BLOCK_N=block_n, BLOCK_I=block_i)
