@@ -1,0 +1,158 @@
+"""RPC frames: a fixed binary header, a pickled envelope and raw tensor buffers beside it.
+
+Why this layout: the header (``HEADER``: magic, version, kind, message id, envelope length,
+buffer count) and the buffer lengths are checked with :mod:`struct` before anything else is
+read, so a malformed or oversized frame is refused without allocating for it. Tensors never
+go through pickle: the pickler replaces each tensor by a small descriptor (dtype, shape,
+device, buffer index) and its bytes are written to the socket straight from the tensor's
+host memory (a ``memoryview``), and read with ``recv_into`` into a fresh NumPy buffer.
+
+Trust: the envelope is a pickle, so it is only ever unpickled (:func:`unpickle`) for frames
+from a peer that passed the HMAC handshake of :mod:`tritensor.comm.auth`; the agent never
+calls it for anything else. Pickled payloads are therefore **trusted-peer-only**: any
+process holding the job's secret can run code on every worker, as with torch's RPC.
+
+RRefs inside an envelope are forked by the pickler's ``fork_hook`` and rebuilt by the
+unpickler's ``unfork_hook`` (see :mod:`.rref`), so sharing one follows the RRef protocol.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import struct
+
+import numpy as np
+
+from ...core.factories import from_numpy
+from ...core.tensor import Tensor
+
+__all__ = ["HEADER", "HELLO", "REQUEST", "RESPONSE", "CONTROL", "FrameError", "pack", "unpickle",
+           "send_frame", "read_frame"]
+
+MAGIC = b"TR"
+VERSION = 1
+HEADER = struct.Struct("!2sBBQII")  # magic, version, kind, msg id, envelope bytes, buffer count
+HELLO, REQUEST, RESPONSE, CONTROL = 1, 2, 3, 4
+KINDS = {HELLO: "hello", REQUEST: "request", RESPONSE: "response", CONTROL: "control"}
+MAX_ENVELOPE = 64 << 20
+MAX_BUFFERS = 4096
+MAX_PAYLOAD = 8 << 30
+_LEN = struct.Struct("!Q")
+
+
+class FrameError(ValueError):
+    """A frame broke the protocol: the connection that sent it is closed."""
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, f, fork_hook):
+        super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
+        self.buffers: list = []
+        self.fork_hook = fork_hook
+        self._tensor = Tensor
+
+    def persistent_id(self, obj):
+        if isinstance(obj, self._tensor):
+            src = obj if obj.device.type == "cpu" else obj.cpu()
+            arr = np.ascontiguousarray(src.numpy())
+            self.buffers.append(arr)
+            return ("T", len(self.buffers) - 1, arr.dtype.name, arr.shape, str(obj.device), obj.requires_grad)
+        if self.fork_hook is not None:
+            data = self.fork_hook(obj)
+            if data is not None:
+                return ("R", data)
+        return None
+
+
+def pack(kind: int, msg_id: int, obj, fork_hook=None):
+    """(header + buffer lengths + envelope, [buffers]) of one frame."""
+    f = io.BytesIO()
+    p = _Pickler(f, fork_hook)
+    p.dump(obj)
+    env = f.getvalue()
+    bufs = [memoryview(a).cast("B") if a.size else memoryview(b"") for a in p.buffers]
+    head = HEADER.pack(MAGIC, VERSION, kind, msg_id, len(env), len(bufs)) + b"".join(
+        _LEN.pack(len(b)) for b in bufs)
+    return head + env, bufs
+
+
+def _np_dtype(name):
+    try:
+        return np.dtype(name)
+    except TypeError:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, name))
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, f, bufs, unfork_hook):
+        super().__init__(f)
+        self.bufs = bufs
+        self.unfork_hook = unfork_hook
+
+    def persistent_load(self, pid):
+        if pid[0] == "T":
+            _, idx, dtype, shape, device, requires_grad = pid
+            arr = np.frombuffer(self.bufs[idx], dtype=_np_dtype(dtype)).reshape(shape)
+            t = from_numpy(arr.copy() if not arr.flags.writeable else arr)
+            if device != "cpu":
+                t = t.to(device)
+            if requires_grad:
+                t.requires_grad_(True)
+            return t
+        if pid[0] == "R" and self.unfork_hook is not None:
+            return self.unfork_hook(pid[1])
+        raise pickle.UnpicklingError(f"unknown persistent id {pid[0]!r}")
+
+
+def unpickle(env: bytes, bufs, unfork_hook=None):
+    """The envelope's object. Call ONLY for frames from an authenticated peer."""
+    return _Unpickler(io.BytesIO(env), bufs, unfork_hook).load()
+
+
+def send_frame(sock, head_env: bytes, bufs) -> None:
+    """Write one frame; the caller holds the socket's send lock."""
+    sock.sendall(head_env)
+    for b in bufs:
+        if len(b):
+            sock.sendall(b)
+
+
+def _recv_into(sock, view) -> None:
+    got = 0
+    n = len(view)
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            raise ConnectionError("connection closed mid-frame")
+        got += k
+
+
+def read_frame(sock, max_envelope: int = MAX_ENVELOPE, max_payload: int = MAX_PAYLOAD):
+    """(kind, msg id, envelope bytes, [buffers]) of the next frame, checked before allocating."""
+    head = bytearray(HEADER.size)
+    _recv_into(sock, memoryview(head))
+    magic, version, kind, msg_id, env_len, nbufs = HEADER.unpack(head)
+    if magic != MAGIC or version != VERSION:
+        raise FrameError(f"bad frame magic/version {bytes(magic)!r}/{version}")
+    if kind not in KINDS:
+        raise FrameError(f"unknown frame kind {kind}")
+    if env_len > max_envelope or nbufs > MAX_BUFFERS:
+        raise FrameError(f"frame too large ({env_len} envelope bytes, {nbufs} buffers)")
+    lens = []
+    if nbufs:
+        raw = bytearray(8 * nbufs)
+        _recv_into(sock, memoryview(raw))
+        lens = [v for (v,) in _LEN.iter_unpack(raw)]
+        if sum(lens) > max_payload:
+            raise FrameError(f"frame payload of {sum(lens)} bytes exceeds {max_payload}")
+    env = bytearray(env_len)
+    _recv_into(sock, memoryview(env))
+    bufs = []
+    for n in lens:
+        b = bytearray(n)
+        _recv_into(sock, memoryview(b))
+        bufs.append(b)
+    return kind, msg_id, bytes(env), bufs
