@@ -1,29 +1,30 @@
 """tritensor: a torch-free GPU tensor library whose compute is hand-written Triton kernels.
 
-Importing picks the execution mode first (``core/mode.py``): GPU mode when a CUDA driver and
+Importing picks the execution mode first (``runtime/mode.py``): GPU mode when a CUDA driver and
 device answer, otherwise CPU mode, where the same kernels run in Triton's interpreter.
 """
-from .core import mode as _mode  # noqa: F401  (must run before any Triton kernel is defined)
+from .runtime import mode as _mode  # noqa: F401  (must run before any Triton kernel is defined)
 
 import sys as _sys
 
 from . import backends
-from .core import cuda
-from .core.device import device
-from .core.dtype import (bfloat16, bool_ as bool, float16, float32, float64, int32, int64, dtype,
+from .runtime import cuda
+from .runtime.device import device
+from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, int32, int64, dtype,
                          get_default_dtype, promote_types, result_type)
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
                              ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .core.tensor import Size, Tensor, broadcast_shapes
-from .core.functional import *  # noqa: F401,F403  (torch-style free functions: exp, add, sum, ...)
-from . import autograd
+from .core.functional import *  # noqa: F401,F403  (torch-style free functions from the op table: exp, add, sum ...)
+from . import autograd  # registers its layer with core/dispatch.py: every op call above records from here on
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .autograd.functions import install as _install_autograd
-
-_install_autograd(Tensor, globals())  # differentiable Tensor methods and free functions (autograd/functions)
-from . import nn, optim  # noqa: E402
-from .serialization import load, save  # noqa: E402
-from . import comm  # noqa: E402  (usable as `import tritensor.comm as dist`)
+from . import nn, optim
+from . import amp  # registers the autocast layer with core/dispatch.py
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled
+from .serialization import load, save
+from . import comm  # usable as `import tritensor.comm as dist`
+from .nn import parallel as _nn_parallel  # tritensor.nn.parallel (DDP) sits on comm: imported after it
+from . import futures  # torch.futures; tritensor.comm.Future is the same class
 
 half, float, double, long, int = float16, float32, float64, int64, int32
 
