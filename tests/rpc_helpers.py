@@ -229,6 +229,14 @@ def sharing_flows(rank, world):
                 rpc.rpc_sync("worker2", control_log)[since[2]:])
 
     def mark():
+        # Quiesce first: every control message acknowledged on every worker, and a moment for a
+        # retransmitted copy already on the wire (a retry sent just before its ack arrived) to
+        # land. Otherwise, on a loaded machine, a duplicate REMOTE_RET of the previous step is
+        # received inside the next flow's window and the recorded sequence gains a stray entry
+        # (seen in CI: flow 4 began with ('recv', 1, 0, 'REMOTE_RET')).
+        wait_until(lambda: all(info["num_pending_control"] == 0 for info in (
+            api._rref_context_info(), rpc.rpc_sync("worker1", context_info), rpc.rpc_sync("worker2", context_info))))
+        time.sleep(0.2)
         return (len(api._control_log()), len(rpc.rpc_sync("worker1", control_log)),
                 len(rpc.rpc_sync("worker2", control_log)))
 
