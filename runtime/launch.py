@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from . import cuda, interpreter, memory, mode
+from . import cuda, interpreter, launch_log, memory, mode
 from .device import device
 from .interpreter import HostArg
 
@@ -80,6 +80,8 @@ def launch(kernel, grid, *args, **kwargs) -> None:
             else:
                 storage, offset, shape, strides, dtype = buffer(a)
                 conv.append(HostArg(storage, dtype, offset, shape, strides))
+        if launch_log.PATH:  # TRITENSOR_RECORD_LAUNCHES: note it for tools/sm90_compile.py
+            launch_log.record(kernel, conv, kwargs)
         # Masked-off lanes still compute in the interpreter (log of padding, ...): silence them.
         with _interp_lock, np.errstate(all="ignore"):
             kernel[grid](*conv, **kwargs)

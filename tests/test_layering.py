@@ -24,7 +24,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SKIP_DIRS = {"tests", "examples", "benchmarks", ".venv", "build", ".git", "__pycache__", "bench-out"}
+SKIP_DIRS = {"tests", "examples", "benchmarks", "tools", ".venv", "build", ".git", "__pycache__", "bench-out"}
 
 LAYERS = [  # by module-path prefix; the longest prefix that matches decides
     (0, ("runtime", "backends", "futures")),

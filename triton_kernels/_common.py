@@ -12,11 +12,24 @@ import struct
 import triton
 import triton.language as tl
 
+from ..runtime import launch_log
+
 INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 # The interpreter pays per program, not per element: few, wide blocks. The GPU wants
 # enough programs to fill its SMs and blocks that fit registers.
-ELEMENTWISE_BLOCK = 32768 if INTERPRET else 1024
+# When launches are recorded for tools/sm90_compile.py, the interpreter runs with the GPU's
+# block sizes too, so that what is recorded is what a GPU would compile (the results are the
+# same; only the interpreter's speed changes).
+GPU_SHAPES = not INTERPRET or launch_log.PATH is not None
+
+
+def per_mode(interpreter, gpu):
+    """A tuning constant: ``interpreter`` in CPU mode, ``gpu`` on a GPU (or when recording)."""
+    return gpu if GPU_SHAPES else interpreter
+
+
+ELEMENTWISE_BLOCK = per_mode(32768, 1024)
 
 
 def elementwise_block(n: int) -> int:
@@ -27,7 +40,7 @@ def elementwise_block(n: int) -> int:
     of a block, masked or not, so a small tensor gets the smallest power of two that covers it
     instead of 32,768 lanes; large tensors keep ``ELEMENTWISE_BLOCK``.
     """
-    if not INTERPRET or n >= ELEMENTWISE_BLOCK:
+    if GPU_SHAPES or n >= ELEMENTWISE_BLOCK:
         return ELEMENTWISE_BLOCK
     return triton.next_power_of_2(max(n, 1))
 

@@ -19,10 +19,10 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET
+from ._common import INTERPRET, per_mode
 
 # Elements per program. The interpreter pays per program: wide blocks there.
-UNSCALE_BLOCK = 8192 if INTERPRET else 2048
+UNSCALE_BLOCK = per_mode(8192, 2048)
 ROW = 3  # int64 columns per block-table row: address, block start, numel
 
 

@@ -80,6 +80,11 @@ def _quantile(sorted_times, q: float) -> float:
     return sorted_times[lo] + (sorted_times[hi] - sorted_times[lo]) * (pos - lo)
 
 
+# CPU mode: the configurations each autotuned kernel would try on a GPU, by "module:qualname",
+# for tools/sm90_compile.py (which compiles every one of them for Hopper without a GPU).
+GPU_CONFIGS: dict[str, list] = {}
+
+
 def autotune(configs, key, **kwargs):
     """``@triton.autotune(configs, key, do_bench=<event timer>)`` on GPU; a no-op in the interpreter.
 
@@ -88,6 +93,7 @@ def autotune(configs, key, **kwargs):
     """
     def deco(fn):
         if INTERPRET:
+            GPU_CONFIGS[f"{fn.fn.__module__}:{fn.fn.__qualname__}"] = list(configs)
             return fn
         return triton.autotune(configs=configs, key=key, do_bench=do_bench, **kwargs)(fn)
 

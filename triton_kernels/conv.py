@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, needs_int64
+from ._common import INTERPRET, needs_int64, per_mode
 from .autotune import autotune
 from ._common import grouped_tile, input_precision
 
@@ -40,7 +40,7 @@ CONFIGS = [
     ]
 ]
 INTERPRET_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
-DIRECT_BLOCK = 8192 if INTERPRET else 256
+DIRECT_BLOCK = per_mode(8192, 256)
 MIN_DOT = 16  # tl.dot's smallest tile side: GEMMs thinner than this take the direct kernel
 _KEY = ["GEMM_M", "GEMM_N", "GEMM_K", "INPUT_PRECISION"]
 

@@ -14,11 +14,11 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, needs_int64
+from ._common import INTERPRET, needs_int64, per_mode
 
 # The interpreter pays per program and per loop trip, not per element: wide tiles.
-MAX_TILE = 65536 if INTERPRET else 2048
-MAX_BLOCK_N = 1024 if INTERPRET else 64
+MAX_TILE = per_mode(65536, 2048)
+MAX_BLOCK_N = per_mode(1024, 64)
 
 
 @triton.jit

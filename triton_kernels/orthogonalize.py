@@ -24,11 +24,11 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, f64_bits, load_f64_scalar
+from ._common import INTERPRET, f64_bits, load_f64_scalar, per_mode
 
 __all__ = ["gram_schmidt_", "DTYPES"]
 
-ROW_BLOCK = 4096 if INTERPRET else 1024
+ROW_BLOCK = per_mode(4096, 1024)
 DTYPES = ("float32", "float64", "float16", "bfloat16")
 
 

@@ -16,9 +16,9 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, grid_1d, needs_int64
+from ._common import INTERPRET, grid_1d, needs_int64, per_mode
 
-POOL_BLOCK = 16384 if INTERPRET else 256
+POOL_BLOCK = per_mode(16384, 256)
 
 
 @triton.jit

@@ -29,21 +29,21 @@ import triton.language as tl
 
 from ..runtime import dtype as dt
 from ..runtime.launch import launch
-from ._common import INTERPRET, collapse, f64_bits, load_f64_scalar, needs_int64, strided_offset
+from ._common import INTERPRET, collapse, f64_bits, load_f64_scalar, needs_int64, strided_offset, per_mode
 
 OPS = ("sum", "mean", "prod", "max", "min", "var", "std", "all", "any")
 
 # Elements one program holds per chunk. The interpreter pays per program and per op, not per
 # element: one wide tile. The GPU wants tiles that fit registers.
-TILE = 32768 if INTERPRET else 4096
-MAX_BLOCK_N = 32768 if INTERPRET else 2048
+TILE = per_mode(32768, 4096)
+MAX_BLOCK_N = per_mode(32768, 2048)
 # Rows per tile when the kept dim, not the reduced one, is contiguous in memory.
-KEPT_CONTIG_BLOCK_M = 1024 if INTERPRET else 128
+KEPT_CONTIG_BLOCK_M = per_mode(1024, 128)
 # Split the reduced extent over several programs when rows are this few and the extent this
 # long (the GPU would otherwise run a handful of programs on 132 SMs). The interpreter gains
 # nothing from it, but uses small thresholds so the tests exercise the split path.
-SPLIT_MAX_ROWS = 4 if INTERPRET else 128
-SPLIT_MIN_LEN = 4096 if INTERPRET else 32768
+SPLIT_MAX_ROWS = per_mode(4, 128)
+SPLIT_MIN_LEN = per_mode(4096, 32768)
 SPLIT_BLOCK_N = 2048
 SPLIT_TARGET = 4 if INTERPRET else 1024  # total programs (rows x splits) to aim for
 

@@ -19,13 +19,13 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, collapse, needs_int64, strided_offset2
+from ._common import INTERPRET, collapse, needs_int64, strided_offset2, per_mode
 
 # Elements per tile; the longest row loaded whole (one read) and the chunk for longer rows.
-TILE = 32768 if INTERPRET else 4096
-MAX_SINGLE_N = 32768 if INTERPRET else 8192
-CHUNK_N = 32768 if INTERPRET else 2048
-KEPT_CONTIG_BLOCK_M = 1024 if INTERPRET else 128
+TILE = per_mode(32768, 4096)
+MAX_SINGLE_N = per_mode(32768, 8192)
+CHUNK_N = per_mode(32768, 2048)
+KEPT_CONTIG_BLOCK_M = per_mode(1024, 128)
 
 
 @triton.jit
