@@ -16,6 +16,7 @@ from __future__ import annotations
 # fp32 = prod, mse_loss, nll_loss, cross_entropy_loss, ... ; promote = stack, cat, index_copy.
 CPU = {
     "matmul": "lower", "mm": "lower", "bmm": "lower", "linear": "lower", "conv2d": "lower",
+    "scaled_dot_product_attention": "lower",
     "prod": "fp32", "mse_loss": "fp32", "nll_loss": "fp32", "cross_entropy": "fp32",
 }
 

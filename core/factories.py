@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
@@ -12,10 +11,8 @@ from ..runtime import dtype as dt
 from ..runtime import memory
 from . import ops as _ops
 from ..runtime.device import CPU, device
+from .generator import _generator, _seed_lock, take_counters as _take_counters  # the one Philox state
 from .tensor import Tensor, _shape_arg, contiguous_strides
-
-_seed_lock = threading.Lock()
-_generator = {"seed": 67280421310721, "offset": 0}
 
 
 def manual_seed(seed: int) -> None:
@@ -29,14 +26,6 @@ def manual_seed(seed: int) -> None:
 
 def initial_seed() -> int:
     return _generator["seed"]
-
-
-def _take_counters(n: int) -> tuple[int, int]:
-    with _seed_lock:
-        seed, off = _generator["seed"], _generator["offset"]
-        # tl.rand draws 32-bit counters; 4 values per counter block, keep streams apart.
-        _generator["offset"] = (off + ((n + 3) // 4) * 4) % (2**32)
-    return seed, off
 
 
 def _device(d) -> device:

@@ -81,3 +81,15 @@ def test_comm_soak_rejects_bad_seconds(capsys):
     with pytest.raises(SystemExit) as e:
         comm_bench.main(["--soak", "--seconds", "0"])
     assert e.value.code == 2 and "--seconds" in capsys.readouterr().err
+
+
+def test_attention_family_reports_forward_and_backward(tmp_path, capsys):
+    path = tmp_path / "attn.json"
+    assert cli.main(["attention", "--sizes", "16", "--dtypes", "float32", "--json", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert "== attention ==" in printed and "materialised" in printed
+    rows = json.loads(path.read_text())["results"]
+    ops = {(r["op"].split(" (")[0], r["shape"].endswith("causal")) for r in rows}
+    assert ops == {(op, c) for op in ("sdpa fwd", "sdpa fwd+bwd") for c in (False, True)}
+    for r in rows:
+        assert r["unit"] == "TFLOP/s" and r["throughput"] > 0 and r["peer_ms"] > 0

@@ -27,7 +27,7 @@ TESTS_DIR = pathlib.Path(__file__).resolve().parent
 # ----- the maintained lists ----------------------------------------------------------------------
 # PyTorch's CUDA autocast lists, restricted to tritensor's ops; every other op is "none".
 AUTOCAST = {
-    "lower": ["matmul", "mm", "bmm", "linear", "conv2d"],
+    "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention"],
     "fp32": ["exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "native_layer_norm", "cross_entropy", "nll_loss", "mse_loss"],
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
@@ -68,6 +68,8 @@ TESTS = {
     "mm": ("test_matmul.py::test_mm_bmm_and_methods", f"{A}::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
     "bmm": ("test_matmul.py::test_mm_bmm_and_methods", f"{A}::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
     "linear": ("test_matmul.py::test_linear_fused_epilogue", f"{A}::test_linear_gradcheck"),
+    "scaled_dot_product_attention": ("test_attention.py::test_forward_against_float64",
+                                     "test_attention.py::test_gradcheck_float64"),
     **{op: (f"{R}::test_sumlike_against_float64", f"{A}::test_reduction_gradcheck")
        for op in ("sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std")},
     **{op: (f"{R}::test_sumlike_against_float64", None) for op in ("argmax", "argmin")},

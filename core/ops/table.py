@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import conv, copies, cumsum, elementwise, index, loss, matmul, norm, pool, reduce, views
+from . import attention, conv, copies, cumsum, elementwise, index, loss, matmul, norm, pool, reduce, views
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -95,6 +95,10 @@ _add(Op("matmul", matmul.matmul, "lower", dunders=("__matmul__",), rdunders=("__
 _add(Op("mm", matmul.mm, "lower"))
 _add(Op("bmm", matmul.bmm, "lower"))
 _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
+
+# ----- attention (core/ops/attention.py, triton_kernels/attention.py + attention_bwd.py) -------
+_add(Op("scaled_dot_product_attention", attention.scaled_dot_product_attention, "lower", method=False, function=False,
+        functional=True))
 
 # ----- reductions, scans, normalizations (core/ops/reduce.py, cumsum.py, norm.py) ---------------
 for _name in ("sum", "prod"):

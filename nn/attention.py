@@ -1,0 +1,203 @@
+"""``nn.MultiheadAttention``: PyTorch's module, parameter names and forward semantics.
+
+Why it exists beside ``F.scaled_dot_product_attention``: models (and state_dicts) written for
+PyTorch use this module, so its parameters carry PyTorch's names (``in_proj_weight``,
+``in_proj_bias``, or ``q_proj_weight``/``k_proj_weight``/``v_proj_weight`` when kdim/vdim differ
+from embed_dim, and ``out_proj.weight``/``out_proj.bias``) and initialisation (xavier-uniform
+projections, zero biases), and its forward follows ``torch.nn.functional.multi_head_attention_forward``:
+
+* inputs (L, N, E), or (N, L, E) with ``batch_first``, or unbatched (L, E);
+* ``key_padding_mask`` (N, S) and ``attn_mask`` (L, S) or (N·num_heads, L, S): boolean masks
+  mean True = *not* allowed (the opposite of SDPA's), float masks are added; both merge into one
+  additive mask in the query's dtype;
+* ``need_weights=False``: the fused attention kernel; ``need_weights=True``: the unfused path
+  (scores, softmax, dropout, weights @ V) that returns the weights, averaged over heads unless
+  ``average_attn_weights=False`` — as PyTorch does;
+* ``is_causal`` is a hint that ``attn_mask`` is the causal mask: with no key_padding_mask and
+  need_weights=False the mask is dropped and the kernel masks causally itself.
+
+Not supported: ``add_bias_kv`` / ``add_zero_attn`` (they concatenate along the sequence, and
+tritensor has no ``cat`` yet): a clear error.
+"""
+from __future__ import annotations
+
+import math
+
+from ..core.factories import empty
+from ..core.functional import where
+from ..core.tensor import Tensor
+from ..runtime import dtype as dt
+from . import functional as F
+from . import init
+from .layers import Linear
+from .module import Module
+from .parameter import Parameter
+
+
+def _float_mask(mask, name, target_dtype):
+    """PyTorch's ``_canonical_mask``: a bool mask becomes 0 / -inf (True = masked) in ``target_dtype``."""
+    if mask is None:
+        return None
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"MultiheadAttention: {name} must be a Tensor or None, not {type(mask).__name__}")
+    if mask.dtype is dt.bool_:
+        return where(mask, float("-inf"), 0.0).to(target_dtype)
+    if not mask.dtype.is_floating_point:
+        raise AssertionError(f"only bool and floating types of {name} are supported")
+    return mask
+
+
+class MultiheadAttention(Module):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                             f"num_heads={num_heads} instead")
+        if add_bias_kv or add_zero_attn:
+            raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported "
+                                      "(they need torch.cat, which tritensor does not have yet)")
+        super().__init__()
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        if self.head_dim * num_heads != embed_dim:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        kw = dict(device=device, dtype=dtype)
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = Parameter(empty(3 * embed_dim, embed_dim, **kw))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        else:
+            self.q_proj_weight = Parameter(empty(embed_dim, embed_dim, **kw))
+            self.k_proj_weight = Parameter(empty(embed_dim, self.kdim, **kw))
+            self.v_proj_weight = Parameter(empty(embed_dim, self.vdim, **kw))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(empty(3 * embed_dim, **kw))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
+        self.bias_k = self.bias_v = None
+        self.add_zero_attn = False
+        self._reset_parameters()
+
+    def _reset_parameters(self) -> None:
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+
+    def _projections(self):
+        E = self.embed_dim
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            ws = (w[:E], w[E:2 * E], w[2 * E:])
+        else:
+            ws = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
+        b = self.in_proj_bias
+        bs = (b[:E], b[E:2 * E], b[2 * E:]) if b is not None else (None, None, None)
+        return ws, bs
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        for t, name in ((query, "query"), (key, "key"), (value, "value")):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"MultiheadAttention.forward(): argument '{name}' must be Tensor, not {type(t).__name__}")
+        batched = query.ndim == 3
+        if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
+            raise AssertionError(f"query, key and value should be 2-D (unbatched) or 3-D (batched) tensors of the same "
+                                 f"rank, but got query {query.ndim}-D, key {key.ndim}-D and value {value.ndim}-D")
+        if self.batch_first and batched:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        if not batched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+        L, N, E = query.shape
+        S = key.shape[0]
+        if E != self.embed_dim:
+            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {E}")
+        H, Dh = self.num_heads, self.head_dim
+
+        if is_causal and attn_mask is None:
+            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
+                               "method `generate_square_subsequent_mask` to create this mask.")
+        key_padding_mask = _float_mask(key_padding_mask, "key_padding_mask", query.dtype)
+        if is_causal and key_padding_mask is None and not need_weights:
+            attn_mask = None  # the kernel masks causally by itself
+        else:
+            attn_mask = _float_mask(attn_mask, "attn_mask", query.dtype)
+            is_causal = False
+        if attn_mask is not None:
+            if attn_mask.ndim == 2:
+                if tuple(attn_mask.shape) != (L, S):
+                    raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(attn_mask.shape)}, but should be {(L, S)}.")
+                attn_mask = attn_mask.unsqueeze(0)
+            elif attn_mask.ndim == 3:
+                if tuple(attn_mask.shape) != (N * H, L, S):
+                    raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(attn_mask.shape)}, but should be "
+                                       f"{(N * H, L, S)}.")
+            else:
+                raise RuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+        if key_padding_mask is not None:
+            if tuple(key_padding_mask.shape) != (N, S):
+                raise AssertionError(f"expecting key_padding_mask shape of {(N, S)}, but got "
+                                     f"{tuple(key_padding_mask.shape)}")
+            kpm = key_padding_mask.reshape(N, 1, 1, S).expand(N, H, 1, S).reshape(N * H, 1, S)
+            attn_mask = kpm if attn_mask is None else attn_mask + kpm
+
+        (wq, wk, wv), (bq, bk, bv) = self._projections()
+        q = F.linear(query, wq, bq)
+        k = F.linear(key, wk, bk)
+        v = F.linear(value, wv, bv)
+        # (L, N, E) -> (N·H, L, Dh), PyTorch's head layout
+        q = q.reshape(L, N * H, Dh).transpose(0, 1)
+        k = k.reshape(S, N * H, Dh).transpose(0, 1)
+        v = v.reshape(S, N * H, Dh).transpose(0, 1)
+        dropout_p = self.dropout if self.training else 0.0
+
+        if need_weights:
+            scores = (q * math.sqrt(1.0 / Dh)) @ k.transpose(-2, -1)
+            if attn_mask is not None:
+                scores = scores + attn_mask
+            weights = F.softmax(scores, dim=-1)
+            if dropout_p > 0.0:
+                weights = F.dropout(weights, p=dropout_p)
+            out = weights @ v  # (N·H, L, Dh)
+            out = out.transpose(0, 1).reshape(L * N, E)
+            out = F.linear(out, self.out_proj.weight, self.out_proj.bias).reshape(L, N, E)
+            weights = weights.reshape(N, H, L, S)
+            if average_attn_weights:
+                weights = weights.mean(dim=1)
+            if not batched:
+                out, weights = out.squeeze(1), weights.squeeze(0)
+            elif self.batch_first:
+                out = out.transpose(0, 1)
+            return out, weights
+
+        if attn_mask is not None:
+            rows = attn_mask.shape[1]  # L, or 1 for a key padding mask alone
+            attn_mask = attn_mask.reshape(N, H, rows, S) if attn_mask.shape[0] == N * H else attn_mask.unsqueeze(0)
+        out = F.scaled_dot_product_attention(q.reshape(N, H, L, Dh), k.reshape(N, H, S, Dh), v.reshape(N, H, S, Dh),
+                                             attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
+        out = out.permute(2, 0, 1, 3).reshape(L * N, E)
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias).reshape(L, N, E)
+        if not batched:
+            out = out.squeeze(1)
+        elif self.batch_first:
+            out = out.transpose(0, 1)
+        return out, None
+
+    def extra_repr(self) -> str:
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
