@@ -25,6 +25,7 @@ from .serialization import load, save
 from . import comm  # usable as `import tritensor.comm as dist`
 from .nn import parallel as _nn_parallel  # tritensor.nn.parallel (DDP) sits on comm: imported after it
 from . import futures  # torch.futures; tritensor.comm.Future is the same class
+from . import utils  # tritensor.utils.data: datasets, samplers, DataLoader (its DistributedSampler sits on comm)
 
 half, float, double, long, int = float16, float32, float64, int64, int32
 
