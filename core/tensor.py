@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from . import dispatch
+from . import dispatch, printing
 from ..runtime import cuda, memory
 from ..runtime import dtype as dt
 from ..runtime.device import CPU, device
@@ -234,21 +234,16 @@ class Tensor(TensorOps, TensorBase, results=True):
             a = a.astype(np.float32)
         return a.tolist()
 
+    # ----- printing (issue 15: torch's print rules live in core/printing.py) -----------------
     def __repr__(self) -> str:
         a = self._to_host_array()
-        if self.dtype is dt.bfloat16:
-            a = a.astype(np.float32)
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3)
-        extras = []
-        if self.device.type != "cpu":
-            extras.append(f"device='{self.device}'")
-        if self.dtype not in (dt.float32, dt.int64, dt.bool_) or self.numel() == 0:
-            extras.append(f"dtype={self.dtype}")
-        if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{type(self.grad_fn).__name__}>")
-        elif self.requires_grad:
-            extras.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+        return printing.tensor_repr(self, a.astype(np.float32) if self.dtype is dt.bfloat16 else a)
+
+    def __format__(self, format_spec: str) -> str:
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``); others as ``object`` does, as torch."""
+        if self.ndim == 0 and type(self) is Tensor:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
 
     __str__ = __repr__
 
