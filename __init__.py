@@ -19,6 +19,7 @@ from .core.printing import get_printoptions, printoptions, set_printoptions  # i
 from .core.functional import *  # noqa: F401,F403  (torch-style free functions from the op table: exp, add, sum ...)
 from . import autograd  # registers its layer with core/dispatch.py: every op call above records from here on
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import inference_mode, is_inference_mode_enabled  # issue 15
 from . import nn, optim
 from . import amp  # registers the autocast layer with core/dispatch.py
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
