@@ -15,6 +15,7 @@ from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, 
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
                              ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .core.tensor import Size, Tensor, broadcast_shapes
+from .core.dlpack import from_dlpack  # issue 15: zero-copy interop
 from .core.printing import get_printoptions, printoptions, set_printoptions  # issue 15: torch's print rules
 from .core.functional import *  # noqa: F401,F403  (torch-style free functions from the op table: exp, add, sum ...)
 from . import autograd  # registers its layer with core/dispatch.py: every op call above records from here on

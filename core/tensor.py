@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from . import dispatch, printing
+from . import dispatch, dlpack, printing
 from ..runtime import cuda, memory
 from ..runtime import dtype as dt
 from ..runtime.device import CPU, device
@@ -246,6 +246,20 @@ class Tensor(TensorOps, TensorBase, results=True):
         return object.__format__(self, format_spec)
 
     __str__ = __repr__
+
+    # ----- interop (issue 15: DLPack, NumPy's __array__, __cuda_array_interface__; core/dlpack.py) -------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return dlpack.to_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple:
+        return dlpack.dlpack_device(self)
+
+    def __array__(self, dtype=None, copy=None):
+        return dlpack.as_array(self, dtype, copy)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return dlpack.cuda_array_interface(self)
 
     # ----- copies, devices and dtypes (to/clone are ops; these compose them) ---------------
     def contiguous(self) -> "Tensor":
