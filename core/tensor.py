@@ -261,6 +261,22 @@ class Tensor(TensorOps, TensorBase, results=True):
     def __cuda_array_interface__(self) -> dict:
         return dlpack.cuda_array_interface(self)
 
+    def pin_memory(self) -> "Tensor":
+        """A copy of this CPU tensor in page-locked host memory (GPU mode), as torch."""
+        if self.device.type != "cpu":
+            raise RuntimeError(f"cannot pin '{self.device.type}' memory: only dense CPU tensors can be pinned")
+        if not cuda.is_available():
+            raise RuntimeError("Cannot access accelerator device when none is available.")
+        if self.is_pinned():
+            return self
+        out = Tensor(memory.pinned_host_storage(self.nbytes), self._shape, contiguous_strides(self._shape), 0,
+                     self.dtype)
+        out.numpy(force=True)[...] = self.numpy(force=True)
+        return out
+
+    def is_pinned(self) -> bool:
+        return self.device.type == "cpu" and self._storage.pinned
+
     # ----- copies, devices and dtypes (to/clone are ops; these compose them) ---------------
     def contiguous(self) -> "Tensor":
         return self if self.is_contiguous() else self.clone()

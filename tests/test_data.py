@@ -285,3 +285,6 @@ def test_pin_memory_without_a_gpu_warns():
     else:
         with pytest.warns(UserWarning, match="no accelerator is found"):
             assert _lists(DataLoader(list(range(3)), batch_size=2, pin_memory=True)) == [[0, 1], [2]]
+        assert not tt.ones(2).is_pinned()
+        with pytest.raises(RuntimeError, match="Cannot access accelerator device when none is available"):
+            tt.ones(2).pin_memory()
