@@ -14,7 +14,6 @@ import itertools
 import math
 import multiprocessing
 import queue
-import threading
 import warnings
 
 from ...core.tensor import Tensor
@@ -330,5 +329,8 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
             q.close()
 
     def __del__(self):
-        if threading is not None and getattr(self, "_workers", None) is not None:
-            self._shutdown_workers()
+        if getattr(self, "_workers", None) is not None:
+            try:
+                self._shutdown_workers()
+            except Exception:  # interpreter shutdown: queues or modules may already be gone
+                pass
