@@ -15,9 +15,12 @@ from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, 
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
                              ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .core.tensor import Size, Tensor, broadcast_shapes
+from .core.dlpack import from_dlpack  # issue 15: zero-copy interop
+from .core.printing import get_printoptions, printoptions, set_printoptions  # issue 15: torch's print rules
 from .core.functional import *  # noqa: F401,F403  (torch-style free functions from the op table: exp, add, sum ...)
 from . import autograd  # registers its layer with core/dispatch.py: every op call above records from here on
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import inference_mode, is_inference_mode_enabled  # issue 15
 from . import nn, optim
 from . import amp  # registers the autocast layer with core/dispatch.py
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
@@ -25,6 +28,7 @@ from .serialization import load, save
 from . import comm  # usable as `import tritensor.comm as dist`
 from .nn import parallel as _nn_parallel  # tritensor.nn.parallel (DDP) sits on comm: imported after it
 from . import futures  # torch.futures; tritensor.comm.Future is the same class
+from . import utils  # tritensor.utils.data: datasets, samplers, DataLoader (its DistributedSampler sits on comm)
 
 half, float, double, long, int = float16, float32, float64, int64, int32
 

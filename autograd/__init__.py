@@ -8,9 +8,11 @@ records ops, registered on import), ``gradcheck.py``.
 from . import layer  # noqa: F401  (registers the autograd layer with core/dispatch.py)
 from .engine import backward, grad
 from .function import Function, FunctionCtx
-from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+                        set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .graph import Node
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "Node", "no_grad", "enable_grad", "set_grad_enabled",
+           "inference_mode", "is_inference_mode_enabled",
            "is_grad_enabled", "gradcheck", "GradcheckError", "gradgradcheck"]

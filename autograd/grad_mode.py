@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import threading
 
+from ..core.tensor_base import inference_state
+
 
 class _State(threading.local):
     enabled = True
@@ -93,3 +95,47 @@ class set_grad_enabled(_GradModeContext):
                 return func(*args, **kwargs)
 
         return wrapper
+
+
+class inference_mode(_GradModeContext):
+    """``torch.inference_mode(mode=True)``: no_grad, and every tensor made inside is an *inference
+    tensor* (``t.is_inference()``) that cannot later join autograd: ``requires_grad_()`` on it
+    outside inference mode raises, and so does saving it for backward. A context manager and a
+    decorator (``@inference_mode``, ``@inference_mode()``, ``inference_mode(False)``).
+
+    Differences from torch: any tensor made inside is an inference tensor (torch makes views of
+    normal tensors normal), and in-place updates of inference tensors outside the mode are not
+    rejected (torch raises)."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):  # bare decorator: @inference_mode
+            return cls()(mode)
+        return object.__new__(cls)
+
+    def __init__(self, mode=True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode(): argument 'mode' must be bool, not {type(mode).__name__}")
+        self.mode = mode
+        self._prev = []
+
+    def __enter__(self):
+        self._prev.append((_state.enabled, inference_state.enabled))
+        if self.mode:
+            _state.enabled = False
+        inference_state.enabled = self.mode
+
+    def __exit__(self, *exc):
+        _state.enabled, inference_state.enabled = self._prev.pop()
+        return False
+
+    def __call__(self, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with inference_mode(self.mode):
+                return func(*args, **kwargs)
+
+        return wrapper
+
+
+def is_inference_mode_enabled() -> bool:
+    return inference_state.enabled

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from . import dispatch
+from . import dispatch, dlpack, printing
 from ..runtime import cuda, memory
 from ..runtime import dtype as dt
 from ..runtime.device import CPU, device
@@ -234,23 +234,48 @@ class Tensor(TensorOps, TensorBase, results=True):
             a = a.astype(np.float32)
         return a.tolist()
 
+    # ----- printing (issue 15: torch's print rules live in core/printing.py) -----------------
     def __repr__(self) -> str:
         a = self._to_host_array()
-        if self.dtype is dt.bfloat16:
-            a = a.astype(np.float32)
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3)
-        extras = []
-        if self.device.type != "cpu":
-            extras.append(f"device='{self.device}'")
-        if self.dtype not in (dt.float32, dt.int64, dt.bool_) or self.numel() == 0:
-            extras.append(f"dtype={self.dtype}")
-        if self.grad_fn is not None:
-            extras.append(f"grad_fn=<{type(self.grad_fn).__name__}>")
-        elif self.requires_grad:
-            extras.append("requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extras) + ")"
+        return printing.tensor_repr(self, a.astype(np.float32) if self.dtype is dt.bfloat16 else a)
+
+    def __format__(self, format_spec: str) -> str:
+        """A 0-d tensor formats as its number (``f"{loss:.4f}"``); others as ``object`` does, as torch."""
+        if self.ndim == 0 and type(self) is Tensor:
+            return self.item().__format__(format_spec)
+        return object.__format__(self, format_spec)
 
     __str__ = __repr__
+
+    # ----- interop (issue 15: DLPack, NumPy's __array__, __cuda_array_interface__; core/dlpack.py) -------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        return dlpack.to_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple:
+        return dlpack.dlpack_device(self)
+
+    def __array__(self, dtype=None, copy=None):
+        return dlpack.as_array(self, dtype, copy)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return dlpack.cuda_array_interface(self)
+
+    def pin_memory(self) -> "Tensor":
+        """A copy of this CPU tensor in page-locked host memory (GPU mode), as torch."""
+        if self.device.type != "cpu":
+            raise RuntimeError(f"cannot pin '{self.device.type}' memory: only dense CPU tensors can be pinned")
+        if not cuda.is_available():
+            raise RuntimeError("Cannot access accelerator device when none is available.")
+        if self.is_pinned():
+            return self
+        out = Tensor(memory.pinned_host_storage(self.nbytes), self._shape, contiguous_strides(self._shape), 0,
+                     self.dtype)
+        out.numpy(force=True)[...] = self.numpy(force=True)
+        return out
+
+    def is_pinned(self) -> bool:
+        return self.device.type == "cpu" and self._storage.pinned
 
     # ----- copies, devices and dtypes (to/clone are ops; these compose them) ---------------
     def contiguous(self) -> "Tensor":

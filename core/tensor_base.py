@@ -13,6 +13,7 @@ visible to whoever saved the tensor (autograd checks this).
 from __future__ import annotations
 
 import math
+import threading
 
 from ..runtime import cuda, memory
 from ..runtime.device import device
@@ -28,10 +29,21 @@ class Version:
         self.value = 0
 
 
+class _InferenceState(threading.local):
+    """Whether ``tritensor.inference_mode`` is on in this thread (autograd/grad_mode.py sets it):
+    tensors made while it is are inference tensors. Kept here because tensors are made here."""
+
+    enabled = False
+
+
+inference_state = _InferenceState()
+
+
 class TensorBase:
     __slots__ = (
         "_storage", "_shape", "_stride", "_offset", "dtype", "device", "_version_counter",
-        "_base", "_requires_grad", "grad", "grad_fn", "_hooks", "_post_acc_hooks", "_autograd_meta", "__weakref__",
+        "_base", "_requires_grad", "grad", "grad_fn", "_hooks", "_post_acc_hooks", "_autograd_meta", "_inference",
+        "__weakref__",
     )
     _result_class = None  # the class ops allocate: Tensor, set when core/tensor.py creates it
 
@@ -57,6 +69,7 @@ class TensorBase:
         self.grad_fn = None
         self._hooks = None
         self._post_acc_hooks = None
+        self._inference = inference_state.enabled
 
     # ----- construction -----------------------------------------------------------------------
     @staticmethod
@@ -99,12 +112,18 @@ class TensorBase:
             )
         if value and not self.dtype.is_floating_point:
             raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+        if value and self._inference and not inference_state.enabled:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
         self._requires_grad = bool(value)
 
     @property
     def is_leaf(self) -> bool:
         """True for tensors no recorded op made: user-created ones and those that need no grad."""
         return self.grad_fn is None
+
+    def is_inference(self) -> bool:
+        """True for a tensor made inside ``tritensor.inference_mode()``."""
+        return self._inference
 
     def requires_grad_(self, requires_grad: bool = True):
         self.requires_grad = requires_grad  # the property checks leaf-ness and dtype

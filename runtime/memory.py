@@ -43,6 +43,7 @@ class HostStorage:
 
     __slots__ = ("nbytes", "_ptr", "_bytes", "__weakref__")
     device = CPU
+    pinned = False  # page-locked (see pinned_host_storage)
 
     def __init__(self, nbytes: int, owner=None, ptr: int | None = None):
         """``owner``/``ptr``: borrow ``nbytes`` at ``ptr`` from ``owner``, an object holding that
@@ -77,6 +78,22 @@ class HostStorage:
         # By value: the default would copy ``_ptr``, a raw address that means nothing in a copy
         # (it would alias, then outlive, this storage's memory) or in another process.
         return (_host_storage_from_bytes, (self._bytes.tobytes(),))
+
+
+class _PinnedHostStorage(HostStorage):
+    """Host memory in a page-locked cuda.core buffer (``Tensor.pin_memory()``); the borrowed
+    array's base holds the buffer, so the memory lives as long as any view of it."""
+
+    __slots__ = ()
+    pinned = True
+
+
+def pinned_host_storage(nbytes: int) -> HostStorage:
+    """``nbytes`` of page-locked host memory (GPU mode only: it needs the CUDA driver)."""
+    from cuda.core import LegacyPinnedMemoryResource
+
+    buf = LegacyPinnedMemoryResource().allocate(max(int(nbytes), 1))
+    return _PinnedHostStorage(nbytes, owner=buf, ptr=int(buf.handle))
 
 
 def _host_storage_from_bytes(data: bytes) -> HostStorage:

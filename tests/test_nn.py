@@ -390,10 +390,9 @@ def test_save_load_model_state_dict():
 
 
 def test_save_load_errors(tmp_path):
-    with pytest.raises(TypeError, match="must be a dict"):
-        tt.save([tt.ones(1)], io.BytesIO())
-    with pytest.raises(TypeError, match="value for key 'a' must be a Tensor"):
-        tt.save({"a": 1.0}, io.BytesIO())
+    # (save takes nested containers, numbers and strings since issue 15; tests/test_serialization.py)
+    with pytest.raises(TypeError, match=r"cannot save a value of type object at obj\['a'\]"):
+        tt.save({"a": object()}, io.BytesIO())
     with pytest.raises(RuntimeError, match="not a safetensors file"):
         tt.load(io.BytesIO(b"\x05"))
 

@@ -130,7 +130,7 @@ def test_random_is_seeded_and_distributed():
 
 
 def test_repr_is_readable():
-    assert repr(tt.tensor([1.0, 2.5])) == "tensor([1. , 2.5])"
+    assert repr(tt.tensor([1.0, 2.5])) == "tensor([1.0000, 2.5000])"  # torch's rules (tests/test_printing.py)
     assert "dtype=tritensor.float16" in repr(tt.tensor([1.0], dtype=tt.float16))
     assert repr(tt.tensor([1, 2])) == "tensor([1, 2])"
     assert repr(tt.zeros(2).shape) == "tritensor.Size([2])"
