@@ -1,4 +1,5 @@
-"""conv2d forward, grad-input and grad-weight (triton_kernels/conv.py) against a float64 NumPy reference.
+"""conv2d forward, grad-input and grad-weight (triton_kernels/conv.py) against a float64 NumPy reference;
+the derivative (autograd/functions/conv.py) by gradcheck (fast mode: v^T J u) in float64.
 
 The reference pads explicitly and sums one strided slice per kernel tap, so it shares no index
 math with the kernels; its backward is the exact adjoint, checked by the dot-product identity
@@ -11,6 +12,8 @@ import pytest
 
 import tritensor as tt
 from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
+from grad_inputs import leaf, noncontig
+from tritensor.autograd import gradcheck
 from tritensor.core.ops import conv as _ops_conv
 
 rng = np.random.default_rng(7)
@@ -208,3 +211,34 @@ def test_bad_input(no_launch):
         _ops_conv.conv2d_backward_input(tt.zeros(2, 8, 9, 9), w, (2, 4, 9, 9))
     with pytest.raises(RuntimeError, match=r"grad_output type \(float32\) and input type \(float64\)"):
         _ops_conv.conv2d_backward_weight(tt.zeros(2, 8, 7, 7), tt.zeros(2, 4, 9, 9, dtype=tt.float64), w.shape)
+
+
+# ----- derivatives (fast mode: v^T J u, one backward per check) ------------------------------
+CONVS = {
+    "plain": dict(), "stride_pad": dict(stride=2, padding=1), "dilation": dict(dilation=2, padding=2),
+    "groups": dict(groups=2, padding=1), "depthwise": dict(groups=4, stride=(1, 2)),
+    "asym": dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONVS))
+def test_conv2d_gradcheck(name):
+    kw = CONVS[name]
+    g = kw.get("groups", 1)
+    x, w, b = leaf(2, 4, 6, 5), leaf(4, 4 // g, 3, 3), leaf(4)
+    assert gradcheck(lambda a, ww, bb: tt.conv2d(a, ww, bb, **kw), (x, w, b), fast_mode=True)
+
+
+def test_conv2d_full_jacobian_small_and_noncontiguous_and_unbatched():
+    # the full Jacobian once, on a tiny case, besides the projections above
+    assert gradcheck(lambda a, ww: tt.conv2d(a, ww, stride=2, padding=1), (leaf(1, 1, 3, 3), leaf(2, 1, 2, 2)))
+    x = noncontig(5, 4, 2, 1).permute(3, 2, 1, 0)  # (1, 2, 4, 5) non-contiguous
+    assert gradcheck(lambda a, ww: tt.conv2d(a, ww, padding=1), (x, leaf(3, 2, 3, 3)), fast_mode=True)
+    assert gradcheck(lambda a, ww: tt.conv2d(a, ww), (leaf(2, 4, 4), leaf(3, 2, 2, 2)), fast_mode=True)
+
+
+def test_conv_double_backward_raises():
+    x, w = leaf(1, 1, 3, 3), leaf(1, 1, 2, 2)
+    (g,) = tt.autograd.grad(tt.conv2d(x, w).sum(), x, create_graph=False)
+    with pytest.raises(NotImplementedError, match="double backward"):
+        tt.autograd.grad(tt.conv2d(x, w).sum(), x, create_graph=True)

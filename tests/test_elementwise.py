@@ -1,4 +1,5 @@
-"""Elementwise kernels (triton_kernels/elementwise.py) against float64 NumPy references."""
+"""Elementwise kernels (triton_kernels/elementwise.py) against float64 NumPy references, and their
+derivatives (autograd/functions/elementwise.py), in-place forms included, by gradcheck in float64."""
 import math
 
 import numpy as np
@@ -6,6 +7,8 @@ import pytest
 
 import tritensor as tt
 from tolerances import FLOAT_DTYPES, NP, TOL, assert_close
+from grad_inputs import F64, leaf, noncontig
+from tritensor.autograd import gradcheck
 
 rng = np.random.default_rng(0)
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -332,3 +335,144 @@ def test_inplace_forms_match_out_of_place(op):
     out = getattr(z, op + "_")(*args)
     assert out is z and z._version == 1
     np.testing.assert_array_equal(z.numpy(), expected.to(z.dtype).numpy())
+
+
+# ----- derivatives: gradcheck in float64 (every in-place form the op table declares too) -----
+GRAD_UNARY = {
+    "neg": {}, "abs": {}, "exp": {}, "exp2": {}, "expm1": {}, "log": dict(positive=True),
+    "log2": dict(positive=True), "log1p": dict(positive=True), "sqrt": dict(positive=True),
+    "rsqrt": dict(positive=True), "sin": {}, "cos": {}, "tanh": {}, "sigmoid": {}, "relu": {}, "gelu": {},
+    "gelu_tanh": {}, "silu": {}, "erf": {}, "reciprocal": dict(positive=True), "square": {},
+}
+
+
+@pytest.mark.parametrize("op", sorted(GRAD_UNARY))
+def test_unary_gradcheck(op):
+    x = leaf(2, 3, **GRAD_UNARY[op])
+    assert gradcheck(lambda t: getattr(t, op)(), (x,))
+
+
+@pytest.mark.parametrize("op", ["floor", "ceil", "trunc", "sign"])
+def test_piecewise_constant_ops_have_zero_gradient(op):
+    x = leaf(4)
+    y = getattr(x, op)()
+    assert y.requires_grad
+    y.sum().backward()
+    assert_close(x.grad, np.zeros(4), F64)
+
+
+GRAD_BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+    "pow": lambda a, b: a ** b, "maximum": tt.maximum, "minimum": tt.minimum,
+    "remainder": lambda a, b: a % b,
+}
+
+
+@pytest.mark.parametrize("op", sorted(GRAD_BINARY))
+def test_binary_gradcheck_with_broadcasting(op):
+    a = leaf(2, 3, positive=op in ("pow", "div", "remainder"))
+    b = leaf(3, positive=op in ("pow", "div", "remainder")) if op != "remainder" else \
+        tt.tensor([0.7, 1.3, 2.9], dtype=F64, requires_grad=True)  # away from the jumps of a % b
+    assert gradcheck(GRAD_BINARY[op], (a, b))
+    c = leaf(2, 1, positive=op in ("pow", "div", "remainder"))
+    assert gradcheck(GRAD_BINARY[op], (a, c))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow"])
+def test_binary_with_python_scalars_both_sides(op):
+    x = leaf(3, positive=True)
+    assert gradcheck(lambda t: GRAD_BINARY[op](t, 1.5), (x,))
+    assert gradcheck(lambda t: GRAD_BINARY[op](1.5, t), (x,))
+
+
+def test_binary_noncontiguous_inputs():
+    a, b = noncontig(2, 3), noncontig(2, 3)
+    assert gradcheck(lambda x, y: x * y + x / (y * y + 1), (a, b))
+
+
+def test_maximum_splits_ties_evenly():
+    a = tt.tensor([1.0, 2.0], requires_grad=True)
+    b = tt.tensor([1.0, 0.0], requires_grad=True)
+    tt.maximum(a, b).sum().backward()
+    assert_close(a.grad, [0.5, 1.0], tt.float32)
+    assert_close(b.grad, [0.5, 0.0], tt.float32)
+
+
+def test_where_and_clamp():
+    x, y = leaf(2, 3), leaf(2, 3)
+    cond = tt.tensor([[True, False, True], [False, True, False]])
+    assert gradcheck(lambda a, b: tt.where(cond, a, b), (x, y))
+    assert gradcheck(lambda a: tt.where(cond, a, 0.5), (x,))
+    assert gradcheck(lambda a: a.clamp(-0.3, 0.4), (x,))
+    assert gradcheck(lambda a: a.clamp(min=-0.3), (x,))
+    lo = tt.tensor([-0.5, 0.0, 0.25], dtype=F64, requires_grad=True)
+    assert gradcheck(lambda a, m: a.clamp(min=m), (x, lo))
+
+
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_"])
+def test_inplace_binary_on_nonleaf(op):
+    a, b = leaf(2, 3), leaf(3, positive=True)
+
+    def f(x, y):
+        z = x * 1
+        getattr(z, op)(y)
+        return z
+
+    assert gradcheck(f, (a, b))
+
+
+@pytest.mark.parametrize("op", ["exp_", "sigmoid_", "tanh_", "relu_", "sin_"])
+def test_inplace_unary_on_nonleaf(op):
+    x = leaf(5)
+
+    def f(t):
+        z = t * 2
+        return getattr(z, op)()
+
+    assert gradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("op", sorted(GRAD_UNARY))
+def test_inplace_unary_gradcheck_every_op(op):
+    x = leaf(2, 3, **GRAD_UNARY[op])
+
+    def f(t):
+        z = t * 1
+        return getattr(z, op + "_")()
+
+    assert gradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("op", sorted(GRAD_BINARY))
+def test_inplace_binary_gradcheck_every_op(op):
+    positive = op in ("pow", "div", "remainder")
+    a = leaf(2, 3, positive=positive)
+    b = leaf(3, positive=positive) if op != "remainder" else tt.tensor([0.7, 1.3, 2.9], dtype=F64, requires_grad=True)
+
+    def f(x, y):
+        z = x * 1
+        return getattr(z, op + "_")(y)
+
+    assert gradcheck(f, (a, b))
+
+
+@pytest.mark.parametrize("op", ["floor_", "ceil_", "trunc_", "sign_", "floor_divide", "floor_divide_"])
+def test_piecewise_constant_forms_have_zero_gradient(op):
+    x, d = leaf(4), leaf(4, positive=True)
+    z = x * 1
+    y = getattr(z, op)(d) if op.startswith("floor_divide") else getattr(z, op)()
+    assert y.requires_grad
+    y.sum().backward()
+    assert_close(x.grad, np.zeros(4), F64)
+    if op.startswith("floor_divide"):
+        assert_close(d.grad, np.zeros(4), F64)
+
+
+def test_clamp_forms_gradcheck():
+    x = leaf(2, 3)
+    lo = tt.tensor([-0.5, 0.0, 0.25], dtype=F64, requires_grad=True)
+    assert gradcheck(lambda a: tt.clip(a, -0.3, 0.4), (x,))
+    assert gradcheck(lambda a: a.clamp_min(-0.3), (x,))
+    assert gradcheck(lambda a: a.clamp_max(0.4), (x,))
+    assert gradcheck(lambda a, m: (a * 1).clamp_(min=m, max=0.6), (x, lo))
+    assert gradcheck(lambda a: (a * 1).clip_(-0.3, 0.4), (x,))

@@ -7,6 +7,7 @@ compare with the per-dtype tolerances of tolerances.py (fp16/bf16 accumulate in 
 import numpy as np
 import pytest
 from tolerances import NP, TOL, assert_close
+from grad_inputs import leaf
 
 import tritensor as tt
 from tritensor.autograd import gradcheck
@@ -220,3 +221,15 @@ def test_setitem_on_tensor_requiring_grad_raises():
     with tt.no_grad():
         x[[0]] = 1.0
     assert x.detach().numpy()[0] == 1 and TOL
+
+
+# ----- derivatives of x[idx] = v -------------------------------------------------------------
+def test_setitem_gradcheck():
+    x, v = leaf(3, 4), leaf(2)
+
+    def f(a, b):
+        z = a * 1
+        z[1, 1:3] = b * 3
+        return z
+
+    assert gradcheck(f, (x, v))

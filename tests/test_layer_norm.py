@@ -1,4 +1,5 @@
-"""layer_norm / native_layer_norm (triton_kernels/layer_norm.py, core/ops/norm.py) against float64 NumPy.
+"""layer_norm / native_layer_norm (triton_kernels/layer_norm.py, core/ops/layer_norm.py) against float64
+NumPy, and their derivative (autograd/functions/layer_norm.py) by gradcheck.
 
 One or several normalized dims, strided inputs (four layouts, tests/layouts.py), with and
 without weight/bias, the per-row mean/rstd the backward will use, rows longer than one tile
@@ -12,6 +13,8 @@ import pytest
 import tritensor as tt
 from layouts import LAYOUTS, check_layout, make
 from tolerances import FLOAT_DTYPES, NP, TOL, assert_close, sum_tol
+from grad_inputs import leaf, noncontig
+from tritensor.autograd import gradcheck
 from tritensor.triton_kernels import layer_norm as _k
 
 RNG = np.random.default_rng(7)
@@ -166,3 +169,16 @@ def test_errors_before_any_kernel():
         tt.layer_norm([1.0, 2.0], 2)
     with pytest.raises(TypeError, match=r"argument 'weight' must be Tensor, not list"):
         tt.layer_norm(x, 3, [1.0, 1.0, 1.0])
+
+
+# ----- derivatives ---------------------------------------------------------------------------
+def test_layer_norm_gradcheck():
+    x, w, b = leaf(2, 3), leaf(3), leaf(3)
+    assert gradcheck(lambda a, ww, bb: tt.layer_norm(a, (3,), ww, bb), (x, w, b))
+    assert gradcheck(lambda a: tt.layer_norm(a, (3, 4)), (leaf(2, 3, 4),), fast_mode=True)
+    assert gradcheck(lambda a, ww: tt.layer_norm(a, (4,), ww), (noncontig(3, 4), leaf(4)), fast_mode=True)
+    out, mean, rstd = tt.native_layer_norm(x, (3,), w, b)
+    assert out.requires_grad and not mean.requires_grad and not rstd.requires_grad
+    assert gradcheck(lambda a: tt.native_layer_norm(a, (3,))[0], (x,))
+    with pytest.raises(NotImplementedError, match="double backward"):
+        tt.autograd.grad(tt.layer_norm(x, (3,)).sum(), x, create_graph=True)

@@ -1,4 +1,5 @@
-"""matmul / @ / mm / bmm / linear (triton_kernels/matmul.py) against float64 NumPy.
+"""matmul / @ / mm / bmm / linear (triton_kernels/matmul.py) against float64 NumPy, and their
+derivatives (autograd/functions/matmul.py) by gradcheck/gradgradcheck in float64.
 
 Inputs are drawn in float64, rounded to the dtype under test, and the reference is computed in
 float64 from the *rounded* values, so the only error measured is the kernel's (fp32
@@ -11,6 +12,9 @@ import pytest
 
 import tritensor as tt
 from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
+from grad_inputs import leaf, noncontig
+from tritensor import nn
+from tritensor.autograd import gradcheck, gradgradcheck
 from tritensor.core import ops as _ops
 from tritensor.triton_kernels import autotune as _autotune
 from tritensor.triton_kernels import matmul as _kmatmul
@@ -194,3 +198,31 @@ def test_event_timer_quantiles_match_numpy():
     times = sorted(rng.uniform(0, 5, 37).tolist())
     for q in (0.0, 0.2, 0.5, 0.8, 1.0):
         assert _autotune._quantile(times, q) == pytest.approx(np.quantile(times, q))
+
+
+# ----- derivatives: gradcheck in float64 -----------------------------------------------------
+MATMULS = {
+    "2d": ((3, 4), (4, 2)), "batched_broadcast": ((2, 3, 4), (4, 2)), "batched_both": ((2, 1, 2, 3), (3, 3, 2)),
+    "vec_mat": ((4,), (4, 2)), "mat_vec": ((3, 4), (4,)), "dot": ((4,), (4,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATMULS))
+def test_matmul_gradcheck(name):
+    sa, sb = MATMULS[name]
+    assert gradcheck(lambda a, b: a @ b, (leaf(*sa), leaf(*sb)), fast_mode=name == "batched_both")
+
+
+def test_matmul_noncontiguous_mm_bmm_and_second_derivative():
+    assert gradcheck(lambda a, b: tt.mm(a, b), (noncontig(3, 4), noncontig(4, 2)), fast_mode=True)
+    assert gradcheck(lambda a, b: tt.bmm(a, b), (leaf(2, 2, 3), leaf(2, 3, 2)), fast_mode=True)
+    assert gradgradcheck(lambda a, b: (a @ b).tanh(), (leaf(2, 3), leaf(3, 2)), fast_mode=True)
+    assert gradgradcheck(lambda a, b: a @ b, (leaf(2, 2), leaf(2, 2)))  # full Jacobian, once
+
+
+def test_linear_gradcheck():
+    assert gradcheck(lambda a, ww, bb: tt.linear(a, ww, bb), (leaf(2, 3), leaf(2, 3), leaf(2)))
+    x, w, b = leaf(2, 3, 4), leaf(5, 4), leaf(5)
+    assert gradcheck(lambda a, ww, bb: tt.linear(a, ww, bb), (x, w, b), fast_mode=True)
+    assert gradcheck(lambda a, ww: nn.functional.linear(a, ww), (leaf(4), w), fast_mode=True)
+    assert gradgradcheck(lambda a, ww, bb: tt.linear(a, ww, bb), (leaf(2, 4), w, b), fast_mode=True)

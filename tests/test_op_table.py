@@ -34,7 +34,7 @@ AUTOCAST = {
                 "index_add"],
 }
 
-E, A, I, R = "test_elementwise.py", "test_autograd_ops.py", "test_index.py", "test_reduce.py"
+E, I, R = "test_elementwise.py", "test_index.py", "test_reduce.py"
 UNARY = ["neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
          "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "square"]
 PIECEWISE = ["floor", "ceil", "trunc", "sign"]
@@ -43,58 +43,58 @@ COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
 VIEWS = ["view", "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"]
 # op -> (its kernel test, its derivative test or None when it has no derivative), as "file::function".
 TESTS = {
-    **{op: (f"{E}::test_unary_against_float64", f"{A}::test_unary_gradcheck") for op in UNARY},
-    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", f"{A}::test_inplace_unary_gradcheck_every_op")
+    **{op: (f"{E}::test_unary_against_float64", "test_elementwise.py::test_unary_gradcheck") for op in UNARY},
+    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", "test_elementwise.py::test_inplace_unary_gradcheck_every_op")
        for op in UNARY},
-    **{op: (f"{E}::test_unary_against_float64", f"{A}::test_piecewise_constant_ops_have_zero_gradient")
+    **{op: (f"{E}::test_unary_against_float64", "test_elementwise.py::test_piecewise_constant_ops_have_zero_gradient")
        for op in PIECEWISE},
-    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", f"{A}::test_piecewise_constant_forms_have_zero_gradient")
+    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", "test_elementwise.py::test_piecewise_constant_forms_have_zero_gradient")
        for op in PIECEWISE},
-    **{op: (f"{E}::test_binary_broadcast_and_strides", f"{A}::test_binary_gradcheck_with_broadcasting") for op in BINARY},
-    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", f"{A}::test_inplace_binary_gradcheck_every_op")
+    **{op: (f"{E}::test_binary_broadcast_and_strides", "test_elementwise.py::test_binary_gradcheck_with_broadcasting") for op in BINARY},
+    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", "test_elementwise.py::test_inplace_binary_gradcheck_every_op")
        for op in BINARY},
-    "floor_divide": (f"{E}::test_binary_broadcast_and_strides", f"{A}::test_piecewise_constant_forms_have_zero_gradient"),
+    "floor_divide": (f"{E}::test_binary_broadcast_and_strides", "test_elementwise.py::test_piecewise_constant_forms_have_zero_gradient"),
     "floor_divide_": (f"{E}::test_inplace_forms_match_out_of_place",
-                      f"{A}::test_piecewise_constant_forms_have_zero_gradient"),
+                      "test_elementwise.py::test_piecewise_constant_forms_have_zero_gradient"),
     **{op: (f"{E}::test_comparisons_return_bool", None) for op in COMPARISONS},
     **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", None) for op in COMPARISONS},
     **{op: (f"{E}::test_logical_ops_and_their_operators", None)
        for op in ("logical_not", "logical_not_", "logical_and", "logical_and_", "logical_or", "logical_or_", "invert")},
-    **{op: (f"{E}::test_clamp_forms_match_numpy", f"{A}::test_clamp_forms_gradcheck")
+    **{op: (f"{E}::test_clamp_forms_match_numpy", "test_elementwise.py::test_clamp_forms_gradcheck")
        for op in ("clamp_", "clamp_min", "clamp_max")},
-    "clamp": (f"{E}::test_clamp_forms_match_numpy", f"{A}::test_where_and_clamp"),
-    "where": (f"{E}::test_where_broadcasts_and_promotes", f"{A}::test_where_and_clamp"),
-    "matmul": ("test_matmul.py::test_matmul_broadcast_and_vectors", f"{A}::test_matmul_gradcheck"),
-    "mm": ("test_matmul.py::test_mm_bmm_and_methods", f"{A}::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
-    "bmm": ("test_matmul.py::test_mm_bmm_and_methods", f"{A}::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
-    "linear": ("test_matmul.py::test_linear_fused_epilogue", f"{A}::test_linear_gradcheck"),
-    **{op: (f"{R}::test_sumlike_against_float64", f"{A}::test_reduction_gradcheck")
+    "clamp": (f"{E}::test_clamp_forms_match_numpy", "test_elementwise.py::test_where_and_clamp"),
+    "where": (f"{E}::test_where_broadcasts_and_promotes", "test_elementwise.py::test_where_and_clamp"),
+    "matmul": ("test_matmul.py::test_matmul_broadcast_and_vectors", "test_matmul.py::test_matmul_gradcheck"),
+    "mm": ("test_matmul.py::test_mm_bmm_and_methods", "test_matmul.py::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
+    "bmm": ("test_matmul.py::test_mm_bmm_and_methods", "test_matmul.py::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
+    "linear": ("test_matmul.py::test_linear_fused_epilogue", "test_matmul.py::test_linear_gradcheck"),
+    **{op: (f"{R}::test_sumlike_against_float64", "test_reduce.py::test_reduction_gradcheck")
        for op in ("sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std")},
     **{op: (f"{R}::test_sumlike_against_float64", None) for op in ("argmax", "argmin")},
     **{op: (f"{R}::test_all_any_on_floats", None) for op in ("all", "any")},
     "cumsum": ("test_cumsum.py::test_cumsum_matches_numpy", "test_cumsum.py::test_cumsum_gradcheck"),
-    "softmax": ("test_softmax.py::test_against_float64", f"{A}::test_reduction_gradcheck"),
-    "log_softmax": ("test_softmax.py::test_against_float64", f"{A}::test_reduction_gradcheck"),
-    "layer_norm": ("test_layer_norm.py::test_against_float64", f"{A}::test_layer_norm_gradcheck"),
-    "native_layer_norm": ("test_layer_norm.py::test_native_layer_norm_statistics", f"{A}::test_layer_norm_gradcheck"),
-    "conv2d": ("test_conv.py::test_conv2d_forward_and_backward", f"{A}::test_conv2d_gradcheck"),
-    "max_pool2d": ("test_pool.py::test_max_pool2d", f"{A}::test_max_pool2d_gradcheck"),
-    "max_pool2d_with_indices": ("test_pool.py::test_max_pool2d", f"{A}::test_max_pool2d_gradcheck"),
-    "avg_pool2d": ("test_pool.py::test_avg_pool2d", f"{A}::test_avg_pool2d_gradcheck"),
-    "cross_entropy": ("test_nn.py::test_cross_entropy_kernel_vs_numpy", f"{A}::test_cross_entropy_and_friends_gradcheck"),
-    "nll_loss": ("test_nn.py::test_nll_loss_weight_vs_numpy", None),  # made of recorded ops (gradchecked as a friend)
-    "mse_loss": ("test_nn.py::test_mse_loss_vs_numpy", None),  # likewise
+    "softmax": ("test_softmax.py::test_against_float64", "test_softmax.py::test_softmax_gradcheck"),
+    "log_softmax": ("test_softmax.py::test_against_float64", "test_softmax.py::test_softmax_gradcheck"),
+    "layer_norm": ("test_layer_norm.py::test_against_float64", "test_layer_norm.py::test_layer_norm_gradcheck"),
+    "native_layer_norm": ("test_layer_norm.py::test_native_layer_norm_statistics", "test_layer_norm.py::test_layer_norm_gradcheck"),
+    "conv2d": ("test_conv.py::test_conv2d_forward_and_backward", "test_conv.py::test_conv2d_gradcheck"),
+    "max_pool2d": ("test_pool.py::test_max_pool2d", "test_pool.py::test_max_pool2d_gradcheck"),
+    "max_pool2d_with_indices": ("test_pool.py::test_max_pool2d", "test_pool.py::test_max_pool2d_gradcheck"),
+    "avg_pool2d": ("test_pool.py::test_avg_pool2d", "test_pool.py::test_avg_pool2d_gradcheck"),
+    "cross_entropy": ("test_loss.py::test_cross_entropy_kernel_vs_numpy", "test_loss.py::test_cross_entropy_and_friends_gradcheck"),
+    "nll_loss": ("test_loss.py::test_nll_loss_weight_vs_numpy", None),  # made of recorded ops (gradchecked as a friend)
+    "mse_loss": ("test_loss.py::test_mse_loss_vs_numpy", None),  # likewise
     "index_select": (f"{I}::test_index_select_and_gather", f"{I}::test_gradcheck"),
     "gather": (f"{I}::test_index_select_and_gather", f"{I}::test_gradcheck"),
     **{op: (f"{I}::test_scatter_add_and_index_add_accumulate_duplicates", None)
        for op in ("scatter_add", "scatter_add_", "index_add", "index_add_")},
-    "getitem": (f"{I}::test_getitem_matches_numpy", f"{A}::test_view_gradcheck"),
-    "setitem": (f"{I}::test_setitem_matches_numpy", f"{A}::test_setitem_gradcheck"),
-    **{op: ("test_tensor.py::test_view_semantics_match_numpy", f"{A}::test_view_gradcheck") for op in VIEWS},
-    "clone": ("test_cast.py::test_strided_copy_layouts", f"{A}::test_casts_and_copies"),
-    "to": ("test_cast.py::test_float_to_float_bit_exact", f"{A}::test_casts_and_copies"),
-    "copy_": ("test_cast.py::test_copy_into_strided_destination_and_broadcast", f"{A}::test_casts_and_copies"),
-    "fill_": ("test_cast.py::test_fill_float64_keeps_double_precision", f"{A}::test_fill_gradcheck"),
+    "getitem": (f"{I}::test_getitem_matches_numpy", "test_views.py::test_view_gradcheck"),
+    "setitem": (f"{I}::test_setitem_matches_numpy", "test_index.py::test_setitem_gradcheck"),
+    **{op: ("test_views.py::test_view_semantics_match_numpy", "test_views.py::test_view_gradcheck") for op in VIEWS},
+    "clone": ("test_copies.py::test_strided_copy_layouts", "test_copies.py::test_casts_and_copies"),
+    "to": ("test_copies.py::test_float_to_float_bit_exact", "test_copies.py::test_casts_and_copies"),
+    "copy_": ("test_copies.py::test_copy_into_strided_destination_and_broadcast", "test_copies.py::test_casts_and_copies"),
+    "fill_": ("test_copies.py::test_fill_float64_keeps_double_precision", "test_copies.py::test_fill_gradcheck"),
 }
 # The name a test must mention when it differs from the op's (operators are used, not named).
 MENTIONS = {"invert": "~", "getitem": "[", "setitem": "] =", "clone": "copy", "copy_": "copy", "native_layer_norm":

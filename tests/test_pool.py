@@ -1,4 +1,5 @@
-"""max_pool2d / avg_pool2d forward and backward (triton_kernels/pool.py) against float64 NumPy.
+"""max_pool2d / avg_pool2d forward and backward (triton_kernels/pool.py) against float64 NumPy; the
+derivatives (autograd/functions/pool.py) by gradcheck in float64.
 
 The references pad explicitly (-inf for max, 0 for avg, extra room on the right for
 ``ceil_mode``) and walk the kernel taps as strided slices; max pooling's tie and NaN rules are
@@ -12,6 +13,8 @@ import pytest
 
 import tritensor as tt
 from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
+from grad_inputs import F64, RNG, leaf
+from tritensor.autograd import gradcheck
 from tritensor.core.ops import pool as _ops_pool
 
 rng = np.random.default_rng(11)
@@ -216,3 +219,21 @@ def test_bad_input(no_launch):
         _ops_pool.avg_pool2d_backward(tt.zeros(1, 3, 3, 3), (1, 3, 4, 4), 2)
     with pytest.raises(TypeError, match="indices must be the int64 Tensor"):
         _ops_pool.max_pool2d_backward(tt.zeros(1, 3, 2, 2), (1, 3, 4, 4), tt.zeros(1, 3, 2, 2), 2)
+
+
+# ----- derivatives (fast mode: v^T J u, one backward per check) ------------------------------
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=2, stride=1, dilation=2, ceil_mode=True)])
+def test_max_pool2d_gradcheck(kw):
+    x = tt.tensor(RNG.permutation(2 * 2 * 5 * 5).reshape(2, 2, 5, 5) / 10.0, dtype=F64, requires_grad=True)  # no ties
+    assert gradcheck(lambda a: tt.max_pool2d(a, **kw), (x,), fast_mode=True)
+    small = tt.tensor(RNG.permutation(9).reshape(1, 1, 3, 3) / 10.0, dtype=F64, requires_grad=True)
+    assert gradcheck(lambda a: tt.max_pool2d(a, **{**kw, "kernel_size": 2}), (small,))
+    assert gradcheck(lambda a: tt.max_pool2d_with_indices(a, **kw)[0], (x,), fast_mode=True)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, count_include_pad=False, ceil_mode=True)])
+def test_avg_pool2d_gradcheck(kw):
+    assert gradcheck(lambda a: tt.avg_pool2d(a, **kw), (leaf(1, 2, 5, 5),), fast_mode=True)
+    assert gradcheck(lambda a: tt.avg_pool2d(a, **kw), (leaf(1, 1, 3, 3),))

@@ -1,4 +1,5 @@
-"""softmax / log_softmax (triton_kernels/softmax.py, core/ops/norm.py) against float64 NumPy.
+"""softmax / log_softmax (triton_kernels/softmax.py, core/ops/softmax.py) against float64 NumPy,
+and their derivatives (autograd/functions/softmax.py) by gradcheck.
 
 Any dim of strided inputs (four layouts, tests/layouts.py), 0-d/one-element/prime/empty shapes,
 rows longer than one tile (the online two-pass schedule), -inf/NaN/huge values, dtype=, errors.
@@ -11,6 +12,8 @@ import pytest
 import tritensor as tt
 from layouts import LAYOUTS, check_layout, make
 from tolerances import FLOAT_DTYPES, NP, assert_close
+from grad_inputs import F64, leaf, noncontig
+from tritensor.autograd import gradcheck, gradgradcheck
 from tritensor.triton_kernels import softmax as _k
 
 RNG = np.random.default_rng(99)
@@ -144,3 +147,26 @@ def test_errors_before_any_kernel():
         tt.softmax(x, 0, dtype="complex64")
     with pytest.raises(TypeError, match=r"softmax\(\): argument 'input' must be Tensor, not list"):
         tt.softmax([1.0, 2.0], 0)
+
+
+# ----- derivatives: gradcheck in float64 ---------------------------------------------------------
+SOFTMAXES = {"softmax": lambda t: t.softmax(1), "log_softmax": lambda t: t.log_softmax(-1),
+             "softmax_dtype": lambda t: tt.softmax(t, 0, dtype=F64)}
+
+
+@pytest.mark.parametrize("name", sorted(SOFTMAXES))
+def test_softmax_gradcheck(name):
+    x = leaf(2, 3, 2)
+    assert gradcheck(SOFTMAXES[name], (x,))
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_gradcheck_noncontiguous(name):
+    x = noncontig(2, 3, 2)
+    assert gradcheck(SOFTMAXES[name], (x,))
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_second_derivative(name):
+    x = leaf(2, 3, 2)
+    assert gradgradcheck(SOFTMAXES[name], (x,), fast_mode=True)
