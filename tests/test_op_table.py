@@ -186,6 +186,19 @@ def test_an_unregistered_layer_passes_through(monkeypatch):
         y.backward()
 
 
+def test_derivatives_launch_kernels_only_through_core_entries():
+    """A derivative's backward runs a core entry (argument checks, allocation, the launch), never a
+    kernel launcher: autograd/ imports nothing from triton_kernels/ or the launch point."""
+    bad = []
+    for path in sorted((ROOT / "autograd").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and (
+                    node.module.split(".")[0] == "triton_kernels" or node.module.startswith("runtime.launch")
+                    or any(a.name in ("triton_kernels", "launch") for a in node.names)):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert bad == []
+
+
 # ----- bookkeeping ---------------------------------------------------------------------------------
 def test_every_op_has_an_autocast_category_from_the_maintained_lists():
     listed = [n for names in AUTOCAST.values() for n in names]
