@@ -106,6 +106,10 @@ def test_copy_into_strided_destination_and_broadcast():
     expected[:, ::2] = [1, 2, 3]
     np.testing.assert_array_equal(dst.numpy(), expected)
     assert dst._version == 1
+    out = tt.zeros(6, 4).t()  # copy_ into a transposed destination, broadcasting a column, casting fp64
+    assert out.copy_(tt.tensor([[1.0], [2.0], [3.0], [4.0]], dtype=tt.float64)) is out
+    assert out.dtype is tt.float32 and out._version == 1
+    np.testing.assert_array_equal(out.numpy(), np.broadcast_to(np.arange(1, 5, dtype=np.float32)[:, None], (4, 6)))
 
 
 def test_copy_overlapping_views_reads_source_first():

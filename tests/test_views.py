@@ -32,6 +32,7 @@ def test_view_semantics_match_numpy():
         (t.unsqueeze(-1), a[..., None]), (t[:, :1].expand(3, 4, 5), np.broadcast_to(a[:, :1], (3, 4, 5))),
         (t.reshape(-1, 6), a.reshape(-1, 6)), (t.transpose(0, 1).reshape(4, 15), a.transpose(1, 0, 2).reshape(4, 15)),
         (t[2:2], a[2:2]), (t.view(3, 20)[:, 7], a.reshape(3, 20)[:, 7]), (t.select(1, -1), a[:, -1]),
+        (t[:, :1].squeeze(1), a[:, 0]), (t[None, :, None].squeeze(), a), (t.squeeze(0), a),
     ]
     for v, ref in cases:
         assert v.shape == ref.shape
