@@ -71,8 +71,8 @@ TESTS = {
     "clamp": (EW + "test_clamp_forms_match_numpy", EW + "test_where_and_clamp"),
     "where": (EW + "test_where_broadcasts_and_promotes", EW + "test_where_and_clamp"),
     "matmul": ("test_matmul.py::test_matmul_broadcast_and_vectors", "test_matmul.py::test_matmul_gradcheck"),
-    "mm": ("test_matmul.py::test_mm_bmm_and_methods", "test_matmul.py::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
-    "bmm": ("test_matmul.py::test_mm_bmm_and_methods", "test_matmul.py::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
+    **{op: ("test_matmul.py::test_mm_bmm_and_methods",
+            "test_matmul.py::test_matmul_noncontiguous_mm_bmm_and_second_derivative") for op in ("mm", "bmm")},
     "linear": ("test_matmul.py::test_linear_fused_epilogue", "test_matmul.py::test_linear_gradcheck"),
     **{op: (RED + "test_sumlike_against_float64", RED + "test_reduction_gradcheck")
        for op in ("sum", "mean", "prod", "var", "std")},
@@ -102,7 +102,8 @@ TESTS = {
     **{op: ("test_views.py::test_view_semantics_match_numpy", "test_views.py::test_view_gradcheck") for op in VIEWS},
     "clone": ("test_copies.py::test_strided_copy_layouts", "test_copies.py::test_casts_and_copies"),
     "to": ("test_copies.py::test_float_to_float_bit_exact", "test_copies.py::test_casts_and_copies"),
-    "copy_": ("test_copies.py::test_copy_into_strided_destination_and_broadcast", "test_copies.py::test_casts_and_copies"),
+    "copy_": ("test_copies.py::test_copy_into_strided_destination_and_broadcast",
+              "test_copies.py::test_casts_and_copies"),
     "fill_": ("test_copies.py::test_fill_float64_keeps_double_precision", "test_copies.py::test_fill_gradcheck"),
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
