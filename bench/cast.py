@@ -1,4 +1,4 @@
-"""Cast family: dtype conversion to/from float32 (triton_kernels/cast.py): one read, one write."""
+"""Cast family: dtype conversion to/from float32 (triton_kernels/copies.py): one read, one write."""
 from __future__ import annotations
 
 import numpy as np

@@ -16,13 +16,13 @@ import tritensor  # noqa: E402,F401
 def no_launch(monkeypatch):
     """Make compute-kernel launches fail: bad input must be rejected before any kernel runs.
 
-    The factory kernels (fill, arange, random: ``cast.py`` and ``random.py``) stay usable so a
+    The factory kernels (fill, arange, random: ``copies.py`` and ``random.py``) stay usable so a
     test can still build its inputs with ``tt.zeros`` and friends.
     """
     from tritensor.runtime import launch as _launch
 
     real = _launch.launch
-    allowed = {"tritensor.triton_kernels.cast", "tritensor.triton_kernels.random"}
+    allowed = {"tritensor.triton_kernels.copies", "tritensor.triton_kernels.random"}
 
     def boom(*args, **kwargs):
         raise AssertionError("a kernel was launched for bad input")

@@ -24,7 +24,7 @@ import tritensor as tt
 import tritensor.nn.functional as F
 from tritensor.autograd import gradcheck
 from tritensor.core.ops import attention as core_attn
-from tolerances import NP, TOL, sum_tol
+from tolerances import NP, TOL, tolerance
 
 f16, bf16, f32, f64 = tt.float16, tt.bfloat16, tt.float32, tt.float64
 UNIT = {f64: 2.0**-53, f32: 2.0**-24, f16: 2.0**-11, bf16: 2.0**-8}
@@ -75,7 +75,7 @@ def reference(q, k, v, mask=None, causal_offset=None, scale=None, group=1, do=No
 
 
 def fwd_tol(dtype, S):
-    tol = sum_tol(dtype, S) if dtype in (f32, f64) else dict(TOL[dtype])
+    tol = tolerance(dtype, "accumulate", k=S) if dtype in (f32, f64) else dict(TOL[dtype])
     if dtype in (f16, bf16):  # probabilities rounded to the input dtype before P·V on a GPU (see top)
         tol["atol"] = TOL[dtype]["atol"] + 2 * UNIT[dtype]
     return tol
@@ -150,7 +150,7 @@ def test_masks_broadcast(kind, mshape):
         mask = rounded(randn(rng, *mshape), f32)
         tm = tensor(mask, f32)
     out = F.scaled_dot_product_attention(tensor(q, f32), tensor(k, f32), tensor(v, f32), attn_mask=tm)
-    np.testing.assert_allclose(out.numpy(), reference(q, k, v, mask=mask), **sum_tol(f32, 33))
+    np.testing.assert_allclose(out.numpy(), reference(q, k, v, mask=mask), **tolerance(f32, "accumulate", k=33))
 
 
 def test_fully_masked_rows_give_zero_and_float_mask_with_half_query():
@@ -170,10 +170,10 @@ def test_gqa_and_single_kv_head_broadcast():
     rng = np.random.default_rng(7)
     q, k, v = randn(rng, 2, 6, 11, 32), randn(rng, 2, 2, 13, 32), randn(rng, 2, 2, 13, 32)
     out = F.scaled_dot_product_attention(tensor(q, f32), tensor(k, f32), tensor(v, f32), enable_gqa=True)
-    np.testing.assert_allclose(out.numpy(), reference(q, k, v, group=3), **sum_tol(f32, 13))
+    np.testing.assert_allclose(out.numpy(), reference(q, k, v, group=3), **tolerance(f32, "accumulate", k=13))
     k1, v1 = k[:, :1], v[:, :1]  # one key/value head broadcasts over the query heads (as torch's matmul would)
     out = F.scaled_dot_product_attention(tensor(q, f32), tensor(k1, f32), tensor(v1, f32))
-    np.testing.assert_allclose(out.numpy(), reference(q, k1, v1, group=6), **sum_tol(f32, 13))
+    np.testing.assert_allclose(out.numpy(), reference(q, k1, v1, group=6), **tolerance(f32, "accumulate", k=13))
 
 
 def test_strided_and_batch_broadcast_inputs_and_ranks():
@@ -188,13 +188,13 @@ def test_strided_and_batch_broadcast_inputs_and_ranks():
     assert tuple(out.shape) == (2, 3, 9, 32)
     np.testing.assert_allclose(out.numpy(), reference(q, np.broadcast_to(k, (2, 3, 12, 32)),
                                                       np.broadcast_to(v, (2, 3, 12, 32)), causal_offset=0),
-                               **sum_tol(f32, 12))
+                               **tolerance(f32, "accumulate", k=12))
     out3 = F.scaled_dot_product_attention(tensor(q[0], f32), tensor(k[0], f32), tensor(v[0], f32))
     assert tuple(out3.shape) == (3, 9, 32)
-    np.testing.assert_allclose(out3.numpy(), reference(q[0], k[0], v[0]), **sum_tol(f32, 12))
+    np.testing.assert_allclose(out3.numpy(), reference(q[0], k[0], v[0]), **tolerance(f32, "accumulate", k=12))
     out2 = F.scaled_dot_product_attention(tensor(q[0, 0], f32), tensor(k[0, 0], f32), tensor(v[0, 0], f32))
     assert tuple(out2.shape) == (9, 32)
-    np.testing.assert_allclose(out2.numpy(), reference(q[0, 0], k[0, 0], v[0, 0]), **sum_tol(f32, 12))
+    np.testing.assert_allclose(out2.numpy(), reference(q[0, 0], k[0, 0], v[0, 0]), **tolerance(f32, "accumulate", k=12))
 
 
 def test_empty_shapes():

@@ -1,4 +1,5 @@
-"""conv2d forward, grad-input and grad-weight (triton_kernels/conv.py) against a float64 NumPy reference.
+"""conv2d forward, grad-input and grad-weight (triton_kernels/conv.py) against a float64 NumPy reference;
+the derivative (autograd/functions/conv.py) by gradcheck (fast mode: v^T J u) in float64.
 
 The reference pads explicitly and sums one strided slice per kernel tap, so it shares no index
 math with the kernels; its backward is the exact adjoint, checked by the dot-product identity
@@ -10,7 +11,9 @@ import numpy as np
 import pytest
 
 import tritensor as tt
-from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
+from tolerances import FLOAT_DTYPES, NP, assert_close
+from grad_inputs import leaf, noncontig
+from tritensor.autograd import gradcheck
 from tritensor.core.ops import conv as _ops_conv
 
 rng = np.random.default_rng(7)
@@ -116,7 +119,7 @@ def test_conv2d_forward_and_backward(dtype, case):
     y = tt.conv2d(tt.from_numpy(x), tt.from_numpy(w), tt.from_numpy(b), stride, padding, dilation, groups)
     y_ref = ref_conv2d(x64, w64, b64, stride, padding, dilation, groups)
     assert y.dtype is dtype and y.shape == y_ref.shape
-    assert_close(y, y_ref, dtype, **sum_tol(dtype, kg))
+    assert_close(y, y_ref, dtype, "accumulate", k=kg)
 
     g = rng.standard_normal(y_ref.shape).astype(NP[dtype])
     g64 = g.astype(np.float64)
@@ -128,11 +131,11 @@ def test_conv2d_forward_and_backward(dtype, case):
 
     dx = _ops_conv.conv2d_backward_input(tt.from_numpy(g), tt.from_numpy(w), xs, stride, padding, dilation, groups)
     assert dx.dtype is dtype and dx.shape == xs
-    assert_close(dx, dx_ref, dtype, **sum_tol(dtype, OC // groups * KH * KW))
+    assert_close(dx, dx_ref, dtype, "accumulate", k=OC // groups * KH * KW)
     dw = _ops_conv.conv2d_backward_weight(tt.from_numpy(g), tt.from_numpy(x), w.shape, stride, padding, dilation,
                                           groups)
     assert dw.dtype is dtype and dw.shape == w.shape
-    assert_close(dw, dw_ref, dtype, **sum_tol(dtype, xs[0] * y_ref.shape[2] * y_ref.shape[3]))
+    assert_close(dw, dw_ref, dtype, "accumulate", k=xs[0] * y_ref.shape[2] * y_ref.shape[3])
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -147,15 +150,15 @@ def test_non_contiguous_operands(dtype, case):
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     kg = (xs[1] // groups) * KH * KW
     y_ref = ref_conv2d(x64, w64, None, stride, padding, dilation, groups)
-    assert_close(tt.conv2d(x_cl, w_t, None, stride, padding, dilation, groups), y_ref, dtype, **sum_tol(dtype, kg))
+    assert_close(tt.conv2d(x_cl, w_t, None, stride, padding, dilation, groups), y_ref, dtype, "accumulate", k=kg)
     big = rng.standard_normal(y_ref.shape[:3] + (2 * y_ref.shape[3],)).astype(NP[dtype])
     g = tt.from_numpy(big)[..., ::2]
     g64 = big[..., ::2].astype(np.float64)
     dx_ref, dw_ref = ref_conv2d_backward(xs, x64, w64, g64, stride, padding, dilation, groups)
     dx = _ops_conv.conv2d_backward_input(g, w_t, xs, stride, padding, dilation, groups)
-    assert_close(dx, dx_ref, dtype, **sum_tol(dtype, OC // groups * KH * KW))
+    assert_close(dx, dx_ref, dtype, "accumulate", k=OC // groups * KH * KW)
     dw = _ops_conv.conv2d_backward_weight(g, x_cl, w.shape, stride, padding, dilation, groups)
-    assert_close(dw, dw_ref, dtype, **sum_tol(dtype, xs[0] * y_ref.shape[2] * y_ref.shape[3]))
+    assert_close(dw, dw_ref, dtype, "accumulate", k=xs[0] * y_ref.shape[2] * y_ref.shape[3])
 
 
 def test_unbatched_and_empty():
@@ -164,7 +167,7 @@ def test_unbatched_and_empty():
     y = tt.conv2d(tt.from_numpy(x), tt.from_numpy(w), padding=1)
     assert y.shape == (16, 6, 5)
     assert_close(y, ref_conv2d(x[None].astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1), 1)[0],
-                 tt.float32, **sum_tol(tt.float32, 36))
+                 tt.float32, "accumulate", k=36)
     empty = tt.zeros(0, 4, 6, 5)
     assert tt.conv2d(empty, tt.from_numpy(w)).shape == (0, 16, 4, 3)
     dw = _ops_conv.conv2d_backward_weight(tt.zeros(0, 16, 4, 3), empty, w.shape)
@@ -208,3 +211,34 @@ def test_bad_input(no_launch):
         _ops_conv.conv2d_backward_input(tt.zeros(2, 8, 9, 9), w, (2, 4, 9, 9))
     with pytest.raises(RuntimeError, match=r"grad_output type \(float32\) and input type \(float64\)"):
         _ops_conv.conv2d_backward_weight(tt.zeros(2, 8, 7, 7), tt.zeros(2, 4, 9, 9, dtype=tt.float64), w.shape)
+
+
+# ----- derivatives (fast mode: v^T J u, one backward per check) ------------------------------
+CONVS = {
+    "plain": dict(), "stride_pad": dict(stride=2, padding=1), "dilation": dict(dilation=2, padding=2),
+    "groups": dict(groups=2, padding=1), "depthwise": dict(groups=4, stride=(1, 2)),
+    "asym": dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONVS))
+def test_conv2d_gradcheck(name):
+    kw = CONVS[name]
+    g = kw.get("groups", 1)
+    x, w, b = leaf(2, 4, 6, 5), leaf(4, 4 // g, 3, 3), leaf(4)
+    assert gradcheck(lambda a, ww, bb: tt.conv2d(a, ww, bb, **kw), (x, w, b), fast_mode=True)
+
+
+def test_conv2d_full_jacobian_small_and_noncontiguous_and_unbatched():
+    # the full Jacobian once, on a tiny case, besides the projections above
+    assert gradcheck(lambda a, ww: tt.conv2d(a, ww, stride=2, padding=1), (leaf(1, 1, 3, 3), leaf(2, 1, 2, 2)))
+    x = noncontig(5, 4, 2, 1).permute(3, 2, 1, 0)  # (1, 2, 4, 5) non-contiguous
+    assert gradcheck(lambda a, ww: tt.conv2d(a, ww, padding=1), (x, leaf(3, 2, 3, 3)), fast_mode=True)
+    assert gradcheck(lambda a, ww: tt.conv2d(a, ww), (leaf(2, 4, 4), leaf(3, 2, 2, 2)), fast_mode=True)
+
+
+def test_conv_double_backward_raises():
+    x, w = leaf(1, 1, 3, 3), leaf(1, 1, 2, 2)
+    (g,) = tt.autograd.grad(tt.conv2d(x, w).sum(), x, create_graph=False)
+    with pytest.raises(NotImplementedError, match="double backward"):
+        tt.autograd.grad(tt.conv2d(x, w).sum(), x, create_graph=True)

@@ -12,7 +12,7 @@ import pytest
 
 import tritensor as tt
 from layouts import LAYOUTS, check_layout, make
-from tolerances import FLOAT_DTYPES, NP, TOL, assert_close, sum_tol
+from tolerances import FLOAT_DTYPES, NP, assert_close
 from tritensor.triton_kernels import cumsum as _k
 
 RNG = np.random.default_rng(1234)
@@ -42,8 +42,8 @@ def test_cumsum_matches_numpy(shape, dim, dtype, layout):
     assert out.dtype is dtype and out.shape == t.shape and out.is_contiguous()
     expected = np.cumsum(ref.reshape(1) if ref.ndim == 0 else ref, axis=dim).reshape(ref.shape)
     n = shape[dim] if shape else 1
-    assert_close(out, expected, dtype, **sum_tol(dtype, n))
-    assert_close(t.cumsum(dim=dim), expected, dtype, **sum_tol(dtype, n))
+    assert_close(out, expected, dtype, "accumulate", k=n)
+    assert_close(t.cumsum(dim=dim), expected, dtype, "accumulate", k=n)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -51,9 +51,9 @@ def test_cumsum_longer_than_one_chunk(dtype):
     n = 3 * _k.MAX_BLOCK_N + 5  # several chunks: the running total is carried across them
     a = RNG.standard_normal((3, n)).astype(NP[dtype])
     out = tt.from_numpy(a).cumsum(1)
-    assert_close(out, np.cumsum(a.astype(np.float64), 1), dtype, **sum_tol(dtype, n))
+    assert_close(out, np.cumsum(a.astype(np.float64), 1), dtype, "accumulate", k=n)
     col = tt.from_numpy(np.ascontiguousarray(a.T)).cumsum(0)  # the scanned dim strided, columns wide
-    assert_close(col, np.cumsum(a.astype(np.float64).T, 0), dtype, **sum_tol(dtype, n))
+    assert_close(col, np.cumsum(a.astype(np.float64).T, 0), dtype, "accumulate", k=n)
 
 
 @pytest.mark.parametrize("shape,dim", [((0,), 0), ((3, 0), 1), ((0, 4), 1), ((2, 0, 3), 0)], ids=str)
@@ -82,7 +82,7 @@ def test_cumsum_dtype_argument(dtype):
     out = tt.cumsum(src, 1, dtype=dtype)
     assert out.dtype is dtype
     ref = np.cumsum(src.numpy().astype(NP[dtype]).astype(np.float64), 1)
-    assert_close(out, ref, dtype, **(sum_tol(dtype, 6) if dtype.is_floating_point else {}))
+    assert_close(out, ref, dtype, "accumulate", k=6)  # integer dtypes: exact
 
 
 def test_cumsum_errors_name_the_argument():
@@ -111,5 +111,5 @@ def test_cumsum_gradient_is_the_reversed_cumsum():
     g = tt.randn(2, 4)
     x.cumsum(1).backward(g)
     ref = np.flip(np.cumsum(np.flip(g.numpy(), 1), 1), 1)
-    assert_close(x.grad, ref, tt.float32, **TOL[tt.float32])
+    assert_close(x.grad, ref, tt.float32)
     assert x.cumsum(0).grad_fn is not None and type(x.cumsum(0).grad_fn).__name__ == "CumSumBackward0"

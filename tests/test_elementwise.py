@@ -1,11 +1,14 @@
-"""Elementwise kernels (triton_kernels/elementwise.py) against float64 NumPy references."""
+"""Elementwise kernels (triton_kernels/elementwise.py) against float64 NumPy references, and their
+derivatives (autograd/functions/elementwise.py), in-place forms included, by gradcheck in float64."""
 import math
 
 import numpy as np
 import pytest
 
 import tritensor as tt
-from tolerances import FLOAT_DTYPES, NP, TOL, assert_close
+from tolerances import FLOAT_DTYPES, NP, assert_close
+from grad_inputs import F64, leaf, noncontig
+from tritensor.autograd import gradcheck
 
 rng = np.random.default_rng(0)
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -64,19 +67,19 @@ def test_unary_against_float64(op, dtype):
     for t, xq in _layouts(x_np, dtype):
         out = getattr(t, op)()
         assert out.dtype is dtype and out.shape == tuple(np.shape(xq))
-        kw = {}
-        if op in ("sin", "cos") and dtype is tt.float32:
-            kw = dict(atol=1e-5)  # |x| up to ~10: fp32 argument reduction loses a few ulps of the input
-        if op in ("exp", "exp2", "expm1", "sinh") and dtype is tt.float32:
-            kw = dict(rtol=2e-5)  # exp(x) amplifies the input's fp32 ulp by |x| (<~5 here)
-        assert_close(out, ref(xq), dtype, **kw)
+        profile = "default"
+        if op in ("sin", "cos"):
+            profile = "range_reduction"  # |x| up to ~10: fp32 argument reduction loses a few ulps
+        if op in ("exp", "exp2", "expm1", "sinh"):
+            profile = "exp_amplified"  # exp(x) amplifies the input's fp32 ulp by |x| (<~5 here)
+        assert_close(out, ref(xq), dtype, profile)
 
 
 def test_unary_more_than_one_block_and_3d_permute():
     x_np = rng.standard_normal((29, 37, 41))  # 43,993 elements > one interpreter block (32,768)
     t = tt.from_numpy(x_np)
-    np.testing.assert_allclose(t.exp().numpy(), np.exp(x_np), rtol=1e-12)
-    np.testing.assert_allclose(t.permute(2, 0, 1).tanh().numpy(), np.tanh(x_np.transpose(2, 0, 1)), rtol=1e-12)
+    assert_close(t.exp(), np.exp(x_np), tt.float64, "ulps")
+    assert_close(t.permute(2, 0, 1).tanh(), np.tanh(x_np.transpose(2, 0, 1)), tt.float64, "ulps")
 
 
 def test_unary_special_values():
@@ -84,11 +87,11 @@ def test_unary_special_values():
     xn = x.numpy().astype(np.float64)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(x.relu().numpy(), np.maximum(xn, 0).astype(np.float32))  # relu(nan) = nan
-        np.testing.assert_allclose(x.tanh().numpy(), np.tanh(xn), rtol=1e-6)
-        np.testing.assert_allclose(x.sigmoid().numpy(), _sigmoid(xn), rtol=1e-6)
-        np.testing.assert_allclose(x.expm1().numpy(), np.expm1(xn).astype(np.float32), rtol=1e-6)  # e^100 overflows fp32
-        np.testing.assert_allclose(x.log().numpy(), np.log(xn), rtol=1e-6)
-        np.testing.assert_allclose(x.sqrt().numpy(), np.sqrt(xn), rtol=1e-6)
+        assert_close(x.tanh(), np.tanh(xn), tt.float32, "ulps")
+        assert_close(x.sigmoid(), _sigmoid(xn), tt.float32, "ulps")
+        assert_close(x.expm1(), np.expm1(xn).astype(np.float32), tt.float32, "ulps")  # e^100 overflows fp32
+        assert_close(x.log(), np.log(xn), tt.float32, "ulps")
+        assert_close(x.sqrt(), np.sqrt(xn), tt.float32, "ulps")
     assert tt.tensor([1e-30]).tanh().item() == pytest.approx(1e-30, rel=1e-6)  # no cancellation near 0
 
 
@@ -103,7 +106,7 @@ def test_unary_integer_inputs(dtype):
         np.testing.assert_array_equal(out.numpy(), ref(x_np))
     e = x.exp()  # integer -> default float, as in torch
     assert e.dtype is tt.float32
-    np.testing.assert_allclose(e.numpy(), np.exp(x_np.astype(np.float64)), rtol=1e-6)
+    assert_close(e, np.exp(x_np.astype(np.float64)), tt.float32, "ulps")
 
 
 BINARY = {
@@ -128,12 +131,10 @@ def test_binary_broadcast_and_strides(op, dtype):
     ref = BINARY[op](aq.astype(np.float64), bq.astype(np.float64))
     out = getattr(tt, op)(a, b)
     assert out.shape == (7, 3, 5) and out.dtype is dtype
-    kw = {}
-    if op in ("floor_divide", "remainder") and dtype in (tt.float16, tt.bfloat16):
-        # computed in fp32 from rounded inputs: floor(x / y) can land on the other side of an integer
-        # when x / y is within one fp32 ulp of it; these random inputs are not that close.
-        kw = {}
-    assert_close(out, ref, dtype, **kw)
+    # floor_divide/remainder in fp16/bf16 are computed in fp32 from rounded inputs: floor(x / y) can
+    # land on the other side of an integer when x / y is within one fp32 ulp of it; these random
+    # inputs are not that close, so the default holds.
+    assert_close(out, ref, dtype)
     # non-contiguous operands: transposed and step-sliced views read in place
     at, bt = tt.from_numpy(np.ascontiguousarray(aq.transpose(2, 1, 0))).permute(2, 1, 0), b.T.contiguous().T
     assert not at.is_contiguous() and not bt.is_contiguous()
@@ -182,7 +183,7 @@ def test_integer_arithmetic(dtype):
         np.testing.assert_array_equal(out.numpy(), BINARY[op](a_np, b_np), err_msg=op)
     d = a / b  # true division of integers gives the default float
     assert d.dtype is tt.float32
-    np.testing.assert_allclose(d.numpy(), a_np / b_np, rtol=1e-6)
+    assert_close(d, a_np / b_np, tt.float32, "ulps")
     p = tt.from_numpy(np.array([3, -2, 5, 0], dtype=NP[dtype])) ** 3
     assert p.dtype is dtype
     np.testing.assert_array_equal(p.numpy(), [27, -8, 125, 0])
@@ -200,7 +201,7 @@ def test_pow_special_cases_match_numpy():
     y = np.array([3.0, 0.5, 0.0, 2.0, -1.0, np.nan, 1 / 3, -2.0, 0.0, np.inf])
     with np.errstate(all="ignore"):
         ref = np.power(x, y)
-    np.testing.assert_allclose(tt.pow(tt.from_numpy(x), tt.from_numpy(y)).numpy(), ref, rtol=1e-12, equal_nan=True)
+    assert_close(tt.pow(tt.from_numpy(x), tt.from_numpy(y)), ref, tt.float64, "ulps")
 
 
 def test_type_promotion_rules():
@@ -310,7 +311,7 @@ def test_clamp_forms_match_numpy(dtype):
     for name, (f, ref) in cases.items():
         out = f(x)
         assert out.dtype is dtype, name
-        assert_close(out, ref, dtype, rtol=0, atol=0)  # a choice between inputs: exact
+        assert_close(out, ref, dtype, "exact")  # a choice between inputs
     z = x.clone()
     assert z.clamp_(max=0.0) is z and z._version == 1
     with pytest.raises(RuntimeError, match="At least one of 'min' or 'max'"):
@@ -332,3 +333,144 @@ def test_inplace_forms_match_out_of_place(op):
     out = getattr(z, op + "_")(*args)
     assert out is z and z._version == 1
     np.testing.assert_array_equal(z.numpy(), expected.to(z.dtype).numpy())
+
+
+# ----- derivatives: gradcheck in float64 (every in-place form the op table declares too) -----
+GRAD_UNARY = {
+    "neg": {}, "abs": {}, "exp": {}, "exp2": {}, "expm1": {}, "log": dict(positive=True),
+    "log2": dict(positive=True), "log1p": dict(positive=True), "sqrt": dict(positive=True),
+    "rsqrt": dict(positive=True), "sin": {}, "cos": {}, "tanh": {}, "sigmoid": {}, "relu": {}, "gelu": {},
+    "gelu_tanh": {}, "silu": {}, "erf": {}, "reciprocal": dict(positive=True), "square": {},
+}
+
+
+@pytest.mark.parametrize("op", sorted(GRAD_UNARY))
+def test_unary_gradcheck(op):
+    x = leaf(2, 3, **GRAD_UNARY[op])
+    assert gradcheck(lambda t: getattr(t, op)(), (x,))
+
+
+@pytest.mark.parametrize("op", ["floor", "ceil", "trunc", "sign"])
+def test_piecewise_constant_ops_have_zero_gradient(op):
+    x = leaf(4)
+    y = getattr(x, op)()
+    assert y.requires_grad
+    y.sum().backward()
+    assert_close(x.grad, np.zeros(4), F64)
+
+
+GRAD_BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+    "pow": lambda a, b: a ** b, "maximum": tt.maximum, "minimum": tt.minimum,
+    "remainder": lambda a, b: a % b,
+}
+
+
+@pytest.mark.parametrize("op", sorted(GRAD_BINARY))
+def test_binary_gradcheck_with_broadcasting(op):
+    a = leaf(2, 3, positive=op in ("pow", "div", "remainder"))
+    b = leaf(3, positive=op in ("pow", "div", "remainder")) if op != "remainder" else \
+        tt.tensor([0.7, 1.3, 2.9], dtype=F64, requires_grad=True)  # away from the jumps of a % b
+    assert gradcheck(GRAD_BINARY[op], (a, b))
+    c = leaf(2, 1, positive=op in ("pow", "div", "remainder"))
+    assert gradcheck(GRAD_BINARY[op], (a, c))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div", "pow"])
+def test_binary_with_python_scalars_both_sides(op):
+    x = leaf(3, positive=True)
+    assert gradcheck(lambda t: GRAD_BINARY[op](t, 1.5), (x,))
+    assert gradcheck(lambda t: GRAD_BINARY[op](1.5, t), (x,))
+
+
+def test_binary_noncontiguous_inputs():
+    a, b = noncontig(2, 3), noncontig(2, 3)
+    assert gradcheck(lambda x, y: x * y + x / (y * y + 1), (a, b))
+
+
+def test_maximum_splits_ties_evenly():
+    a = tt.tensor([1.0, 2.0], requires_grad=True)
+    b = tt.tensor([1.0, 0.0], requires_grad=True)
+    tt.maximum(a, b).sum().backward()
+    assert_close(a.grad, [0.5, 1.0], tt.float32)
+    assert_close(b.grad, [0.5, 0.0], tt.float32)
+
+
+def test_where_and_clamp():
+    x, y = leaf(2, 3), leaf(2, 3)
+    cond = tt.tensor([[True, False, True], [False, True, False]])
+    assert gradcheck(lambda a, b: tt.where(cond, a, b), (x, y))
+    assert gradcheck(lambda a: tt.where(cond, a, 0.5), (x,))
+    assert gradcheck(lambda a: a.clamp(-0.3, 0.4), (x,))
+    assert gradcheck(lambda a: a.clamp(min=-0.3), (x,))
+    lo = tt.tensor([-0.5, 0.0, 0.25], dtype=F64, requires_grad=True)
+    assert gradcheck(lambda a, m: a.clamp(min=m), (x, lo))
+
+
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_"])
+def test_inplace_binary_on_nonleaf(op):
+    a, b = leaf(2, 3), leaf(3, positive=True)
+
+    def f(x, y):
+        z = x * 1
+        getattr(z, op)(y)
+        return z
+
+    assert gradcheck(f, (a, b))
+
+
+@pytest.mark.parametrize("op", ["exp_", "sigmoid_", "tanh_", "relu_", "sin_"])
+def test_inplace_unary_on_nonleaf(op):
+    x = leaf(5)
+
+    def f(t):
+        z = t * 2
+        return getattr(z, op)()
+
+    assert gradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("op", sorted(GRAD_UNARY))
+def test_inplace_unary_gradcheck_every_op(op):
+    x = leaf(2, 3, **GRAD_UNARY[op])
+
+    def f(t):
+        z = t * 1
+        return getattr(z, op + "_")()
+
+    assert gradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("op", sorted(GRAD_BINARY))
+def test_inplace_binary_gradcheck_every_op(op):
+    positive = op in ("pow", "div", "remainder")
+    a = leaf(2, 3, positive=positive)
+    b = leaf(3, positive=positive) if op != "remainder" else tt.tensor([0.7, 1.3, 2.9], dtype=F64, requires_grad=True)
+
+    def f(x, y):
+        z = x * 1
+        return getattr(z, op + "_")(y)
+
+    assert gradcheck(f, (a, b))
+
+
+@pytest.mark.parametrize("op", ["floor_", "ceil_", "trunc_", "sign_", "floor_divide", "floor_divide_"])
+def test_piecewise_constant_forms_have_zero_gradient(op):
+    x, d = leaf(4), leaf(4, positive=True)
+    z = x * 1
+    y = getattr(z, op)(d) if op.startswith("floor_divide") else getattr(z, op)()
+    assert y.requires_grad
+    y.sum().backward()
+    assert_close(x.grad, np.zeros(4), F64)
+    if op.startswith("floor_divide"):
+        assert_close(d.grad, np.zeros(4), F64)
+
+
+def test_clamp_forms_gradcheck():
+    x = leaf(2, 3)
+    lo = tt.tensor([-0.5, 0.0, 0.25], dtype=F64, requires_grad=True)
+    assert gradcheck(lambda a: tt.clip(a, -0.3, 0.4), (x,))
+    assert gradcheck(lambda a: a.clamp_min(-0.3), (x,))
+    assert gradcheck(lambda a: a.clamp_max(0.4), (x,))
+    assert gradcheck(lambda a, m: (a * 1).clamp_(min=m, max=0.6), (x, lo))
+    assert gradcheck(lambda a: (a * 1).clip_(-0.3, 0.4), (x,))

@@ -7,6 +7,7 @@ compare with the per-dtype tolerances of tolerances.py (fp16/bf16 accumulate in 
 import numpy as np
 import pytest
 from tolerances import NP, TOL, assert_close
+from grad_inputs import leaf
 
 import tritensor as tt
 from tritensor.autograd import gradcheck
@@ -190,6 +191,20 @@ def test_scatter_add_and_index_add_accumulate_duplicates(dtype):
     y = x.index_add_(0, tt.tensor(ii), _t(src, dtype))
     assert y is x
     assert_close(x, ref if dtype is not tt.int64 else ref.astype(np.int64), dtype)
+    # the out-of-place forms leave their input alone; alpha scales the source, as torch's does
+    x = _t(a, dtype)
+    ref = a.astype(np.float64)
+    np.add.at(ref, ii, 2 * src.astype(np.float64))
+    out = tt.index_add(x, 0, tt.tensor(ii), _t(src, dtype), alpha=2)
+    assert_close(out, ref if dtype is not tt.int64 else ref.astype(np.int64), dtype)
+    assert_close(x.index_add(0, tt.tensor(ii), _t(src, dtype), alpha=2), out.numpy().astype(np.float64), dtype)
+    assert_close(x, a.astype(np.float64), dtype)
+    # scatter_add_ writes into its input
+    ref = a.astype(np.float64)
+    np.add.at(ref, (idx, np.arange(5)[None, :]), src.astype(np.float64))
+    z = _t(a, dtype)
+    assert z.scatter_add_(0, tt.tensor(idx), _t(src, dtype)) is z
+    assert_close(z, ref if dtype is not tt.int64 else ref.astype(np.int64), dtype)
 
 
 @pytest.mark.parametrize("fn", [
@@ -220,3 +235,15 @@ def test_setitem_on_tensor_requiring_grad_raises():
     with tt.no_grad():
         x[[0]] = 1.0
     assert x.detach().numpy()[0] == 1 and TOL
+
+
+# ----- derivatives of x[idx] = v -------------------------------------------------------------
+def test_setitem_gradcheck():
+    x, v = leaf(3, 4), leaf(2)
+
+    def f(a, b):
+        z = a * 1
+        z[1, 1:3] = b * 3
+        return z
+
+    assert gradcheck(f, (x, v))

@@ -1,8 +1,9 @@
-"""matmul / @ / mm / bmm / linear (triton_kernels/matmul.py) against float64 NumPy.
+"""matmul / @ / mm / bmm / linear (triton_kernels/matmul.py) against float64 NumPy, and their
+derivatives (autograd/functions/matmul.py) by gradcheck/gradgradcheck in float64.
 
 Inputs are drawn in float64, rounded to the dtype under test, and the reference is computed in
 float64 from the *rounded* values, so the only error measured is the kernel's (fp32
-accumulation, one rounding on store). Tolerances: ``tolerances.sum_tol``.
+accumulation, one rounding on store). Tolerances: the ``accumulate`` profile of tests/tolerances.py.
 """
 import math
 
@@ -10,7 +11,10 @@ import numpy as np
 import pytest
 
 import tritensor as tt
-from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
+from tolerances import FLOAT_DTYPES, NP, assert_close
+from grad_inputs import leaf, noncontig
+from tritensor import nn
+from tritensor.autograd import gradcheck, gradgradcheck
 from tritensor.core import ops as _ops
 from tritensor.triton_kernels import autotune as _autotune
 from tritensor.triton_kernels import matmul as _kmatmul
@@ -44,7 +48,7 @@ def test_matmul_2d(dtype, mkn):
     b, b64 = rand((K, N), dtype)
     out = tt.matmul(T(a), T(b))
     assert out.dtype is dtype and out.shape == (M, N)
-    assert_close(out, a64 @ b64, dtype, **sum_tol(dtype, K))
+    assert_close(out, a64 @ b64, dtype, "accumulate", k=K)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -75,7 +79,7 @@ def test_matmul_broadcast_and_vectors(dtype, shapes):
     out = T(a) @ T(b)
     expected = np.matmul(a64, b64)
     assert out.shape == expected.shape and out.dtype is dtype
-    assert_close(out, expected, dtype, **sum_tol(dtype, sa[-1]))
+    assert_close(out, expected, dtype, "accumulate", k=sa[-1])
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -93,25 +97,24 @@ def test_transposed_and_sliced_operands_read_in_place(dtype, monkeypatch):
 
     monkeypatch.setattr(_ops, "copy_into", no_copy)
     out = tt.matmul(a, b)
-    assert_close(out, a64 @ b64, dtype, **sum_tol(dtype, a.shape[1]))
+    assert_close(out, a64 @ b64, dtype, "accumulate", k=a.shape[1])
     # Batched, with the batch dim innermost in memory (permuted view).
     x, x64 = rand((6, 5, 3), dtype)
     y, y64 = rand((3, 6, 4), dtype)
     xv = T(x).permute(2, 1, 0)  # (3, 5, 6)
     out = tt.bmm(xv, T(y))
-    assert_close(out, np.matmul(x64.transpose(2, 1, 0), y64), dtype, **sum_tol(dtype, 6))
+    assert_close(out, np.matmul(x64.transpose(2, 1, 0), y64), dtype, "accumulate", k=6)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 def test_mm_bmm_and_methods(dtype):
     a, a64 = rand((4, 9, 11), dtype)
     b, b64 = rand((4, 11, 6), dtype)
-    tol = sum_tol(dtype, 11)
-    assert_close(tt.bmm(T(a), T(b)), a64 @ b64, dtype, **tol)
-    assert_close(T(a).bmm(T(b)), a64 @ b64, dtype, **tol)
-    assert_close(T(a[0]).mm(T(b[1])), a64[0] @ b64[1], dtype, **tol)
-    assert_close(tt.mm(T(a[2]), T(b[3])), a64[2] @ b64[3], dtype, **tol)
-    assert_close(T(a).matmul(T(b)), a64 @ b64, dtype, **tol)
+    assert_close(tt.bmm(T(a), T(b)), a64 @ b64, dtype, "accumulate", k=11)
+    assert_close(T(a).bmm(T(b)), a64 @ b64, dtype, "accumulate", k=11)
+    assert_close(T(a[0]).mm(T(b[1])), a64[0] @ b64[1], dtype, "accumulate", k=11)
+    assert_close(tt.mm(T(a[2]), T(b[3])), a64[2] @ b64[3], dtype, "accumulate", k=11)
+    assert_close(T(a).matmul(T(b)), a64 @ b64, dtype, "accumulate", k=11)
 
 
 def _gelu(x):
@@ -129,14 +132,14 @@ def test_linear_fused_epilogue(dtype, activation):
     ref = {None: ref, "relu": np.maximum(ref, 0), "gelu": _gelu(ref)}[activation]
     out = _ops.matmul.fused_linear(T(x), T(w), bias, activation=activation)
     assert out.shape == (3, 5, 33) and out.dtype is dtype
-    assert_close(out, ref, dtype, **sum_tol(dtype, 70))
+    assert_close(out, ref, dtype, "accumulate", k=70)
     if activation is None:
-        assert_close(tt.linear(T(x), T(w), bias), ref, dtype, **sum_tol(dtype, 70))
-        assert_close(tt.linear(T(x[0, 0]), T(w)), x64[0, 0] @ w64.T, dtype, **sum_tol(dtype, 70))
+        assert_close(tt.linear(T(x), T(w), bias), ref, dtype, "accumulate", k=70)
+        assert_close(tt.linear(T(x[0, 0]), T(w)), x64[0, 0] @ w64.T, dtype, "accumulate", k=70)
         # An input that cannot be viewed as (rows, in_features) takes the batched path (weight broadcast).
         xp = T(x).permute(1, 0, 2)
         assert_close(tt.linear(xp, T(w), bias), x64.transpose(1, 0, 2) @ w64.T + bias64, dtype,
-                     **sum_tol(dtype, 70))
+                     "accumulate", k=70)
 
 
 # ----- bad input: a clear error naming the arguments, raised before any kernel runs ---------------
@@ -194,3 +197,31 @@ def test_event_timer_quantiles_match_numpy():
     times = sorted(rng.uniform(0, 5, 37).tolist())
     for q in (0.0, 0.2, 0.5, 0.8, 1.0):
         assert _autotune._quantile(times, q) == pytest.approx(np.quantile(times, q))
+
+
+# ----- derivatives: gradcheck in float64 -----------------------------------------------------
+MATMULS = {
+    "2d": ((3, 4), (4, 2)), "batched_broadcast": ((2, 3, 4), (4, 2)), "batched_both": ((2, 1, 2, 3), (3, 3, 2)),
+    "vec_mat": ((4,), (4, 2)), "mat_vec": ((3, 4), (4,)), "dot": ((4,), (4,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MATMULS))
+def test_matmul_gradcheck(name):
+    sa, sb = MATMULS[name]
+    assert gradcheck(lambda a, b: a @ b, (leaf(*sa), leaf(*sb)), fast_mode=name == "batched_both")
+
+
+def test_matmul_noncontiguous_mm_bmm_and_second_derivative():
+    assert gradcheck(lambda a, b: tt.mm(a, b), (noncontig(3, 4), noncontig(4, 2)), fast_mode=True)
+    assert gradcheck(lambda a, b: tt.bmm(a, b), (leaf(2, 2, 3), leaf(2, 3, 2)), fast_mode=True)
+    assert gradgradcheck(lambda a, b: (a @ b).tanh(), (leaf(2, 3), leaf(3, 2)), fast_mode=True)
+    assert gradgradcheck(lambda a, b: a @ b, (leaf(2, 2), leaf(2, 2)))  # full Jacobian, once
+
+
+def test_linear_gradcheck():
+    assert gradcheck(lambda a, ww, bb: tt.linear(a, ww, bb), (leaf(2, 3), leaf(2, 3), leaf(2)))
+    x, w, b = leaf(2, 3, 4), leaf(5, 4), leaf(5)
+    assert gradcheck(lambda a, ww, bb: tt.linear(a, ww, bb), (x, w, b), fast_mode=True)
+    assert gradcheck(lambda a, ww: nn.functional.linear(a, ww), (leaf(4), w), fast_mode=True)
+    assert gradgradcheck(lambda a, ww, bb: tt.linear(a, ww, bb), (leaf(2, 4), w, b), fast_mode=True)

@@ -3,11 +3,14 @@
 Two kinds of checks:
 - the structure: Tensor's methods are made once, in core, from the table; nothing above core
   rebinds them; every op call passes the dispatcher's layers in the declared order;
-- the bookkeeping: :data:`TESTS` below is the maintained list of every op's kernel test and
-  derivative test, and :data:`AUTOCAST` the maintained PyTorch autocast lists. Both are compared
-  with the table, so an op added without tests, or without a category, fails here.
+- the bookkeeping: :data:`TESTS` below is the maintained list of every op's forward test and
+  gradcheck, and :data:`AUTOCAST` the maintained PyTorch autocast lists. Both are compared with
+  the table, so an op added without tests, or without a category, fails here; and every op's
+  kernel, core entry, derivative and tests must sit in the files named for its family
+  (CONTRIBUTING.md), the tests actually calling the op.
 """
 import ast
+import functools
 import inspect
 import pathlib
 import re
@@ -34,82 +37,139 @@ AUTOCAST = {
                 "index_add"],
 }
 
-E, A, I, R = "test_elementwise.py", "test_autograd_ops.py", "test_index.py", "test_reduce.py"
+# op -> (its forward test, its gradcheck), as "test_<family>.py::function"; the gradcheck is None only
+# for an op with no gradient (comparisons, argmax, all ...). The family is the module of the op's
+# core entry (core/ops/<family>.py); test_every_op_is_covered_in_its_family_files checks the rest.
 UNARY = ["neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
          "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "square"]
 PIECEWISE = ["floor", "ceil", "trunc", "sign"]
 BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder"]
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
 VIEWS = ["view", "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"]
-# op -> (its kernel test, its derivative test or None when it has no derivative), as "file::function".
+EW, RED, IX, SM, LN, LOSS = ("test_elementwise.py::", "test_reduce.py::", "test_index.py::", "test_softmax.py::",
+                             "test_layer_norm.py::", "test_loss.py::")
 TESTS = {
-    **{op: (f"{E}::test_unary_against_float64", f"{A}::test_unary_gradcheck") for op in UNARY},
-    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", f"{A}::test_inplace_unary_gradcheck_every_op")
+    **{op: (EW + "test_unary_against_float64", EW + "test_unary_gradcheck") for op in UNARY},
+    **{op + "_": (EW + "test_inplace_forms_match_out_of_place", EW + "test_inplace_unary_gradcheck_every_op")
        for op in UNARY},
-    **{op: (f"{E}::test_unary_against_float64", f"{A}::test_piecewise_constant_ops_have_zero_gradient")
+    **{op: (EW + "test_unary_against_float64", EW + "test_piecewise_constant_ops_have_zero_gradient")
        for op in PIECEWISE},
-    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", f"{A}::test_piecewise_constant_forms_have_zero_gradient")
+    **{op + "_": (EW + "test_inplace_forms_match_out_of_place", EW + "test_piecewise_constant_forms_have_zero_gradient")
        for op in PIECEWISE},
-    **{op: (f"{E}::test_binary_broadcast_and_strides", f"{A}::test_binary_gradcheck_with_broadcasting") for op in BINARY},
-    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", f"{A}::test_inplace_binary_gradcheck_every_op")
+    **{op: (EW + "test_binary_broadcast_and_strides", EW + "test_binary_gradcheck_with_broadcasting") for op in BINARY},
+    **{op + "_": (EW + "test_inplace_forms_match_out_of_place", EW + "test_inplace_binary_gradcheck_every_op")
        for op in BINARY},
-    "floor_divide": (f"{E}::test_binary_broadcast_and_strides", f"{A}::test_piecewise_constant_forms_have_zero_gradient"),
-    "floor_divide_": (f"{E}::test_inplace_forms_match_out_of_place",
-                      f"{A}::test_piecewise_constant_forms_have_zero_gradient"),
-    **{op: (f"{E}::test_comparisons_return_bool", None) for op in COMPARISONS},
-    **{op + "_": (f"{E}::test_inplace_forms_match_out_of_place", None) for op in COMPARISONS},
-    **{op: (f"{E}::test_logical_ops_and_their_operators", None)
+    "floor_divide": (EW + "test_binary_broadcast_and_strides", EW + "test_piecewise_constant_forms_have_zero_gradient"),
+    "floor_divide_": (EW + "test_inplace_forms_match_out_of_place",
+                      EW + "test_piecewise_constant_forms_have_zero_gradient"),
+    **{op: (EW + "test_comparisons_return_bool", None) for op in COMPARISONS},
+    **{op + "_": (EW + "test_inplace_forms_match_out_of_place", None) for op in COMPARISONS},
+    **{op: (EW + "test_logical_ops_and_their_operators", None)
        for op in ("logical_not", "logical_not_", "logical_and", "logical_and_", "logical_or", "logical_or_", "invert")},
-    **{op: (f"{E}::test_clamp_forms_match_numpy", f"{A}::test_clamp_forms_gradcheck")
+    **{op: (EW + "test_clamp_forms_match_numpy", EW + "test_clamp_forms_gradcheck")
        for op in ("clamp_", "clamp_min", "clamp_max")},
-    "clamp": (f"{E}::test_clamp_forms_match_numpy", f"{A}::test_where_and_clamp"),
-    "where": (f"{E}::test_where_broadcasts_and_promotes", f"{A}::test_where_and_clamp"),
-    "matmul": ("test_matmul.py::test_matmul_broadcast_and_vectors", f"{A}::test_matmul_gradcheck"),
-    "mm": ("test_matmul.py::test_mm_bmm_and_methods", f"{A}::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
-    "bmm": ("test_matmul.py::test_mm_bmm_and_methods", f"{A}::test_matmul_noncontiguous_mm_bmm_and_second_derivative"),
-    "linear": ("test_matmul.py::test_linear_fused_epilogue", f"{A}::test_linear_gradcheck"),
+    "clamp": (EW + "test_clamp_forms_match_numpy", EW + "test_where_and_clamp"),
+    "where": (EW + "test_where_broadcasts_and_promotes", EW + "test_where_and_clamp"),
+    "matmul": ("test_matmul.py::test_matmul_broadcast_and_vectors", "test_matmul.py::test_matmul_gradcheck"),
+    **{op: ("test_matmul.py::test_mm_bmm_and_methods",
+            "test_matmul.py::test_matmul_noncontiguous_mm_bmm_and_second_derivative") for op in ("mm", "bmm")},
+    "linear": ("test_matmul.py::test_linear_fused_epilogue", "test_matmul.py::test_linear_gradcheck"),
     "scaled_dot_product_attention": ("test_attention.py::test_forward_against_float64",
                                      "test_attention.py::test_gradcheck_float64"),
-    **{op: (f"{R}::test_sumlike_against_float64", f"{A}::test_reduction_gradcheck")
-       for op in ("sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std")},
-    **{op: (f"{R}::test_sumlike_against_float64", None) for op in ("argmax", "argmin")},
-    **{op: (f"{R}::test_all_any_on_floats", None) for op in ("all", "any")},
+    **{op: (RED + "test_sumlike_against_float64", RED + "test_reduction_gradcheck")
+       for op in ("sum", "mean", "prod", "var", "std")},
+    **{op: (RED + "test_extremes_exact_with_ties", RED + "test_reduction_gradcheck") for op in ("amax", "amin")},
+    **{op: (RED + "test_max_min_with_dim_return_values_and_indices", RED + "test_reduction_gradcheck")
+       for op in ("max", "min")},
+    **{op: (RED + "test_extremes_exact_with_ties", None) for op in ("argmax", "argmin")},
+    **{op: (RED + "test_all_any_on_floats", None) for op in ("all", "any")},
     "cumsum": ("test_cumsum.py::test_cumsum_matches_numpy", "test_cumsum.py::test_cumsum_gradcheck"),
-    "softmax": ("test_softmax.py::test_against_float64", f"{A}::test_reduction_gradcheck"),
-    "log_softmax": ("test_softmax.py::test_against_float64", f"{A}::test_reduction_gradcheck"),
-    "layer_norm": ("test_layer_norm.py::test_against_float64", f"{A}::test_layer_norm_gradcheck"),
-    "native_layer_norm": ("test_layer_norm.py::test_native_layer_norm_statistics", f"{A}::test_layer_norm_gradcheck"),
-    "conv2d": ("test_conv.py::test_conv2d_forward_and_backward", f"{A}::test_conv2d_gradcheck"),
-    "max_pool2d": ("test_pool.py::test_max_pool2d", f"{A}::test_max_pool2d_gradcheck"),
-    "max_pool2d_with_indices": ("test_pool.py::test_max_pool2d", f"{A}::test_max_pool2d_gradcheck"),
-    "avg_pool2d": ("test_pool.py::test_avg_pool2d", f"{A}::test_avg_pool2d_gradcheck"),
-    "cross_entropy": ("test_nn.py::test_cross_entropy_kernel_vs_numpy", f"{A}::test_cross_entropy_and_friends_gradcheck"),
-    "nll_loss": ("test_nn.py::test_nll_loss_weight_vs_numpy", None),  # made of recorded ops (gradchecked as a friend)
-    "mse_loss": ("test_nn.py::test_mse_loss_vs_numpy", None),  # likewise
-    "index_select": (f"{I}::test_index_select_and_gather", f"{I}::test_gradcheck"),
-    "gather": (f"{I}::test_index_select_and_gather", f"{I}::test_gradcheck"),
-    **{op: (f"{I}::test_scatter_add_and_index_add_accumulate_duplicates", None)
+    "softmax": (SM + "test_against_float64", SM + "test_softmax_gradcheck"),
+    "log_softmax": (SM + "test_against_float64", SM + "test_softmax_gradcheck"),
+    "layer_norm": (LN + "test_against_float64", LN + "test_layer_norm_gradcheck"),
+    "native_layer_norm": (LN + "test_native_layer_norm_statistics", LN + "test_layer_norm_gradcheck"),
+    "conv2d": ("test_conv.py::test_conv2d_forward_and_backward", "test_conv.py::test_conv2d_gradcheck"),
+    "max_pool2d": ("test_pool.py::test_max_pool2d", "test_pool.py::test_max_pool2d_gradcheck"),
+    "max_pool2d_with_indices": ("test_pool.py::test_max_pool2d", "test_pool.py::test_max_pool2d_gradcheck"),
+    "avg_pool2d": ("test_pool.py::test_avg_pool2d", "test_pool.py::test_avg_pool2d_gradcheck"),
+    "cross_entropy": (LOSS + "test_cross_entropy_kernel_vs_numpy", LOSS + "test_cross_entropy_and_friends_gradcheck"),
+    "nll_loss": (LOSS + "test_nll_loss_weight_vs_numpy", LOSS + "test_cross_entropy_and_friends_gradcheck"),
+    "mse_loss": (LOSS + "test_mse_loss_vs_numpy", LOSS + "test_cross_entropy_and_friends_gradcheck"),
+    "index_select": (IX + "test_index_select_and_gather", IX + "test_gradcheck"),
+    "gather": (IX + "test_index_select_and_gather", IX + "test_gradcheck"),
+    **{op: (IX + "test_scatter_add_and_index_add_accumulate_duplicates", None)
        for op in ("scatter_add", "scatter_add_", "index_add", "index_add_")},
-    "getitem": (f"{I}::test_getitem_matches_numpy", f"{A}::test_view_gradcheck"),
-    "setitem": (f"{I}::test_setitem_matches_numpy", f"{A}::test_setitem_gradcheck"),
-    **{op: ("test_tensor.py::test_view_semantics_match_numpy", f"{A}::test_view_gradcheck") for op in VIEWS},
-    "clone": ("test_cast.py::test_strided_copy_layouts", f"{A}::test_casts_and_copies"),
-    "to": ("test_cast.py::test_float_to_float_bit_exact", f"{A}::test_casts_and_copies"),
-    "copy_": ("test_cast.py::test_copy_into_strided_destination_and_broadcast", f"{A}::test_casts_and_copies"),
-    "fill_": ("test_cast.py::test_fill_float64_keeps_double_precision", f"{A}::test_fill_gradcheck"),
+    "getitem": (IX + "test_getitem_matches_numpy", IX + "test_gradcheck"),
+    "setitem": (IX + "test_setitem_matches_numpy", IX + "test_setitem_gradcheck"),
+    **{op: ("test_views.py::test_view_semantics_match_numpy", "test_views.py::test_view_gradcheck") for op in VIEWS},
+    "clone": ("test_copies.py::test_strided_copy_layouts", "test_copies.py::test_casts_and_copies"),
+    "to": ("test_copies.py::test_float_to_float_bit_exact", "test_copies.py::test_casts_and_copies"),
+    "copy_": ("test_copies.py::test_copy_into_strided_destination_and_broadcast",
+              "test_copies.py::test_casts_and_copies"),
+    "fill_": ("test_copies.py::test_fill_float64_keeps_double_precision", "test_copies.py::test_fill_gradcheck"),
 }
-# The name a test must mention when it differs from the op's (operators are used, not named).
-MENTIONS = {"invert": "~", "getitem": "[", "setitem": "] =", "clone": "copy", "copy_": "copy", "native_layer_norm":
-            "native_layer_norm", "max_pool2d_with_indices": "max_pool2d"}
+# Ops that are differentiable without a derivative of their own: made of recorded ops.
+COMPOSITES = {"nll_loss", "mse_loss"}
+# Families whose ops have no kernel of their own (a view is new strides on the same storage).
+NO_KERNEL = {"views"}
+# Where a family's kernels are imported when not by its core module: the copy and fill that every
+# op needs (contiguous(), .to(), ...) live in core/ops/__init__.py, beside the device moves.
+KERNEL_IMPORTER = {"copies": "__init__"}
+# The text a test must contain when it differs from the op's name (operators are used, not named).
+MENTIONS = {"invert": ("~",), "getitem": ("[",), "setitem": ("] =",), "clone": ("clone", "contiguous"),
+            "matmul": ("matmul", "@"), "max_pool2d_with_indices": ("max_pool2d",)}
 
 
-def _function_source(ref: str) -> str:
+@functools.lru_cache(maxsize=None)
+def _parsed(file: str):
+    """(lines, module-level assignments by name, test functions by name) of a test file."""
+    src = (TESTS_DIR / file).read_text()
+    lines = src.splitlines()
+    defs, funcs = {}, {}
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    defs[t.id] = ast.get_source_segment(src, node)
+        elif isinstance(node, ast.FunctionDef):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            funcs[node.name] = "\n".join(lines[first - 1:node.end_lineno])
+    return defs, funcs
+
+
+def _test_text(ref: str):
+    """The test function's source with its decorators (parametrizations), followed by the source
+    of the module-level names it uses (the op tables it iterates), two levels deep; None if the
+    file has no such function."""
     file, name = ref.split("::")
-    tree = ast.parse((TESTS_DIR / file).read_text())
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return ast.get_source_segment((TESTS_DIR / file).read_text(), node)
-    raise AssertionError(f"{ref}: no such test")
+    defs, funcs = _parsed(file)
+    if name not in funcs:
+        return None
+    text = funcs[name]
+    for _ in range(2):
+        used = set(re.findall(r"\b[A-Z_][A-Z0-9_]*\b", text))
+        text += "".join("\n" + defs[u] for u in sorted(used & set(defs)) if defs[u] not in text)
+    return text
+
+
+def _mentions(text: str, op) -> bool:
+    """Does ``text`` call ``op``: its name as a word (or its MENTIONS); an in-place form ``x_`` by
+    name, or as ``x`` with the trailing underscore added in the test (``getattr(t, op + "_")``)."""
+    if op.inplace_of:
+        return _said(text, op.name) or (_said(text, op.inplace_of) and '+ "_"' in text)
+    return _said(text, op.name)
+
+
+def _said(text: str, name: str) -> bool:
+    if name in MENTIONS:
+        return any(m in text for m in MENTIONS[name])
+    return re.search(rf"\b{re.escape(name)}(?!\w)", text) is not None
+
+
+def _family(op) -> str:
+    module = op.impl.__module__
+    assert module.startswith("tritensor.core.ops."), f"{op.name}: core entry in {module}"
+    return module.rsplit(".", 1)[1]
 
 
 # ----- structure ---------------------------------------------------------------------------------
@@ -188,6 +248,19 @@ def test_an_unregistered_layer_passes_through(monkeypatch):
         y.backward()
 
 
+def test_derivatives_launch_kernels_only_through_core_entries():
+    """A derivative's backward runs a core entry (argument checks, allocation, the launch), never a
+    kernel launcher: autograd/ imports nothing from triton_kernels/ or the launch point."""
+    bad = []
+    for path in sorted((ROOT / "autograd").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and (
+                    node.module.split(".")[0] == "triton_kernels" or node.module.startswith("runtime.launch")
+                    or any(a.name in ("triton_kernels", "launch") for a in node.names)):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert bad == []
+
+
 # ----- bookkeeping ---------------------------------------------------------------------------------
 def test_every_op_has_an_autocast_category_from_the_maintained_lists():
     listed = [n for names in AUTOCAST.values() for n in names]
@@ -199,21 +272,45 @@ def test_every_op_has_an_autocast_category_from_the_maintained_lists():
         assert op.autocast == expected, f"{op.name}: table says {op.autocast}, the maintained list {expected}"
 
 
-def test_every_op_has_a_kernel_test_and_every_derivative_a_gradcheck():
+def test_every_op_is_covered_in_its_family_files():
+    """For every op of the table, in the files of its family X (its core entry's module):
+    triton_kernels/X.py exists and core/ops/X.py imports it; its derivative, if any, is in
+    autograd/functions/X.py; tests/test_X.py holds a forward test calling it and, if it is
+    differentiable (a derivative, or made of recorded ops), a gradcheck of it."""
     kernel_ops = {name for name, op in OPS.items() if op.kernel}
     assert set(API) == set(OPS) - kernel_ops
     assert set(TESTS) == kernel_ops, (f"ops without tests: {sorted(kernel_ops - set(TESTS))}; "
                                       f"tests of no op: {sorted(set(TESTS) - kernel_ops)}")
-    for name, (kernel_ref, grad_ref) in TESTS.items():
-        base = OPS[name].inplace_of or name
-        mention = MENTIONS.get(name, base)
-        src = _function_source(kernel_ref)
-        file_text = (TESTS_DIR / kernel_ref.split("::")[0]).read_text()
-        assert mention in file_text, f"{kernel_ref} does not mention {mention!r} ({name})"
-        assert src  # the function exists
-        if name in DERIVATIVES:
-            assert grad_ref is not None, f"{name} has a derivative but no gradcheck listed"
-            g = _function_source(grad_ref)
-            assert "gradcheck" in g or ".backward(" in g, f"{grad_ref} checks no gradient"
-        else:
-            assert grad_ref is None, f"{name} has no derivative, yet {grad_ref} is listed"
+    problems = []
+    for name, (forward_ref, grad_ref) in TESTS.items():
+        op = OPS[name]
+        family = _family(op)
+        core_src = (ROOT / "core" / "ops" / f"{KERNEL_IMPORTER.get(family, family)}.py").read_text()
+        if family not in NO_KERNEL:
+            if not (ROOT / "triton_kernels" / f"{family}.py").exists():
+                problems.append(f"{name}: no triton_kernels/{family}.py")
+            elif not re.search(rf"from \.\.\.triton_kernels import {family}\b", core_src):
+                problems.append(f"{name}: core/ops/{KERNEL_IMPORTER.get(family, family)}.py does not import "
+                                f"triton_kernels/{family}.py")
+        if name in DERIVATIVES and DERIVATIVES[name].__module__ != f"tritensor.autograd.functions.{family}":
+            problems.append(f"{name}: derivative in {DERIVATIVES[name].__module__}, "
+                            f"not autograd/functions/{family}.py")
+        for ref in (forward_ref, grad_ref):
+            if ref is not None and not ref.startswith(f"test_{family}.py::"):
+                problems.append(f"{name}: {ref} is not in tests/test_{family}.py")
+        text = _test_text(forward_ref)
+        if text is None or not _mentions(text, op):
+            problems.append(f"{name}: {forward_ref} " + ("does not call it" if text else "does not exist"))
+        differentiable = name in DERIVATIVES or name in COMPOSITES
+        if differentiable != (grad_ref is not None):
+            problems.append(f"{name}: " + ("differentiable, but no gradcheck is listed" if differentiable
+                                          else f"has no derivative, yet {grad_ref} is listed"))
+        elif grad_ref is not None:
+            text = _test_text(grad_ref)
+            if text is None:
+                problems.append(f"{name}: {grad_ref} does not exist")
+            elif "gradcheck" not in text and ".backward(" not in text:
+                problems.append(f"{name}: {grad_ref} checks no gradient")
+            elif not _mentions(text, op):
+                problems.append(f"{name}: {grad_ref} does not call it")
+    assert problems == [], "\n".join(problems)

@@ -1,17 +1,20 @@
-"""max_pool2d / avg_pool2d forward and backward (triton_kernels/pool.py) against float64 NumPy.
+"""max_pool2d / avg_pool2d forward and backward (triton_kernels/pool.py) against float64 NumPy; the
+derivatives (autograd/functions/pool.py) by gradcheck in float64.
 
 The references pad explicitly (-inf for max, 0 for avg, extra room on the right for
 ``ceil_mode``) and walk the kernel taps as strided slices; max pooling's tie and NaN rules are
 PyTorch's (a strictly greater value or a NaN replaces the current pick, so ties keep the first
 position). Backward references scatter with ``np.add.at``; the kernels gather, so they share no
 index math. Max pooling is exact in every dtype (it only selects), so its forward is compared
-exactly; averages use ``tolerances.sum_tol``.
+exactly; averages use the ``accumulate`` profile of tests/tolerances.py.
 """
 import numpy as np
 import pytest
 
 import tritensor as tt
-from tolerances import FLOAT_DTYPES, NP, assert_close, sum_tol
+from tolerances import FLOAT_DTYPES, NP, assert_close
+from grad_inputs import F64, RNG, leaf
+from tritensor.autograd import gradcheck
 from tritensor.core.ops import pool as _ops_pool
 
 rng = np.random.default_rng(11)
@@ -125,7 +128,7 @@ def test_max_pool2d(dtype, case):
     dx = _ops_pool.max_pool2d_backward(tt.from_numpy(g), shape, idx, k, s, p, d, ceil)
     assert dx.dtype is dtype and dx.shape == shape
     windows = -(-k[0] // s[0]) * -(-k[1] // s[1])  # most outputs one input can win
-    assert_close(dx, ref_max_pool_backward(shape, idx_ref, g.astype(np.float64)), dtype, **sum_tol(dtype, windows))
+    assert_close(dx, ref_max_pool_backward(shape, idx_ref, g.astype(np.float64)), dtype, "accumulate", k=windows)
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
@@ -138,12 +141,12 @@ def test_avg_pool2d(dtype, case, include_pad, override):
     y = tt.avg_pool2d(tt.from_numpy(x), k, s, p, ceil, include_pad, override)
     y_ref = ref_avg_pool(x.astype(np.float64), k, s, p, ceil, include_pad, override)
     assert y.dtype is dtype and y.shape == y_ref.shape
-    assert_close(y, y_ref, dtype, **sum_tol(dtype, k[0] * k[1]))
+    assert_close(y, y_ref, dtype, "accumulate", k=k[0] * k[1])
     g = rng.standard_normal(y_ref.shape).astype(NP[dtype])
     dx = _ops_pool.avg_pool2d_backward(tt.from_numpy(g), shape, k, s, p, ceil, include_pad, override)
     assert dx.dtype is dtype and dx.shape == shape
     assert_close(dx, ref_avg_pool_backward(shape, g.astype(np.float64), k, s, p, ceil, include_pad, override), dtype,
-                 **sum_tol(dtype, k[0] * k[1]))
+                 "accumulate", k=k[0] * k[1])
 
 
 def test_known_values_and_shapes():
@@ -179,11 +182,11 @@ def test_non_contiguous_unbatched_and_empty(dtype):
     big = rng.standard_normal(y_ref.shape[:3] + (2 * y_ref.shape[3],)).astype(NP[dtype])
     g, g64 = tt.from_numpy(big)[..., ::2], big[..., ::2].astype(np.float64)
     assert_close(_ops_pool.max_pool2d_backward(g, shape, idx, k, s, p, d, ceil),
-                 ref_max_pool_backward(shape, idx_ref, g64), dtype, **sum_tol(dtype, 4))
+                 ref_max_pool_backward(shape, idx_ref, g64), dtype, "accumulate", k=4)
     assert_close(tt.avg_pool2d(x_cl, k, s, p, ceil), ref_avg_pool(x.astype(np.float64), k, s, p, ceil, True, None),
-                 dtype, **sum_tol(dtype, 6))
+                 dtype, "accumulate", k=6)
     assert_close(_ops_pool.avg_pool2d_backward(g, shape, k, s, p, ceil),
-                 ref_avg_pool_backward(shape, g64, k, s, p, ceil, True, None), dtype, **sum_tol(dtype, 6))
+                 ref_avg_pool_backward(shape, g64, k, s, p, ceil, True, None), dtype, "accumulate", k=6)
     # Unbatched (C, H, W) input, and an empty batch.
     y3 = tt.max_pool2d(tt.from_numpy(x[0]), k, s, p, d, ceil)
     np.testing.assert_array_equal(y3.numpy().astype(np.float64), y_ref[0])
@@ -216,3 +219,21 @@ def test_bad_input(no_launch):
         _ops_pool.avg_pool2d_backward(tt.zeros(1, 3, 3, 3), (1, 3, 4, 4), 2)
     with pytest.raises(TypeError, match="indices must be the int64 Tensor"):
         _ops_pool.max_pool2d_backward(tt.zeros(1, 3, 2, 2), (1, 3, 4, 4), tt.zeros(1, 3, 2, 2), 2)
+
+
+# ----- derivatives (fast mode: v^T J u, one backward per check) ------------------------------
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=2, stride=1, dilation=2, ceil_mode=True)])
+def test_max_pool2d_gradcheck(kw):
+    x = tt.tensor(RNG.permutation(2 * 2 * 5 * 5).reshape(2, 2, 5, 5) / 10.0, dtype=F64, requires_grad=True)  # no ties
+    assert gradcheck(lambda a: tt.max_pool2d(a, **kw), (x,), fast_mode=True)
+    small = tt.tensor(RNG.permutation(9).reshape(1, 1, 3, 3) / 10.0, dtype=F64, requires_grad=True)
+    assert gradcheck(lambda a: tt.max_pool2d(a, **{**kw, "kernel_size": 2}), (small,))
+    assert gradcheck(lambda a: tt.max_pool2d_with_indices(a, **kw)[0], (x,), fast_mode=True)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, count_include_pad=False, ceil_mode=True)])
+def test_avg_pool2d_gradcheck(kw):
+    assert gradcheck(lambda a: tt.avg_pool2d(a, **kw), (leaf(1, 2, 5, 5),), fast_mode=True)
+    assert gradcheck(lambda a: tt.avg_pool2d(a, **kw), (leaf(1, 1, 3, 3),))

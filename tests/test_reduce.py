@@ -1,4 +1,5 @@
-"""Reductions (triton_kernels/reduce.py, core/ops/reduce.py) against float64 NumPy.
+"""Reductions (triton_kernels/reduce.py, core/ops/reduce.py) against float64 NumPy, and their derivatives
+(autograd/functions/reduce.py) by gradcheck/gradgradcheck in float64.
 
 Every op over fp32/fp64/fp16/bf16, four memory layouts (tests/layouts.py), one dim, several
 dims, all dims, keepdim, 0-d/one-element/prime/empty shapes; then long extents (more than one
@@ -13,7 +14,9 @@ import pytest
 
 import tritensor as tt
 from layouts import LAYOUTS, check_layout, make
-from tolerances import FLOAT_DTYPES, NP, TOL, assert_close, sum_tol
+from tolerances import FLOAT_DTYPES, NP, assert_close
+from grad_inputs import F64, leaf, noncontig
+from tritensor.autograd import gradcheck, gradgradcheck
 from tritensor.triton_kernels import reduce as _k
 
 RNG = np.random.default_rng(1234)
@@ -100,8 +103,8 @@ def test_sumlike_against_float64(op, dtype, layout, case):
         assert got.shape == ()
     assert tuple(got.shape) == np.shape(expected)
     assert got.dtype is dtype
-    # sum/mean/var are n-term fp32 (fp64) sums: sum_tol widens atol with sqrt(n).
-    assert_close(got, expected, dtype, **(sum_tol(dtype, n) if op != "prod" else {}))
+    # sum/mean/var are n-term fp32 (fp64) sums: "accumulate" widens atol with sqrt(n).
+    assert_close(got, expected, dtype, "default" if op == "prod" else "accumulate", k=None if op == "prod" else n)
 
 
 EXTREME = {
@@ -175,8 +178,8 @@ def test_long_reductions(shape, dim, dtype, layout):
     axis = None if dim is None else (dim,)
     n = _count(shape, axis)
     for op, fn in (("sum", np.sum), ("mean", np.mean)):
-        assert_close(getattr(x, op)(dim), fn(ref, axis=dim), dtype, **sum_tol(dtype, n))
-    assert_close(x.var(dim), np.var(ref, axis=dim, ddof=1), dtype, **sum_tol(dtype, n))
+        assert_close(getattr(x, op)(dim), fn(ref, axis=dim), dtype, "accumulate", k=n)
+    assert_close(x.var(dim), np.var(ref, axis=dim, ddof=1), dtype, "accumulate", k=n)
     np.testing.assert_array_equal(x.amax(() if dim is None else dim).numpy().astype(np.float64), np.max(ref, axis=dim))
     np.testing.assert_array_equal(x.argmax(dim).numpy(), np.argmax(ref, axis=dim))
     np.testing.assert_array_equal(x.argmin(dim).numpy(), np.argmin(ref, axis=dim))
@@ -212,9 +215,9 @@ def test_variance_is_stable_for_large_mean(shape, dim):
     naive = (np.mean(x_np * x_np, axis=dim, dtype=np.float32)
              - np.mean(x_np, axis=dim, dtype=np.float32) ** 2) * np.float32(n / (n - 1))
     assert np.max(np.abs(naive - ref) / ref) > 1e-2  # the data really defeats the naive formula
-    # rtol 1e-4, not TOL's 1e-5: the chunk means carry fp32 rounding of 1e4-sized sums, whose
-    # error enters the variance through the (tiny, but not zero) mean shift.
-    assert_close(tt.from_numpy(x_np).var(dim), ref, tt.float32, rtol=1e-4)
+    # the chunk means carry fp32 rounding of 1e4-sized sums, whose error enters the variance
+    # through the (tiny, but not zero) mean shift
+    assert_close(tt.from_numpy(x_np).var(dim), ref, tt.float32, "large_mean")
     assert_close(tt.from_numpy(x_np.astype(np.float64)).var(dim), ref, tt.float64)
 
 
@@ -367,13 +370,12 @@ def test_var_std_correction_and_unbiased(dtype):
     a = RNG.standard_normal((5, 8))
     x = tt.from_numpy(a.astype(NP[dtype]))
     ref = a.astype(NP[dtype]).astype(np.float64)
-    tol = TOL[dtype]
-    assert_close(x.var(1, correction=0), ref.var(1), dtype, **tol)
-    assert_close(x.var(1, correction=3, keepdim=True), ref.var(1, ddof=3, keepdims=True), dtype, **tol)
-    assert_close(x.var(1, unbiased=False), ref.var(1), dtype, **tol)
-    assert_close(x.std(0, unbiased=True), ref.std(0, ddof=1), dtype, **tol)
-    assert_close(tt.var(x, False), ref.var(), dtype, **tol)  # legacy positional unbiased
-    assert_close(x.std(correction=2.5), np.sqrt(((ref - ref.mean()) ** 2).sum() / (40 - 2.5)), dtype, **tol)
+    assert_close(x.var(1, correction=0), ref.var(1), dtype)
+    assert_close(x.var(1, correction=3, keepdim=True), ref.var(1, ddof=3, keepdims=True), dtype)
+    assert_close(x.var(1, unbiased=False), ref.var(1), dtype)
+    assert_close(x.std(0, unbiased=True), ref.std(0, ddof=1), dtype)
+    assert_close(tt.var(x, False), ref.var(), dtype)  # legacy positional unbiased
+    assert_close(x.std(correction=2.5), np.sqrt(((ref - ref.mean()) ** 2).sum() / (40 - 2.5)), dtype)
     with pytest.warns(RuntimeWarning, match="degrees of freedom"):
         r = x.var(1, correction=8).numpy()  # N - correction == 0: x/0 like torch
     assert np.all(np.isinf(r))
@@ -432,3 +434,86 @@ def test_reduction_errors_are_raised_before_any_kernel():
         x.max((0, 1))
     with pytest.raises(TypeError, match=r"prod\(\): argument 'dim' must be int"):
         x.prod((0, 1))
+
+
+# ----- derivatives: gradcheck in float64 -----------------------------------------------------
+REDUCTIONS = {
+    "sum": lambda t: t.sum(), "sum_dim": lambda t: t.sum(1), "sum_dims_keep": lambda t: t.sum((0, 2), keepdim=True),
+    "mean": lambda t: t.mean(), "mean_dim": lambda t: t.mean(-1, keepdim=True), "amax": lambda t: t.amax(1),
+    "amin": lambda t: t.amin((0, 1)), "max": lambda t: t.max(), "max_dim": lambda t: t.max(2).values,
+    "min_dim": lambda t: t.min(0, keepdim=True)[0], "var": lambda t: t.var(1), "std": lambda t: t.std(),
+    "var_corr0": lambda t: t.var((1, 2), correction=0), "prod": lambda t: t.prod(1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+def test_reduction_gradcheck(name):
+    x = leaf(2, 3, 2, positive=name == "prod")
+    assert gradcheck(REDUCTIONS[name], (x,))
+
+
+@pytest.mark.parametrize("name", ["sum_dim", "mean_dim", "max_dim", "var"])
+def test_reduction_gradcheck_noncontiguous(name):
+    x = noncontig(2, 3, 2)
+    assert gradcheck(REDUCTIONS[name], (x,))
+
+
+@pytest.mark.parametrize("name", ["sum_dim", "mean", "amax", "var", "std"])
+def test_reduction_second_derivative(name):
+    x = leaf(2, 3, 2)
+    assert gradgradcheck(REDUCTIONS[name], (x,), fast_mode=True)
+
+
+def test_max_dim_gradient_goes_to_returned_index():
+    x = tt.tensor([[1.0, 3.0, 3.0]], requires_grad=True)
+    v, i = x.max(1)
+    assert not i.requires_grad
+    v.sum().backward()
+    assert_close(x.grad, [[0.0, 1.0, 0.0]] if int(i.item()) == 1 else [[0.0, 0.0, 1.0]], tt.float32)
+
+
+def _with_zeros(nzeros, shape=(2, 3)):
+    """A float64 leaf with ``nzeros`` zeros in every row (at different columns per row)."""
+    a = RNG.uniform(0.5, 1.5, size=shape) * RNG.choice([-1.0, 1.0], size=shape)
+    for r in range(shape[0]):
+        a[r, [(r + k) % shape[1] for k in range(nzeros)]] = 0.0
+    return tt.tensor(a, dtype=F64, requires_grad=True)
+
+
+def _prod_grad_ref(a, axis):
+    """d prod / dx_i = product of the other entries of the slice, by brute force."""
+    a = a.reshape(1, -1) if axis is None else np.moveaxis(a, axis, -1)
+    ref = np.empty_like(a)
+    for i in range(a.shape[-1]):
+        ref[..., i] = np.prod(np.delete(a, i, axis=-1), axis=-1)
+    return ref
+
+
+@pytest.mark.parametrize("nzeros", [0, 1, 2])
+@pytest.mark.parametrize("over", ["dim", "all"])
+def test_prod_gradient_with_zeros(nzeros, over):
+    # per row of a (2, 3) input: 0, 1 or 2 zeros; over all dims the whole tensor has 2 * nzeros
+    fn = {"dim": lambda t: t.prod(-1, keepdim=True), "all": lambda t: t.prod()}[over]
+    x = _with_zeros(nzeros)
+    assert gradcheck(fn, (x,))
+    a = x.detach().numpy()
+    fn(x).sum().backward()
+    expected = _prod_grad_ref(a, 1) if over == "dim" else _prod_grad_ref(a, None).reshape(a.shape)
+    assert_close(x.grad, expected, F64)
+
+
+@pytest.mark.parametrize("nzeros", [1, 2])
+def test_prod_second_derivative_with_zeros(nzeros):
+    # the backward is written to be differentiable again at zeros too (fast mode: the full
+    # second-order Jacobian costs far more in the interpreter)
+    assert gradgradcheck(lambda t: t.prod(0), (_with_zeros(nzeros, (3, 2)),), fast_mode=True)
+
+
+def test_prod_gradient_with_one_zero_over_all_dims_and_low_precision():
+    x = tt.tensor([[1.5, 0.0, 2.0], [0.5, -1.0, 3.0]], requires_grad=True)  # fp32, one zero in the tensor
+    x.prod().backward()
+    assert_close(x.grad, [[0.0, -4.5, 0.0], [0.0, 0.0, 0.0]], tt.float32)
+    y = tt.tensor([[2.0, 0.0], [0.0, 0.0]], dtype=tt.bfloat16, requires_grad=True)
+    y.prod(0).sum().backward()
+    assert y.grad.dtype is tt.bfloat16
+    assert_close(y.grad, [[0.0, 0.0], [2.0, 0.0]], tt.bfloat16)

@@ -1,4 +1,5 @@
-"""softmax / log_softmax (triton_kernels/softmax.py, core/ops/norm.py) against float64 NumPy.
+"""softmax / log_softmax (triton_kernels/softmax.py, core/ops/softmax.py) against float64 NumPy,
+and their derivatives (autograd/functions/softmax.py) by gradcheck.
 
 Any dim of strided inputs (four layouts, tests/layouts.py), 0-d/one-element/prime/empty shapes,
 rows longer than one tile (the online two-pass schedule), -inf/NaN/huge values, dtype=, errors.
@@ -11,6 +12,8 @@ import pytest
 import tritensor as tt
 from layouts import LAYOUTS, check_layout, make
 from tolerances import FLOAT_DTYPES, NP, assert_close
+from grad_inputs import F64, leaf, noncontig
+from tritensor.autograd import gradcheck, gradgradcheck
 from tritensor.triton_kernels import softmax as _k
 
 RNG = np.random.default_rng(99)
@@ -68,13 +71,10 @@ def test_rows_longer_than_one_tile(op, layout, dtype):
     ref[1, : _k.CHUNK_N + 5] = -np.inf  # a first chunk of only -inf, then finite values
     x[1, : _k.CHUNK_N + 5] = float("-inf")
     got = getattr(x, op)(1)
-    # log_softmax subtracts log(sum of n terms) ~ 12: its fp32 error is relative to that, not to
-    # small outputs; atol covers it (bf16 keeps TOL's, which is already coarser).
-    extra = dict(atol=2e-5) if op == "log_softmax" and dtype is tt.float32 else {}
-    assert_close(got, REF[op](ref, 1), dtype, **extra)
+    # log_softmax subtracts log(sum of n terms) ~ 12: its fp32 error is relative to that
+    assert_close(got, REF[op](ref, 1), dtype, "log_sum" if op == "log_softmax" else "default")
     if op == "softmax":
-        assert_close(got.sum(1), np.ones(2), tt.float32 if dtype is tt.float32 else dtype,
-                     rtol=1e-4 if dtype is not tt.bfloat16 else 2e-2)  # n-term sum of rounded outputs
+        assert_close(got.sum(1), np.ones(2), dtype, "row_sum")  # n-term sum of rounded outputs
 
 
 @pytest.mark.parametrize("dtype", [tt.float32, tt.float16], ids=str)
@@ -144,3 +144,26 @@ def test_errors_before_any_kernel():
         tt.softmax(x, 0, dtype="complex64")
     with pytest.raises(TypeError, match=r"softmax\(\): argument 'input' must be Tensor, not list"):
         tt.softmax([1.0, 2.0], 0)
+
+
+# ----- derivatives: gradcheck in float64 ---------------------------------------------------------
+SOFTMAXES = {"softmax": lambda t: t.softmax(1), "log_softmax": lambda t: t.log_softmax(-1),
+             "softmax_dtype": lambda t: tt.softmax(t, 0, dtype=F64)}
+
+
+@pytest.mark.parametrize("name", sorted(SOFTMAXES))
+def test_softmax_gradcheck(name):
+    x = leaf(2, 3, 2)
+    assert gradcheck(SOFTMAXES[name], (x,))
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_gradcheck_noncontiguous(name):
+    x = noncontig(2, 3, 2)
+    assert gradcheck(SOFTMAXES[name], (x,))
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_softmax_second_derivative(name):
+    x = leaf(2, 3, 2)
+    assert gradgradcheck(SOFTMAXES[name], (x,), fast_mode=True)

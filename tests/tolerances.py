@@ -1,10 +1,14 @@
-"""Per-dtype tolerances for comparing kernels against float64 NumPy references. One place.
+"""Tolerances for comparing results with float64 NumPy references: per dtype, and named profiles.
 
-Why these numbers: a kernel computes in fp32 (fp64 for fp64 inputs) and rounds once on store.
-fp16 keeps 11 significant bits (unit roundoff 4.9e-4) and bf16 8 bits (3.9e-3), so a correctly
-rounded result can be off by half an ulp of the output type; the rtol below is about two ulps.
-fp32 allows for fp32 transcendental functions (a few ulps) and fp32 accumulation.
-Tests that need something else say so next to the call, with the reason.
+Why the default numbers (:data:`TOL`): a kernel computes in fp32 (fp64 for fp64 inputs) and rounds
+once on store. fp16 keeps 11 significant bits (unit roundoff 4.9e-4) and bf16 8 bits (3.9e-3), so
+a correctly rounded result can be off by half an ulp of the output type; the rtol below is about
+two ulps. fp32 allows for fp32 transcendental functions (a few ulps) and fp32 accumulation.
+
+A check that needs other numbers names a *profile* (:data:`PROFILES`), never numbers of its own:
+``assert_close(actual, expected, dtype, "accumulate", k=K)``. Each profile says why it differs
+from the default; the dtypes it does not name keep :data:`TOL`. ``tests/test_tolerances.py``
+checks that no kernel test passes ``rtol=``/``atol=`` itself.
 """
 import ml_dtypes
 import numpy as np
@@ -17,21 +21,11 @@ TOL = {
     tt.float16: dict(rtol=1e-3, atol=1e-3),
     tt.bfloat16: dict(rtol=8e-3, atol=8e-3),
 }
+EXACT = dict(rtol=0.0, atol=0.0)  # integers and bool: exact, whatever the profile
 
 FLOAT_DTYPES = [tt.float32, tt.float64, tt.float16, tt.bfloat16]
 NP = {tt.float32: np.float32, tt.float64: np.float64, tt.float16: np.float16, tt.bfloat16: ml_dtypes.bfloat16,
       tt.int32: np.int32, tt.int64: np.int64, tt.bool: np.bool_}
-
-
-def assert_close(actual, expected, dtype, **override):
-    """Compare a tritensor result with a NumPy reference (computed in float64)."""
-    tol = dict(TOL.get(dtype, dict(rtol=0, atol=0)))
-    tol.update(override)
-    a = actual.cpu().numpy() if isinstance(actual, tt.Tensor) else np.asarray(actual)
-    a = a.astype(np.float64) if a.dtype == ml_dtypes.bfloat16 else a
-    np.testing.assert_allclose(np.asarray(a, dtype=np.float64) if a.dtype.kind == "f" else a,
-                               np.asarray(expected), equal_nan=True, **tol)
-
 
 # Sums of k products (matmul, conv2d and its backward kernels) accumulate in fp32 (fp64 for
 # fp64). Rounding error of such a sum grows like sqrt(k) * unit roundoff * term size for terms of
@@ -40,8 +34,101 @@ def assert_close(actual, expected, dtype, **override):
 _ACC_UNIT_ROUNDOFF = {tt.float64: 2.0**-53, tt.float32: 2.0**-24, tt.float16: 2.0**-24, tt.bfloat16: 2.0**-24}
 
 
-def sum_tol(dtype, k):
-    """TOL[dtype] with atol widened for a k-term sum accumulated in fp32 (fp64 for fp64)."""
+def _default(dtype, k):
+    return dict(TOL[dtype])
+
+
+def _accumulate(dtype, k):
     tol = dict(TOL[dtype])
     tol["atol"] = max(tol["atol"], 16 * max(k, 1) ** 0.5 * _ACC_UNIT_ROUNDOFF[dtype])
     return tol
+
+
+def _rounded_terms(dtype, k):
+    return {name: v * k for name, v in TOL[dtype].items()}
+
+
+def _centered(dtype, k):
+    tol = dict(TOL[dtype])
+    tol["atol"] = max(tol["atol"], 4 * _ACC_UNIT_ROUNDOFF[dtype] * k)
+    return tol
+
+
+def _over_default(changes):
+    """A profile that is :data:`TOL` except for the dtypes in ``changes``."""
+    def profile(dtype, k):
+        return dict(changes[dtype]) if dtype in changes else dict(TOL[dtype])
+    return profile
+
+
+F32, F64, BF16 = tt.float32, tt.float64, tt.bfloat16
+
+# name -> (dtype, k) -> dict(rtol=, atol=). ``k`` is the profile's one parameter, where it has one.
+PROFILES = {
+    # One rounding on store, fp32 compute: the numbers above.
+    "default": _default,
+    # A choice among the inputs (max, clamp, a copy): nothing is computed, nothing may differ.
+    "exact": lambda dtype, k: dict(EXACT),
+    # A k-term sum accumulated in fp32 (fp64 for fp64): atol grows like sqrt(k) (see above).
+    "accumulate": _accumulate,
+    # k separately rounded values combined (a sum of k rounded losses, a chain of k ops each
+    # rounding in the dtype): each may carry a full default error, so TOL times k.
+    "rounded_terms": _rounded_terms,
+    # One correctly rounded (or few-ulp) function of exact inputs, values away from zero: a few
+    # ulps relative (fp32 ulp 1.2e-7; fp64's 1e-12 allows for libm differences), no absolute slack.
+    "ulps": _over_default({F32: dict(rtol=1e-6, atol=0.0), F64: dict(rtol=1e-12, atol=0.0)}),
+    # fp32 transcendental functions on the GPU (libdevice, a few ulps) of values bounded away
+    # from zero: the default relative tolerance, no absolute slack.
+    "relative": _over_default({F32: dict(rtol=1e-5, atol=0.0)}),
+    # sin/cos of |x| up to ~10 in fp32: argument reduction loses a few ulps of the input, which
+    # show as an absolute error of the (bounded) output.
+    "range_reduction": _over_default({F32: dict(rtol=1e-5, atol=1e-5)}),
+    # exp-like functions in fp32: exp(x) amplifies the input's fp32 ulp by |x| (<~5 in the tests).
+    "exp_amplified": _over_default({F32: dict(rtol=2e-5, atol=1e-6)}),
+    # Statistics of data with a large mean (1e3-1e4 + N(0, 1)) in fp32: the chunk means carry the
+    # rounding of large sums, a ~1e-5 relative shift of the deviations; 1e-4 bounds a stable method
+    # (E[x^2] - E[x]^2 would miss by orders of magnitude).
+    "large_mean": _over_default({F32: dict(rtol=1e-4, atol=1e-6)}),
+    # x - mean with a mean of size k (times the scale applied after): centering is exact only to
+    # about an ulp of the mean in the statistics dtype (fp32, fp64 for fp64); 4 such ulps on top
+    # of the dtype's own atol.
+    "centered": _centered,
+    # log_softmax of long rows in fp32: it subtracts log(sum of n terms) ~ 12, so its error is
+    # relative to that, not to small outputs.
+    "log_sum": _over_default({F32: dict(rtol=1e-5, atol=2e-5)}),
+    # The sum of a row of n rounded softmax outputs against 1 (n in the thousands).
+    "row_sum": _over_default({F32: dict(rtol=1e-4, atol=1e-6), F64: dict(rtol=1e-4, atol=1e-12),
+                              BF16: dict(rtol=2e-2, atol=8e-3)}),
+    # Against a float64 central-difference reference, whose own error is ~1e-9: fp64 is held to
+    # 1e-7 (the other dtypes' default is coarser than the reference's error already).
+    "finite_difference": _over_default({F64: dict(rtol=1e-7, atol=1e-8)}),
+    # nn layers (Linear, LayerNorm, Conv2d) on N(0, 1) inputs in fp32: sums of up to tens of
+    # products and a normalization, compared near zero too: 1e-5 absolute.
+    "layer": _over_default({F32: dict(rtol=1e-5, atol=1e-5)}),
+    # A gradient that went through bf16 autocast (bf16 operands, bf16 matmul result, fp32 master
+    # weights): a few bf16 roundings (8e-3 each) of O(1) values, then a short sum.
+    "autocast_bf16": _over_default({BF16: dict(rtol=0.05, atol=0.05)}),
+}
+NEEDS_K = {"accumulate", "rounded_terms", "centered"}
+
+
+def tolerance(dtype, profile="default", k=None) -> dict:
+    """``dict(rtol=, atol=)`` of ``profile`` for ``dtype`` (exact for integer and bool dtypes)."""
+    if profile not in PROFILES:
+        raise KeyError(f"unknown tolerance profile {profile!r}; known: {sorted(PROFILES)}")
+    if (k is None) == (profile in NEEDS_K):
+        raise TypeError(f"tolerance profile {profile!r} " + ("needs k=" if k is None else "takes no k"))
+    if dtype not in TOL:
+        return dict(EXACT)
+    return PROFILES[profile](dtype, k)
+
+
+def assert_close(actual, expected, dtype, profile="default", k=None):
+    """Compare a tritensor result (or array) with a NumPy reference computed in float64, to the
+    tolerance of ``profile`` for ``dtype``; NaNs must match."""
+    tol = tolerance(dtype, profile, k)
+    a = actual.cpu().numpy() if isinstance(actual, tt.Tensor) else np.asarray(actual)
+    a = a.astype(np.float64) if a.dtype == ml_dtypes.bfloat16 else a
+    np.testing.assert_allclose(np.asarray(a, dtype=np.float64) if a.dtype.kind == "f" else a,
+                               np.asarray(expected), equal_nan=True, **tol)
+

@@ -11,9 +11,12 @@ Where an op's derivative lives:
   elementwise.py  unary math, + - * / ** maximum minimum remainder, where, clamp (and in-place forms)
   views.py        view reshape transpose permute expand squeeze unsqueeze narrow select, basic []
   copies.py       clone/contiguous, to (dtype/device), copy_, fill_/zero_
-  reduce.py       sum mean prod amax amin max min var std softmax log_softmax layer_norm
+  reduce.py       sum mean prod amax amin max min var std
+  softmax.py      softmax log_softmax
+  layer_norm.py   layer_norm native_layer_norm
   matmul.py       matmul mm bmm linear
-  conv.py         conv2d max_pool2d avg_pool2d
+  conv.py         conv2d
+  pool.py         max_pool2d max_pool2d_with_indices avg_pool2d
   loss.py         cross_entropy (fused log-softmax + NLL kernel)
   index.py        index_select gather, x[idx] (advanced: integer tensors, lists, masks), x[idx] = v
   cumsum.py       cumsum
@@ -21,10 +24,10 @@ Where an op's derivative lives:
 """
 from __future__ import annotations
 
-from . import attention, conv, copies, cumsum, elementwise, index, loss, matmul, reduce, views
+from . import attention, conv, copies, cumsum, elementwise, index, layer_norm, loss, matmul, pool, reduce, softmax, views
 
 DERIVATIVES: dict = {}
-for _module in (elementwise, views, copies, reduce, matmul, conv, loss, index, cumsum, attention):
+for _module in (elementwise, views, copies, reduce, softmax, layer_norm, matmul, conv, pool, loss, index, cumsum, attention):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:
             raise ValueError(f"op {_name} has two derivatives ({_module.__name__})")

@@ -1,13 +1,12 @@
-"""Derivatives of ``conv2d``, ``max_pool2d`` and ``avg_pool2d``: each backward is its own
-Triton kernel (``triton_kernels/conv.py``, ``pool.py``; wrappers in ``core/ops/conv.py``,
-``core/ops/pool.py``). Those kernels are not themselves recorded, so these ops support first
-derivatives only; asking for a second (``create_graph=True``) raises instead of silently
-returning a gradient without history.
+"""Derivative of ``conv2d``: each backward is its own Triton kernel (``triton_kernels/conv.py``;
+wrappers in ``core/ops/conv.py``). Those kernels are not themselves recorded, so conv2d supports
+first derivatives only; asking for a second (``create_graph=True``) raises instead of silently
+returning a gradient without history (:func:`_first_order_only`, shared by the other
+kernel-backed derivatives: pooling, layer_norm, cross_entropy).
 """
 from __future__ import annotations
 
 from ...core.ops import conv as _conv
-from ...core.ops import pool as _pool
 from ..grad_mode import is_grad_enabled
 from .elementwise import Op
 
@@ -47,55 +46,8 @@ class Conv2d(Op):
         return gx, gw, gb, None, None, None, None
 
 
-class MaxPool2d(Op):
-    @staticmethod
-    def forward(ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-        y, idx = _pool.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
-        ctx.args = (kernel_size, stride, padding, dilation, ceil_mode)
-        ctx.in_shape = x.shape
-        ctx.save_for_backward(idx)
-        if return_indices:
-            ctx.mark_non_differentiable(idx)
-            return y, idx
-        return y
-
-    @staticmethod
-    def backward(ctx, g, *_):
-        _first_order_only("max_pool2d")
-        (idx,) = ctx.saved_tensors
-        return (_pool.max_pool2d_backward(g, ctx.in_shape, idx, *ctx.args),) + (None,) * 6
-
-
-class AvgPool2d(Op):
-    @staticmethod
-    def forward(ctx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                divisor_override=None):
-        ctx.args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-        ctx.in_shape = x.shape
-        return _pool.avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-
-    @staticmethod
-    def backward(ctx, g):
-        _first_order_only("avg_pool2d")
-        return (_pool.avg_pool2d_backward(g, ctx.in_shape, *ctx.args),) + (None,) * 6
-
-
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return Conv2d.apply(input, weight, bias, stride, padding, dilation, groups)
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    return MaxPool2d.apply(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-
-
-def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
-    return MaxPool2d.apply(input, kernel_size, stride, padding, dilation, ceil_mode, True)
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    return AvgPool2d.apply(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-
-
-RECORD = {"conv2d": conv2d, "max_pool2d": max_pool2d, "max_pool2d_with_indices": max_pool2d_with_indices,
-          "avg_pool2d": avg_pool2d}
+RECORD = {"conv2d": conv2d}  # op name -> recorder

@@ -1,6 +1,6 @@
 """Derivatives of the copying ops: ``clone`` (and so ``contiguous``), ``to`` (dtype and device
 casts), ``copy_`` and ``fill_``/``zero_`` (core entries: ``core/ops/copies.py``; kernels:
-``triton_kernels/cast.py``). The autograd layer calls the recorders in :data:`RECORD` only when
+``triton_kernels/copies.py``). The autograd layer calls the recorders in :data:`RECORD` only when
 grad mode is on and an argument requires grad."""
 from __future__ import annotations
 

@@ -1,13 +1,12 @@
-"""Derivative of ``cross_entropy``: one fused kernel each way (``triton_kernels/loss.py``):
-forward log-softmax + NLL, backward softmax - one_hot. The backward kernel is not recorded, so
+"""Derivative of ``cross_entropy``: one fused kernel each way (``triton_kernels/loss.py``, launched by
+the core entries ``core/ops/loss.py: cross_entropy_forward / cross_entropy_backward``): forward
+log-softmax + NLL, backward softmax - one_hot. The backward kernel is not recorded, so
 cross_entropy supports first derivatives only; ``mse_loss`` and ``nll_loss`` are compositions of
 recorded ops in ``core/ops/loss.py`` (any order).
 """
 from __future__ import annotations
 
 from ...core.ops import loss as _loss
-from ...core.tensor import Tensor
-from ...triton_kernels import loss as _k
 from .conv import _first_order_only
 from .elementwise import Op
 
@@ -26,18 +25,8 @@ class CrossEntropy(Op):
     def backward(ctx, g):
         _first_order_only("cross_entropy")
         x2, t1, lse, w, wsum = ctx.saved_tensors
-        dx = Tensor._empty(x2.shape, x2.dtype, x2.device)
-        g = g.reshape(-1) if g.ndim else g
-        if ctx.denom is not None:
-            g = g.to(ctx.denom.dtype) / ctx.denom
-        scale = 1.0 / ctx.count if ctx.count else float("nan")
-        _k.cross_entropy_backward(dx, x2, t1, lse, g, scale, ctx.ignore_index, w, wsum, ctx.label_smoothing)
-        shape = ctx.in_shape
-        if len(shape) == 1:
-            dx = dx.reshape(shape)
-        elif len(shape) > 2:  # rows were (N, spatial..., C): move classes back to dim 1
-            dx = dx.reshape((shape[0],) + tuple(shape[2:]) + (shape[1],))
-            dx = dx.permute(0, len(shape) - 1, *range(1, len(shape) - 1))
+        dx = _loss.cross_entropy_backward(g, ctx.in_shape, x2, t1, lse, w, wsum, ctx.count, ctx.denom,
+                                          ctx.ignore_index, ctx.label_smoothing)
         return dx, None, None, None, None, None
 
 

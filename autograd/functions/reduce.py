@@ -1,9 +1,7 @@
-"""Derivatives of the reductions and normalizations: ``sum mean amax amin max min var std``,
-``softmax log_softmax layer_norm`` (kernels: ``triton_kernels/reduce.py``, ``softmax.py``,
-``layer_norm.py``; checks and shapes: ``core/ops/reduce.py``, ``core/ops/norm.py``).
+"""Derivatives of the reductions: ``sum mean prod amax amin max min var std`` (kernels:
+``triton_kernels/reduce.py``; checks and shapes: ``core/ops/reduce.py``).
 
-Backward formulas use tensor ops, so they are differentiable again, except layer_norm's, which
-treats the saved mean/rstd as constants (first order only).
+Backward formulas use tensor ops, so they are differentiable again.
 """
 from __future__ import annotations
 
@@ -11,11 +9,9 @@ import builtins
 import math
 
 from ...core.factories import arange
-from ...core.ops import norm as _norm
 from ...core.ops import reduce as _red
 from ...core.tensor import Tensor
 from . import elementwise as _e
-from .conv import _first_order_only
 from .elementwise import Op, _ew_where
 
 
@@ -205,78 +201,6 @@ class Std(_Variance):
         return scale * centered, None, None, None, None
 
 
-class Softmax(Op):
-    """y = softmax(x): dx = y * (g - sum(g * y))."""
-
-    @staticmethod
-    def forward(ctx, x, dim, dtype=None):
-        y = _norm.softmax(x, dim, dtype)
-        ctx.dim = dim
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None, None
-
-
-class LogSoftmax(Op):
-    """y = log_softmax(x): dx = g - exp(y) * sum(g)."""
-
-    @staticmethod
-    def forward(ctx, x, dim, dtype=None):
-        y = _norm.log_softmax(x, dim, dtype)
-        ctx.dim = dim
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g - y.exp() * g.sum(ctx.dim, keepdim=True), None, None
-
-
-class LayerNorm(Op):
-    """y = (x - mean) * rstd * w + b over the trailing ``normalized_shape`` dims.
-
-    dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)) with gh = g * w and xhat the
-    normalized input; dw = sum(g * xhat), db = sum(g) over the leading dims. The saved mean
-    and rstd enter as constants, so a second derivative would be wrong: it raises instead.
-    ``native=True`` also returns (non-differentiable) mean and rstd, as ``native_layer_norm``.
-    """
-
-    @staticmethod
-    def forward(ctx, x, normalized_shape, weight=None, bias=None, eps=1e-5, native=False):
-        out, mean, rstd = _norm.native_layer_norm(x, normalized_shape, weight, bias, eps)
-        ctx.k = len(_norm._normalized_shape(normalized_shape))
-        ctx.save_for_backward(x, weight, mean, rstd)
-        if native:
-            ctx.mark_non_differentiable(mean, rstd)
-            return out, mean, rstd
-        return out
-
-    @staticmethod
-    def backward(ctx, g, *_stats):
-        _first_order_only("layer_norm")
-        x, w, mean, rstd = ctx.saved_tensors
-        nd = x.ndim
-        norm_dims = tuple(range(nd - ctx.k, nd))
-        lead_dims = tuple(range(nd - ctx.k))
-        stats = mean.dtype
-        gf, xf = g.to(stats), x.to(stats)
-        xhat = (xf - mean) * rstd
-        gh = gf * w.to(stats) if w is not None else gf
-        gx = gw = gb = None
-        if ctx.needs_input_grad[0]:
-            gx = rstd * (gh - gh.mean(norm_dims, keepdim=True) - xhat * (gh * xhat).mean(norm_dims, keepdim=True))
-        if w is not None and ctx.needs_input_grad[2]:
-            gw = (gf * xhat).sum(lead_dims) if lead_dims else gf * xhat
-        if len(ctx.needs_input_grad) > 3 and ctx.needs_input_grad[3]:
-            gb = gf.sum(lead_dims) if lead_dims else gf
-        return gx, None, gw, gb, None, None
-
-
 # The free functions / methods. Like torch's, these names shadow Python's builtins below here.
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     return Sum.apply(input, dim, keepdim, dtype)
@@ -314,22 +238,5 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return Std.apply(input, dim, unbiased, keepdim, correction)
 
 
-def softmax(input, dim, dtype=None):
-    return Softmax.apply(input, dim, dtype)
-
-
-def log_softmax(input, dim, dtype=None):
-    return LogSoftmax.apply(input, dim, dtype)
-
-
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    return LayerNorm.apply(input, normalized_shape, weight, bias, eps)
-
-
-def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    return LayerNorm.apply(input, normalized_shape, weight, bias, eps, True)
-
-
 RECORD = {"sum": sum, "mean": mean, "prod": prod, "amax": amax, "amin": amin, "max": max, "min": min, "var": var,
-          "std": std, "softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm,
-          "native_layer_norm": native_layer_norm}  # op name -> recorder; argmax argmin all any: nothing to record
+          "std": std}  # op name -> recorder; argmax argmin all any: nothing to record

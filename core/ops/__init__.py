@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...triton_kernels import cast as _cast
+from ...triton_kernels import copies as _copies_k
 from ...runtime import cuda, memory
 from ...runtime import dtype as dt
 from ...runtime.device import CPU
@@ -44,12 +44,12 @@ def copy_into(dst, src) -> None:
     _check_writable(dst, "copy_")
     if _overlaps(dst, src):
         src = src.clone()
-    _cast.copy(dst, src)
+    _copies_k.copy(dst, src)
 
 
 def fill(dst, value) -> None:
     _check_writable(dst, "fill_")
-    _cast.fill(dst, value)
+    _copies_k.fill(dst, value)
 
 
 def move(src, dev, dtype_):

@@ -1,5 +1,5 @@
 """The copying ops: ``clone`` (and so ``contiguous``), ``to`` (dtype and device casts), ``copy_`` and
-``fill_`` (kernels: ``triton_kernels/cast.py``; the moves they share are in ``core/ops/__init__.py``).
+``fill_`` (kernels: ``triton_kernels/copies.py``; the moves they share are in ``core/ops/__init__.py``).
 """
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Loss ops on Tensors: ``cross_entropy`` (PyTorch's argument checks, then the fused log-softmax +
 NLL kernels of ``triton_kernels/loss.py``), and ``nll_loss``/``mse_loss``, written with other ops
-(so autograd records their pieces). Differentiation of cross_entropy: ``autograd/functions/loss.py``."""
+(so autograd records their pieces). Differentiation of cross_entropy: ``autograd/functions/loss.py``,
+whose backward runs :func:`cross_entropy_backward` here (no layer above core launches a kernel)."""
 from __future__ import annotations
 
 import numbers
@@ -122,6 +123,23 @@ def cross_entropy_forward(input, target, reduction, ignore_index, weight, label_
             count = count_valid(t1, ignore_index)
             out = out / count if count else out * float("nan")
     return out.to(input.dtype), (x2, t1, lse, w, wsum), count, denom
+
+
+def cross_entropy_backward(g, in_shape, x2, t1, lse, w, wsum, count, denom, ignore_index, label_smoothing):
+    """d loss / d input from what :func:`cross_entropy_forward` saved, in the input's layout:
+    ``g`` times softmax - one_hot (smoothed, weighted) per row, scaled as the reduction was."""
+    dx = TensorBase._empty(x2.shape, x2.dtype, x2.device)
+    g = g.reshape(-1) if g.ndim else g
+    if denom is not None:
+        g = g.to(denom.dtype) / denom
+    scale = 1.0 / count if count else float("nan")
+    _k.cross_entropy_backward(dx, x2, t1, lse, g, scale, ignore_index, w, wsum, label_smoothing)
+    if len(in_shape) == 1:
+        return dx.reshape(in_shape)
+    if len(in_shape) > 2:  # rows were (N, spatial..., C): move classes back to dim 1
+        dx = dx.reshape((in_shape[0],) + tuple(in_shape[2:]) + (in_shape[1],))
+        dx = dx.permute(0, len(in_shape) - 1, *range(1, len(in_shape) - 1))
+    return dx
 
 
 def _no_legacy(size_average, reduce):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import attention, conv, copies, cumsum, elementwise, index, loss, matmul, norm, pool, reduce, views
+from . import attention, conv, copies, cumsum, elementwise, index, layer_norm, loss, matmul, pool, reduce, softmax, views
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -100,16 +100,16 @@ _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
 _add(Op("scaled_dot_product_attention", attention.scaled_dot_product_attention, "lower", method=False, function=False,
         functional=True))
 
-# ----- reductions, scans, normalizations (core/ops/reduce.py, cumsum.py, norm.py) ---------------
+# ----- reductions, scans, normalizations (core/ops/reduce.py, cumsum.py, softmax.py, layer_norm.py) -
 for _name in ("sum", "prod"):
     _add(Op(_name, getattr(reduce, _name), "fp32"))
 for _name in ("mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any"):
     _add(Op(_name, getattr(reduce, _name), "none"))
 _add(Op("cumsum", cumsum.cumsum, "fp32"))
-_add(Op("softmax", norm.softmax, "fp32", functional=True))
-_add(Op("log_softmax", norm.log_softmax, "fp32", functional=True))
-_add(Op("layer_norm", norm.layer_norm, "fp32", method=False, functional=True))
-_add(Op("native_layer_norm", norm.native_layer_norm, "fp32", method=False))
+_add(Op("softmax", softmax.softmax, "fp32", functional=True))
+_add(Op("log_softmax", softmax.log_softmax, "fp32", functional=True))
+_add(Op("layer_norm", layer_norm.layer_norm, "fp32", method=False, functional=True))
+_add(Op("native_layer_norm", layer_norm.native_layer_norm, "fp32", method=False))
 
 # ----- convolution and pooling (core/ops/conv.py, core/ops/pool.py) ---------------------------
 _add(Op("conv2d", conv.conv2d, "lower", method=False, functional=True))

@@ -1,10 +1,14 @@
-"""Casts (triton_kernels/cast.py) are bit-exact against NumPy / ml_dtypes, specials included."""
+"""Copies and casts (``clone``, ``to``, ``copy_``, ``fill_``; kernels ``triton_kernels/copies.py``) are bit-exact
+against NumPy / ml_dtypes, specials included; their derivatives (autograd/functions/copies.py) by
+gradcheck in float64."""
 import ml_dtypes
 import numpy as np
 import pytest
 
 import tritensor as tt
-from tolerances import NP
+from tolerances import NP, assert_close
+from grad_inputs import F64, leaf
+from tritensor.autograd import gradcheck
 
 FLOATS = [tt.float64, tt.float32, tt.float16, tt.bfloat16]
 
@@ -102,6 +106,10 @@ def test_copy_into_strided_destination_and_broadcast():
     expected[:, ::2] = [1, 2, 3]
     np.testing.assert_array_equal(dst.numpy(), expected)
     assert dst._version == 1
+    out = tt.zeros(6, 4).t()  # copy_ into a transposed destination, broadcasting a column, casting fp64
+    assert out.copy_(tt.tensor([[1.0], [2.0], [3.0], [4.0]], dtype=tt.float64)) is out
+    assert out.dtype is tt.float32 and out._version == 1
+    np.testing.assert_array_equal(out.numpy(), np.broadcast_to(np.arange(1, 5, dtype=np.float32)[:, None], (4, 6)))
 
 
 def test_copy_overlapping_views_reads_source_first():
@@ -134,3 +142,31 @@ def test_bfloat16_host_roundtrip_uses_ml_dtypes():
     a = x.numpy()
     assert a.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(a, np.array([1.0, 1.00390625, 3.14159]).astype(ml_dtypes.bfloat16))
+
+
+# ----- derivatives ---------------------------------------------------------------------------
+def test_casts_and_copies():
+    x = leaf(2, 3)
+    # a float32 round trip quantises f to ~6e-8: eps=1e-3 keeps the difference quotient's error ~1e-4
+    assert gradcheck(lambda t: t.to(tt.float32).to(F64) * 1, (x,), eps=1e-3, atol=1e-3)
+    assert gradcheck(lambda t: t.clone() * t, (x,))
+
+    def copy_into(t):
+        z = tt.zeros(2, 3, dtype=F64)
+        z.copy_(t[:, :1])  # broadcast
+        return z
+
+    assert gradcheck(copy_into, (x,))
+
+
+def test_cast_gradient_dtype():
+    x = tt.ones(3, requires_grad=True)
+    x.half().float().sum().backward()
+    assert x.grad.dtype is tt.float32
+    assert_close(x.grad, np.ones(3), tt.float32)
+
+
+def test_fill_gradcheck():
+    x = leaf(2, 3)
+    assert gradcheck(lambda a: (a * 1)[0].fill_(0.5) + a[1], (x,))  # the filled part gets no gradient
+    assert gradcheck(lambda a: (a * 2).zero_() + a, (x,))

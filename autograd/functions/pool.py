@@ -1,0 +1,59 @@
+"""Derivatives of ``max_pool2d`` (and ``max_pool2d_with_indices``) and ``avg_pool2d``: each
+backward is its own Triton kernel (``triton_kernels/pool.py``; wrappers in ``core/ops/pool.py``).
+Those kernels are not themselves recorded, so these ops support first derivatives only.
+"""
+from __future__ import annotations
+
+from ...core.ops import pool as _pool
+from .conv import _first_order_only
+from .elementwise import Op
+
+
+class MaxPool2d(Op):
+    @staticmethod
+    def forward(ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+        y, idx = _pool.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
+        ctx.args = (kernel_size, stride, padding, dilation, ceil_mode)
+        ctx.in_shape = x.shape
+        ctx.save_for_backward(idx)
+        if return_indices:
+            ctx.mark_non_differentiable(idx)
+            return y, idx
+        return y
+
+    @staticmethod
+    def backward(ctx, g, *_):
+        _first_order_only("max_pool2d")
+        (idx,) = ctx.saved_tensors
+        return (_pool.max_pool2d_backward(g, ctx.in_shape, idx, *ctx.args),) + (None,) * 6
+
+
+class AvgPool2d(Op):
+    @staticmethod
+    def forward(ctx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                divisor_override=None):
+        ctx.args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        ctx.in_shape = x.shape
+        return _pool.avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+    @staticmethod
+    def backward(ctx, g):
+        _first_order_only("avg_pool2d")
+        return (_pool.avg_pool2d_backward(g, ctx.in_shape, *ctx.args),) + (None,) * 6
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return MaxPool2d.apply(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    return MaxPool2d.apply(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return AvgPool2d.apply(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+RECORD = {"max_pool2d": max_pool2d, "max_pool2d_with_indices": max_pool2d_with_indices,
+          "avg_pool2d": avg_pool2d}  # op name -> recorder

@@ -1,0 +1,105 @@
+"""Views (``view reshape transpose permute expand squeeze unsqueeze narrow select``, basic ``[]``;
+core entries ``core/ops/views.py``, no kernel: a view is new strides on the same storage) against
+NumPy's views, and their derivatives (``autograd/functions/views.py``) by gradcheck in float64.
+"""
+import numpy as np
+import pytest
+
+import tritensor as tt
+from grad_inputs import leaf, noncontig
+from tritensor.autograd import gradcheck, gradgradcheck
+
+
+# ----- forward: views share storage, as NumPy's do -------------------------------------------
+def test_views_share_storage_and_copy_nothing():
+    x = tt.arange(24, dtype=tt.float32)
+    views = [x.view(2, 3, 4), x.view(2, 3, 4).transpose(0, 2), x.view(4, 6).T, x.view(2, 12).permute(1, 0),
+             x.view(1, 24).expand(3, 24), x.view(2, 3, 4)[:, 1], x.view(4, 6).narrow(1, 2, 3), x.unsqueeze(0),
+             x.view(1, 24, 1).squeeze(), x[3:20:4], x.view(2, 3, 4)[..., None, 1:3], x.reshape(6, 4)]
+    for v in views:
+        assert v.untyped_storage() is x.untyped_storage()
+    x.view(4, 6)[1, 2] = 100.0
+    assert x[8].item() == 100.0
+
+
+def test_view_semantics_match_numpy():
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    t = tt.from_numpy(a)
+    cases = [
+        (t.transpose(0, 2), a.transpose(2, 1, 0)), (t.permute(1, 2, 0), a.transpose(1, 2, 0)),
+        (t.T, a.T), (t[1], a[1]), (t[-1, ::2, 1:4], a[-1, ::2, 1:4]), (t[..., 3], a[..., 3]),
+        (t[None, :, None], a[None, :, None]), (t.narrow(2, 1, 3), a[:, :, 1:4]), (t.flatten(1), a.reshape(3, 20)),
+        (t.unsqueeze(-1), a[..., None]), (t[:, :1].expand(3, 4, 5), np.broadcast_to(a[:, :1], (3, 4, 5))),
+        (t.reshape(-1, 6), a.reshape(-1, 6)), (t.transpose(0, 1).reshape(4, 15), a.transpose(1, 0, 2).reshape(4, 15)),
+        (t[2:2], a[2:2]), (t.view(3, 20)[:, 7], a.reshape(3, 20)[:, 7]), (t.select(1, -1), a[:, -1]),
+        (t[:, :1].squeeze(1), a[:, 0]), (t[None, :, None].squeeze(), a), (t.squeeze(0), a),
+    ]
+    for v, ref in cases:
+        assert v.shape == ref.shape
+        np.testing.assert_array_equal(v.numpy(), ref)
+        np.testing.assert_array_equal(v.contiguous().numpy(), ref)
+    assert [c.shape for c in t.split(2, dim=1)] == [(3, 2, 5), (3, 2, 5)]
+    assert [c.shape for c in t.chunk(2, dim=2)] == [(3, 4, 3), (3, 4, 2)]
+
+
+def test_reshape_copies_only_when_it_must():
+    x = tt.zeros(4, 6)
+    assert x.reshape(24).untyped_storage() is x.untyped_storage()
+    y = x.T.reshape(24)  # cannot be expressed with strides: a copy
+    assert y.untyped_storage() is not x.untyped_storage()
+    with pytest.raises(RuntimeError, match="view size .* not compatible .* Use .reshape"):
+        x.T.view(24)
+
+
+def test_contiguity_and_strides():
+    x = tt.zeros(2, 3, 4)
+    assert x.stride() == (12, 4, 1) and x.is_contiguous()
+    assert x.transpose(1, 2).stride() == (12, 1, 4) and not x.transpose(1, 2).is_contiguous()
+    assert x[:, :1].is_contiguous() is False or x[:, :1].shape == (2, 1, 4)
+    assert tt.zeros(0, 3).T.is_contiguous()
+    assert x.storage_offset() == 0 and x[1, 2].storage_offset() == 20
+
+
+# ----- derivatives ---------------------------------------------------------------------------
+VIEWS = {
+    "view": lambda t: t.view(3, 4), "reshape": lambda t: t.reshape(2, -1), "flatten": lambda t: t.flatten(),
+    "transpose": lambda t: t.transpose(0, 2), "permute": lambda t: t.permute(2, 0, 1), "t": lambda t: t[0].t(),
+    "T": lambda t: t.T, "mT": lambda t: t.mT, "expand": lambda t: t[:, :1].expand(3, 2, 3, 2),
+    "squeeze": lambda t: t[:, :1].squeeze(1), "unsqueeze": lambda t: t.unsqueeze(1),
+    "narrow": lambda t: t.narrow(2, 1, 1), "select": lambda t: t.select(1, 1), "getitem": lambda t: t[1, ::2, None],
+    "ellipsis": lambda t: t[..., 1], "split": lambda t: t.split(1, dim=2)[1] * 2 + t.split(1, dim=2)[0],
+    "chunk": lambda t: t.chunk(2, 0)[0], "unbind": lambda t: t.unbind(1)[0] - t.unbind(1)[1],
+    "unflatten": lambda t: t.flatten().unflatten(0, (4, 3)), "expand_as": lambda t: t[:1].expand_as(t),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_view_gradcheck(name):
+    x = leaf(2, 3, 2)
+    assert gradcheck(VIEWS[name], (x,))
+
+
+def test_view_of_noncontiguous_and_reshape_that_copies():
+    x = noncontig(3, 4)
+    assert gradcheck(lambda t: t.reshape(12) * 2, (x,))  # must copy: the result is not a view
+    assert gradcheck(lambda t: t.contiguous().view(2, 6), (x,))
+
+
+def test_inplace_through_strided_views_gradcheck():
+    def unary_on_slice(t):
+        z = t * 1
+        z[1:3].exp_()  # saves its output, which lives in z's storage
+        return z
+
+    def binary_on_transposed_row(t, u):
+        z = t * 1
+        z.t()[1].mul_(u)  # a strided column of z, written in place
+        return z.sin()
+
+    assert gradcheck(unary_on_slice, (leaf(4, 2),))
+    assert gradcheck(binary_on_transposed_row, (leaf(3, 2), leaf(3)))
+
+
+def test_view_second_derivative():
+    x = leaf(2, 3)
+    assert gradgradcheck(lambda t: (t[:, 1:] * t.T[1:, :].T).exp(), (x,), fast_mode=True)
