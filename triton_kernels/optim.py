@@ -15,8 +15,9 @@ The AMP inputs (PyTorch's ``fused=True`` path, fed by ``GradScaler.step``), each
   gradients behind as PyTorch's fused kernels do (and as ``unscale_`` + ``step`` would).
 * ``step`` (fp32, one element, Adam): the step count on the device. ``advance_step`` adds one
   unless ``found_inf`` is set (one program, launched before the update so every program of the
-  update reads the advanced count), and the update computes the bias corrections from it in fp64
-  from ``log(beta)`` passed as float64 bits, then rounds them to fp32 like the host path does.
+  update reads the advanced count), and the update computes ``lr / (1 - beta1^t)`` and
+  ``sqrt(1 - beta2^t)`` from it in fp64 (lr and log(beta) passed as float64 bits), then rounds
+  them to fp32, as the host path rounds the same values computed in fp64 on the host.
 """
 from __future__ import annotations
 
@@ -71,16 +72,16 @@ def _sgd_kernel(p, g, buf, found_inf, grad_scale, n, lr, weight_decay, momentum,
 
 @triton.jit
 def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scale, step, n, lr, beta1, beta2,
-                 eps, weight_decay, bias_c1, bias_c2_sqrt, log_beta1_bits, log_beta2_bits,
+                 eps, weight_decay, step_size, bias_c2_sqrt, lr_bits, log_beta1_bits, log_beta2_bits,
                  DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
                  HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, STEP_ON_DEVICE: tl.constexpr,
                  BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
     mask, d = _amp_inputs(g, offs, n, found_inf, grad_scale, F, HAS_FOUND_INF, HAS_GRAD_SCALE)
-    if STEP_ON_DEVICE:  # 1 - beta^t in fp64, rounded to fp32 as the host-side corrections are
+    if STEP_ON_DEVICE:  # lr / (1 - b1^t) and sqrt(1 - b2^t) in fp64, rounded to fp32 as the host's are
         t = tl.load(step).to(tl.float64)
-        bias_c1 = (1.0 - tl.exp(t * load_f64_scalar(log_beta1_bits))).to(tl.float32)
+        step_size = (load_f64_scalar(lr_bits) / (1.0 - tl.exp(t * load_f64_scalar(log_beta1_bits)))).to(tl.float32)
         bias_c2_sqrt = tl.sqrt(1.0 - tl.exp(t * load_f64_scalar(log_beta2_bits))).to(tl.float32)
     w = tl.load(p + offs, mask=mask).to(F)
     if MAXIMIZE:
@@ -97,7 +98,7 @@ def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scal
         v = tl.maximum(tl.load(max_exp_avg_sq + offs, mask=mask).to(F), v)
         tl.store(max_exp_avg_sq + offs, v.to(max_exp_avg_sq.dtype.element_ty), mask=mask)
     denom = tl.sqrt(v) / bias_c2_sqrt + eps
-    tl.store(p + offs, (w - (lr / bias_c1) * m / denom).to(p.dtype.element_ty), mask=mask)
+    tl.store(p + offs, (w - step_size * m / denom).to(p.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -142,9 +143,9 @@ def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_
         return
     on_device = not isinstance(step, int)
     if on_device:
-        bias_c1 = bias_c2_sqrt = 1.0
-    else:
-        bias_c1 = 1.0 - beta1 ** step
+        step_size = bias_c2_sqrt = 1.0
+    else:  # in fp64 on the host, one rounding to fp32 in the kernel (the same in both modes)
+        step_size = lr / (1.0 - beta1 ** step)
         bias_c2_sqrt = (1.0 - beta2 ** step) ** 0.5
     # log(0) for beta == 0: -inf, and exp(t * -inf) = 0 for t >= 1, as 0 ** t.
     log_b1 = math.log(beta1) if beta1 > 0 else -math.inf
@@ -154,6 +155,6 @@ def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_
     launch(_adam_kernel, grid_1d(n, block), p, g, exp_avg, exp_avg_sq, max_exp_avg_sq if ams else exp_avg_sq,
            p if found_inf is None else found_inf, p if grad_scale is None else grad_scale,
            step if on_device else p, n, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay),
-           float(bias_c1), float(bias_c2_sqrt), f64_bits(log_b1), f64_bits(log_b2),
+           float(step_size), float(bias_c2_sqrt), f64_bits(lr), f64_bits(log_b1), f64_bits(log_b2),
            DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams, HAS_FOUND_INF=found_inf is not None,
            HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, BLOCK=block)
