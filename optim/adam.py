@@ -68,10 +68,8 @@ class Adam(Optimizer):
                     state["max_exp_avg_sq"] = p.detach().new_zeros(p.shape)
                 self._step_state(state, p, fused)
                 found_inf, grad_scale = amp_inputs(p.device)
-                if fused:
-                    _core.advance_step_(state["step"], found_inf)
-                else:
-                    state["step"] += 1
+                if not fused:
+                    state["step"] += 1  # the fused update advances its device count itself
                 _core.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"], lr=group["lr"],
                                  beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
                                  decoupled=self._decoupled, maximize=group["maximize"],

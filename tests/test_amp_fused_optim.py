@@ -137,9 +137,10 @@ def test_fused_step_reads_nothing_on_the_host_and_launches(monkeypatch):
     scaler.step(opt)
     scaler.update()
     monkeypatch.undo()
-    # one read-only check over both grads, then per parameter: advance the count, update
-    assert launches == [("_unscale_kernel", False)] + [("_advance_step_kernel", None), ("_adam_kernel", None)] * 2 + \
-        [("_update_scale_kernel", None)]
+    # one read-only check over both grads, one update per parameter (one program each: the
+    # update advances the count itself), the scale update
+    assert launches == [("_unscale_kernel", False), ("_adam_kernel", None), ("_adam_kernel", None),
+                        ("_update_scale_kernel", None)]
     assert not hasattr(opt, "grad_scale") and not hasattr(opt, "found_inf")
 
 
@@ -193,6 +194,29 @@ def test_fused_without_scaler_and_state_dict_between_paths():
         p.grad = tt.ones(*p.shape)
     fused.step()
     assert float(fused.state[params[0]]["step"]) == 4.0
+
+
+def test_multi_program_and_empty_params_advance_the_count_once():
+    """A parameter spanning several programs gets the count advanced by its own launch first; an
+    empty one still counts the step (the host path does)."""
+    n = 2 * optim_k.elementwise_block(1 << 30) + 3  # three programs in either mode
+    rng = np.random.default_rng(2)
+    w0 = rng.standard_normal(n).astype(np.float32)
+    big, ref = tt.nn.Parameter(tt.tensor(w0)), tt.nn.Parameter(tt.tensor(w0))
+    empty, ref_empty = tt.nn.Parameter(tt.empty(0)), tt.nn.Parameter(tt.empty(0))
+    opt, ref_opt = optim.Adam([big, empty], lr=0.01, fused=True), optim.Adam([ref, ref_empty], lr=0.01)
+    scaler, ref_scaler = GradScaler("cpu", init_scale=4.0), GradScaler("cpu", init_scale=4.0)
+    for bad in (False, True, False):
+        g = rng.standard_normal(n).astype(np.float32) * 4.0
+        if bad:
+            g[-1] = np.inf
+        for p, e, o, s in ((big, empty, opt, scaler), (ref, ref_empty, ref_opt, ref_scaler)):
+            p.grad, e.grad = tt.tensor(g), tt.empty(0)
+            s.scale(tt.ones(1))
+            s.step(o)
+            s.update()
+        _assert_same(big, ref)
+    assert float(opt.state[big]["step"]) == float(opt.state[empty]["step"]) == ref_opt.state[ref]["step"] == 2
 
 
 def test_sgd_skipped_first_step_then_momentum():

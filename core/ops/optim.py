@@ -68,9 +68,10 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps,
                maximize, max_exp_avg_sq=None, found_inf=None, grad_scale=None) -> None:
     """One Adam/AdamW update of ``param`` and its moments in place (``max_exp_avg_sq``: amsgrad).
 
-    ``step``: the count including this update, an int or a one-element fp32 tensor on the
-    parameter's device (already advanced by :func:`advance_step_`). ``found_inf`` set: nothing
-    changes. ``grad_scale``: ``grad`` is unscaled in place and the update uses it unscaled.
+    ``step``: an int, the count including this update, or a one-element fp32 tensor on the
+    parameter's device, the count before it, advanced in place by this call. ``found_inf`` set:
+    nothing changes (the count neither). ``grad_scale``: ``grad`` is unscaled in place and the
+    update uses it unscaled.
     """
     _check("adam_step_", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, max_exp_avg_sq=max_exp_avg_sq)
     _check_scalar("adam_step_", param, found_inf=found_inf, grad_scale=grad_scale)
@@ -85,10 +86,3 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps,
                  weight_decay=weight_decay, decoupled=decoupled, maximize=maximize, max_exp_avg_sq=max_exp_avg_sq,
                  found_inf=found_inf, grad_scale=grad_scale)
 
-
-def advance_step_(step, found_inf=None) -> None:
-    """``step += 1`` in place on the device, unless ``found_inf`` (same device) is set."""
-    if not isinstance(step, TensorBase):
-        raise TypeError(f"advance_step_: 'step' must be a tensor, got {type(step).__name__}")
-    _check_scalar("advance_step_", step, step=step, found_inf=found_inf)
-    _k.advance_step(step, found_inf)
