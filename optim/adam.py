@@ -55,6 +55,7 @@ class Adam(Optimizer):
             beta1, beta2 = group["betas"]
             fused = bool(group.get("fused"))
             amp_inputs = self._scaler_inputs(group)
+            todo = []
             for p in group["params"]:
                 g = self._grads(p, group)
                 if g is None:
@@ -67,9 +68,17 @@ class Adam(Optimizer):
                 if group["amsgrad"] and "max_exp_avg_sq" not in state:
                     state["max_exp_avg_sq"] = p.detach().new_zeros(p.shape)
                 self._step_state(state, p, fused)
-                found_inf, grad_scale = amp_inputs(p.device)
                 if not fused:
-                    state["step"] += 1  # the fused update advances its device count itself
+                    state["step"] += 1
+                todo.append((p, g, state))
+            if fused:  # the device counts: one launch per device, before any update reads them
+                by_device: dict = {}
+                for p, _, state in todo:
+                    by_device.setdefault(p.device, []).append(state["step"])
+                for dev, steps in by_device.items():
+                    _core.advance_steps_(steps, amp_inputs(dev)[0])
+            for p, g, state in todo:
+                found_inf, grad_scale = amp_inputs(p.device)
                 _core.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"], lr=group["lr"],
                                  beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
                                  decoupled=self._decoupled, maximize=group["maximize"],

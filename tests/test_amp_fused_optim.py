@@ -137,10 +137,10 @@ def test_fused_step_reads_nothing_on_the_host_and_launches(monkeypatch):
     scaler.step(opt)
     scaler.update()
     monkeypatch.undo()
-    # one read-only check over both grads, one update per parameter (one program each: the
-    # update advances the count itself), the scale update
-    assert launches == [("_unscale_kernel", False), ("_adam_kernel", None), ("_adam_kernel", None),
-                        ("_update_scale_kernel", None)]
+    # one read-only check over both grads, one launch advancing both step counts, one update per
+    # parameter, the scale update
+    assert launches == [("_unscale_kernel", False), ("_advance_steps_kernel", None), ("_adam_kernel", None),
+                        ("_adam_kernel", None), ("_update_scale_kernel", None)]
     assert not hasattr(opt, "grad_scale") and not hasattr(opt, "found_inf")
 
 
@@ -197,8 +197,8 @@ def test_fused_without_scaler_and_state_dict_between_paths():
 
 
 def test_multi_program_and_empty_params_advance_the_count_once():
-    """A parameter spanning several programs gets the count advanced by its own launch first; an
-    empty one still counts the step (the host path does)."""
+    """A parameter spanning several programs reads the count advanced once; an empty one still
+    counts the step (the host path does)."""
     n = 2 * optim_k.elementwise_block(1 << 30) + 3  # three programs in either mode
     rng = np.random.default_rng(2)
     w0 = rng.standard_normal(n).astype(np.float32)
@@ -217,6 +217,18 @@ def test_multi_program_and_empty_params_advance_the_count_once():
             s.update()
         _assert_same(big, ref)
     assert float(opt.state[big]["step"]) == float(opt.state[empty]["step"]) == ref_opt.state[ref]["step"] == 2
+
+
+def test_advance_steps_one_launch_for_many_counts(monkeypatch):
+    steps = [tt.full((), float(i)) for i in range(1100)]  # two programs of the advance kernel
+    launches = []
+    real = optim_k.launch
+    monkeypatch.setattr(optim_k, "launch", lambda *a, **k: (launches.append(a[0].fn.__name__), real(*a, **k)))
+    optim_ops.advance_steps_(steps, tt.zeros(()))
+    optim_ops.advance_steps_(steps, tt.ones(()))  # found_inf: unchanged
+    optim_ops.advance_steps_(steps[::2])
+    assert launches == ["_advance_steps_kernel"] * 3
+    np.testing.assert_array_equal([float(t) for t in steps], [i + 1 + (i % 2 == 0) for i in range(1100)])
 
 
 def test_sgd_skipped_first_step_then_momentum():
@@ -256,4 +268,8 @@ def test_errors():
     with pytest.raises(ValueError, match="'step' must be an int counting from 1"):
         optim_ops.adam_step_(p.detach(), g, buf, tt.zeros(3), step=0, lr=0.1, beta1=0.9, beta2=0.9, eps=1e-8,
                              weight_decay=0, decoupled=False, maximize=False)
+    with pytest.raises(ValueError, match="'steps\\[1\\]' must be a one-element float32"):
+        optim_ops.advance_steps_([tt.zeros(()), tt.zeros((), dtype=tt.int32)])
+    with pytest.raises(TypeError, match="'steps\\[0\\]' must be a tensor"):
+        optim_ops.advance_steps_([1.0])
     np.testing.assert_array_equal(p.detach().numpy(), np.ones(3))  # nothing ran

@@ -13,12 +13,12 @@ The AMP inputs (PyTorch's ``fused=True`` path, fed by ``GradScaler.step``), each
   reciprocal taken in fp64 and rounded to fp32, as ``GradScaler.unscale_`` does), rounded to the
   gradient's dtype, used, and written back to the gradient, so a fused step leaves unscaled
   gradients behind as PyTorch's fused kernels do (and as ``unscale_`` + ``step`` would).
-* ``step`` (fp32, one element, Adam): the step count on the device, advanced by one here unless
-  ``found_inf`` is set. A one-program update advances it itself (it alone reads and writes it);
-  a bigger grid gets ``_advance_step_kernel`` (one program) launched first, so that every program
-  of the update reads the advanced count. The update computes ``lr / (1 - beta1^t)`` and
-  ``sqrt(1 - beta2^t)`` from it in fp64 (lr and log(beta) passed as float64 bits), then rounds
-  them to fp32, as the host path rounds the same values computed in fp64 on the host.
+* ``step`` (fp32, one element, Adam): the step count on the device, already advanced for this
+  step by ``advance_steps`` (ONE launch for all the counts of a parameter group: a table of
+  their addresses, each ``+= 1`` unless ``found_inf`` is set). The update computes
+  ``lr / (1 - beta1^t)`` and ``sqrt(1 - beta2^t)`` from it in fp64 (lr and log(beta) passed as
+  float64 bits), then rounds them to fp32, as the host path rounds the same values computed in
+  fp64 on the host.
 """
 from __future__ import annotations
 
@@ -76,19 +76,12 @@ def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scal
                  eps, weight_decay, step_size, bias_c2_sqrt, lr_bits, log_beta1_bits, log_beta2_bits,
                  DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
                  HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, STEP_ON_DEVICE: tl.constexpr,
-                 ADVANCE_STEP: tl.constexpr, BLOCK: tl.constexpr):
+                 BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
     mask, d = _amp_inputs(g, offs, n, found_inf, grad_scale, F, HAS_FOUND_INF, HAS_GRAD_SCALE)
     if STEP_ON_DEVICE:  # lr / (1 - b1^t) and sqrt(1 - b2^t) in fp64, rounded to fp32 as the host's are
-        s = tl.load(step)
-        if ADVANCE_STEP:  # the grid is this one program
-            if HAS_FOUND_INF:
-                s = tl.where(tl.load(found_inf) == 0.0, s + 1.0, s)
-            else:
-                s = s + 1.0
-            tl.store(step, s)
-        t = s.to(tl.float64)
+        t = tl.load(step).to(tl.float64)
         step_size = (load_f64_scalar(lr_bits) / (1.0 - tl.exp(t * load_f64_scalar(log_beta1_bits)))).to(tl.float32)
         bias_c2_sqrt = tl.sqrt(1.0 - tl.exp(t * load_f64_scalar(log_beta2_bits))).to(tl.float32)
     w = tl.load(p + offs, mask=mask).to(F)
@@ -110,13 +103,16 @@ def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scal
 
 
 @triton.jit
-def _advance_step_kernel(step, found_inf, HAS_FOUND_INF: tl.constexpr):
-    s = tl.load(step)
+def _advance_steps_kernel(table, n, found_inf, HAS_FOUND_INF: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    ptrs = tl.load(table + offs, mask=mask, other=0).to(tl.pointer_type(tl.float32))
+    s = tl.load(ptrs, mask=mask)
     if HAS_FOUND_INF:
         s = tl.where(tl.load(found_inf) == 0.0, s + 1.0, s)
     else:
         s = s + 1.0
-    tl.store(step, s)
+    tl.store(ptrs, s, mask=mask)
 
 
 def sgd_step(p, g, buf, *, lr, weight_decay, momentum, dampening, nesterov, maximize, first,
@@ -133,21 +129,27 @@ def sgd_step(p, g, buf, *, lr, weight_decay, momentum, dampening, nesterov, maxi
            HAS_FOUND_INF=found_inf is not None, HAS_GRAD_SCALE=grad_scale is not None, BLOCK=block)
 
 
+def advance_steps(table, n: int, found_inf=None) -> None:
+    """``+= 1`` (unless ``found_inf`` is set) on the ``n`` fp32 step counts whose addresses the int64
+    ``table`` holds; one launch."""
+    if n == 0:
+        return
+    block = min(triton.next_power_of_2(n), 1024)
+    launch(_advance_steps_kernel, (triton.cdiv(n, block),), table, n, table if found_inf is None else found_inf,
+           HAS_FOUND_INF=found_inf is not None, BLOCK=block)
+
+
 def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize,
               max_exp_avg_sq=None, found_inf=None, grad_scale=None) -> None:
     """One Adam/AdamW update in place; ``max_exp_avg_sq`` given means amsgrad (it is updated too).
 
-    ``step``: an int (the count including this step), or an fp32 one-element device tensor (the
-    count before it), advanced here unless ``found_inf`` is set; the kernel takes the bias
-    corrections from the advanced count.
+    ``step``: the count including this step, an int or an fp32 one-element device tensor (advanced
+    by :func:`advance_steps`), from which the kernel takes the bias corrections.
     """
     n = p.numel()
-    on_device = not isinstance(step, int)
     if n == 0:
-        if on_device:  # nothing to update, but the count still advances (as the host path's)
-            launch(_advance_step_kernel, (1,), step, step if found_inf is None else found_inf,
-                   HAS_FOUND_INF=found_inf is not None)
         return
+    on_device = not isinstance(step, int)
     if on_device:
         step_size = bias_c2_sqrt = 1.0
     else:  # in fp64 on the host, one rounding to fp32 in the kernel (the same in both modes)
@@ -158,15 +160,9 @@ def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_
     log_b2 = math.log(beta2) if beta2 > 0 else -math.inf
     ams = max_exp_avg_sq is not None
     block = elementwise_block(n)
-    grid = grid_1d(n, block)
-    advance_here = on_device and grid == (1,)
-    if on_device and not advance_here:
-        launch(_advance_step_kernel, (1,), step, step if found_inf is None else found_inf,
-               HAS_FOUND_INF=found_inf is not None)
-    launch(_adam_kernel, grid, p, g, exp_avg, exp_avg_sq, max_exp_avg_sq if ams else exp_avg_sq,
+    launch(_adam_kernel, grid_1d(n, block), p, g, exp_avg, exp_avg_sq, max_exp_avg_sq if ams else exp_avg_sq,
            p if found_inf is None else found_inf, p if grad_scale is None else grad_scale,
            step if on_device else p, n, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay),
            float(step_size), float(bias_c2_sqrt), f64_bits(lr), f64_bits(log_b1), f64_bits(log_b2),
            DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams, HAS_FOUND_INF=found_inf is not None,
-           HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, ADVANCE_STEP=advance_here,
-           BLOCK=block)
+           HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, BLOCK=block)

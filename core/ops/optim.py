@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from ...runtime import dtype as dt
+from ...runtime.device import device
 from ...triton_kernels import optim as _k
 from ..tensor_base import TensorBase
 
@@ -68,10 +71,9 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps,
                maximize, max_exp_avg_sq=None, found_inf=None, grad_scale=None) -> None:
     """One Adam/AdamW update of ``param`` and its moments in place (``max_exp_avg_sq``: amsgrad).
 
-    ``step``: an int, the count including this update, or a one-element fp32 tensor on the
-    parameter's device, the count before it, advanced in place by this call. ``found_inf`` set:
-    nothing changes (the count neither). ``grad_scale``: ``grad`` is unscaled in place and the
-    update uses it unscaled.
+    ``step``: the count including this update, an int or a one-element fp32 tensor on the
+    parameter's device (advanced by :func:`advance_steps_`). ``found_inf`` set: nothing changes.
+    ``grad_scale``: ``grad`` is unscaled in place and the update uses it unscaled.
     """
     _check("adam_step_", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, max_exp_avg_sq=max_exp_avg_sq)
     _check_scalar("adam_step_", param, found_inf=found_inf, grad_scale=grad_scale)
@@ -86,3 +88,22 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps,
                  weight_decay=weight_decay, decoupled=decoupled, maximize=maximize, max_exp_avg_sq=max_exp_avg_sq,
                  found_inf=found_inf, grad_scale=grad_scale)
 
+
+def advance_steps_(steps, found_inf=None) -> None:
+    """``+= 1`` in place on every one-element fp32 count in ``steps`` (one device), unless
+    ``found_inf`` (same device) is set: one launch for all of them, through a table of addresses."""
+    steps = list(steps)
+    if not steps:
+        return
+    first = steps[0]
+    for i, t in enumerate(steps):
+        if not isinstance(t, TensorBase):
+            raise TypeError(f"advance_steps_: 'steps[{i}]' must be a tensor, got {type(t).__name__}")
+        _check_scalar("advance_steps_", first, **{f"steps[{i}]": t})
+    _check_scalar("advance_steps_", first, found_inf=found_inf)
+    table = TensorBase._empty((len(steps),), dt.int64, device("cpu"))
+    table.untyped_storage().bytes_view()[...] = np.asarray([t.data_ptr() for t in steps], dtype=np.int64).view(
+        np.uint8)
+    if first.device.type != "cpu":
+        table = table.to(first.device)
+    _k.advance_steps(table, len(steps), found_inf)
