@@ -4,6 +4,12 @@
 fused launch (``core.ops.amp.unscale_and_check_``) that also writes the device's found-inf flag;
 ``update`` runs the scale rule as a kernel (``core.ops.amp.update_scale_``). Neither reads a
 device value on the host; ``step`` reads each device's flag once to decide whether to step.
+
+An optimizer built with ``fused=True`` (``_step_supports_amp_scaling``) gets PyTorch's fused
+path instead: ``step`` checks the gradients with a read-only launch when ``unscale_`` was not
+called (``core.ops.amp.check_finite_``), sets ``optimizer.grad_scale`` (the scale, or None when
+already unscaled) and ``optimizer.found_inf`` for the duration of ``optimizer.step``, whose kernels
+skip the update on the flag and unscale inside: no unscale pass and no host read at all.
 """
 from __future__ import annotations
 
@@ -96,6 +102,7 @@ class GradScaler:
 
     # ----- unscale / step / update --------------------------------------------------------------
     def _unscale_grads_(self, optimizer, inv_scale, found_inf, allow_fp16):
+        """Unscale (``inv_scale=None``: only check) the grads by (device, dtype); {device: found_inf}."""
         groups = defaultdict(list)  # (device, dtype) -> grads
         for group in optimizer.param_groups:
             for p in group["params"]:
@@ -109,9 +116,12 @@ class GradScaler:
         for (dev, _), grads in groups.items():
             if dev not in per_device:
                 per_device[dev] = (found_inf if found_inf.device == dev else found_inf.to(dev),
-                                   inv_scale if inv_scale.device == dev else inv_scale.to(dev))
+                                   inv_scale if inv_scale is None or inv_scale.device == dev else inv_scale.to(dev))
             f, inv = per_device[dev]
-            _amp.unscale_and_check_(grads, f.view(1), inv.view(1))
+            if inv is None:
+                _amp.check_finite_(grads, f.view(1))
+            else:
+                _amp.unscale_and_check_(grads, f.view(1), inv.view(1))
         return {dev: f for dev, (f, _) in per_device.items()}
 
     def unscale_(self, optimizer) -> None:
@@ -139,6 +149,8 @@ class GradScaler:
         state = self._per_optimizer_states[id(optimizer)]
         if state["stage"] is OptState.STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
+        if getattr(optimizer, "_step_supports_amp_scaling", False):
+            return self._fused_step(optimizer, state, args, kwargs)
         if state["stage"] is OptState.READY:
             self.unscale_(optimizer)
         if not state["found_inf_per_device"]:
@@ -146,6 +158,42 @@ class GradScaler:
         retval = None
         if not sum(float(v.item()) for v in state["found_inf_per_device"].values()):  # the one host read
             retval = optimizer.step(*args, **kwargs)
+        state["stage"] = OptState.STEPPED
+        return retval
+
+    def _check_inf_per_device(self, optimizer) -> dict:
+        """Check (not unscale) ``optimizer``'s gradients: {device: found_inf}, recorded for ``update``."""
+        self._check_scale_growth_tracker("_check_inf_per_device")
+        found_inf = _full(0.0, dt.float32, self._scale.device)
+        found = self._unscale_grads_(optimizer, None, found_inf, True)
+        self._per_optimizer_states[id(optimizer)]["found_inf_per_device"] = found
+        return found
+
+    def _fused_step(self, optimizer, state, args, kwargs):
+        """PyTorch's path for optimizers with ``_step_supports_amp_scaling``: they get the flag and the
+        scale as ``optimizer.found_inf`` / ``optimizer.grad_scale`` and skip or unscale themselves."""
+        if state["stage"] is OptState.READY:
+            self._check_inf_per_device(optimizer)
+        dev = self._scale.device
+        flags = [f if f.device == dev else f.to(dev) for f in state["found_inf_per_device"].values()]
+        if not flags:  # no gradients at all: nothing to skip on, nothing to unscale
+            found_inf = _full(0.0, dt.float32, dev)
+        else:
+            found_inf = flags[0]
+            for f in flags[1:]:
+                found_inf = found_inf + f
+        if state["stage"] is OptState.UNSCALED:
+            grad_scale = getattr(optimizer, "grad_scale", None)
+        else:  # the product with a scale the user set on the optimizer, as torch
+            user = getattr(optimizer, "grad_scale", None)
+            grad_scale = self._scale if user is None else self._scale * user
+        optimizer.grad_scale = grad_scale
+        optimizer.found_inf = found_inf
+        try:
+            retval = optimizer.step(*args, **kwargs)
+        finally:
+            del optimizer.grad_scale
+            del optimizer.found_inf
         state["stage"] = OptState.STEPPED
         return retval
 

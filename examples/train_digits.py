@@ -2,6 +2,7 @@
 
     python examples/train_digits.py                      # from the repository root
     python examples/train_digits.py --epochs 2 --quiet   # a short run
+    python examples/train_digits.py --amp                # mixed precision, then the numeric-suite report
     tritensor-run --standalone --nproc-per-node 2 --max-restarts 3 examples/train_digits.py --ddp
 
 With ``--ddp`` (under ``tritensor-run``/``python -m tritensor.run``) each worker trains on its
@@ -25,6 +26,7 @@ import numpy as np
 
 import tritensor as tt
 from tritensor import nn
+from tritensor.ao.ns.report import numeric_report
 
 
 def load_digits(seed: int = 0):
@@ -99,6 +101,54 @@ def train(epochs: int = 4, batch_size: int = 32, lr: float = 3e-3, seed: int = 0
             sys.stderr.write(f"  test acc {evaluate(model, x_test, y_test, device=device):.3f}\n")
     acc = evaluate(model, x_test, y_test, device=device)
     return acc, time.perf_counter() - t0
+
+
+def train_amp(epochs: int = 4, batch_size: int = 32, lr: float = 3e-3, seed: int = 0, quiet: bool = False,
+              device: str | None = None):
+    """``--amp``: :func:`train` with the forward and loss under ``autocast`` (bfloat16 on CPU, float16
+    on a GPU), the loss scaled by a ``GradScaler`` and a ``fused=True`` Adam that takes the scaler's
+    found-inf flag and scale in its kernel. Returns (model, test accuracy, seconds, test inputs)."""
+    device = device or default_device()
+    tt.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    x_train, x_test, y_train, y_test = load_digits(seed)
+    model = make_model().to(device)
+    opt = tt.optim.Adam(model.parameters(), lr=lr, fused=True)
+    scaler = tt.amp.GradScaler(device)
+    low = tt.float16 if device == "cuda" else tt.bfloat16
+    loss_fn = nn.CrossEntropyLoss()
+    t0 = time.perf_counter()
+    n_batches = -(-len(x_train) // batch_size)
+    for epoch in range(1, epochs + 1):
+        order = rng.permutation(len(x_train))
+        for b in range(n_batches):
+            idx = order[b * batch_size:(b + 1) * batch_size]
+            xb = tt.from_numpy(np.ascontiguousarray(x_train[idx])).to(device)
+            yb = tt.from_numpy(np.ascontiguousarray(y_train[idx])).to(device)
+            with tt.autocast(device, dtype=low):
+                loss = loss_fn(model(xb), yb)
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            if not quiet:
+                progress(b + 1, n_batches, epoch, loss.item(), t0)
+        if not quiet:
+            sys.stderr.write(f"  test acc {evaluate(model, x_test, y_test, device=device):.3f} "
+                             f"scale {scaler.get_scale():g}\n")
+    acc = evaluate(model, x_test, y_test, device=device)
+    return model, acc, time.perf_counter() - t0, x_test
+
+
+def amp_report(model, x_test, device: str, n: int = 64) -> None:
+    """The numeric suite on the trained float32 model: per layer, its reduced-precision copy and the
+    same model under autocast against it, on ``n`` test images."""
+    low = tt.float16 if device == "cuda" else tt.bfloat16
+    x = tt.from_numpy(np.ascontiguousarray(x_test[:n])).to(device)
+    model.eval()
+    numeric_report(model, low, x)
+    numeric_report(model, tt.autocast(device, dtype=low), x)
+    model.train()
 
 
 def save_checkpoint(path: str, model, opt, epoch: int) -> None:
@@ -183,6 +233,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when a GPU is present)")
     ap.add_argument("--ddp", action="store_true", help="data-parallel under tritensor-run, with checkpoints")
+    ap.add_argument("--amp", action="store_true",
+                    help="mixed precision (autocast + GradScaler), then the numeric-suite report")
     ap.add_argument("--checkpoint", default="digits_checkpoint.safetensors", help="--ddp: the checkpoint file")
     ap.add_argument("--target-acc", type=float, default=0.95, help="exit 1 below this test accuracy")
     ap.add_argument("--kill-in-epoch", type=int, default=0,
@@ -196,6 +248,12 @@ def main(argv=None) -> int:
             return 0
         print(f"test accuracy {acc:.4f} after {args.epochs} epochs in {secs:.1f}s on {device} "
               f"(rank 0 of {os.environ.get('WORLD_SIZE')}, restart {os.environ.get('TORCHELASTIC_RESTART_COUNT')})")
+        return 0 if acc >= args.target_acc else 1
+    if args.amp:
+        model, acc, secs, x_test = train_amp(args.epochs, args.batch_size, args.lr, args.seed, args.quiet, device)
+        print(f"test accuracy {acc:.4f} after {args.epochs} epochs in {secs:.1f}s on {device} with autocast "
+              f"({'float16' if device == 'cuda' else 'bfloat16'}) + GradScaler + fused Adam")
+        amp_report(model, x_test, device)
         return 0 if acc >= args.target_acc else 1
     acc, secs = train(args.epochs, args.batch_size, args.lr, args.seed, args.quiet, device)
     print(f"test accuracy {acc:.4f} after {args.epochs} epochs in {secs:.1f}s on {device} "

@@ -1,7 +1,8 @@
 """tritensor.optim: ``Optimizer``, ``SGD``, ``Adam``, ``AdamW``.
 
 Each ``step()`` runs one fused Triton kernel per parameter (``triton_kernels/optim.py``).
-Parameters and states must be contiguous (``nn.Module`` parameters are).
+Parameters and states must be contiguous (``nn.Module`` parameters are). ``fused=True`` is
+PyTorch's fused path: the kernels take ``GradScaler``'s found-inf flag and scale on the device.
 """
 from .optimizer import Optimizer
 from .sgd import SGD

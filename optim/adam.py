@@ -6,11 +6,18 @@
 Adam adds ``weight_decay * p`` to the gradient; AdamW multiplies ``p`` by ``1 - lr * wd``.
 With ``amsgrad=True`` the denominator uses ``max_exp_avg_sq = max(max_exp_avg_sq, v)`` (state
 ``max_exp_avg_sq``, as torch) in place of ``v``.
+
+``fused=True`` (PyTorch's fused path): the step count ``state["step"]`` is a one-element float32
+tensor on the parameter's device, and the kernel takes ``GradScaler``'s found-inf flag and scale:
+on inf/NaN nothing changes (the count neither), otherwise the gradient is unscaled inside the
+update. No value is read back on the host.
 """
 from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
 from ..core.ops import optim as _core
+from ..core.tensor import Tensor
+from ..runtime import dtype as dt
 from .optimizer import Optimizer
 
 
@@ -18,7 +25,7 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False):
+                 maximize=False, fused=None):
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -29,13 +36,26 @@ class Adam(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=bool(amsgrad), maximize=maximize))
+                                      amsgrad=bool(amsgrad), maximize=maximize, fused=fused))
+        self._init_fused(fused)
+
+    @staticmethod
+    def _step_state(state, p, fused):
+        """The step count in the form this group's path keeps it (a loaded state may hold the other)."""
+        step = state["step"]
+        if fused and not isinstance(step, Tensor):
+            state["step"] = p.detach().new_full((), float(step), dtype=dt.float32)
+        elif not fused and isinstance(step, Tensor):
+            state["step"] = int(step.item())
 
     @no_grad()
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
+            fused = bool(group.get("fused"))
+            amp_inputs = self._scaler_inputs(group)
+            todo = []
             for p in group["params"]:
                 g = self._grads(p, group)
                 if g is None:
@@ -47,11 +67,24 @@ class Adam(Optimizer):
                     state["exp_avg_sq"] = p.detach().new_zeros(p.shape)
                 if group["amsgrad"] and "max_exp_avg_sq" not in state:
                     state["max_exp_avg_sq"] = p.detach().new_zeros(p.shape)
-                state["step"] += 1
+                self._step_state(state, p, fused)
+                if not fused:
+                    state["step"] += 1
+                todo.append((p, g, state))
+            if fused:  # the device counts: one launch per device, before any update reads them
+                by_device: dict = {}
+                for p, _, state in todo:
+                    by_device.setdefault(p.device, []).append(state["step"])
+                for dev, steps in by_device.items():
+                    _core.advance_steps_(steps, amp_inputs(dev)[0])
+            for p, g, state in todo:
+                found_inf, grad_scale = amp_inputs(p.device)
                 _core.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"], lr=group["lr"],
                                  beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
                                  decoupled=self._decoupled, maximize=group["maximize"],
-                                 max_exp_avg_sq=state["max_exp_avg_sq"] if group["amsgrad"] else None)
+                                 max_exp_avg_sq=state["max_exp_avg_sq"] if group["amsgrad"] else None,
+                                 found_inf=found_inf, grad_scale=grad_scale)
+                self._write_back(p, g, grad_scale)
                 p._bump_version()
         return loss
 
@@ -60,5 +93,5 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+                 maximize=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, fused=fused)

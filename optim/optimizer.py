@@ -1,4 +1,6 @@
-"""``Optimizer``: parameter groups, per-parameter state, ``zero_grad``, ``state_dict``."""
+"""``Optimizer``: parameter groups, per-parameter state, ``zero_grad``, ``state_dict``, and the
+AMP hand-over of PyTorch's ``fused=True`` optimizers (``GradScaler.step`` sets ``grad_scale`` and
+``found_inf`` on an optimizer whose ``_step_supports_amp_scaling`` is true, for one step)."""
 from __future__ import annotations
 
 import copy
@@ -59,6 +61,8 @@ class Optimizer:
                     p.grad.zero_()
 
     def _grads(self, p, group):
+        """The gradient as the kernel walks it: contiguous (a copy when ``p.grad`` is not, see
+        :meth:`_write_back`)."""
         g = p.grad
         if g is None:
             return None
@@ -66,6 +70,38 @@ class Optimizer:
             raise RuntimeError(f"{type(self).__name__}.step(): grad of shape {list(g.shape)} / {g.dtype} / "
                                f"{g.device} doesn't match its parameter {list(p.shape)} / {p.dtype} / {p.device}")
         return g.detach().contiguous()
+
+    def _init_fused(self, fused) -> None:
+        """``fused=True``: the step takes the scaler's found-inf flag and scale (PyTorch's fused path)."""
+        if not fused:
+            return
+        for g in self.param_groups:
+            for p in g["params"]:
+                if not p.dtype.is_floating_point:
+                    raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of "
+                                       f"supported devices: ['cuda', 'cpu'] but {p.dtype} and {p.device.type}")
+        self._step_supports_amp_scaling = True
+
+    def _scaler_inputs(self, group):
+        """{device: (found_inf, grad_scale)} getter for this step: what ``GradScaler.step`` set on the
+        optimizer, moved to each parameter's device once (no host read); ``(None, None)`` without it."""
+        found_inf = getattr(self, "found_inf", None)
+        grad_scale = getattr(self, "grad_scale", None)
+        if not group.get("fused") and (found_inf is not None or grad_scale is not None):
+            raise AssertionError("Expected grad_scale and found_inf to be None")
+        cache: dict = {}
+
+        def get(dev):
+            if dev not in cache:
+                cache[dev] = tuple(t if t is None or t.device == dev else t.to(dev) for t in (found_inf, grad_scale))
+            return cache[dev]
+        return get
+
+    @staticmethod
+    def _write_back(p, g, grad_scale) -> None:
+        """A fused step unscales the gradient it was given in place; keep ``p.grad`` that one."""
+        if grad_scale is not None and g.data_ptr() != p.grad.data_ptr():
+            p.grad.copy_(g)
 
     def state_dict(self) -> dict:
         index = {}

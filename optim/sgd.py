@@ -2,6 +2,12 @@
 
     d = grad + wd * p;  b = momentum * b + (1 - dampening) * d  (b = d on the first step)
     d = d + momentum * b if nesterov else b;  p -= lr * d
+
+``fused=True`` (PyTorch's fused path): the kernel takes ``GradScaler``'s found-inf flag and scale:
+on inf/NaN nothing changes, otherwise the gradient is unscaled inside the update. The momentum
+buffer is allocated zeroed: when the first step is skipped for inf/NaN the next one starts from
+``b = 0`` (``b = (1 - dampening) * d``, the same as ``b = d`` for the default dampening 0;
+PyTorch leaves the buffer uninitialised there).
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from .optimizer import _REQUIRED, Optimizer
 
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
-                 maximize=False):
+                 maximize=False, fused=None):
         if lr is not _REQUIRED and lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
@@ -22,12 +28,15 @@ class SGD(Optimizer):
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
+                                      nesterov=nesterov, maximize=maximize, fused=fused))
+        self._init_fused(fused)
 
     @no_grad()
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
+            fused = bool(group.get("fused"))
+            amp_inputs = self._scaler_inputs(group)
             for p in group["params"]:
                 g = self._grads(p, group)
                 if g is None:
@@ -36,9 +45,12 @@ class SGD(Optimizer):
                 buf = state.get("momentum_buffer")
                 first = buf is None
                 if group["momentum"] != 0 and first:
-                    buf = state["momentum_buffer"] = p.detach().new_empty(p.shape)
+                    make = p.detach().new_zeros if fused else p.detach().new_empty
+                    buf = state["momentum_buffer"] = make(p.shape)
+                found_inf, grad_scale = amp_inputs(p.device)
                 _core.sgd_step_(p, g, buf, lr=group["lr"], weight_decay=group["weight_decay"],
                                 momentum=group["momentum"], dampening=group["dampening"], nesterov=group["nesterov"],
-                                maximize=group["maximize"], first=first)
+                                maximize=group["maximize"], first=first, found_inf=found_inf, grad_scale=grad_scale)
+                self._write_back(p, g, grad_scale)
                 p._bump_version()
         return loss

@@ -165,6 +165,48 @@ def test_compare_model_outputs_allow_list_and_logger(setup):
     np.testing.assert_array_equal(_np(out), _np(d["4.stats"]["tensor_val"][-1]))
 
 
+@pytest.mark.parametrize("fmt", ["bf16", "fp16"])
+def test_compare_model_outputs_autocast(setup, fmt):
+    """The model against itself under autocast("cpu"): conv2d and linear run in the low dtype (their
+    inputs, weights and bias rounded to it, computed in fp32, rounded on store), the other layers
+    in their input's dtype: the NumPy model with every value rounded to the format, and exactly
+    what the reduced-precision copy computes for this model."""
+    model, x = setup
+    dt, np_dt, rtol = LOWP[fmt]
+    params, xn = params_of(model), _np(x)
+    act = ns.compare_model_outputs_autocast(model, x, dtype=dt)
+    assert sorted(act) == [f"{i}.stats" for i in range(5)]
+    want_f = np_forward(params, xn, lambda a: a)
+    want_q = np_forward(params, xn, rounder(np_dt))
+    copy_act = ns.compare_model_outputs(ns._copy_model(model), ns.reduced_precision_copy(model, dt), x)
+    for i in range(5):
+        entry = act[f"{i}.stats"]
+        assert len(entry["float"]) == len(entry["quantized"]) == 1
+        f, qv = entry["float"][0], entry["quantized"][0]
+        assert f.dtype == tritensor.float32 and qv.dtype == dt
+        np.testing.assert_allclose(_np(f), want_f[i], rtol=1e-5, atol=1e-6)
+        assert_close_lowp(_np(qv), want_q[i], rtol)
+        np.testing.assert_array_equal(_np(qv), _np(copy_act[f"{i}.stats"]["quantized"][0]))
+    assert all(p.dtype == tritensor.float32 for p in model.parameters())  # weights untouched
+    np.testing.assert_array_equal(params_of(model)[0], params[0])
+    assert not tritensor.is_autocast_enabled("cpu")
+
+
+def test_compare_model_outputs_autocast_errors(setup):
+    model, x = setup
+    with pytest.raises(TypeError, match="float_model must be an nn.Module"):
+        ns.compare_model_outputs_autocast(lambda v: v, x)
+    with pytest.raises(ValueError, match="float_model must be float32"):
+        ns.compare_model_outputs_autocast(ns.reduced_precision_copy(model, tritensor.float16), x)
+    with pytest.raises(RuntimeError, match="unsupported device_type 'xpu'"):
+        ns.compare_model_outputs_autocast(model, x, device_type="xpu")
+    if not tritensor.cuda.is_available():
+        with pytest.warns(UserWarning, match="CUDA is not available"), \
+                pytest.raises(RuntimeError, match="disabled here"):
+            ns.compare_model_outputs_autocast(model, x, device_type="cuda")
+    assert "activation_post_process" not in model[0]._modules  # nothing attached before the errors
+
+
 def test_mismatched_models_raise(setup):
     model, x = setup
     other = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(32, 3)).half()
@@ -292,6 +334,20 @@ def test_report_function(setup, capsys):
     for name, _, w, a in rows:
         assert any(line.split()[:2] == [name, _] for line in lines)
     assert report.NO_MATPLOTLIB not in text and "chart" not in text  # no png asked for
+
+
+def test_report_autocast_variant(setup, capsys):
+    model, x = setup
+    text = report.numeric_report(model, tritensor.autocast("cpu"), x)
+    assert text.splitlines()[0].startswith("numeric suite: float32 model vs the same model under "
+                                           "autocast('cpu', bfloat16)")
+    rows = report.sqnr_table(model, tritensor.autocast("cpu"), x)
+    copy_rows = report.sqnr_table(model, ns.reduced_precision_copy(model, tritensor.bfloat16), x)
+    assert [r[:2] for r in rows] == [r[:2] for r in copy_rows]
+    assert all(r[2] is None for r in rows)  # the weights stay float32 under autocast
+    # every layer of this model computes what the bf16 copy computes (see the test above)
+    assert [r[3] for r in rows] == [r[3] for r in copy_rows]
+    assert "activation_post_process" not in model[0]._modules  # the report works on copies
 
 
 def test_report_png_or_says_no_matplotlib(setup, tmp_path, capsys):

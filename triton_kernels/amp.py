@@ -7,7 +7,9 @@ program's block inside it, and the gradient's element count. A program loads its
 address into a pointer of the gradients' dtype, loads BLOCK values, computes in fp32: a value that
 is not finite sets ``found_inf[0] = 1`` (a plain store of 1.0: every writer writes the same), and
 every value is multiplied by ``inv_scale[0]`` and stored back in place. Nothing is read back on the
-host: found_inf and inv_scale stay device tensors.
+host: found_inf and inv_scale stay device tensors. Without ``inv_scale`` (``UNSCALE=False``) the
+launch only checks and writes nothing but the flag: the pass ``GradScaler.step`` makes before a
+fused optimizer step, which unscales inside its own kernel.
 
 ``update_scale``: one program (PyTorch's ``_amp_update_scale_``): on found_inf the scale backs
 off and the growth tracker resets; otherwise the tracker counts, and on reaching growth_interval
@@ -27,7 +29,7 @@ ROW = 3  # int64 columns per block-table row: address, block start, numel
 
 
 @triton.jit
-def _unscale_kernel(table, found_inf, inv_scale, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+def _unscale_kernel(table, found_inf, inv_scale, DTYPE: tl.constexpr, UNSCALE: tl.constexpr, BLOCK: tl.constexpr):
     pid = tl.program_id(0).to(tl.int64)
     addr = tl.load(table + pid * 3)
     start = tl.load(table + pid * 3 + 1)
@@ -38,8 +40,9 @@ def _unscale_kernel(table, found_inf, inv_scale, DTYPE: tl.constexpr, BLOCK: tl.
     v = tl.load(ptr + offs, mask=mask, other=0).to(tl.float32)
     bad = (v != v) | (tl.abs(v) == float("inf"))
     nbad = tl.sum(tl.where(mask & bad, 1, 0), axis=0)
-    inv = tl.load(inv_scale)
-    tl.store(ptr + offs, (v * inv).to(DTYPE), mask=mask)
+    if UNSCALE:
+        inv = tl.load(inv_scale)
+        tl.store(ptr + offs, (v * inv).to(DTYPE), mask=mask)
     if nbad > 0:
         tl.store(found_inf, 1.0)
 
@@ -64,11 +67,12 @@ def _update_scale_kernel(scale, growth_tracker, found_inf, growth_factor, backof
 
 
 def unscale(table, n_blocks: int, found_inf, inv_scale, dtype_name: str) -> None:
-    """Unscale in place every block the (n_blocks, 3) int64 ``table`` names; see the module doc."""
+    """Unscale in place every block the (n_blocks, 3) int64 ``table`` names (``inv_scale=None``:
+    only check them); see the module doc."""
     if n_blocks == 0:
         return
-    launch(_unscale_kernel, (n_blocks,), table, found_inf, inv_scale, DTYPE=getattr(tl, dtype_name),
-           BLOCK=UNSCALE_BLOCK)
+    launch(_unscale_kernel, (n_blocks,), table, found_inf, found_inf if inv_scale is None else inv_scale,
+           DTYPE=getattr(tl, dtype_name), UNSCALE=inv_scale is not None, BLOCK=UNSCALE_BLOCK)
 
 
 def update_scale(scale, growth_tracker, found_inf, growth_factor: float, backoff_factor: float,

@@ -3,25 +3,58 @@
 
 Parameters and states are contiguous and updated in place. Hyper-parameters arrive as fp32
 scalars; arithmetic is fp32 (fp64 for fp64 parameters), cast on store.
+
+The AMP inputs (PyTorch's ``fused=True`` path, fed by ``GradScaler.step``), each optional:
+
+* ``found_inf`` (fp32, one element, on the device): when it is non-zero every lane is masked
+  off, so the parameter, its states and its gradient stay bit for bit as they were. The flag is
+  read by the kernel, never by the host.
+* ``grad_scale`` (fp32, one element): the gradient is multiplied by ``1 / grad_scale`` (the
+  reciprocal taken in fp64 and rounded to fp32, as ``GradScaler.unscale_`` does), rounded to the
+  gradient's dtype, used, and written back to the gradient, so a fused step leaves unscaled
+  gradients behind as PyTorch's fused kernels do (and as ``unscale_`` + ``step`` would).
+* ``step`` (fp32, one element, Adam): the step count on the device, already advanced for this
+  step by ``advance_steps`` (ONE launch for all the counts of a parameter group: a table of
+  their addresses, each ``+= 1`` unless ``found_inf`` is set). The update computes
+  ``lr / (1 - beta1^t)`` and ``sqrt(1 - beta2^t)`` from it in fp64 (lr and log(beta) passed as
+  float64 bits), then rounds them to fp32, as the host path rounds the same values computed in
+  fp64 on the host.
 """
 from __future__ import annotations
+
+import math
 
 import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import elementwise_block, grid_1d
+from ._common import elementwise_block, f64_bits, grid_1d, load_f64_scalar
 
 
 @triton.jit
-def _sgd_kernel(p, g, buf, n, lr, weight_decay, momentum, dampening,
-                HAS_MOMENTUM: tl.constexpr, FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr,
-                BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+def _amp_inputs(g, offs, n, found_inf, grad_scale, F: tl.constexpr, HAS_FOUND_INF: tl.constexpr,
+                HAS_GRAD_SCALE: tl.constexpr):
+    """(mask, gradient in F): every lane masked off when found_inf is set; the gradient unscaled
+    and written back when grad_scale is given."""
+    if HAS_FOUND_INF:
+        n = tl.where(tl.load(found_inf) == 0.0, n, 0)
     mask = offs < n
+    d = tl.load(g + offs, mask=mask)
+    if HAS_GRAD_SCALE:
+        inv = (1.0 / tl.load(grad_scale).to(tl.float64)).to(tl.float32)
+        d = (d.to(F) * inv).to(g.dtype.element_ty)
+        tl.store(g + offs, d, mask=mask)
+    return mask, d.to(F)
+
+
+@triton.jit
+def _sgd_kernel(p, g, buf, found_inf, grad_scale, n, lr, weight_decay, momentum, dampening,
+                HAS_MOMENTUM: tl.constexpr, FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr,
+                HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
+    mask, d = _amp_inputs(g, offs, n, found_inf, grad_scale, F, HAS_FOUND_INF, HAS_GRAD_SCALE)
     w = tl.load(p + offs, mask=mask).to(F)
-    d = tl.load(g + offs, mask=mask).to(F)
     if MAXIMIZE:
         d = -d
     d = d + weight_decay * w
@@ -39,14 +72,19 @@ def _sgd_kernel(p, g, buf, n, lr, weight_decay, momentum, dampening,
 
 
 @triton.jit
-def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, n, lr, beta1, beta2, eps, weight_decay, bias_c1,
-                 bias_c2_sqrt, DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
+def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scale, step, n, lr, beta1, beta2,
+                 eps, weight_decay, step_size, bias_c2_sqrt, lr_bits, log_beta1_bits, log_beta2_bits,
+                 DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
+                 HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, STEP_ON_DEVICE: tl.constexpr,
                  BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
     F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
+    mask, d = _amp_inputs(g, offs, n, found_inf, grad_scale, F, HAS_FOUND_INF, HAS_GRAD_SCALE)
+    if STEP_ON_DEVICE:  # lr / (1 - b1^t) and sqrt(1 - b2^t) in fp64, rounded to fp32 as the host's are
+        t = tl.load(step).to(tl.float64)
+        step_size = (load_f64_scalar(lr_bits) / (1.0 - tl.exp(t * load_f64_scalar(log_beta1_bits)))).to(tl.float32)
+        bias_c2_sqrt = tl.sqrt(1.0 - tl.exp(t * load_f64_scalar(log_beta2_bits))).to(tl.float32)
     w = tl.load(p + offs, mask=mask).to(F)
-    d = tl.load(g + offs, mask=mask).to(F)
     if MAXIMIZE:
         d = -d
     if DECOUPLED:  # AdamW: shrink the weight, not the gradient
@@ -61,31 +99,70 @@ def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, n, lr, beta1, beta2,
         v = tl.maximum(tl.load(max_exp_avg_sq + offs, mask=mask).to(F), v)
         tl.store(max_exp_avg_sq + offs, v.to(max_exp_avg_sq.dtype.element_ty), mask=mask)
     denom = tl.sqrt(v) / bias_c2_sqrt + eps
-    tl.store(p + offs, (w - (lr / bias_c1) * m / denom).to(p.dtype.element_ty), mask=mask)
+    tl.store(p + offs, (w - step_size * m / denom).to(p.dtype.element_ty), mask=mask)
 
 
-def sgd_step(p, g, buf, *, lr, weight_decay, momentum, dampening, nesterov, maximize, first) -> None:
+@triton.jit
+def _advance_steps_kernel(table, n, found_inf, HAS_FOUND_INF: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    ptrs = tl.load(table + offs, mask=mask, other=0).to(tl.pointer_type(tl.float32))
+    s = tl.load(ptrs, mask=mask)
+    if HAS_FOUND_INF:
+        s = tl.where(tl.load(found_inf) == 0.0, s + 1.0, s)
+    else:
+        s = s + 1.0
+    tl.store(ptrs, s, mask=mask)
+
+
+def sgd_step(p, g, buf, *, lr, weight_decay, momentum, dampening, nesterov, maximize, first,
+             found_inf=None, grad_scale=None) -> None:
     n = p.numel()
     if n == 0:
         return
     has_m = momentum != 0
     block = elementwise_block(n)
-    launch(_sgd_kernel, grid_1d(n, block), p, g, buf if has_m else p, n, float(lr), float(weight_decay),
-           float(momentum), float(dampening), HAS_MOMENTUM=has_m, FIRST=bool(first), NESTEROV=bool(nesterov),
-           MAXIMIZE=bool(maximize), BLOCK=block)
+    launch(_sgd_kernel, grid_1d(n, block), p, g, buf if has_m else p,
+           p if found_inf is None else found_inf, p if grad_scale is None else grad_scale,
+           n, float(lr), float(weight_decay), float(momentum), float(dampening), HAS_MOMENTUM=has_m,
+           FIRST=bool(first), NESTEROV=bool(nesterov), MAXIMIZE=bool(maximize),
+           HAS_FOUND_INF=found_inf is not None, HAS_GRAD_SCALE=grad_scale is not None, BLOCK=block)
+
+
+def advance_steps(table, n: int, found_inf=None) -> None:
+    """``+= 1`` (unless ``found_inf`` is set) on the ``n`` fp32 step counts whose addresses the int64
+    ``table`` holds; one launch."""
+    if n == 0:
+        return
+    block = min(triton.next_power_of_2(n), 1024)
+    launch(_advance_steps_kernel, (triton.cdiv(n, block),), table, n, table if found_inf is None else found_inf,
+           HAS_FOUND_INF=found_inf is not None, BLOCK=block)
 
 
 def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_decay, decoupled, maximize,
-              max_exp_avg_sq=None) -> None:
-    """One Adam/AdamW update in place; ``max_exp_avg_sq`` given means amsgrad (it is updated too)."""
+              max_exp_avg_sq=None, found_inf=None, grad_scale=None) -> None:
+    """One Adam/AdamW update in place; ``max_exp_avg_sq`` given means amsgrad (it is updated too).
+
+    ``step``: the count including this step, an int or an fp32 one-element device tensor (advanced
+    by :func:`advance_steps`), from which the kernel takes the bias corrections.
+    """
     n = p.numel()
     if n == 0:
         return
-    bias_c1 = 1.0 - beta1 ** step
-    bias_c2_sqrt = (1.0 - beta2 ** step) ** 0.5
+    on_device = not isinstance(step, int)
+    if on_device:
+        step_size = bias_c2_sqrt = 1.0
+    else:  # in fp64 on the host, one rounding to fp32 in the kernel (the same in both modes)
+        step_size = lr / (1.0 - beta1 ** step)
+        bias_c2_sqrt = (1.0 - beta2 ** step) ** 0.5
+    # log(0) for beta == 0: -inf, and exp(t * -inf) = 0 for t >= 1, as 0 ** t.
+    log_b1 = math.log(beta1) if beta1 > 0 else -math.inf
+    log_b2 = math.log(beta2) if beta2 > 0 else -math.inf
     ams = max_exp_avg_sq is not None
     block = elementwise_block(n)
     launch(_adam_kernel, grid_1d(n, block), p, g, exp_avg, exp_avg_sq, max_exp_avg_sq if ams else exp_avg_sq,
-           n, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), float(bias_c1),
-           float(bias_c2_sqrt), DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams,
-           BLOCK=block)
+           p if found_inf is None else found_inf, p if grad_scale is None else grad_scale,
+           step if on_device else p, n, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay),
+           float(step_size), float(bias_c2_sqrt), f64_bits(lr), f64_bits(log_b1), f64_bits(log_b2),
+           DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams, HAS_FOUND_INF=found_inf is not None,
+           HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, BLOCK=block)

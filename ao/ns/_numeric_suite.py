@@ -13,6 +13,11 @@ The names, signatures and dict layouts follow PyTorch's:
   of an ``allow_list`` type in both models, runs both, and pairs the logged activations;
   -> ``{'<module>.stats': {'float': [...], 'quantized': [...]}}`` (one entry per call).
 
+- ``compare_model_outputs_autocast(float_model, *data, device_type=None, dtype=None)`` (no
+  PyTorch counterpart): the same pairing, the "quantized" side being the *same* model (a copy of
+  it, identical weights) run inside ``autocast(device_type, dtype)``: what mixed-precision
+  inference does to each layer, with the weights left in float32.
+
 Where int8 needs a QuantStub/DeQuantStub, the float formats need a cast: data entering a model,
 a shadowed module or its float twin is cast to that module's parameter dtype (float32 for the
 float side); a module without floating parameters takes its input as it comes.
@@ -28,6 +33,7 @@ import math
 import numpy as np
 
 from ... import nn
+from ...amp import autocast, is_autocast_enabled
 from ...nn.parameter import Parameter
 from ...autograd.grad_mode import no_grad
 from ...core import functional as _F
@@ -36,7 +42,8 @@ from ...runtime.dtype import bfloat16, float16, float32
 
 __all__ = ["compare_weights", "Logger", "ShadowLogger", "OutputLogger", "Shadow", "prepare_model_with_stubs",
            "compare_model_stub", "get_matching_activations", "prepare_model_outputs", "compare_model_outputs",
-           "get_logger_dict", "compute_sqnr", "reduced_precision_copy", "DEFAULT_OUTPUT_LOGGER_ALLOW_LIST"]
+           "get_logger_dict", "compute_sqnr", "reduced_precision_copy", "DEFAULT_OUTPUT_LOGGER_ALLOW_LIST",
+           "compare_model_outputs_autocast"]
 
 # The modules whose outputs compare_model_outputs logs by default: the leaf layers of tritensor.nn.
 DEFAULT_OUTPUT_LOGGER_ALLOW_LIST = {nn.Linear, nn.Conv2d, nn.ReLU, nn.GELU, nn.MaxPool2d, nn.AvgPool2d, nn.Flatten,
@@ -396,3 +403,37 @@ def compare_model_outputs(float_model, q_model, *data, logger_cls=OutputLogger, 
         float_model(*_cast(data, _param_dtype(float_model) or float32))
         q_model(*_cast(data, _param_dtype(q_model)))
     return get_matching_activations(float_model, q_model)
+
+
+def compare_model_outputs_autocast(float_model, *data, device_type=None, dtype=None, logger_cls=OutputLogger,
+                                   allow_list=None):
+    """Log the outputs of every ``allow_list`` module of ``float_model`` run in float32 and of a
+    copy of it run inside ``autocast(device_type, dtype)`` on the same ``data``, and pair them:
+    ``{'<module>.stats': {'float': [...], 'quantized': [...]}}`` ("quantized": under autocast).
+
+    ``device_type`` defaults to the model's device type; ``dtype`` to autocast's default for it
+    (float16 on "cuda", bfloat16 on "cpu"). Loggers are attached to ``float_model`` in place (as
+    ``compare_model_outputs`` does); the autocast side is a copy, returned activations only.
+    """
+    if not isinstance(float_model, nn.Module):
+        raise TypeError(f"float_model must be an nn.Module, got {type(float_model).__name__}")
+    if _param_dtype(float_model) not in (None, float32):
+        raise ValueError(f"compare_model_outputs_autocast: float_model must be float32, its parameters are "
+                         f"{_param_dtype(float_model)}")
+    if device_type is None:
+        params = list(float_model.parameters())
+        device_type = params[0].device.type if params else "cpu"
+    region = autocast(device_type, dtype=dtype)  # checks device_type and dtype, as autocast does
+    with region:
+        enabled = is_autocast_enabled(device_type)
+    if not enabled:
+        raise RuntimeError(f"compare_model_outputs_autocast: autocast({device_type!r}, dtype={dtype}) is "
+                           "disabled here (see the warning above): there would be nothing to compare")
+    twin = _copy_model(float_model)
+    prepare_model_outputs(float_model, twin, logger_cls, allow_list)
+    data = _cast(data, float32)
+    with no_grad():
+        float_model(*data)
+        with region:
+            twin(*data)
+    return get_matching_activations(float_model, twin)

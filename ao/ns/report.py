@@ -3,9 +3,10 @@ weights and activations against the float32 model's.
 
     from tritensor.ao.ns.report import numeric_report
     text = numeric_report(model, tritensor.bfloat16, x)      # or a ready copy instead of the dtype
+    text = numeric_report(model, tritensor.autocast("cpu"), x)  # the same model under autocast
 
-    python -m tritensor.ao.ns.report [--dtype bf16|fp16] [--model pkg.mod:factory --input-shape 2,1,8,8]
-                                     [--png PATH | --no-png]
+    python -m tritensor.ao.ns.report [--dtype bf16|fp16] [--autocast] [--model pkg.mod:factory
+                                     --input-shape 2,1,8,8] [--png PATH | --no-png]
 
 Prints the table; writes a PNG bar chart when matplotlib is installed (it is optional: without it
 the report says so and still prints). The models given are not changed (the suite runs on copies).
@@ -18,6 +19,7 @@ import math
 import sys
 
 from ... import nn
+from ...amp import autocast
 from ...core import factories
 from ...runtime.dtype import bfloat16, dtype as _dtype, float16
 from . import _numeric_suite as ns
@@ -36,10 +38,17 @@ NO_MATPLOTLIB = "matplotlib is not installed: no chart written (pip install matp
 
 def sqnr_table(float_model, q_model, *data, allow_list=None):
     """The report's rows, one per layer with a weight or a logged activation:
-    ``[(name, type_name, weight_sqnr or None, activation_sqnr or None)]`` in module order."""
-    weights = ns.compare_weights(float_model.state_dict(), q_model.state_dict())
-    acts = ns.compare_model_outputs(ns._copy_model(float_model), ns._copy_model(q_model), *data,
-                                    allow_list=allow_list)
+    ``[(name, type_name, weight_sqnr or None, activation_sqnr or None)]`` in module order.
+    ``q_model`` an ``autocast`` region: activations of the same model run inside it, and no weight
+    column (the weights stay float32; each op casts what it uses)."""
+    if isinstance(q_model, autocast):
+        weights = {}
+        acts = ns.compare_model_outputs_autocast(ns._copy_model(float_model), *data, device_type=q_model.device,
+                                                 dtype=q_model.fast_dtype, allow_list=allow_list)
+    else:
+        weights = ns.compare_weights(float_model.state_dict(), q_model.state_dict())
+        acts = ns.compare_model_outputs(ns._copy_model(float_model), ns._copy_model(q_model), *data,
+                                        allow_list=allow_list)
     rows = []
     for name, mod in float_model.named_modules():
         if not name:
@@ -89,13 +98,18 @@ def _chart(rows, path, title):
 
 def numeric_report(float_model, q_model, *data, allow_list=None, png=None, file=None):
     """Print (to ``file``, default stdout) and return the per-layer SQNR table of ``q_model`` (a
-    reduced-precision copy of ``float_model``, or a dtype, float16/bfloat16, to make one) against
-    ``float_model`` on ``data``. With ``png`` a path, also write a bar chart there when matplotlib
-    is installed (otherwise say so)."""
+    reduced-precision copy of ``float_model``, or a dtype, float16/bfloat16, to make one, or an
+    ``autocast`` region to run the same model in) against ``float_model`` on ``data``. With ``png``
+    a path, also write a bar chart there when matplotlib is installed (otherwise say so)."""
     if isinstance(q_model, _dtype):
         q_model = ns.reduced_precision_copy(float_model, q_model)
-    lowp = ns._param_dtype(q_model)
-    title = f"numeric suite: float32 model vs its {str(lowp).split('.')[-1]} copy, SQNR per layer (higher is closer)"
+    if isinstance(q_model, autocast):
+        title = (f"numeric suite: float32 model vs the same model under autocast({q_model.device!r}, "
+                 f"{str(q_model.fast_dtype).split('.')[-1]}), SQNR per layer (higher is closer)")
+    else:
+        lowp = ns._param_dtype(q_model)
+        title = (f"numeric suite: float32 model vs its {str(lowp).split('.')[-1]} copy, SQNR per layer "
+                 "(higher is closer)")
     rows = sqnr_table(float_model, q_model, *data, allow_list=allow_list)
     text = format_table(rows, title)
     if png is not None:
@@ -117,6 +131,8 @@ def tiny_convnet():
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m tritensor.ao.ns.report", description=__doc__.split("\n\n")[0])
     p.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16", help="the reduced precision (default bf16)")
+    p.add_argument("--autocast", action="store_true",
+                   help="compare against the same model under autocast('cpu' or 'cuda', --dtype) instead of a copy")
     p.add_argument("--model", default=None,
                    help="pkg.module:factory returning a float32 nn.Module (default: a tiny convnet)")
     p.add_argument("--input-shape", default="2,1,8,8", help="shape of the random input batch (default 2,1,8,8)")
@@ -134,7 +150,10 @@ def main(argv=None) -> int:
         model = tiny_convnet()
     shape = tuple(int(s) for s in args.input_shape.split(","))
     x = factories.randn(*shape)
-    numeric_report(model, bfloat16 if args.dtype == "bf16" else float16, x,
+    lowp = bfloat16 if args.dtype == "bf16" else float16
+    params = list(model.parameters())
+    dev = params[0].device.type if params else "cpu"
+    numeric_report(model, autocast(dev, dtype=lowp) if args.autocast else lowp, x,
                    png=None if args.no_png else args.png)
     return 0
 

@@ -3,7 +3,8 @@
 ``unscale_and_check_(grads, found_inf, inv_scale)``: every tensor in ``grads`` (one floating dtype,
 one device) is multiplied by ``inv_scale`` in place, and ``found_inf`` (fp32, one element) is set
 to 1.0 when any value was inf or NaN: ONE kernel launch for all of them (a multi-tensor launch
-through a block table of addresses), no host synchronisation. ``update_scale_(...)``: the scaler's
+through a block table of addresses), no host synchronisation. ``check_finite_(grads, found_inf)``:
+the same launch reading only (the check a fused optimizer step needs). ``update_scale_(...)``: the scaler's
 scale/growth-tracker rule, one single-program launch.
 """
 from __future__ import annotations
@@ -28,10 +29,17 @@ def _check_scalar(t, name, dtype_, where):
 
 def unscale_and_check_(grads, found_inf, inv_scale) -> None:
     """In place: ``g *= inv_scale`` for every ``g`` in ``grads``; ``found_inf[0] = 1`` if any g held inf/NaN."""
-    where = "unscale_and_check_"
-    grads = list(grads)
+    _check_scalar(inv_scale, "inv_scale", dt.float32, "unscale_and_check_")
+    _multi_tensor("unscale_and_check_", list(grads), found_inf, inv_scale)
+
+
+def check_finite_(grads, found_inf) -> None:
+    """``found_inf[0] = 1`` if any ``g`` in ``grads`` held inf/NaN; the grads are only read."""
+    _multi_tensor("check_finite_", list(grads), found_inf, None)
+
+
+def _multi_tensor(where, grads, found_inf, inv_scale) -> None:
     _check_scalar(found_inf, "found_inf", dt.float32, where)
-    _check_scalar(inv_scale, "inv_scale", dt.float32, where)
     if not grads:
         return
     first = grads[0]
@@ -44,9 +52,9 @@ def unscale_and_check_(grads, found_inf, inv_scale) -> None:
             raise ValueError(f"{where}: all grads must share one dtype and device; grads[0] is "
                              f"{first.dtype} on {first.device}, grads[{i}] is {g.dtype} on {g.device}")
     for name, t in (("found_inf", found_inf), ("inv_scale", inv_scale)):
-        if t.device != first.device:
+        if t is not None and t.device != first.device:
             raise ValueError(f"{where}: {name} is on {t.device}, the grads on {first.device}")
-    # Non-contiguous grads: unscale a contiguous copy, then write it back.
+    # Non-contiguous grads: unscale (or check) a contiguous copy, then write it back.
     work = [g if g.is_contiguous() else g.contiguous() for g in grads]
     block = _k.UNSCALE_BLOCK
     rows = [(w.data_ptr(), s, w.numel()) for w in work for s in range(0, w.numel(), block)]
@@ -57,7 +65,7 @@ def unscale_and_check_(grads, found_inf, inv_scale) -> None:
             table = table.to(first.device)
         _k.unscale(table, len(rows), found_inf, inv_scale, first.dtype.name)
     for g, w in zip(grads, work):
-        if w is not g:
+        if w is not g and inv_scale is not None:
             g.copy_(w)
 
 

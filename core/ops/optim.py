@@ -3,11 +3,20 @@
 Each checks its tensors before any launch (same shape, dtype and device as the parameter, all
 contiguous: the kernel walks them as flat arrays) and hyper-parameters that the kernel cannot
 represent, then runs one fused kernel per parameter (``triton_kernels/optim.py``), in place.
+
+The AMP inputs ``found_inf`` / ``grad_scale`` (the scaler's flag and scale, PyTorch's fused path)
+and Adam's on-device ``step`` must be one-element fp32 tensors on the parameter's device: the
+kernel reads them there, the host never does.
 """
 from __future__ import annotations
 
 import math
+import numbers
 
+import numpy as np
+
+from ...runtime import dtype as dt
+from ...runtime.device import device
 from ...triton_kernels import optim as _k
 from ..tensor_base import TensorBase
 
@@ -29,6 +38,17 @@ def _check(op: str, p, **state) -> None:
             raise ValueError(f"{op}: '{name}' must be contiguous (the update walks it as a flat array)")
 
 
+def _check_scalar(op: str, p, **scalars) -> None:
+    for name, t in scalars.items():
+        if t is None:
+            continue
+        if not isinstance(t, TensorBase):
+            raise TypeError(f"{op}: '{name}' must be a tensor, got {type(t).__name__}")
+        if t.dtype is not dt.float32 or t.numel() != 1 or t.device != p.device:
+            raise ValueError(f"{op}: '{name}' must be a one-element float32 tensor on {p.device}, got "
+                             f"{list(t.shape)}, {t.dtype}, {t.device}")
+
+
 def _finite(op: str, **values) -> None:
     for name, v in values.items():
         if not math.isfinite(float(v)):
@@ -36,20 +56,54 @@ def _finite(op: str, **values) -> None:
 
 
 def sgd_step_(param, grad, momentum_buffer, *, lr, weight_decay, momentum, dampening, nesterov, maximize,
-              first) -> None:
-    """One SGD update of ``param`` in place (``momentum_buffer`` too, when momentum != 0)."""
+              first, found_inf=None, grad_scale=None) -> None:
+    """One SGD update of ``param`` in place (``momentum_buffer`` too, when momentum != 0); none at
+    all when ``found_inf`` is set; ``grad`` unscaled in place by ``grad_scale`` when given."""
     _check("sgd_step_", param, grad=grad, momentum_buffer=momentum_buffer if momentum != 0 else None)
+    _check_scalar("sgd_step_", param, found_inf=found_inf, grad_scale=grad_scale)
     _finite("sgd_step_", lr=lr, weight_decay=weight_decay, momentum=momentum, dampening=dampening)
     _k.sgd_step(param, grad, momentum_buffer, lr=lr, weight_decay=weight_decay, momentum=momentum,
-                dampening=dampening, nesterov=nesterov, maximize=maximize, first=first)
+                dampening=dampening, nesterov=nesterov, maximize=maximize, first=first, found_inf=found_inf,
+                grad_scale=grad_scale)
 
 
 def adam_step_(param, grad, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_decay, decoupled,
-               maximize, max_exp_avg_sq=None) -> None:
-    """One Adam/AdamW update of ``param`` and its moments in place (``max_exp_avg_sq``: amsgrad)."""
+               maximize, max_exp_avg_sq=None, found_inf=None, grad_scale=None) -> None:
+    """One Adam/AdamW update of ``param`` and its moments in place (``max_exp_avg_sq``: amsgrad).
+
+    ``step``: the count including this update, an int or a one-element fp32 tensor on the
+    parameter's device (advanced by :func:`advance_steps_`). ``found_inf`` set: nothing changes.
+    ``grad_scale``: ``grad`` is unscaled in place and the update uses it unscaled.
+    """
     _check("adam_step_", param, grad=grad, exp_avg=exp_avg, exp_avg_sq=exp_avg_sq, max_exp_avg_sq=max_exp_avg_sq)
+    _check_scalar("adam_step_", param, found_inf=found_inf, grad_scale=grad_scale)
     _finite("adam_step_", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
-    if int(step) < 1:
-        raise ValueError(f"adam_step_: 'step' counts from 1, got {step}")
+    if isinstance(step, TensorBase):
+        _check_scalar("adam_step_", param, step=step)
+    elif not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 1:
+        raise ValueError(f"adam_step_: 'step' must be an int counting from 1 or a device tensor, got {step!r}")
+    else:
+        step = int(step)
     _k.adam_step(param, grad, exp_avg, exp_avg_sq, step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
-                 weight_decay=weight_decay, decoupled=decoupled, maximize=maximize, max_exp_avg_sq=max_exp_avg_sq)
+                 weight_decay=weight_decay, decoupled=decoupled, maximize=maximize, max_exp_avg_sq=max_exp_avg_sq,
+                 found_inf=found_inf, grad_scale=grad_scale)
+
+
+def advance_steps_(steps, found_inf=None) -> None:
+    """``+= 1`` in place on every one-element fp32 count in ``steps`` (one device), unless
+    ``found_inf`` (same device) is set: one launch for all of them, through a table of addresses."""
+    steps = list(steps)
+    if not steps:
+        return
+    first = steps[0]
+    for i, t in enumerate(steps):
+        if not isinstance(t, TensorBase):
+            raise TypeError(f"advance_steps_: 'steps[{i}]' must be a tensor, got {type(t).__name__}")
+        _check_scalar("advance_steps_", first, **{f"steps[{i}]": t})
+    _check_scalar("advance_steps_", first, found_inf=found_inf)
+    table = TensorBase._empty((len(steps),), dt.int64, device("cpu"))
+    table.untyped_storage().bytes_view()[...] = np.asarray([t.data_ptr() for t in steps], dtype=np.int64).view(
+        np.uint8)
+    if first.device.type != "cpu":
+        table = table.to(first.device)
+    _k.advance_steps(table, len(steps), found_inf)
