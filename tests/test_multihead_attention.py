@@ -17,7 +17,7 @@ import pytest
 import tritensor as tt
 from tritensor import nn
 from tritensor.autograd import gradcheck
-from tolerances import TOL
+from tolerances import assert_close
 
 f64 = tt.float64
 
@@ -99,8 +99,8 @@ def test_need_weights_path_with_masks(average):
     kpm[1, -2:] = True
     out, w = m(T(q), T(k), T(v), key_padding_mask=T(kpm), attn_mask=T(am), average_attn_weights=average)
     ro, rw = np_mha(m, q, k, v, attn_mask=am, key_padding_mask=additive(kpm))
-    np.testing.assert_allclose(out.detach().numpy(), ro, **TOL[f64])
-    np.testing.assert_allclose(w.detach().numpy(), rw.mean(1) if average else rw, **TOL[f64])
+    assert_close(out.detach(), ro, f64)
+    assert_close(w.detach(), rw.mean(1) if average else rw, f64)
     assert np.all(w.detach().numpy()[1, ..., -2:] == 0)  # padded keys get no weight
 
 
@@ -114,7 +114,7 @@ def test_fused_path_batch_first_kdim_vdim_and_3d_bool_mask():
     out, w = m(T(q), T(k), T(v), attn_mask=T(bm), need_weights=False)
     assert w is None and tuple(out.shape) == (N, L, E)
     ro, _ = np_mha(m, *(a.transpose(1, 0, 2) for a in (q, k, v)), attn_mask=additive(bm))
-    np.testing.assert_allclose(out.detach().numpy(), ro.transpose(1, 0, 2), **TOL[f64])
+    assert_close(out.detach(), ro.transpose(1, 0, 2), f64)
 
 
 def test_is_causal_hint_and_unbatched_input():
@@ -127,9 +127,9 @@ def test_is_causal_hint_and_unbatched_input():
     out_w, w = m(T(x), T(x), T(x), attn_mask=causal, is_causal=True)  # unfused: the mask itself
     ro, rw = np_mha(m, x[:, None], x[:, None], x[:, None], attn_mask=additive(np.triu(np.ones((L, L), bool), 1)))
     assert tuple(out.shape) == (L, E) and tuple(w.shape) == (L, L)
-    np.testing.assert_allclose(out.detach().numpy(), ro[:, 0], **TOL[f64])
-    np.testing.assert_allclose(out_w.detach().numpy(), ro[:, 0], **TOL[f64])
-    np.testing.assert_allclose(w.detach().numpy(), rw[0].mean(0), **TOL[f64])
+    assert_close(out.detach(), ro[:, 0], f64)
+    assert_close(out_w.detach(), ro[:, 0], f64)
+    assert_close(w.detach(), rw[0].mean(0), f64)
     with pytest.raises(RuntimeError, match="Need attn_mask if specifying the is_causal hint"):
         m(T(x), T(x), T(x), is_causal=True)
 
@@ -198,7 +198,7 @@ def test_encoder_layer_matches_numpy(norm_first, activation):
     mask = nn.transformer.generate_square_subsequent_mask(6, dtype=f64)
     out = layer(T(x), src_mask=mask, is_causal=True)
     ref = np_encoder_layer(layer, x, mask=mask.numpy(), gelu=activation == "gelu")
-    np.testing.assert_allclose(out.detach().numpy(), ref, **TOL[f64])
+    assert_close(out.detach(), ref, f64)
 
 
 def test_encoder_stack_batch_first_state_dict_and_training_step():
@@ -214,7 +214,7 @@ def test_encoder_stack_batch_first_state_dict_and_training_step():
     for lay in enc.layers:
         y = np_encoder_layer(lay, y)
     ref = np_layer_norm(y, enc.norm).transpose(1, 0, 2)
-    np.testing.assert_allclose(out.detach().numpy(), ref, **TOL[f64])
+    assert_close(out.detach(), ref, f64)
     out.sum().backward()
     assert all(p.grad is not None for p in enc.parameters())
 

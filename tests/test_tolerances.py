@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tritensor as tt
-from tolerances import FLOAT_DTYPES, PROFILES, TOL, assert_close, tolerance
+from tolerances import FLOAT_DTYPES, NEEDS_K, PROFILES, TOL, assert_close, tolerance
 
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
 # Comparisons that are not one kernel against a per-dtype NumPy reference keep their own numbers:
@@ -50,7 +50,7 @@ def test_the_scan_finds_an_override(tmp_path):
 
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_every_profile_gives_numbers_for_every_float_dtype(name):
-    k = 7 if name in ("accumulate", "rounded_terms", "centered") else None
+    k = 7 if name in NEEDS_K else None
     for dtype in FLOAT_DTYPES:
         tol = tolerance(dtype, name, k)
         assert set(tol) == {"rtol", "atol"} and all(v >= 0 for v in tol.values()), (name, dtype)
@@ -64,6 +64,13 @@ def test_profile_numbers():
     assert tolerance(tt.bfloat16, "rounded_terms", 4) == dict(rtol=4 * 8e-3, atol=4 * 8e-3)
     assert tolerance(tt.float32, "large_mean") == dict(rtol=1e-4, atol=1e-6)
     assert tolerance(tt.float64, "large_mean") == TOL[tt.float64]  # only fp32 changes
+    # attention: "accumulate" over S keys in fp32/fp64; fp16/bf16 add 2u for P rounded before P·V
+    assert tolerance(tt.float32, "attention", 127) == tolerance(tt.float32, "accumulate", 127)
+    assert tolerance(tt.float16, "attention", 19) == dict(rtol=1e-3, atol=1e-3 + 2 * 2.0**-11)
+    assert tolerance(tt.bfloat16, "attention", 19) == dict(rtol=8e-3, atol=8e-3 + 2 * 2.0**-8)
+    # attention gradients: absolute, c·u·max|ref| (c = 64 in fp16/bf16, plus their atol; 1e3 in fp32/fp64)
+    assert tolerance(tt.float16, "attention_grad", 2.0) == dict(rtol=0.0, atol=64 * 2.0**-11 * 2.0 + 1e-3)
+    assert tolerance(tt.float32, "attention_grad", 2.0) == dict(rtol=0.0, atol=1e3 * 2.0**-24 * 2.0)
 
 
 def test_profile_errors():

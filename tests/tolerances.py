@@ -54,6 +54,34 @@ def _centered(dtype, k):
     return tol
 
 
+# Unit roundoff of the dtypes themselves (half an ulp at 1): for values rounded *to* fp16/bf16
+# inside a kernel, not only on store (attention's probabilities and dS before the tensor-core dots).
+UNIT_ROUNDOFF = {tt.float64: 2.0**-53, tt.float32: 2.0**-24, tt.float16: 2.0**-11, tt.bfloat16: 2.0**-8}
+
+
+def _attention(dtype, k):
+    """softmax(Q Kᵀ) V over k keys: a convex combination of V rows. fp32/fp64 accumulate the k
+    terms (the "accumulate" profile); fp16/bf16 on a GPU round the probabilities to the input
+    dtype before P·V (FlashAttention's design: the tensor cores need it), one more rounding of
+    relative size u on each weight, so the weighted sum of O(1) values may move by 2u more."""
+    if dtype in (tt.float16, tt.bfloat16):
+        tol = dict(TOL[dtype])
+        tol["atol"] = TOL[dtype]["atol"] + 2 * UNIT_ROUNDOFF[dtype]
+        return tol
+    return _accumulate(dtype, k)
+
+
+def _attention_grad(dtype, k):
+    """Attention's gradients, k = max|reference gradient|: sums of L or S products whose terms
+    are rounded to the input dtype in fp16/bf16 (dS and P before the tensor-core dots), so the
+    error is relative to the gradient's own scale, not to each (possibly cancelling) entry:
+    |err| <= 64·u·k plus the dtype's atol in fp16/bf16, 1e3·u·k in fp32/fp64, no rtol."""
+    scale = max(k, 1e-30)
+    if dtype in (tt.float16, tt.bfloat16):
+        return dict(rtol=0.0, atol=64 * UNIT_ROUNDOFF[dtype] * scale + TOL[dtype]["atol"])
+    return dict(rtol=0.0, atol=1e3 * UNIT_ROUNDOFF[dtype] * scale)
+
+
 def _over_default(changes):
     """A profile that is :data:`TOL` except for the dtypes in ``changes``."""
     def profile(dtype, k):
@@ -108,8 +136,14 @@ PROFILES = {
     # A gradient that went through bf16 autocast (bf16 operands, bf16 matmul result, fp32 master
     # weights): a few bf16 roundings (8e-3 each) of O(1) values, then a short sum.
     "autocast_bf16": _over_default({BF16: dict(rtol=0.05, atol=0.05)}),
+    # scaled_dot_product_attention's output over k keys: "accumulate" in fp32/fp64, and in
+    # fp16/bf16 the default plus 2u absolute for the probabilities rounded before P·V (see above).
+    "attention": _attention,
+    # Attention's gradients against k = max|reference|: 64·u·k (+ the dtype's atol) in fp16/bf16,
+    # 1e3·u·k in fp32/fp64, absolute only (see above).
+    "attention_grad": _attention_grad,
 }
-NEEDS_K = {"accumulate", "rounded_terms", "centered"}
+NEEDS_K = {"accumulate", "rounded_terms", "centered", "attention", "attention_grad"}
 
 
 def tolerance(dtype, profile="default", k=None) -> dict:
@@ -123,12 +157,12 @@ def tolerance(dtype, profile="default", k=None) -> dict:
     return PROFILES[profile](dtype, k)
 
 
-def assert_close(actual, expected, dtype, profile="default", k=None):
+def assert_close(actual, expected, dtype, profile="default", k=None, err_msg=""):
     """Compare a tritensor result (or array) with a NumPy reference computed in float64, to the
-    tolerance of ``profile`` for ``dtype``; NaNs must match."""
+    tolerance of ``profile`` for ``dtype``; NaNs must match. ``err_msg`` labels a failure."""
     tol = tolerance(dtype, profile, k)
     a = actual.cpu().numpy() if isinstance(actual, tt.Tensor) else np.asarray(actual)
     a = a.astype(np.float64) if a.dtype == ml_dtypes.bfloat16 else a
     np.testing.assert_allclose(np.asarray(a, dtype=np.float64) if a.dtype.kind == "f" else a,
-                               np.asarray(expected), equal_nan=True, **tol)
+                               np.asarray(expected), equal_nan=True, err_msg=err_msg, **tol)
 
