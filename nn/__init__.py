@@ -9,6 +9,11 @@ from .layers import (AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, GELU
                      MSELoss, ReLU, Sequential)
 from .module import Module
 from .parameter import Parameter
+# ----- issue 15 (nn15): containers, activations, ... ----------------------------------------------
+from .activation import ELU, Hardswish, LeakyReLU, LogSoftmax, Mish, Sigmoid, SiLU, Softmax, Softplus, Tanh
+from .containers import Identity, ModuleDict, ModuleList, ParameterList
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
            "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init"]
+__all__ += ["ModuleList", "ModuleDict", "ParameterList", "Identity", "Softmax", "LogSoftmax", "Tanh", "Sigmoid",
+            "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish"]  # issue 15 (nn15)
