@@ -95,6 +95,9 @@ TESTS = {
     "to": ("test_cast.py::test_float_to_float_bit_exact", f"{A}::test_casts_and_copies"),
     "copy_": ("test_cast.py::test_copy_into_strided_destination_and_broadcast", f"{A}::test_casts_and_copies"),
     "fill_": ("test_cast.py::test_fill_float64_keeps_double_precision", f"{A}::test_fill_gradcheck"),
+    # ----- issue 15 (nn15) -----
+    "embedding": ("test_embedding.py::test_embedding_forward_and_backward_vs_numpy",
+                  "test_embedding.py::test_embedding_gradcheck"),
 }
 # The name a test must mention when it differs from the op's (operators are used, not named).
 MENTIONS = {"invert": "~", "getitem": "[", "setitem": "] =", "clone": "copy", "copy_": "copy", "native_layer_norm":

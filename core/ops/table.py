@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
 from . import conv, copies, cumsum, elementwise, index, loss, matmul, norm, pool, reduce, views
+from . import embedding  # issue 15 (nn15)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -124,6 +125,9 @@ _with_inplace("scatter_add", index.scatter_add, index.scatter_add_, "promote")
 _with_inplace("index_add", index.index_add, index.index_add_, "promote")
 _add(Op("getitem", index.getitem_any, "none", method=False, function=False, dunders=("__getitem__",)))
 _add(Op("setitem", index.setitem_any, "none", method=False, function=False, dunders=("__setitem__",)))
+
+# ----- issue 15 (nn15): nn layers' ops -----------------------------------------------------------
+_add(Op("embedding", embedding.embedding, "none", method=False, function=False, functional=True))
 
 # ----- views (core/ops/views.py) ----------------------------------------------------------------
 for _name in ("view", "reshape", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"):
