@@ -13,8 +13,10 @@ from .parameter import Parameter
 from .activation import ELU, Hardswish, LeakyReLU, LogSoftmax, Mish, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .containers import Identity, ModuleDict, ModuleList, ParameterList
 from .embedding import Embedding
+from .batchnorm import BatchNorm1d, BatchNorm2d
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
            "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init"]
 __all__ += ["ModuleList", "ModuleDict", "ParameterList", "Identity", "Softmax", "LogSoftmax", "Tanh", "Sigmoid",
-            "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Embedding"]  # issue 15 (nn15)
+            "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Embedding", "BatchNorm1d",
+            "BatchNorm2d"]  # issue 15 (nn15)

@@ -98,6 +98,8 @@ TESTS = {
     # ----- issue 15 (nn15) -----
     "embedding": ("test_embedding.py::test_embedding_forward_and_backward_vs_numpy",
                   "test_embedding.py::test_embedding_gradcheck"),
+    "batch_norm": ("test_batchnorm.py::test_training_forward_backward_and_running_stats_vs_numpy",
+                   "test_batchnorm.py::test_batch_norm_gradcheck"),
 }
 # The name a test must mention when it differs from the op's (operators are used, not named).
 MENTIONS = {"invert": "~", "getitem": "[", "setitem": "] =", "clone": "copy", "copy_": "copy", "native_layer_norm":

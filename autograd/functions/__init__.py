@@ -18,14 +18,15 @@ Where an op's derivative lives:
   index.py        index_select gather, x[idx] (advanced: integer tensors, lists, masks), x[idx] = v
   cumsum.py       cumsum
   embedding.py    embedding (issue 15)
+  batch_norm.py   batch_norm (issue 15)
 """
 from __future__ import annotations
 
 from . import conv, copies, cumsum, elementwise, index, loss, matmul, reduce, views
-from . import embedding  # issue 15 (nn15)
+from . import batch_norm, embedding  # issue 15 (nn15)
 
 DERIVATIVES: dict = {}
-for _module in (elementwise, views, copies, reduce, matmul, conv, loss, index, cumsum, embedding):
+for _module in (elementwise, views, copies, reduce, matmul, conv, loss, index, cumsum, embedding, batch_norm):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:
             raise ValueError(f"op {_name} has two derivatives ({_module.__name__})")

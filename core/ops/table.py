@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
 from . import conv, copies, cumsum, elementwise, index, loss, matmul, norm, pool, reduce, views
-from . import embedding  # issue 15 (nn15)
+from . import batch_norm, embedding  # issue 15 (nn15)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -128,6 +128,7 @@ _add(Op("setitem", index.setitem_any, "none", method=False, function=False, dund
 
 # ----- issue 15 (nn15): nn layers' ops -----------------------------------------------------------
 _add(Op("embedding", embedding.embedding, "none", method=False, function=False, functional=True))
+_add(Op("batch_norm", batch_norm.batch_norm, "none", method=False, function=False, functional=True))
 
 # ----- views (core/ops/views.py) ----------------------------------------------------------------
 for _name in ("view", "reshape", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"):
