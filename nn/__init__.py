@@ -5,6 +5,7 @@
 it; ``import tritensor`` does, after comm, and ``from tritensor.nn.parallel import ...`` always
 works."""
 from . import functional, init
+from . import utils  # issue 15 (nn15)
 from .layers import (AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, GELU, LayerNorm, Linear, MaxPool2d,
                      MSELoss, ReLU, Sequential)
 from .module import Module
@@ -19,4 +20,4 @@ __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d
            "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init"]
 __all__ += ["ModuleList", "ModuleDict", "ParameterList", "Identity", "Softmax", "LogSoftmax", "Tanh", "Sigmoid",
             "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Embedding", "BatchNorm1d",
-            "BatchNorm2d"]  # issue 15 (nn15)
+            "BatchNorm2d", "utils"]  # issue 15 (nn15)
