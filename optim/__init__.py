@@ -6,5 +6,6 @@ Parameters and states must be contiguous (``nn.Module`` parameters are).
 from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
+from . import lr_scheduler  # issue 15 (nn15)
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
