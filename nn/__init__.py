@@ -15,9 +15,11 @@ from .activation import ELU, Hardswish, LeakyReLU, LogSoftmax, Mish, Sigmoid, Si
 from .containers import Identity, ModuleDict, ModuleList, ParameterList
 from .embedding import Embedding
 from .batchnorm import BatchNorm1d, BatchNorm2d
+from .loss import BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
            "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init"]
 __all__ += ["ModuleList", "ModuleDict", "ParameterList", "Identity", "Softmax", "LogSoftmax", "Tanh", "Sigmoid",
             "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Embedding", "BatchNorm1d",
-            "BatchNorm2d", "utils"]  # issue 15 (nn15)
+            "BatchNorm2d", "utils", "L1Loss", "SmoothL1Loss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
+            "KLDivLoss"]  # issue 15 (nn15)

@@ -129,6 +129,8 @@ _add(Op("setitem", index.setitem_any, "none", method=False, function=False, dund
 # ----- issue 15 (nn15): nn layers' ops -----------------------------------------------------------
 _add(Op("embedding", embedding.embedding, "none", method=False, function=False, functional=True))
 _add(Op("batch_norm", batch_norm.batch_norm, "none", method=False, function=False, functional=True))
+for _name in ("l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"):
+    _add(Op(_name, getattr(loss, _name), "fp32", method=False, function=False, functional=True))
 
 # ----- views (core/ops/views.py) ----------------------------------------------------------------
 for _name in ("view", "reshape", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"):
