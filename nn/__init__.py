@@ -16,10 +16,12 @@ from .containers import Identity, ModuleDict, ModuleList, ParameterList
 from .embedding import Embedding
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .loss import BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
+from .normalization import GroupNorm, RMSNorm
+from .resizing import AdaptiveAvgPool2d, Upsample
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
            "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init"]
 __all__ += ["ModuleList", "ModuleDict", "ParameterList", "Identity", "Softmax", "LogSoftmax", "Tanh", "Sigmoid",
             "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Embedding", "BatchNorm1d",
             "BatchNorm2d", "utils", "L1Loss", "SmoothL1Loss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss",
-            "KLDivLoss"]  # issue 15 (nn15)
+            "KLDivLoss", "GroupNorm", "RMSNorm", "AdaptiveAvgPool2d", "Upsample"]  # issue 15 (nn15)
