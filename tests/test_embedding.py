@@ -76,8 +76,8 @@ def test_max_norm_renormalises_looked_up_rows_in_place(norm_type):
 
 def test_embedding_gradcheck():
     rng = np.random.default_rng(3)
-    w = tt.from_numpy(rng.standard_normal((6, 3))).requires_grad_()
-    idx = tt.tensor([[1, 4, 1], [0, 5, 2]])
+    w = tt.from_numpy(rng.standard_normal((6, 2))).requires_grad_()
+    idx = tt.tensor([[1, 4, 1], [0, 5, 1]])
     assert tt.autograd.gradcheck(lambda w: F.embedding(idx, w, padding_idx=3), (w,))  # 3 unused: a padding row present has no true derivative
     assert tt.autograd.gradgradcheck(lambda w: F.embedding(idx, w) ** 2, (w,))
 

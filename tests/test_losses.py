@@ -66,7 +66,8 @@ def test_bce_with_logits_is_stable_for_huge_logits_and_weights():
     assert_close(out, expected, tt.float32)
     xg = x.clone().requires_grad_()
     F.binary_cross_entropy_with_logits(xg, y, w, pos_weight=pw).backward()
-    sig = 1 / (1 + np.exp(-xr))
+    with np.errstate(over="ignore"):  # exp(1000) = inf gives sigmoid 0, as it should
+        sig = 1 / (1 + np.exp(-xr))
     dx = wr * ((1 - yr) - (1 + yr) * (1 - sig)) / 5
     assert_close(xg.grad, dx, tt.float32)
     pos = tt.tensor([[1.0, 4.0, 0.5]])  # per-class pos_weight over (N, C)
@@ -132,20 +133,20 @@ def test_cross_entropy_probability_targets_vs_numpy(dtype):
 
 def test_loss_gradchecks():
     rng = np.random.default_rng(3)
-    x = tt.from_numpy(rng.standard_normal((3, 4)) * 2).requires_grad_()
-    y = tt.from_numpy(rng.random((3, 4))).requires_grad_()
-    w = tt.from_numpy(rng.random((1, 4)) + 0.5)
-    pw = tt.from_numpy(rng.random(4) + 0.5)
+    x = tt.from_numpy(rng.standard_normal((2, 3)) * 2).requires_grad_()
+    y = tt.from_numpy(rng.random((2, 3))).requires_grad_()
+    w = tt.from_numpy(rng.random((1, 3)) + 0.5)
+    pw = tt.from_numpy(rng.random(3) + 0.5)
     g = tt.autograd.gradcheck
     assert g(lambda x, y: F.binary_cross_entropy_with_logits(x, y, w, pos_weight=pw), (x, y))
     assert g(lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction="none"), (x, y))
     assert g(lambda x, y: F.l1_loss(x, y), (x, y))
     assert g(lambda x, y: F.smooth_l1_loss(x, y, beta=0.7, reduction="sum"), (x, y))
-    p = tt.from_numpy(rng.random((3, 4)) * 0.8 + 0.1).requires_grad_()
+    p = tt.from_numpy(rng.random((2, 3)) * 0.8 + 0.1).requires_grad_()
     assert g(lambda p, y: F.binary_cross_entropy(p, y), (p, y))
-    logq = tt.from_numpy(rng.standard_normal((3, 4))).requires_grad_()
+    logq = tt.from_numpy(rng.standard_normal((2, 3))).requires_grad_()
     assert g(lambda a, b: F.kl_div(a, b, reduction="batchmean"), (logq, y))
-    probs = tt.from_numpy(rng.dirichlet(np.ones(4), size=3))
+    probs = tt.from_numpy(rng.dirichlet(np.ones(3), size=2))
     assert g(lambda x: F.cross_entropy(x, probs, label_smoothing=0.1), (x,))
     assert tt.autograd.gradgradcheck(lambda x: F.cross_entropy(x, probs), (x,))
 
