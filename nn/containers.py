@@ -15,7 +15,7 @@ from .module import Module
 from .parameter import Parameter
 
 
-def _index(idx, n: int, what: str) -> int:
+def _index(idx, n: int) -> int:
     i = operator.index(idx)
     if not -n <= i < n:
         raise IndexError(f"index {idx} is out of range")
@@ -46,10 +46,10 @@ class ModuleList(Module):
     def __getitem__(self, idx):
         if isinstance(idx, slice):
             return type(self)(self._values()[idx])
-        return self._values()[_index(idx, len(self), "ModuleList")]
+        return self._values()[_index(idx, len(self))]
 
     def __setitem__(self, idx, module) -> None:
-        i = _index(idx, len(self), "ModuleList")
+        i = _index(idx, len(self))
         self.add_module(str(i), module)
 
     def __delitem__(self, idx) -> None:
@@ -57,7 +57,7 @@ class ModuleList(Module):
         if isinstance(idx, slice):
             del mods[idx]
         else:
-            del mods[_index(idx, len(self), "ModuleList")]
+            del mods[_index(idx, len(self))]
         self._modules.clear()  # keys stay 0..n-1, as torch renumbers them
         for i, m in enumerate(mods):
             self.add_module(str(i), m)
@@ -184,10 +184,10 @@ class ParameterList(Module):
         vals = list(self._parameters.values())
         if isinstance(idx, slice):
             return ParameterList(vals[idx])
-        return vals[_index(idx, len(self), "ParameterList")]
+        return vals[_index(idx, len(self))]
 
     def __setitem__(self, idx, param) -> None:
-        i = _index(idx, len(self), "ParameterList")
+        i = _index(idx, len(self))
         self.register_parameter(str(i), self._wrap(param))
 
     def __iadd__(self, params):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math as _math
 import numbers as _numbers
-import warnings as _warnings
 
 import numpy as _np
 

@@ -3,7 +3,6 @@
 NumPy over fp32/fp16/bf16, odd/empty/non-contiguous inputs, with gradchecks in float64."""
 import math
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -11,7 +10,7 @@ import tritensor as tt
 from tritensor import nn
 from tritensor.nn import functional as F
 
-from tolerances import NP, TOL, assert_close
+from tolerances import NP, assert_close
 
 
 # ----- containers ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import math
 import numbers
 
 from ...autograd.grad_mode import no_grad
+from ...core.factories import zeros
 from ...core.ops import foreach as _fe
 from ...core.tensor import Tensor
 
@@ -36,7 +37,7 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
     tensors = [t for t in tensors if t is not None]
     p = _check_number(norm_type, "norm_type")
     if not tensors:
-        return Tensor._empty((), _fe.dt.float32, _fe.device("cpu")).fill_(0.0)
+        return zeros(())
     total = _fe.multi_tensor_norm([t.detach() for t in tensors], p)
     if error_if_nonfinite and not math.isfinite(float(total.item())):
         raise RuntimeError(f"The total norm of order {p} for gradients from `parameters` is non-finite, so it "
@@ -66,7 +67,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     grads = _grads(parameters)
     _check_number(max_norm, "max_norm")
     if not grads:
-        return Tensor._empty((), _fe.dt.float32, _fe.device("cpu")).fill_(0.0)
+        return zeros(())
     total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(parameters, max_norm, total, foreach)
     return total
