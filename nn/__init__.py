@@ -5,13 +5,24 @@
 it; ``import tritensor`` does, after comm, and ``from tritensor.nn.parallel import ...`` always
 works."""
 from . import functional, init
+from . import utils
+from .activation import ELU, Hardswish, LeakyReLU, LogSoftmax, Mish, Sigmoid, SiLU, Softmax, Softplus, Tanh
 from .attention import MultiheadAttention
+from .batchnorm import BatchNorm1d, BatchNorm2d
+from .containers import Identity, ModuleDict, ModuleList, ParameterList
+from .embedding import Embedding
 from .layers import (AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, GELU, LayerNorm, Linear, MaxPool2d,
                      MSELoss, ReLU, Sequential)
 from .module import Module
 from .parameter import Parameter
+from .loss import BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
+from .normalization import GroupNorm, RMSNorm
+from .resizing import AdaptiveAvgPool2d, Upsample
 from .transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
-           "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init", "MultiheadAttention",
-           "TransformerEncoderLayer", "TransformerEncoder"]
+           "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils",
+           "ModuleList", "ModuleDict", "ParameterList", "Identity", "Softmax", "LogSoftmax", "Tanh", "Sigmoid",
+           "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Embedding", "BatchNorm1d", "BatchNorm2d",
+           "L1Loss", "SmoothL1Loss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "GroupNorm", "RMSNorm",
+           "AdaptiveAvgPool2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]

@@ -1,4 +1,5 @@
-"""``nn.init``: the in-place initialisers PyTorch's layers use by default.
+"""``nn.init``: the in-place initialisers PyTorch's layers use by default, and the rest of torch's
+everyday ones (kaiming/xavier normal, trunc_normal_, orthogonal_).
 
 ``Linear`` and ``Conv2d`` use ``kaiming_uniform_(w, a=sqrt(5))`` (= U(-1/sqrt(fan_in),
 1/sqrt(fan_in))) and the same bound for the bias, exactly as PyTorch's ``reset_parameters``.
@@ -7,10 +8,13 @@ All run under ``no_grad``; random numbers come from tritensor's Philox generator
 from __future__ import annotations
 
 import math
+import warnings
 
 from ..autograd.grad_mode import no_grad
+from ..core.ops.orthogonalize import orthogonalize_ as _orthogonalize_
 from ..core.tensor import Tensor
 from ..core.factories import rand, randn
+from ..runtime import dtype as _dt
 
 
 def _fans(t: Tensor):
@@ -58,9 +62,15 @@ def ones_(t: Tensor) -> Tensor:
     return constant_(t, 1.0)
 
 
-def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+def _fan(t: Tensor, mode: str) -> int:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
     fan_in, fan_out = _fans(t)
-    fan = fan_in if mode == "fan_in" else fan_out
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+    fan = _fan(t, mode)
     bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0
     return uniform_(t, -bound, bound)
 
@@ -69,3 +79,56 @@ def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
     fan_in, fan_out = _fans(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound)
+
+
+# ----- issue 15 (nn15) ---------------------------------------------------------------------------------
+def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+    """N(0, std^2) with std = gain / sqrt(fan) (He et al.)."""
+    fan = _fan(t, mode)
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0
+    return normal_(t, 0.0, std)
+
+
+def xavier_normal_(t: Tensor, gain: float = 1.0) -> Tensor:
+    """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot & Bengio)."""
+    fan_in, fan_out = _fans(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)) if fan_in + fan_out else 0.0)
+
+
+@no_grad()
+def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0) -> Tensor:
+    """N(mean, std^2) truncated to [a, b]: draws outside are redrawn (rejection, exact in
+    distribution) until none is left; one host read per round, a few rounds for the usual +-2 std."""
+    if not a < b:
+        raise ValueError(f"trunc_normal_(): expected a < b, got a={a}, b={b}")
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values "
+                      "may be incorrect.", stacklevel=2)
+    d = _dt.float64 if t.dtype is _dt.float64 else _dt.float32  # drawn and tested before rounding
+    x = randn(t.shape, dtype=d, device=t.device) * std + mean
+    for _ in range(1000):
+        outside = (x < a) | (x > b)
+        if not bool(outside.any().item()):
+            break
+        x = (randn(t.shape, dtype=d, device=t.device) * std + mean).where(outside, x)
+    else:  # [a, b] holds almost no mass: fall back to clamping, as torch's method ends with
+        x = x.clamp(a, b)
+    return t.copy_(x)
+
+
+@no_grad()
+def orthogonal_(t: Tensor, gain: float = 1.0) -> Tensor:
+    """A (semi-)orthogonal matrix (Saxe et al.): the Q of a Gaussian matrix's QR, with R's diagonal
+    positive (Gram-Schmidt gives that Q), trailing dims flattened, scaled by ``gain``."""
+    if t.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if t.numel() == 0:
+        return t
+    rows = t.shape[0]
+    cols = t.numel() // rows
+    tall = (max(rows, cols), min(rows, cols))
+    compute = _dt.float64 if t.dtype is _dt.float64 else _dt.float32
+    q = _orthogonalize_(randn(tall, dtype=compute, device=t.device))
+    if rows < cols:
+        q = q.T
+    return t.copy_((q * gain).reshape(t.shape))

@@ -1,4 +1,5 @@
-"""tritensor.optim: ``Optimizer``, ``SGD``, ``Adam``, ``AdamW``.
+"""tritensor.optim: ``Optimizer``, ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad`` and
+``lr_scheduler``.
 
 Each ``step()`` runs one fused Triton kernel per parameter (``triton_kernels/optim.py``).
 Parameters and states must be contiguous (``nn.Module`` parameters are). ``fused=True`` is
@@ -7,5 +8,8 @@ PyTorch's fused path: the kernels take ``GradScaler``'s found-inf flag and scale
 from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
+from .rmsprop import RMSprop  # issue 15 (nn15)
+from .adagrad import Adagrad  # issue 15 (nn15)
+from . import lr_scheduler  # issue 15 (nn15)
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "lr_scheduler"]

@@ -166,3 +166,69 @@ def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_
            float(step_size), float(bias_c2_sqrt), f64_bits(lr), f64_bits(log_b1), f64_bits(log_b2),
            DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams, HAS_FOUND_INF=found_inf is not None,
            HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, BLOCK=block)
+
+
+# ----- issue 15 (nn15): RMSprop and Adagrad, torch's update rules in one pass each ------------------
+@triton.jit
+def _rmsprop_kernel(p, g, square_avg, grad_avg, buf, n, lr, alpha, eps, weight_decay, momentum,
+                    CENTERED: tl.constexpr, HAS_MOMENTUM: tl.constexpr, MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
+    w = tl.load(p + offs, mask=mask).to(F)
+    d = tl.load(g + offs, mask=mask).to(F)
+    if MAXIMIZE:
+        d = -d
+    d = d + weight_decay * w
+    sq = tl.load(square_avg + offs, mask=mask).to(F) * alpha + (1.0 - alpha) * d * d
+    tl.store(square_avg + offs, sq.to(square_avg.dtype.element_ty), mask=mask)
+    if CENTERED:
+        ga = tl.load(grad_avg + offs, mask=mask).to(F)
+        ga = ga + (1.0 - alpha) * (d - ga)  # torch's lerp
+        tl.store(grad_avg + offs, ga.to(grad_avg.dtype.element_ty), mask=mask)
+        avg = tl.sqrt(sq - ga * ga) + eps
+    else:
+        avg = tl.sqrt(sq) + eps
+    if HAS_MOMENTUM:
+        b = tl.load(buf + offs, mask=mask).to(F) * momentum + d / avg
+        tl.store(buf + offs, b.to(buf.dtype.element_ty), mask=mask)
+        w = w - lr * b
+    else:
+        w = w - lr * d / avg
+    tl.store(p + offs, w.to(p.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _adagrad_kernel(p, g, state_sum, n, clr, eps, weight_decay, MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
+    w = tl.load(p + offs, mask=mask).to(F)
+    d = tl.load(g + offs, mask=mask).to(F)
+    if MAXIMIZE:
+        d = -d
+    d = d + weight_decay * w
+    s = tl.load(state_sum + offs, mask=mask).to(F) + d * d
+    tl.store(state_sum + offs, s.to(state_sum.dtype.element_ty), mask=mask)
+    tl.store(p + offs, (w - clr * d / (tl.sqrt(s) + eps)).to(p.dtype.element_ty), mask=mask)
+
+
+def rmsprop_step(p, g, square_avg, grad_avg, momentum_buffer, *, lr, alpha, eps, weight_decay, momentum, centered,
+                 maximize) -> None:
+    n = p.numel()
+    if n == 0:
+        return
+    block = elementwise_block(n)
+    has_m = momentum > 0
+    launch(_rmsprop_kernel, grid_1d(n, block), p, g, square_avg, grad_avg if centered else square_avg,
+           momentum_buffer if has_m else square_avg, n, float(lr), float(alpha), float(eps), float(weight_decay),
+           float(momentum), CENTERED=bool(centered), HAS_MOMENTUM=has_m, MAXIMIZE=bool(maximize), BLOCK=block)
+
+
+def adagrad_step(p, g, state_sum, *, clr, eps, weight_decay, maximize) -> None:
+    n = p.numel()
+    if n == 0:
+        return
+    block = elementwise_block(n)
+    launch(_adagrad_kernel, grid_1d(n, block), p, g, state_sum, n, float(clr), float(eps), float(weight_decay),
+           MAXIMIZE=bool(maximize), BLOCK=block)

@@ -21,13 +21,17 @@ Where an op's derivative lives:
   index.py        index_select gather, x[idx] (advanced: integer tensors, lists, masks), x[idx] = v
   cumsum.py       cumsum
   attention.py    scaled_dot_product_attention (fused FlashAttention-2 backward kernels)
+  embedding.py    embedding
+  batch_norm.py   batch_norm
 """
 from __future__ import annotations
 
-from . import attention, conv, copies, cumsum, elementwise, index, layer_norm, loss, matmul, pool, reduce, softmax, views
+from . import (attention, batch_norm, conv, copies, cumsum, elementwise, embedding, index, layer_norm, loss, matmul,
+               pool, reduce, softmax, views)
 
 DERIVATIVES: dict = {}
-for _module in (elementwise, views, copies, reduce, softmax, layer_norm, matmul, conv, pool, loss, index, cumsum, attention):
+for _module in (elementwise, views, copies, reduce, softmax, layer_norm, matmul, conv, pool, loss, index, cumsum, attention,
+                embedding, batch_norm):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:
             raise ValueError(f"op {_name} has two derivatives ({_module.__name__})")

@@ -36,7 +36,45 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     ``weight``."""
     _loss._no_legacy(size_average, reduce)
     _loss.check_cross_entropy(input, target, reduction, ignore_index, label_smoothing, weight)
+    if target.dtype.is_floating_point:  # class probabilities: made of recorded ops
+        return _loss.cross_entropy_probs(input, target, weight, reduction, float(label_smoothing))
     return CrossEntropy.apply(input, target, reduction, int(ignore_index), weight, float(label_smoothing))
 
 
-RECORD = {"cross_entropy": cross_entropy}  # nll_loss and mse_loss are made of recorded ops (core/ops/loss.py)
+# ----- issue 15 (nn15): binary_cross_entropy_with_logits ---------------------------------------------
+class BCEWithLogits(Op):
+    """One fused kernel each way (triton_kernels/bce.py); first derivatives only. The target's
+    gradient, (pos_weight - 1) * softplus(-x) - x times the weight, is made of ops; none flows to
+    weight or pos_weight."""
+
+    @staticmethod
+    def forward(ctx, input, target, weight, pos_weight, reduction):
+        ctx.reduction = reduction
+        ctx.save_for_backward(input, target, weight, pos_weight)
+        return _loss.bce_with_logits_forward(input, target, weight, pos_weight, reduction)
+
+    @staticmethod
+    def backward(ctx, g):
+        _first_order_only("binary_cross_entropy_with_logits")
+        x, y, w, pw = ctx.saved_tensors
+        dx = dy = None
+        if ctx.needs_input_grad[0]:
+            dx = _loss.bce_with_logits_backward(g, x, y, w, pw, ctx.reduction)
+        if ctx.needs_input_grad[1]:
+            sp = (-x).clamp_min(0.0) + (-x.abs()).exp().log1p()
+            dy = -x if pw is None else (pw - 1) * sp - x
+            dy = dy * w if w is not None else dy
+            dy = dy * g / x.numel() if ctx.reduction == "mean" else dy * g
+        return dx, dy, None, None, None
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    _loss._no_legacy(size_average, reduce)
+    _loss.check_bce_with_logits(input, target, weight, pos_weight, reduction)
+    return BCEWithLogits.apply(input, target, weight, pos_weight, reduction)
+
+
+# nll_loss, mse_loss, l1_loss, smooth_l1_loss, binary_cross_entropy and kl_div are made of recorded
+# ops (core/ops/loss.py)
+RECORD = {"cross_entropy": cross_entropy, "binary_cross_entropy_with_logits": binary_cross_entropy_with_logits}

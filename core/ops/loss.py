@@ -9,9 +9,11 @@ import warnings
 
 import numpy as np
 
+from ...triton_kernels import bce as _bce
 from ...triton_kernels import loss as _k
 from ...triton_kernels import random as _rand
 from ...runtime import dtype as dt
+from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -47,9 +49,16 @@ def check_cross_entropy(input, target, reduction, ignore_index, label_smoothing,
             raise TypeError(f"{name}(): argument 'weight' must be Tensor, not {type(weight).__name__}")
         if not weight.dtype.is_floating_point:
             raise RuntimeError(f"{name}(): expected a floating point 'weight', got {weight.dtype.name}")
-    if target.dtype.is_floating_point:
-        raise NotImplementedError("cross_entropy(): class-probability targets are not implemented; "
-                                  "pass class indices (int64)")
+    if target.dtype.is_floating_point:  # class probabilities (issue 15): checked by cross_entropy_probs
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
+        if input.ndim == 0:
+            raise RuntimeError("cross_entropy(): input must have at least 1 dimension (the classes), got 0")
+        C = input.shape[0] if input.ndim == 1 else input.shape[1]
+        if weight is not None and (weight.ndim != 1 or weight.shape[0] != C):
+            raise RuntimeError(f"weight tensor should be defined either for all {C} classes or no classes but got "
+                               f"weight tensor of shape: {list(weight.shape)}")
+        return
     if target.dtype not in (dt.int64, dt.int32):
         raise RuntimeError(f"expected scalar type Long but found {target.dtype.name}")
     if input.ndim == 0:
@@ -154,6 +163,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     ``triton_kernels/loss.py``), all in the fused kernels. No gradient flows to ``weight``."""
     _no_legacy(size_average, reduce)
     check_cross_entropy(input, target, reduction, ignore_index, label_smoothing, weight)
+    if target.dtype.is_floating_point:
+        return cross_entropy_probs(input, target, weight, reduction, float(label_smoothing))
     return cross_entropy_forward(input, target, reduction, int(ignore_index), weight, float(label_smoothing))[0]
 
 
@@ -194,3 +205,186 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
                       "same size.", UserWarning, stacklevel=3)
     d = (input - target) ** 2
     return d if reduction == "none" else (d.mean() if reduction == "mean" else d.sum())
+
+
+# ----- issue 15 (nn15): more losses ----------------------------------------------------------------
+# l1_loss, smooth_l1_loss, binary_cross_entropy, kl_div and cross_entropy with probability targets
+# are compositions of recorded ops (autograd records their pieces); binary_cross_entropy_with_logits
+# is one fused kernel each way (triton_kernels/bce.py; derivative in autograd/functions/loss.py).
+def _check_pair(input, target, name: str):
+    if not isinstance(input, TensorBase):
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    if not isinstance(target, TensorBase):
+        raise TypeError(f"{name}(): argument 'target' (position 2) must be Tensor, not {type(target).__name__}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{name}(): expected a floating point input, got {input.dtype.name}")
+
+
+def _check_reduction(reduction):
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def _warn_shape(input, target):
+    if input.shape != target.shape:
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size ({input.shape}). "
+                      "This will likely lead to incorrect results due to broadcasting. Please ensure they have the "
+                      "same size.", UserWarning, stacklevel=4)
+
+
+def _reduce(d, reduction):
+    return d if reduction == "none" else (d.mean() if reduction == "mean" else d.sum())
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Mean (or sum, or none) of |input - target|."""
+    _no_legacy(size_average, reduce)
+    _check_pair(input, target, "l1_loss")
+    _check_reduction(reduction)
+    _warn_shape(input, target)
+    return _reduce((input - target).abs(), reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta == 0: plain L1), as torch."""
+    _no_legacy(size_average, reduce)
+    _check_pair(input, target, "smooth_l1_loss")
+    _check_reduction(reduction)
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
+        raise TypeError(f"smooth_l1_loss(): argument 'beta' must be a number, not {type(beta).__name__}")
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    _warn_shape(input, target)
+    a = (input - target).abs()
+    if beta == 0:
+        return _reduce(a, reduction)
+    quad = (a * a) * (0.5 / beta)
+    return _reduce(quad.where(a < beta, a - 0.5 * beta), reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-w (y log p + (1 - y) log(1 - p)) from probabilities; each log clamped to >= -100, as torch."""
+    _no_legacy(size_average, reduce)
+    _check_pair(input, target, "binary_cross_entropy")
+    _check_reduction(reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
+                         f"({input.shape}) is deprecated. Please ensure they have the same size.")
+    if input.numel():
+        lo, hi = float(input.detach().amin().item()), float(input.detach().amax().item())
+        if lo < 0 or hi > 1:
+            raise RuntimeError("all elements of input should be between 0 and 1")
+    logp = input.log().clamp_min(-100.0)
+    log1mp = (1 - input).log().clamp_min(-100.0)
+    d = -(target * logp + (1 - target) * log1mp)
+    if weight is not None:
+        d = d * weight
+    return _reduce(d, reduction)
+
+
+def check_bce_with_logits(input, target, weight, pos_weight, reduction):
+    _check_pair(input, target, "binary_cross_entropy_with_logits")
+    _check_reduction(reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    if not target.dtype.is_floating_point:
+        raise RuntimeError(f"binary_cross_entropy_with_logits(): expected a floating point target, got "
+                           f"{target.dtype.name}")
+    for name, t in (("weight", weight), ("pos_weight", pos_weight)):
+        if t is None:
+            continue
+        if not isinstance(t, TensorBase):
+            raise TypeError(f"binary_cross_entropy_with_logits(): argument '{name}' must be Tensor, not "
+                            f"{type(t).__name__}")
+        try:
+            shape = broadcast_shapes(t.shape, input.shape)
+        except RuntimeError:
+            shape = None
+        if shape is None or tuple(shape) != tuple(input.shape):
+            raise RuntimeError(f"binary_cross_entropy_with_logits(): {name} of shape {list(t.shape)} does not "
+                               f"broadcast to the input's shape {list(input.shape)}")
+        if t.device != input.device:
+            raise RuntimeError(f"binary_cross_entropy_with_logits(): input is on {input.device} but {name} is on "
+                               f"{t.device}")
+
+
+def bce_with_logits_forward(input, target, weight, pos_weight, reduction):
+    """The loss (input's dtype) from one fused kernel plus, for mean/sum, one reduction."""
+    shape = tuple(input.shape)
+    rows = TensorBase._empty(shape, compute_dtype(input), input.device)
+    w = weight.detach().expand(shape) if weight is not None else None
+    pw = pos_weight.detach().expand(shape) if pos_weight is not None else None
+    _bce.bce_with_logits(rows, input, target, w, pw)
+    if reduction == "none":
+        return rows.to(input.dtype)
+    return (rows.mean() if reduction == "mean" else rows.sum()).to(input.dtype)
+
+
+def bce_with_logits_backward(g, input, target, weight, pos_weight, reduction):
+    """d loss / d input for the incoming gradient ``g`` (0-d for mean/sum): one fused kernel."""
+    shape = tuple(input.shape)
+    dx = TensorBase._empty(shape, input.dtype, input.device)
+    w = weight.detach().expand(shape) if weight is not None else None
+    pw = pos_weight.detach().expand(shape) if pos_weight is not None else None
+    n = input.numel()
+    scale = 1.0 / n if reduction == "mean" and n else 1.0
+    _bce.bce_with_logits(dx, input, target, w, pw, g=g.expand(shape), scale=scale)
+    return dx
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
+                                     pos_weight=None):
+    """torch's BCE with logits, fused and stable for any logit (see ``triton_kernels/bce.py``)."""
+    _no_legacy(size_average, reduce)
+    check_bce_with_logits(input, target, weight, pos_weight, reduction)
+    return bce_with_logits_forward(input, target, weight, pos_weight, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target * (log target - input) (input: log-probabilities), 0 where target == 0, as torch;
+    ``reduction='batchmean'`` divides the sum by the batch size."""
+    _no_legacy(size_average, reduce)
+    _check_pair(input, target, "kl_div")
+    if reduction not in REDUCTIONS + ("batchmean",):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      UserWarning, stacklevel=3)
+    if log_target:
+        d = target.exp() * (target - input)
+    else:
+        safe = target.where(target > 0, 1.0)  # log(1) = 0 where target is 0: no 0 * -inf
+        d = (target * (safe.log() - input)).where(target > 0, 0.0 * input)
+    if reduction == "batchmean":
+        return d.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduce(d, reduction)
+
+
+def cross_entropy_probs(input, target, weight=None, reduction="mean", label_smoothing=0.0):
+    """cross_entropy with class-probability targets (same shape as input): -sum_c w[c] t[c] log p[c]
+    per sample; label smoothing mixes t with the uniform 1/C; 'mean' divides by the number of
+    samples (N * d1 * ...), as torch. Written with recorded ops."""
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"cross_entropy(): expected target of shape {list(input.shape)} (class probabilities "
+                           f"have the input's shape), got {list(target.shape)}")
+    if target.device != input.device:
+        raise RuntimeError(f"cross_entropy(): input is on {input.device} but target is on {target.device}")
+    cdim = 0 if input.ndim == 1 else 1
+    C = input.shape[cdim]
+    logp = input.log_softmax(cdim)
+    t = target.to(logp.dtype)
+    if label_smoothing > 0:
+        t = t * (1.0 - label_smoothing) + label_smoothing / C
+    prod = logp * t
+    if weight is not None:
+        shape = [1] * input.ndim
+        shape[cdim] = C
+        prod = prod * weight.detach().reshape(shape).to(prod.dtype)
+    rows = -prod.sum(cdim)
+    if reduction == "none":
+        return rows
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / max(1, input.numel() // max(C, 1)) if input.numel() else rows.sum() * float("nan")

@@ -107,3 +107,29 @@ def advance_steps_(steps, found_inf=None) -> None:
     if first.device.type != "cpu":
         table = table.to(first.device)
     _k.advance_steps(table, len(steps), found_inf)
+
+
+# ----- issue 15 (nn15) ---------------------------------------------------------------------------------
+def rmsprop_step_(param, grad, square_avg, *, lr, alpha, eps, weight_decay, momentum, centered, maximize,
+                  grad_avg=None, momentum_buffer=None) -> None:
+    """One RMSprop update of ``param`` and its state in place (``grad_avg``: centered,
+    ``momentum_buffer``: momentum > 0)."""
+    if centered and grad_avg is None:
+        raise ValueError("rmsprop_step_: centered=True needs 'grad_avg'")
+    if momentum > 0 and momentum_buffer is None:
+        raise ValueError("rmsprop_step_: momentum > 0 needs 'momentum_buffer'")
+    _check("rmsprop_step_", param, grad=grad, square_avg=square_avg, grad_avg=grad_avg if centered else None,
+           momentum_buffer=momentum_buffer if momentum > 0 else None)
+    _finite("rmsprop_step_", lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay, momentum=momentum)
+    _k.rmsprop_step(param, grad, square_avg, grad_avg, momentum_buffer, lr=lr, alpha=alpha, eps=eps,
+                    weight_decay=weight_decay, momentum=momentum, centered=centered, maximize=maximize)
+
+
+def adagrad_step_(param, grad, state_sum, *, step, lr, lr_decay, eps, weight_decay, maximize) -> None:
+    """One Adagrad update of ``param`` and ``state_sum`` in place; the rate is lr / (1 + (step - 1) lr_decay)."""
+    _check("adagrad_step_", param, grad=grad, state_sum=state_sum)
+    _finite("adagrad_step_", lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay)
+    if int(step) < 1:
+        raise ValueError(f"adagrad_step_: 'step' counts from 1, got {step}")
+    clr = lr / (1 + (int(step) - 1) * lr_decay)
+    _k.adagrad_step(param, grad, state_sum, clr=clr, eps=eps, weight_decay=weight_decay, maximize=maximize)

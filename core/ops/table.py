@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import attention, conv, copies, cumsum, elementwise, index, layer_norm, loss, matmul, pool, reduce, softmax, views
+from . import (attention, batch_norm, conv, copies, cumsum, elementwise, embedding, index, layer_norm, loss, matmul, pool,
+               reduce, softmax, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -128,6 +129,12 @@ _with_inplace("scatter_add", index.scatter_add, index.scatter_add_, "promote")
 _with_inplace("index_add", index.index_add, index.index_add_, "promote")
 _add(Op("getitem", index.getitem_any, "none", method=False, function=False, dunders=("__getitem__",)))
 _add(Op("setitem", index.setitem_any, "none", method=False, function=False, dunders=("__setitem__",)))
+
+# ----- issue 15 (nn15): nn layers' ops -----------------------------------------------------------
+_add(Op("embedding", embedding.embedding, "none", method=False, function=False, functional=True))
+_add(Op("batch_norm", batch_norm.batch_norm, "none", method=False, function=False, functional=True))
+for _name in ("l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"):
+    _add(Op(_name, getattr(loss, _name), "fp32", method=False, function=False, functional=True))
 
 # ----- views (core/ops/views.py) ----------------------------------------------------------------
 for _name in ("view", "reshape", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"):

@@ -1,0 +1,219 @@
+"""The container modules PyTorch users build models from: ``ModuleList``, ``ModuleDict``,
+``ParameterList`` (and the do-nothing ``Identity``).
+
+They exist so that modules and parameters held in a list or dict are *registered*: walked by
+``parameters()``, ``state_dict()`` (keys ``"0.weight"``, ``"name.weight"``, as torch) and ``to()``.
+``Sequential`` lives in ``layers.py``.
+"""
+from __future__ import annotations
+
+import operator
+from collections import OrderedDict
+
+from ..core.tensor import Tensor
+from .module import Module
+from .parameter import Parameter
+
+
+def _index(idx, n: int) -> int:
+    i = operator.index(idx)
+    if not -n <= i < n:
+        raise IndexError(f"index {idx} is out of range")
+    return i % n
+
+
+class Identity(Module):
+    """Returns its input; accepts and ignores any constructor arguments (as torch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class ModuleList(Module):
+    """A list of modules, registered under the keys ``"0"``, ``"1"``, ..."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def _values(self):
+        return list(self._modules.values())
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(self._values()[idx])
+        return self._values()[_index(idx, len(self))]
+
+    def __setitem__(self, idx, module) -> None:
+        i = _index(idx, len(self))
+        self.add_module(str(i), module)
+
+    def __delitem__(self, idx) -> None:
+        mods = self._values()
+        if isinstance(idx, slice):
+            del mods[idx]
+        else:
+            del mods[_index(idx, len(self))]
+        self._modules.clear()  # keys stay 0..n-1, as torch renumbers them
+        for i, m in enumerate(mods):
+            self.add_module(str(i), m)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._values())
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        return ModuleList(self._values() + list(other))
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        if isinstance(modules, (Module, Tensor)) or not hasattr(modules, "__iter__"):
+            raise TypeError("ModuleList.extend should be called with an iterable, but got " + type(modules).__name__)
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module) -> None:
+        mods = self._values()
+        mods.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(mods):
+            self.add_module(str(i), m)
+
+    def pop(self, key=-1):
+        m = self[key]
+        del self[key]
+        return m
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList has no forward(): iterate over it and call its modules")
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules, registered under their keys."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str):
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module) -> None:
+        self.add_module(key, module)
+
+    def __delitem__(self, key: str) -> None:
+        del self._modules[key]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key) -> bool:
+        return key in self._modules
+
+    def add_module(self, name, module) -> None:
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {type(name).__name__}")
+        if "." in name or name == "":
+            raise KeyError(f'module name can\'t contain ".", got: {name}' if name else 'module name can\'t be empty string ""')
+        super().add_module(name, module)
+
+    def clear(self) -> None:
+        self._modules.clear()
+
+    def pop(self, key: str):
+        return self._modules.pop(key)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules) -> None:
+        if isinstance(modules, (dict, OrderedDict, ModuleDict)):
+            pairs = modules.items()
+        else:
+            pairs = []
+            for j, kv in enumerate(modules):
+                if not isinstance(kv, (tuple, list)) or len(kv) != 2:
+                    raise ValueError(f"ModuleDict update sequence element #{j} should be an iterable of length 2")
+                pairs.append(kv)
+        for k, m in pairs:
+            self[k] = m
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward(): look its modules up and call them")
+
+
+class ParameterList(Module):
+    """A list of parameters, registered under ``"0"``, ``"1"``, ...; a plain tensor appended is
+    wrapped in a :class:`Parameter` (as torch does)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def __getitem__(self, idx):
+        vals = list(self._parameters.values())
+        if isinstance(idx, slice):
+            return ParameterList(vals[idx])
+        return vals[_index(idx, len(self))]
+
+    def __setitem__(self, idx, param) -> None:
+        i = _index(idx, len(self))
+        self.register_parameter(str(i), self._wrap(param))
+
+    def __iadd__(self, params):
+        return self.extend(params)
+
+    @staticmethod
+    def _wrap(p):
+        if isinstance(p, Tensor) and not isinstance(p, Parameter):
+            return Parameter(p)
+        return p
+
+    def append(self, value):
+        self.register_parameter(str(len(self)), self._wrap(value))
+        return self
+
+    def extend(self, values):
+        if isinstance(values, Tensor) or not hasattr(values, "__iter__"):
+            raise TypeError("ParameterList.extend should be called with an iterable, but got "
+                            + type(values).__name__)
+        for v in values:
+            self.append(v)
+        return self
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({i}): Parameter containing: [{p.dtype} of size {'x'.join(map(str, p.shape))}]"
+                         for i, p in enumerate(self))
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList has no forward()")

@@ -1,0 +1,36 @@
+"""``nn.AdaptiveAvgPool2d`` and ``nn.Upsample`` (torch's modules) over ``F.adaptive_avg_pool2d``
+and ``F.interpolate``."""
+from __future__ import annotations
+
+from . import functional as F
+from .module import Module
+
+
+class AdaptiveAvgPool2d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class Upsample(Module):
+    def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.mode, self.align_corners = size, mode, align_corners
+        self.scale_factor = float(scale_factor) if isinstance(scale_factor, (int, float)) else (
+            tuple(float(f) for f in scale_factor) if scale_factor else None)
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, input):
+        return F.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                             recompute_scale_factor=self.recompute_scale_factor)
+
+    def extra_repr(self) -> str:
+        info = f"scale_factor={self.scale_factor}" if self.scale_factor is not None else f"size={self.size}"
+        return info + f", mode='{self.mode}'"

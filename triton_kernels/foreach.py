@@ -1,0 +1,77 @@
+"""Multi-tensor ("foreach") kernels: one launch over many tensors of one dtype and device.
+
+As amp's unscale kernel (``amp.py``), a launch gets a *block table*: an int64 array of three
+columns per program, (address of the tensor's first element, the program's block start, the
+tensor's element count). ``norm_partials`` stores one partial per program (sum of squares, sum of
+|x|^p, count of non-zeros or max |x|, in fp32; fp64 for fp64 tensors), which the caller reduces
+on the device: ``clip_grad_norm_`` gets the total norm of all its gradients with one launch per
+dtype and no host synchronisation. ``scale_`` multiplies every block in place by a one-element
+device tensor (the clip coefficient), again one launch.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..runtime.launch import launch
+from ._common import INTERPRET
+
+BLOCK = 8192 if INTERPRET else 2048
+ROW = 3  # int64 columns per block-table row: address, block start, numel
+
+
+@triton.jit
+def _row(table, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    addr = tl.load(table + pid * 3)
+    start = tl.load(table + pid * 3 + 1)
+    n = tl.load(table + pid * 3 + 2)
+    offs = start + tl.arange(0, BLOCK).to(tl.int64)
+    return pid, addr.to(tl.pointer_type(DTYPE)), offs, offs < n
+
+
+@triton.jit
+def _norm_partials_kernel(table, partials, p, KIND: tl.constexpr, DTYPE: tl.constexpr, COMPUTE: tl.constexpr,
+                          BLOCK: tl.constexpr):
+    pid, ptr, offs, mask = _row(table, DTYPE, BLOCK)
+    a = tl.abs(tl.load(ptr + offs, mask=mask, other=0).to(COMPUTE))
+    if KIND == "inf":
+        r = tl.max(a, axis=0)  # masked lanes are 0, below any |x|
+    elif KIND == "zero":
+        r = tl.sum(tl.where(a != 0, 1.0, 0.0).to(COMPUTE), axis=0)
+    elif KIND == "one":
+        r = tl.sum(a, axis=0)
+    elif KIND == "two":
+        r = tl.sum(a * a, axis=0)
+    else:
+        tl.static_assert(KIND == "p")
+        r = tl.sum(tl.where(a > 0, tl.exp2(p * tl.log2(a)), 0.0), axis=0)
+    # NaN is kept (max drops it, sums keep it): a non-finite gradient must show in the norm.
+    bad = tl.sum(tl.where(a != a, 1, 0), axis=0)
+    r = tl.where(bad > 0, float("nan"), r)
+    tl.store(partials + pid, r)
+
+
+@triton.jit
+def _scale_kernel(table, coef, DTYPE: tl.constexpr, COMPUTE: tl.constexpr, BLOCK: tl.constexpr):
+    pid, ptr, offs, mask = _row(table, DTYPE, BLOCK)
+    k = tl.load(coef).to(COMPUTE)
+    v = tl.load(ptr + offs, mask=mask, other=0).to(COMPUTE)
+    tl.store(ptr + offs, (v * k).to(DTYPE), mask=mask)
+
+
+def norm_partials(table, n_blocks: int, partials, kind: str, p: float, dtype_name: str) -> None:
+    """partials[i] = the block-i partial of ``kind`` ("two", "one", "inf", "zero", "p" with ``p``)."""
+    if n_blocks == 0:
+        return
+    compute = tl.float64 if dtype_name == "float64" else tl.float32
+    launch(_norm_partials_kernel, (n_blocks,), table, partials, float(p), KIND=kind, DTYPE=getattr(tl, dtype_name),
+           COMPUTE=compute, BLOCK=BLOCK)
+
+
+def scale_(table, n_blocks: int, coef, dtype_name: str) -> None:
+    """Every block the table names, in place: x *= coef[0]."""
+    if n_blocks == 0:
+        return
+    compute = tl.float64 if dtype_name == "float64" else tl.float32
+    launch(_scale_kernel, (n_blocks,), table, coef, DTYPE=getattr(tl, dtype_name), COMPUTE=compute, BLOCK=BLOCK)
