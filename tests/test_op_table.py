@@ -114,15 +114,15 @@ TESTS = {
                   "test_embedding.py::test_embedding_gradcheck"),
     "batch_norm": ("test_batch_norm.py::test_training_forward_backward_and_running_stats_vs_numpy",
                    "test_batch_norm.py::test_batch_norm_gradcheck"),
-    **{op: ("test_losses.py::test_pointwise_losses_vs_numpy", None)  # made of recorded ops (gradchecked there)
+    **{op: (LOSS + "test_pointwise_losses_vs_numpy", LOSS + "test_loss_gradchecks")
        for op in ("l1_loss", "smooth_l1_loss")},
-    "binary_cross_entropy": ("test_losses.py::test_bce_probabilities_kl_div_and_nll_module", None),  # likewise
-    "kl_div": ("test_losses.py::test_bce_probabilities_kl_div_and_nll_module", None),  # likewise
-    "binary_cross_entropy_with_logits": ("test_losses.py::test_pointwise_losses_vs_numpy",
-                                         "test_losses.py::test_loss_gradchecks"),
+    **{op: (LOSS + "test_bce_probabilities_kl_div_and_nll_module", LOSS + "test_loss_gradchecks")
+       for op in ("binary_cross_entropy", "kl_div")},
+    "binary_cross_entropy_with_logits": (LOSS + "test_pointwise_losses_vs_numpy",
+                                         LOSS + "test_loss_gradchecks"),
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
-COMPOSITES = {"nll_loss", "mse_loss"}
+COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage).
 NO_KERNEL = {"views"}
 # Where a family's kernels are imported when not by its core module: the copy and fill that every
