@@ -12,7 +12,7 @@ from tritensor import nn
 from tritensor.core.ops import foreach
 from tritensor.core.tensor import Tensor
 
-from tolerances import NP, TOL, assert_close
+from tolerances import NP, assert_close
 
 
 def _params(rng, specs):
@@ -52,15 +52,14 @@ def test_clip_grad_norm_against_float64(norm_type):
     max_norm = total / 4
     got = nn.utils.clip_grad_norm_(ps, max_norm, norm_type=norm_type)
     assert got.ndim == 0 and got.dtype is tt.float32
-    assert_close(got, total, tt.float32, rtol=2e-5)  # fp32 sums over ~9000 terms
+    assert_close(got, total, tt.float32, "fp32_norm")  # fp32 sums over ~9000 terms
     coef = min(max_norm / (total + 1e-6), 1.0)
     for p, r in zip(ps, refs):
         # The coefficient is an fp32 tensor (the total norm of mixed dtypes is fp32, as torch's),
-        # so fp64 gradients are scaled to fp32 precision.
-        tol = dict(TOL[tt.float32], rtol=2e-5) if p.dtype in (tt.float32, tt.float64) else {}
-        assert_close(p.grad, r * coef, p.dtype, **tol)
+        # so fp64 gradients are scaled to fp32 precision; fp16/bf16 keep their default numbers.
+        assert_close(p.grad, r * coef, p.dtype, "fp32_norm")
     if norm_type == 2.0:  # clipped to max_norm
-        assert_close(nn.utils.get_total_norm([p.grad for p in ps]), max_norm, tt.float32, rtol=1e-3)
+        assert_close(nn.utils.get_total_norm([p.grad for p in ps]), max_norm, tt.float32, "clipped_norm")
 
 
 def test_no_clipping_below_max_norm_and_single_tensor():

@@ -8,6 +8,8 @@ import pytest
 import tritensor as tt
 from tritensor.nn import init
 
+from tolerances import assert_close
+
 
 def _arr(t):
     return t.float().numpy().astype(np.float64) if t.dtype in (tt.float16, tt.bfloat16) else t.numpy().astype(np.float64)
@@ -64,8 +66,7 @@ def test_orthogonal_rows_or_columns_are_orthonormal(shape, dtype):
     init.orthogonal_(w, gain=3.0)
     m = _arr(w).reshape(shape[0], -1)
     gram = m @ m.T if m.shape[0] <= m.shape[1] else m.T @ m
-    tol = {tt.float32: 1e-5, tt.float64: 1e-12, tt.float16: 2e-2}[dtype]
-    np.testing.assert_allclose(gram, 9.0 * np.eye(gram.shape[0]), atol=tol * 9)
+    assert_close(gram, 9.0 * np.eye(gram.shape[0]), dtype, "orthonormal", k=9.0)  # gain² = 9
     w2 = tt.empty(*shape, dtype=dtype)
     init.orthogonal_(w2)
     assert not np.allclose(_arr(w2), _arr(w) / 3)  # random, not a fixed matrix

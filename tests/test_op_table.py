@@ -112,22 +112,26 @@ TESTS = {
     # ----- issue 15 (nn15) -----
     "embedding": ("test_embedding.py::test_embedding_forward_and_backward_vs_numpy",
                   "test_embedding.py::test_embedding_gradcheck"),
-    "batch_norm": ("test_batchnorm.py::test_training_forward_backward_and_running_stats_vs_numpy",
-                   "test_batchnorm.py::test_batch_norm_gradcheck"),
-    **{op: ("test_losses.py::test_pointwise_losses_vs_numpy", None)  # made of recorded ops (gradchecked there)
+    "batch_norm": ("test_batch_norm.py::test_training_forward_backward_and_running_stats_vs_numpy",
+                   "test_batch_norm.py::test_batch_norm_gradcheck"),
+    **{op: (LOSS + "test_pointwise_losses_vs_numpy", LOSS + "test_loss_gradchecks")
        for op in ("l1_loss", "smooth_l1_loss")},
-    "binary_cross_entropy": ("test_losses.py::test_bce_probabilities_kl_div_and_nll_module", None),  # likewise
-    "kl_div": ("test_losses.py::test_bce_probabilities_kl_div_and_nll_module", None),  # likewise
-    "binary_cross_entropy_with_logits": ("test_losses.py::test_pointwise_losses_vs_numpy",
-                                         "test_losses.py::test_loss_gradchecks"),
+    **{op: (LOSS + "test_bce_probabilities_kl_div_and_nll_module", LOSS + "test_loss_gradchecks")
+       for op in ("binary_cross_entropy", "kl_div")},
+    "binary_cross_entropy_with_logits": (LOSS + "test_pointwise_losses_vs_numpy",
+                                         LOSS + "test_loss_gradchecks"),
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
-COMPOSITES = {"nll_loss", "mse_loss"}
+COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage).
 NO_KERNEL = {"views"}
 # Where a family's kernels are imported when not by its core module: the copy and fill that every
 # op needs (contiguous(), .to(), ...) live in core/ops/__init__.py, beside the device moves.
 KERNEL_IMPORTER = {"copies": "__init__"}
+# Families whose kernels are another family's, launched through that family's core entries (their
+# core module imports core/ops/<other>.py): embedding's forward is index_select's gather and its
+# derivative index_add's scatter-add (triton_kernels/index.py).
+KERNEL_FAMILY = {"embedding": "index"}
 # The text a test must contain when it differs from the op's name (operators are used, not named).
 MENTIONS = {"invert": ("~",), "getitem": ("[",), "setitem": ("] =",), "clone": ("clone", "contiguous"),
             "matmul": ("matmul", "@"), "max_pool2d_with_indices": ("max_pool2d",)}
@@ -287,9 +291,11 @@ def test_every_op_has_an_autocast_category_from_the_maintained_lists():
 
 def test_every_op_is_covered_in_its_family_files():
     """For every op of the table, in the files of its family X (its core entry's module):
-    triton_kernels/X.py exists and core/ops/X.py imports it; its derivative, if any, is in
-    autograd/functions/X.py; tests/test_X.py holds a forward test calling it and, if it is
-    differentiable (a derivative, or made of recorded ops), a gradcheck of it."""
+    triton_kernels/X.py exists and core/ops/X.py imports it (or, for a family of KERNEL_FAMILY,
+    the other family's kernel file exists and core/ops/X.py uses that family's core entries);
+    its derivative, if any, is in autograd/functions/X.py; tests/test_X.py holds a forward test
+    calling it and, if it is differentiable (a derivative, or made of recorded ops), a gradcheck
+    of it."""
     kernel_ops = {name for name, op in OPS.items() if op.kernel}
     assert set(API) == set(OPS) - kernel_ops
     assert set(TESTS) == kernel_ops, (f"ops without tests: {sorted(kernel_ops - set(TESTS))}; "
@@ -299,7 +305,13 @@ def test_every_op_is_covered_in_its_family_files():
         op = OPS[name]
         family = _family(op)
         core_src = (ROOT / "core" / "ops" / f"{KERNEL_IMPORTER.get(family, family)}.py").read_text()
-        if family not in NO_KERNEL:
+        if family in KERNEL_FAMILY:
+            other = KERNEL_FAMILY[family]
+            if not (ROOT / "triton_kernels" / f"{other}.py").exists():
+                problems.append(f"{name}: no triton_kernels/{other}.py")
+            elif not re.search(rf"from \. import {other}\b", core_src):
+                problems.append(f"{name}: core/ops/{family}.py does not use core/ops/{other}.py's entries")
+        elif family not in NO_KERNEL:
             if not (ROOT / "triton_kernels" / f"{family}.py").exists():
                 problems.append(f"{name}: no triton_kernels/{family}.py")
             elif not re.search(rf"from \.\.\.triton_kernels import {family}\b", core_src):

@@ -82,6 +82,25 @@ def _attention_grad(dtype, k):
     return dict(rtol=0.0, atol=1e3 * UNIT_ROUNDOFF[dtype] * scale)
 
 
+def _rounded_sum(dtype, k):
+    tol = dict(TOL[dtype])
+    tol["atol"] = TOL[dtype]["atol"] * k
+    return tol
+
+
+def _rounded_rows(dtype, k):
+    return dict(rtol=2 * TOL[dtype]["rtol"], atol=TOL[dtype]["atol"] * k)
+
+
+def _orthonormal(dtype, k):
+    """The Gram matrix of rows (or columns) orthonormalized in fp32 (fp64 for fp64), scaled by
+    sqrt(k) and stored in the dtype, against k·I: absolute k·c (c: 1e-5 in fp32, a few hundred fp32
+    ulps of Gram-Schmidt; 1e-12 in fp64; 2e-2 in fp16, whose entries are rounded to 4.9e-4 each;
+    bf16 8 times fp16's, its unit roundoff being 8 times larger), and NumPy's default rtol 1e-7."""
+    c = {tt.float64: 1e-12, tt.float32: 1e-5, tt.float16: 2e-2, tt.bfloat16: 16e-2}[dtype]
+    return dict(rtol=1e-7, atol=c * k)
+
+
 def _over_default(changes):
     """A profile that is :data:`TOL` except for the dtypes in ``changes``."""
     def profile(dtype, k):
@@ -142,8 +161,32 @@ PROFILES = {
     # Attention's gradients against k = max|reference|: 64·u·k (+ the dtype's atol) in fp16/bf16,
     # 1e3·u·k in fp32/fp64, absolute only (see above).
     "attention_grad": _attention_grad,
+    # A sum of k values each rounded to the dtype before they are summed (an elementwise loss, then
+    # its "sum" reduction): in fp16/bf16 every term may be off by the dtype's atol and those errors
+    # add up, k × atol; the relative error is the sum's own rounding, rtol unchanged.
+    "rounded_sum": _rounded_sum,
+    # k rows, each the result of a chain of ops that round in the dtype (cross_entropy with class
+    # probabilities: log_softmax, the smoothed targets, the products, the row sum), then summed:
+    # two roundings' worth relative, 2 × rtol, and each row's absolute error adding up, k × atol.
+    "rounded_rows": _rounded_rows,
+    # Normalized outputs ((x - mean) / std) of data with a mean near 1e4 and std 1 in fp32: the
+    # fp32 mean is itself rounded to half an ulp of 1e4 (4.9e-4, in units of the std), which every
+    # output carries: 1e-3 absolute, on top of "large_mean"'s 1e-4 relative for the statistics.
+    "large_mean_normalized": _over_default({F32: dict(rtol=1e-4, atol=1e-3)}),
+    # A norm over thousands of fp32 terms (powers, a long fp32 sum, a root: 2e-5 relative), and
+    # gradients scaled by a coefficient computed from that fp32 norm: fp64 gradients too, since
+    # the total norm of mixed dtypes is fp32 (as torch's clip_grad_norm_), so fp64 gets fp32's numbers.
+    "fp32_norm": _over_default({F32: dict(rtol=2e-5, atol=1e-6), F64: dict(rtol=2e-5, atol=1e-6)}),
+    # The total norm after clip_grad_norm_ scaled the gradients, against max_norm: the scaled fp16
+    # and bf16 gradients are rounded again (4.9e-4 and 3.9e-3 relative each), and the norm is
+    # recomputed in fp32 from them: 1e-3 relative.
+    "clipped_norm": _over_default({F32: dict(rtol=1e-3, atol=1e-6)}),
+    # Orthonormal rows/columns scaled by sqrt(k) (nn.init.orthogonal_ with gain² = k): their Gram
+    # matrix against k·I (see _orthonormal).
+    "orthonormal": _orthonormal,
 }
-NEEDS_K = {"accumulate", "rounded_terms", "centered", "attention", "attention_grad"}
+NEEDS_K = {"accumulate", "rounded_terms", "centered", "attention", "attention_grad", "rounded_sum", "rounded_rows",
+           "orthonormal"}
 
 
 def tolerance(dtype, profile="default", k=None) -> dict:

@@ -43,7 +43,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 # ----- issue 15 (nn15): binary_cross_entropy_with_logits ---------------------------------------------
 class BCEWithLogits(Op):
-    """One fused kernel each way (triton_kernels/bce.py); first derivatives only. The target's
+    """One fused kernel each way (triton_kernels/loss.py); first derivatives only. The target's
     gradient, (pos_weight - 1) * softplus(-x) - x times the weight, is made of ops; none flows to
     weight or pos_weight."""
 

@@ -9,7 +9,6 @@ import warnings
 
 import numpy as np
 
-from ...triton_kernels import bce as _bce
 from ...triton_kernels import loss as _k
 from ...triton_kernels import random as _rand
 from ...runtime import dtype as dt
@@ -210,7 +209,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 # ----- issue 15 (nn15): more losses ----------------------------------------------------------------
 # l1_loss, smooth_l1_loss, binary_cross_entropy, kl_div and cross_entropy with probability targets
 # are compositions of recorded ops (autograd records their pieces); binary_cross_entropy_with_logits
-# is one fused kernel each way (triton_kernels/bce.py; derivative in autograd/functions/loss.py).
+# is one fused kernel each way (triton_kernels/loss.py; derivative in autograd/functions/loss.py).
 def _check_pair(input, target, name: str):
     if not isinstance(input, TensorBase):
         raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
@@ -314,7 +313,7 @@ def bce_with_logits_forward(input, target, weight, pos_weight, reduction):
     rows = TensorBase._empty(shape, compute_dtype(input), input.device)
     w = weight.detach().expand(shape) if weight is not None else None
     pw = pos_weight.detach().expand(shape) if pos_weight is not None else None
-    _bce.bce_with_logits(rows, input, target, w, pw)
+    _k.bce_with_logits(rows, input, target, w, pw)
     if reduction == "none":
         return rows.to(input.dtype)
     return (rows.mean() if reduction == "mean" else rows.sum()).to(input.dtype)
@@ -328,13 +327,13 @@ def bce_with_logits_backward(g, input, target, weight, pos_weight, reduction):
     pw = pos_weight.detach().expand(shape) if pos_weight is not None else None
     n = input.numel()
     scale = 1.0 / n if reduction == "mean" and n else 1.0
-    _bce.bce_with_logits(dx, input, target, w, pw, g=g.expand(shape), scale=scale)
+    _k.bce_with_logits(dx, input, target, w, pw, g=g.expand(shape), scale=scale)
     return dx
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
-    """torch's BCE with logits, fused and stable for any logit (see ``triton_kernels/bce.py``)."""
+    """torch's BCE with logits, fused and stable for any logit (see ``triton_kernels/loss.py``)."""
     _no_legacy(size_average, reduce)
     check_bce_with_logits(input, target, weight, pos_weight, reduction)
     return bce_with_logits_forward(input, target, weight, pos_weight, reduction)

@@ -9,7 +9,7 @@ from tritensor import nn
 from tritensor.nn import functional as F
 
 from layouts import LAYOUTS, check_layout, make
-from tolerances import NP, TOL, assert_close, sum_tol
+from tolerances import NP, assert_close
 
 
 def _ref(x, w, b, eps=1e-5, mean=None, var=None):
@@ -48,17 +48,21 @@ def test_training_forward_backward_and_running_stats_vs_numpy(dtype, layout, sha
     expected, _ = _ref(xr, wr, br)
     assert y.dtype is dtype
     m = xr.size // C
-    assert_close(y.detach(), expected, dtype, **({} if dtype is not tt.float32 else sum_tol(dtype, m)))
+    # fp32: sums of m terms accumulated in fp32 (for fp16/bf16, k = m leaves their default numbers).
+    assert_close(y.detach(), expected, dtype, "accumulate", k=m)
     axes = (0,) + tuple(range(2, len(shape)))
     assert_close(rm, 0.3 * xr.mean(axes), dtype)
     assert_close(rv, 0.7 + 0.3 * xr.var(axes, ddof=1), dtype)
     dy = rng.standard_normal(shape).astype(NP[dtype])
     y.backward(tt.from_numpy(dy))
     dx, dw, db = _ref_backward(xr, wr, dy.astype(np.float64))
-    tol = sum_tol(dtype, m) if dtype is tt.float32 else {}
-    assert_close(x.grad, dx, dtype, **tol)
-    assert_close(W.grad, dw, dtype, **(sum_tol(dtype, m) if dtype is tt.float32 else dict(rtol=TOL[dtype]["rtol"] * 4, atol=TOL[dtype]["atol"] * 4)))
-    assert_close(B.grad, db, dtype, **(sum_tol(dtype, m) if dtype is tt.float32 else dict(rtol=TOL[dtype]["rtol"] * 4, atol=TOL[dtype]["atol"] * 4)))
+    assert_close(x.grad, dx, dtype, "accumulate", k=m)
+    # dweight and dbias: m-term sums accumulated in fp32, rounded once to the dtype. fp16/bf16 have
+    # been held to TOL × 4 since this test was written (the errors measured are within 0.42 of
+    # the default): the same numbers, as the profile "rounded_terms" with k=4.
+    profile, k = ("accumulate", m) if dtype is tt.float32 else ("rounded_terms", 4)
+    assert_close(W.grad, dw, dtype, profile, k=k)
+    assert_close(B.grad, db, dtype, profile, k=k)
 
 
 def test_large_mean_keeps_variance_precision_and_many_chunks():
@@ -69,7 +73,7 @@ def test_large_mean_keeps_variance_precision_and_many_chunks():
     expected, _ = _ref(v.astype(np.float64), np.ones(2), np.zeros(2))
     # The fp32 mean itself is rounded to half an ulp of 1e4 (4.9e-4, in units of the std of 1), so
     # y carries that much; the naive formula's variance would be off by ~6 (not usable at all).
-    assert_close(y, expected, tt.float32, rtol=1e-4, atol=1e-3)
+    assert_close(y, expected, tt.float32, "large_mean_normalized")
 
 
 def test_eval_uses_running_stats_and_momentum_none_averages():
