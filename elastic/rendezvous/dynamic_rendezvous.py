@@ -154,8 +154,11 @@ class DynamicRendezvousHandler(RendezvousHandler):
             self._hb_thread.join(timeout=5)
         ok = True
         try:
-            self._store.delete_key(f"{self._p}/hb/{self.node_id}")
+            # Close first, drop the heartbeat last: the store's host waits only until every other
+            # node's heartbeat is gone, then shuts the store down, so the heartbeat must be this
+            # node's final store operation (the other order raced: CI saw set_closed hit a closed store).
             self.set_closed()
+            self._store.delete_key(f"{self._p}/hb/{self.node_id}")
             if self.hosts_store:  # the others still need the store to leave: wait for them, bounded
                 deadline = time.monotonic() + self.close_timeout
                 while time.monotonic() < deadline and any(self._alive(n) for n in self._members
