@@ -31,7 +31,9 @@ AUTOCAST = {
     "fp32": ["exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "native_layer_norm", "cross_entropy", "nll_loss", "mse_loss"],
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
-                "index_add"],
+                "index_add",
+                # issue 15 (ops15): cat/stack promote; hstack/vstack are cat in PyTorch
+                "cat", "stack", "hstack", "vstack"],
 }
 
 E, A, I, R = "test_elementwise.py", "test_autograd_ops.py", "test_index.py", "test_reduce.py"
@@ -95,6 +97,16 @@ TESTS = {
     "to": ("test_cast.py::test_float_to_float_bit_exact", f"{A}::test_casts_and_copies"),
     "copy_": ("test_cast.py::test_copy_into_strided_destination_and_broadcast", f"{A}::test_casts_and_copies"),
     "fill_": ("test_cast.py::test_fill_float64_keeps_double_precision", f"{A}::test_fill_gradcheck"),
+    # ----- issue 15 (ops15): joining and reshaping -----
+    **{op: ("test_join.py::test_cat_and_stack_match_numpy", "test_join.py::test_join_gradcheck")
+       for op in ("cat", "stack")},
+    **{op: ("test_join.py::test_hstack_vstack", "test_join.py::test_join_gradcheck") for op in ("hstack", "vstack")},
+    **{op: ("test_join.py::test_flip_roll_repeat_tile_match_numpy", "test_join.py::test_join_gradcheck")
+       for op in ("flip", "roll", "repeat", "tile")},
+    **{op: ("test_join.py::test_tril_triu_diag_match_numpy", "test_join.py::test_join_gradcheck")
+       for op in ("tril", "triu", "diag")},
+    "movedim": ("test_join.py::test_movedim_is_a_view_and_free_squeeze_unsqueeze_flatten",
+                "test_join.py::test_join_gradcheck"),
 }
 # The name a test must mention when it differs from the op's (operators are used, not named).
 MENTIONS = {"invert": "~", "getitem": "[", "setitem": "] =", "clone": "copy", "copy_": "copy", "native_layer_norm":

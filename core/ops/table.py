@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import conv, copies, cumsum, elementwise, index, loss, matmul, norm, pool, reduce, views
+from . import conv, copies, cumsum, elementwise, index, join, loss, matmul, norm, pool, reduce, views
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -127,12 +127,22 @@ _add(Op("setitem", index.setitem_any, "none", method=False, function=False, dund
 
 # ----- views (core/ops/views.py) ----------------------------------------------------------------
 for _name in ("view", "reshape", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"):
-    _add(Op(_name, getattr(views, _name), "none", function=False))
+    _add(Op(_name, getattr(views, _name), "none", function=_name in ("squeeze", "unsqueeze")))
 _add(Op("transpose", views.transpose, "none", function=False, aliases=("swapaxes",)))
 
 # ----- copies (core/ops/copies.py) --------------------------------------------------------------
 for _name in ("clone", "to", "copy_", "fill_"):
     _add(Op(_name, getattr(copies, _name), "none", function=False))
+
+
+# ----- issue 15: joining and reshaping (core/ops/join.py, triton_kernels/join.py) ----------------
+# cat/stack promote (PyTorch's autocast lists); hstack/vstack are cat in PyTorch, so they promote too.
+_add(Op("cat", join.cat, "promote", method=False, aliases=("concat", "concatenate")))
+for _name in ("stack", "hstack", "vstack"):
+    _add(Op(_name, getattr(join, _name), "promote", method=False))
+for _name in ("flip", "roll", "repeat", "tile", "tril", "triu", "diag"):
+    _add(Op(_name, getattr(join, _name), "none", function=_name != "repeat"))
+_add(Op("movedim", join.movedim, "none", aliases=("moveaxis",)))
 
 
 # ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------
