@@ -14,7 +14,7 @@ from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, 
                          get_default_dtype, promote_types, result_type)
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
                              ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
-from .core.creation import as_tensor
+from .core.creation import as_tensor, eye, linspace, logspace
 from .core.tensor import Size, Tensor, broadcast_shapes
 from .core.functional import *  # noqa: F401,F403  (torch-style free functions from the op table: exp, add, sum ...)
 from . import autograd  # registers its layer with core/dispatch.py: every op call above records from here on
@@ -30,5 +30,8 @@ from . import futures  # torch.futures; tritensor.comm.Future is the same class
 half, float, double, long, int = float16, float32, float64, int64, int32
 
 _sys.modules[__name__ + ".cuda"] = cuda
+from .core import linalg  # tritensor.linalg (torch.linalg): vector_norm, matrix_norm
+
+_sys.modules[__name__ + ".linalg"] = linalg
 
 __version__ = "0.1.0"

@@ -1,16 +1,22 @@
 """More factories: ``as_tensor`` (share memory when nothing must change), ``linspace``,
 ``logspace``, ``eye``. Kept apart from ``factories.py`` so each file stays one topic: these make
 a tensor from a recipe (a range, an identity) or adopt existing data, with PyTorch's checks.
-Kernels: ``triton_kernels/math_ops.py`` (``linspace``) and ``triton_kernels/join.py`` (``eye`` is
-the lower triangle at 0 of a matrix of ones with its upper triangle removed: one remap launch).
+Kernels: ``triton_kernels/math_ops.py`` (``linspace``/``logspace``); ``eye`` is two fills of
+``triton_kernels/cast.py`` (zeros, then ones on the diagonal view).
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
+
+from ..triton_kernels import math_ops as _k
 
 from ..runtime import dtype as dt
 from ..runtime.device import CPU, device
 from .factories import _dtype, _finish, from_numpy, tensor
+from .ops import fill
+from .ops.join import diagonal_view
 from .tensor import Tensor
 
 _device = device  # the argument named ``device`` shadows the class inside the factories
@@ -30,3 +36,56 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
             return t
         return t.to(device=want_dev or CPU, dtype=t.dtype if dtype is None else dt.to_dtype(dtype))
     return tensor(data, dtype=dtype, device=device)
+
+
+def _scalar(v, name: str, op: str):
+    if isinstance(v, Tensor):
+        if v.numel() != 1:
+            raise RuntimeError(f"{op}(): argument '{name}' must be a number or a one-element tensor, got a tensor "
+                               f"of {v.numel()} elements")
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, (numbers.Real, np.number)):
+        raise TypeError(f"{op}(): argument '{name}' must be a number, not {type(v).__name__}")
+    return float(v)
+
+
+def _steps(steps, op: str) -> int:
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)):
+        raise TypeError(f"{op}(): argument 'steps' must be int, not {type(steps).__name__}")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    return int(steps)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (both ends exact)."""
+    a, b, n = _scalar(start, "start", "linspace"), _scalar(end, "end", "linspace"), _steps(steps, "linspace")
+    out = Tensor._empty((n,), _dtype(dtype), CPU if device is None else _device(device))
+    _k.linspace(out, a, b)
+    return _finish(out, requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """``base ** linspace(start, end, steps)``, computed in float64 before the cast."""
+    a, b, n = _scalar(start, "start", "logspace"), _scalar(end, "end", "logspace"), _steps(steps, "logspace")
+    base = _scalar(base, "base", "logspace")
+    out = Tensor._empty((n,), _dtype(dtype), CPU if device is None else _device(device))
+    _k.linspace(out, a, b, base=base)
+    return _finish(out, requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """The ``n`` x ``m`` (default square) matrix with ones on the main diagonal."""
+    for name, v in (("n", n), ("m", m)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"eye(): argument '{name}' must be int, not {type(v).__name__}")
+        if v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
+    m = n if m is None else m
+    out = Tensor._empty((int(n), int(m)), _dtype(dtype), CPU if device is None else _device(device))
+    fill(out, 0)
+    if out.numel():
+        fill(diagonal_view(out, 0), 1)
+    return _finish(out, requires_grad)

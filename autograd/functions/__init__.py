@@ -18,13 +18,14 @@ Where an op's derivative lives:
   index.py        index_select gather, x[idx] (advanced: integer tensors, lists, masks), x[idx] = v
   cumsum.py       cumsum
   join.py         cat stack hstack vstack flip roll repeat tile tril triu diag movedim
+  math_ops.py     round nan_to_num dot
 """
 from __future__ import annotations
 
-from . import conv, copies, cumsum, elementwise, index, join, loss, matmul, reduce, views
+from . import conv, copies, cumsum, elementwise, index, join, loss, math_ops, matmul, reduce, views
 
 DERIVATIVES: dict = {}
-for _module in (elementwise, views, copies, reduce, matmul, conv, loss, index, cumsum, join):
+for _module in (elementwise, views, copies, reduce, matmul, conv, loss, index, cumsum, join, math_ops):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:
             raise ValueError(f"op {_name} has two derivatives ({_module.__name__})")

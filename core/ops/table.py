@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import conv, copies, cumsum, elementwise, index, join, loss, matmul, norm, pool, reduce, views
+from . import conv, copies, cumsum, einsum, elementwise, index, join, loss, math_ops, matmul, norm, pool, reduce, views
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -143,6 +143,19 @@ for _name in ("stack", "hstack", "vstack"):
 for _name in ("flip", "roll", "repeat", "tile", "tril", "triu", "diag"):
     _add(Op(_name, getattr(join, _name), "none", function=_name != "repeat"))
 _add(Op("movedim", join.movedim, "none", aliases=("moveaxis",)))
+
+# ----- issue 15: math and comparison (core/ops/math_ops.py, einsum.py; triton_kernels/math_ops.py) -
+# PyTorch's CUDA lists: logsumexp, norm, linalg_vector_norm, linalg_matrix_norm run in fp32; dot promotes.
+_with_inplace("round", math_ops.round, math_ops.round_, "none")
+_with_inplace("nan_to_num", math_ops.nan_to_num, math_ops.nan_to_num_, "none")
+for _name in ("isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer", "trace"):
+    _add(Op(_name, getattr(math_ops, _name), "none", aliases=("ger",) if _name == "outer" else ()))
+_add(Op("dot", math_ops.dot, "promote"))
+_add(Op("logsumexp", math_ops.logsumexp, "fp32"))
+_add(Op("norm", math_ops.norm, "fp32"))
+for _name in ("linalg_vector_norm", "linalg_matrix_norm"):  # tritensor.linalg.* (core/linalg.py)
+    _add(Op(_name, getattr(math_ops, _name), "fp32", method=False, function=False))
+_add(Op("einsum", einsum.einsum, "none", method=False))
 
 
 # ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------
