@@ -256,3 +256,11 @@ def test_math_gradcheck():
     z = tt.tensor([1.0, float("nan"), float("inf")], dtype=tt.float64, requires_grad=True)
     z.nan_to_num().sum().backward()
     assert z.grad.tolist() == [1.0, 0.0, 0.0]
+    z.grad = None
+    w = z * 2
+    w.nan_to_num_(posinf=5.0)  # in-place forms are recorded too
+    assert tt.autograd.grad(w.sum(), z, retain_graph=True)[0].tolist() == [2.0, 0.0, 0.0]
+    w.round_()
+    assert type(w.grad_fn).__name__ == "RoundBackward0" and tt.autograd.grad(w.sum(), z)[0].tolist() == [0.0] * 3
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        z.round_()

@@ -31,7 +31,7 @@ AUTOCAST = {
     "fp32": ["exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "native_layer_norm", "cross_entropy", "nll_loss", "mse_loss",
              # issue 15 (ops15)
-             "logsumexp", "norm", "linalg_vector_norm", "linalg_matrix_norm"],
+             "logsumexp", "norm", "linalg_vector_norm", "linalg_matrix_norm", "cumprod"],
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
                 "index_add",
                 # issue 15 (ops15): cat/stack promote; hstack/vstack are cat in PyTorch
@@ -114,13 +114,28 @@ TESTS = {
        for op in ("isnan", "isinf", "isfinite")},
     **{op: ("test_math_ops.py::test_round_and_classification_match_numpy", "test_math_ops.py::test_math_gradcheck")
        for op in ("round", "nan_to_num")},
-    **{op: ("test_math_ops.py::test_inplace_forms_integers_and_empty", None) for op in ("round_", "nan_to_num_")},
+    **{op: ("test_math_ops.py::test_inplace_forms_integers_and_empty", "test_math_ops.py::test_math_gradcheck")
+       for op in ("round_", "nan_to_num_")},
     **{op: ("test_math_ops.py::test_isclose_allclose_equal", None) for op in ("isclose", "allclose", "equal")},
     "einsum": ("test_math_ops.py::test_einsum_matches_numpy", None),  # recorded as its pieces (gradchecked too)
     "dot": ("test_math_ops.py::test_dot_outer_trace_logsumexp", "test_math_ops.py::test_math_gradcheck"),
     **{op: ("test_math_ops.py::test_dot_outer_trace_logsumexp", None) for op in ("outer", "trace", "logsumexp")},
     **{op: ("test_math_ops.py::test_norms_match_numpy", None) for op in ("norm", "linalg_vector_norm",
                                                                        "linalg_matrix_norm")},
+    # ----- issue 15 (ops15): scans, sorting, selection -----
+    **{op: ("test_scan.py::test_cumprod_and_logcumsumexp_match_numpy", "test_scan.py::test_scan_gradcheck")
+       for op in ("cumprod", "logcumsumexp")},
+    **{op: ("test_sort.py::test_sort_matches_numpy_stable_order", "test_sort.py::test_sort_family_gradcheck")
+       for op in ("sort", "msort")},
+    "argsort": ("test_sort.py::test_sort_matches_numpy_stable_order", None),
+    **{op: ("test_sort.py::test_topk_and_kthvalue", "test_sort.py::test_sort_family_gradcheck")
+       for op in ("topk", "kthvalue")},
+    "unique": ("test_sort.py::test_unique", None),
+    "searchsorted": ("test_sort.py::test_searchsorted", None),
+    "bincount": ("test_sort.py::test_bincount", None),
+    **{op: ("test_sort.py::test_nonzero_argwhere_masked_ops", None) for op in ("nonzero", "argwhere", "masked_select")},
+    **{op: ("test_sort.py::test_nonzero_argwhere_masked_ops", "test_sort.py::test_sort_family_gradcheck")
+       for op in ("masked_fill", "masked_fill_")},
 }
 # The name a test must mention when it differs from the op's (operators are used, not named).
 MENTIONS = {"invert": "~", "getitem": "[", "setitem": "] =", "clone": "copy", "copy_": "copy", "native_layer_norm":

@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import conv, copies, cumsum, einsum, elementwise, index, join, loss, math_ops, matmul, norm, pool, reduce, views
+from . import (conv, copies, cumsum, einsum, elementwise, index, join, loss, math_ops, matmul, norm, pool, reduce, scan,
+               select, sort, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -156,6 +157,16 @@ _add(Op("norm", math_ops.norm, "fp32"))
 for _name in ("linalg_vector_norm", "linalg_matrix_norm"):  # tritensor.linalg.* (core/linalg.py)
     _add(Op(_name, getattr(math_ops, _name), "fp32", method=False, function=False))
 _add(Op("einsum", einsum.einsum, "none", method=False))
+
+# ----- issue 15: scans, sorting, selection (core/ops/scan.py, sort.py, select.py; triton_kernels/scan.py, sort.py)
+# PyTorch's CUDA lists: cumprod runs in fp32; the rest are "none".
+_add(Op("cumprod", scan.cumprod, "fp32"))
+_add(Op("logcumsumexp", scan.logcumsumexp, "none"))
+for _name in ("sort", "argsort", "msort", "topk", "kthvalue", "unique", "searchsorted"):
+    _add(Op(_name, getattr(sort, _name), "none", method=_name != "searchsorted"))
+for _name in ("nonzero", "argwhere", "masked_select", "bincount"):
+    _add(Op(_name, getattr(select, _name), "none"))
+_with_inplace("masked_fill", select.masked_fill, select.masked_fill_, "none")
 
 
 # ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------
