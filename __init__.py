@@ -13,8 +13,9 @@ from .runtime.device import device
 from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, int32, int64, dtype,
                          get_default_dtype, promote_types, result_type)
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
-                             ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
-from .core.creation import as_tensor, eye, linspace, logspace
+                             seed, ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
+from .core.generator import Generator, default_generator
+from .core.creation import as_tensor, eye, linspace, logspace, randint, randint_like, randperm
 from .core.tensor import Size, Tensor, broadcast_shapes
 from .core.functional import *  # noqa: F401,F403  (torch-style free functions from the op table: exp, add, sum ...)
 from . import autograd  # registers its layer with core/dispatch.py: every op call above records from here on
