@@ -1,5 +1,5 @@
 """Joining and reshaping copies (core/ops/join.py, triton_kernels/join.py, autograd/functions/join.py):
-cat/concat, stack, hstack, vstack, flip, roll, repeat, tile, movedim, tril, triu, diag, the free
+cat/concat, stack, hstack, vstack, flip, roll, repeat, tile, movedim, tril, triu, diag, diagonal (a view), the free
 squeeze/unsqueeze/flatten and as_tensor.
 
 These ops move values without arithmetic, so results must equal NumPy's exactly, on every float
@@ -120,6 +120,11 @@ def test_tril_triu_diag_match_numpy(dtype, layout):
         _same(m.diag(k), np.diag(rm, k), dtype)
         _same(tt.diag(v, k), np.diag(rv, k), dtype)
     assert tt.diag(tt.zeros(0)).shape == (0, 0)
+    x3, r3 = make((3, 4, 5), dtype, layout, _normal)
+    for offset, d1, d2 in ((0, 0, 1), (1, 0, 2), (-2, 2, 1), (7, 1, 2)):
+        view = x3.diagonal(offset, d1, d2)
+        assert view._storage is x3._storage  # a view, as in PyTorch
+        np.testing.assert_array_equal(_host(view), np.diagonal(r3, offset, d1, d2))
 
 
 def test_movedim_is_a_view_and_free_squeeze_unsqueeze_flatten():
@@ -180,6 +185,8 @@ def test_errors_name_the_argument_before_any_kernel(no_launch):
         tt.zeros(3).tril()
     with pytest.raises(RuntimeError, match="1D or 2D"):
         tt.zeros(1, 1, 1).diag()
+    with pytest.raises(RuntimeError, match="diagonal dimensions cannot be identical"):
+        x.diagonal(0, 1, -1)
     with pytest.raises(RuntimeError, match="repeated dim"):
         x.movedim((0, 0), (0, 1))
     with pytest.raises(TypeError, match="'input'"):
@@ -192,7 +199,8 @@ def test_join_gradcheck():
     cases = [lambda t: tt.cat([t, t * 2], 1), lambda t: tt.stack([t, nc], 0), lambda t: t.flip(1),
              lambda t: t.roll((1, -1), (0, 1)), lambda t: t.repeat(2, 1, 2), lambda t: tt.tile(t, (2,)),
              lambda t: t.tril(), lambda t: t.triu(1), lambda t: t.diag(1), lambda t: t[0].diag(-1),
-             lambda t: tt.hstack([t, nc]), lambda t: tt.vstack([t[0], t]), lambda t: t.movedim(0, 1)]
+             lambda t: tt.hstack([t, nc]), lambda t: tt.vstack([t[0], t]), lambda t: t.movedim(0, 1),
+             lambda t: t.diagonal(), lambda t: tt.diagonal(t, -1, 1, 0)]
     for f in cases:
         assert tt.autograd.gradcheck(f, (x,))
         assert tt.autograd.gradcheck(f, (nc,))

@@ -106,7 +106,7 @@ TESTS = {
     **{op: ("test_join.py::test_flip_roll_repeat_tile_match_numpy", "test_join.py::test_join_gradcheck")
        for op in ("flip", "roll", "repeat", "tile")},
     **{op: ("test_join.py::test_tril_triu_diag_match_numpy", "test_join.py::test_join_gradcheck")
-       for op in ("tril", "triu", "diag")},
+       for op in ("tril", "triu", "diag", "diagonal")},
     "movedim": ("test_join.py::test_movedim_is_a_view_and_free_squeeze_unsqueeze_flatten",
                 "test_join.py::test_join_gradcheck"),
     # ----- issue 15 (ops15): math and comparison -----

@@ -6,6 +6,7 @@ Each backward is the adjoint copy, written with recorded ops so double backward 
 by the opposite shift, ``repeat``/``tile`` -> a sum over the repeats, ``tril``/``triu`` -> the same
 triangle of the gradient, ``diag`` -> ``diag`` (vector <-> diagonal). ``hstack``/``vstack``/
 ``movedim`` are recorded as the ops they are made of (``reshape`` + ``cat``, ``permute``).
+``diagonal`` (a view) -> the gradient written into the diagonal of zeros.
 """
 from __future__ import annotations
 
@@ -159,6 +160,36 @@ class DiagScatter(Op):
         return gg.diag(ctx.k)
 
 
+class Diagonal(Op):
+    _is_view = True
+
+    @staticmethod
+    def forward(ctx, x, offset=0, dim1=0, dim2=1):
+        ctx.shape, ctx.args = x.shape, (offset, dim1, dim2)
+        return _j.diagonal(x, offset, dim1, dim2)
+
+    @staticmethod
+    def backward(ctx, g):
+        return DiagonalScatter.apply(g, ctx.shape, ctx.args)
+
+
+class DiagonalScatter(Op):
+    """zeros(shape) with ``diagonal(*args)`` set to ``g``; its own backward takes the diagonal again."""
+
+    @staticmethod
+    def forward(ctx, g, shape, args):
+        ctx.args = args
+        z = Tensor._empty(shape, g.dtype, g.device)
+        z.fill_(0)
+        if g.numel():
+            _j.diagonal(z, *args).copy_(g)
+        return z
+
+    @staticmethod
+    def backward(ctx, gg):
+        return gg.diagonal(*ctx.args), None, None
+
+
 def movedim(input, source, destination):
     return input.permute(_j.movedim_perm(input.ndim, source, destination))
 
@@ -172,4 +203,5 @@ RECORD = {
     "triu": lambda input, diagonal=0: Triangle.apply(input, diagonal, True),
     "diag": lambda input, diagonal=0: Diag.apply(input, diagonal),
     "movedim": movedim,
+    "diagonal": lambda input, offset=0, dim1=0, dim2=1: Diagonal.apply(input, offset, dim1, dim2),
 }

@@ -10,11 +10,11 @@ output or by operands not yet contracted) called *kept*:
   ``bmm((batch, left, contracted), (batch, contracted, right))``;
 - the result is unfolded back to ``batch + left + right`` subscripts.
 
-A single operand only needs its sums and a permute. Everything is written with Tensor methods
-(``sum``, ``permute``, ``expand``, ``reshape``, ``bmm``, ``mul``), each a dispatched op, so autograd
-records einsum piece by piece and autocast lowers its matmuls as it would a user's. Broadcasting
-(``...`` and size-1 dims) follows PyTorch. Not supported: a subscript repeated within one operand
-(a diagonal, ``'ii->i'``): NotImplementedError.
+A subscript repeated within one operand (``'ii->i'``, ``'bii->b'``) is first taken as a
+``diagonal`` view. A single operand only needs its sums and a permute. Everything is written with
+Tensor methods (``diagonal``, ``sum``, ``permute``, ``expand``, ``reshape``, ``bmm``, ``mul``), each a
+dispatched op, so autograd records einsum piece by piece and autocast lowers its matmuls as it
+would a user's. Broadcasting (``...`` and size-1 dims) follows PyTorch.
 """
 from __future__ import annotations
 
@@ -53,9 +53,6 @@ def _parse(equation: str, operands):
             raise RuntimeError(f"einsum(): the number of subscripts in the equation ({len(letters)}) does not match "
                                f"the number of dimensions ({t.ndim}) for operand {k}"
                                + ("" if has_ell else " and no ellipsis was given"))
-        if len(set(letters)) != len(letters):
-            raise NotImplementedError(f"einsum(): subscript repeated within operand {k} ({term!r}): diagonals are "
-                                      "not supported yet")
         n_ell = t.ndim - len(letters) if has_ell else 0
         ell_dims = max(ell_dims, n_ell)
         parsed.append((term, n_ell))
@@ -85,6 +82,21 @@ def _parse(equation: str, operands):
                 counts[c] = counts.get(c, 0) + 1
         out = ell + sorted(c for c, n in counts.items() if n == 1 and c not in ell)
     return subs, out
+
+
+def _diagonals(t, s, k):
+    """Take the diagonal of every subscript repeated in operand ``k`` (it moves to the last dim)."""
+    s = list(s)
+    while len(set(s)) != len(s):
+        c = next(c for c in s if s.count(c) > 1)
+        i = s.index(c)
+        j = s.index(c, i + 1)
+        if t.shape[i] != t.shape[j]:
+            raise RuntimeError(f"einsum(): subscript {c} is repeated for operand {k} but the sizes don't match, "
+                               f"{t.shape[i]} != {t.shape[j]}")
+        t = t.diagonal(0, i, j)
+        s = [x for n, x in enumerate(s) if n not in (i, j)] + [c]
+    return t, s
 
 
 def _sizes(subs, operands) -> dict:
@@ -148,6 +160,7 @@ def einsum(equation, *operands) -> Tensor:
         a, b = sorted(devs, key=str)[:2]
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {a} and {b}!")
     subs, out = _parse(equation, operands)
+    operands, subs = zip(*(_diagonals(t, s, k) for k, (t, s) in enumerate(zip(operands, subs))))
     sizes = _sizes(subs, operands)
     result = functools.reduce(dt.promote_types, (t.dtype for t in operands))
     ts = [t if t.dtype is result else t.to(result) for t in operands]

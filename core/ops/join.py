@@ -1,12 +1,12 @@
 """Joining and reshaping copies: ``cat``/``concat``, ``stack``, ``hstack``, ``vstack``, ``flip``,
-``roll``, ``repeat``, ``tile``, ``movedim``, ``tril``, ``triu``, ``diag``.
+``roll``, ``repeat``, ``tile``, ``movedim``, ``tril``, ``triu``, ``diag``, and the ``diagonal`` view.
 
 PyTorch's argument checks and messages come first, before any kernel runs. ``cat``/``stack``/
 ``diag`` copy each input into a view of the output (narrow / select / the diagonal) with the
 strided copy of ``triton_kernels/cast.py`` (one launch per input, casting to the promoted dtype on
 the way); ``flip``/``roll``/``repeat``/``tile``/``tril``/``triu`` are one launch of the remapping
 kernel of ``triton_kernels/join.py``, which reads the input through its own strides.
-``movedim`` is a view. Derivatives: ``autograd/functions/join.py``.
+``movedim`` and ``diagonal`` are views. Derivatives: ``autograd/functions/join.py``.
 """
 from __future__ import annotations
 
@@ -253,6 +253,26 @@ def diagonal_view(x, k: int):
     n = max(0, min(rows, cols - k) if k >= 0 else min(rows + k, cols))
     off = x.storage_offset() + (k * x.stride(1) if k >= 0 else -k * x.stride(0))
     return x._view((n,), (x.stride(0) + x.stride(1),), off if n else x.storage_offset())
+
+
+def diagonal(input, offset=0, dim1=0, dim2=1) -> Tensor:
+    """The view of the ``offset``-th diagonal of the (dim1, dim2) planes: those dims are removed and
+    the diagonal becomes the last dim (PyTorch's ``torch.diagonal``)."""
+    _check(input, "diagonal")
+    k = _int(offset, "offset", "diagonal")
+    if input.ndim < 2:
+        raise RuntimeError(f"diagonal dimensions requires ndim larger than 2, got {input.ndim}")
+    d1, d2 = normalize_dim(dim1, input.ndim, "dim1"), normalize_dim(dim2, input.ndim, "dim2")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    rows, cols = input.shape[d1], input.shape[d2]
+    n = max(0, min(rows, cols - k) if k >= 0 else min(rows + k, cols))
+    off = input.storage_offset()
+    if n:
+        off += k * input.stride(d2) if k >= 0 else -k * input.stride(d1)
+    keep = [d for d in range(input.ndim) if d not in (d1, d2)]
+    return input._view([input.shape[d] for d in keep] + [n],
+                       [input.stride(d) for d in keep] + [input.stride(d1) + input.stride(d2)], off)
 
 
 def diag(input, diagonal=0) -> Tensor:

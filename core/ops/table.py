@@ -144,6 +144,7 @@ for _name in ("stack", "hstack", "vstack"):
 for _name in ("flip", "roll", "repeat", "tile", "tril", "triu", "diag"):
     _add(Op(_name, getattr(join, _name), "none", function=_name != "repeat"))
 _add(Op("movedim", join.movedim, "none", aliases=("moveaxis",)))
+_add(Op("diagonal", join.diagonal, "none"))
 
 # ----- issue 15: math and comparison (core/ops/math_ops.py, einsum.py; triton_kernels/math_ops.py) -
 # PyTorch's CUDA lists: logsumexp, norm, linalg_vector_norm, linalg_matrix_norm run in fp32; dot promotes.
