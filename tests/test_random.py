@@ -178,3 +178,17 @@ def test_multinomial_rejects_bad_weights():
         tt.multinomial(tt.tensor([1.0, 0.0, 0.0]), 2)
     with pytest.raises(RuntimeError, match=r"p_in >= 0 && p_in <= 1"):
         tt.bernoulli(tt.tensor([0.5, 2.0]))
+
+
+def test_inplace_fills_are_recorded_with_a_zero_gradient():
+    x = tt.ones(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        x.normal_()
+    for fill in (lambda t: t.normal_(), lambda t: t.uniform_(), lambda t: t.random_(3), lambda t: t.bernoulli_(0.5)):
+        y = x * 2
+        fill(y)
+        (y * 3).sum().backward()
+        assert x.grad.tolist() == [0.0] * 4  # the old values of y no longer matter
+        x.grad = None
+    with tt.no_grad():
+        assert x.uniform_() is x  # allowed without grad mode (how nn.init fills parameters)

@@ -20,13 +20,14 @@ Where an op's derivative lives:
   join.py         cat stack hstack vstack flip roll repeat tile tril triu diag movedim
   math_ops.py     round nan_to_num dot
   sort.py         sort msort topk kthvalue cumprod logcumsumexp masked_fill (and in-place)
+  random.py       normal_ uniform_ random_ bernoulli_ (a zero gradient; the fill is recorded)
 """
 from __future__ import annotations
 
-from . import conv, copies, cumsum, elementwise, index, join, loss, math_ops, matmul, reduce, sort, views
+from . import conv, copies, cumsum, elementwise, index, join, loss, math_ops, matmul, random, reduce, sort, views
 
 DERIVATIVES: dict = {}
-for _module in (elementwise, views, copies, reduce, matmul, conv, loss, index, cumsum, join, math_ops, sort):
+for _module in (elementwise, views, copies, reduce, matmul, conv, loss, index, cumsum, join, math_ops, sort, random):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:
             raise ValueError(f"op {_name} has two derivatives ({_module.__name__})")
