@@ -4,8 +4,8 @@ argwhere, masked_fill(_), masked_select, bincount.
 
 Sorting moves values, so values must equal NumPy's stable sort exactly and indices too (ties in
 position order, NaN last ascending and first descending as in PyTorch), on every dtype and
-layout, through both kernels (``tl.sort`` of packed keys, and the rank kernel for 64-bit
-dtypes / long rows); then the selection ops, the errors and the gradchecks.
+layout, through both paths (``tl.sort`` of packed keys; rank-sorted runs + merge passes for
+64-bit dtypes and long rows); then the selection ops, the errors and the gradchecks.
 """
 import zlib
 
@@ -73,8 +73,10 @@ def test_sort_matches_numpy_stable_order(shape, dim, dtype, layout):
     np.testing.assert_array_equal(_host(t.msort()), _np_sort(ref, 0, False)[0])
 
 
-def test_rank_kernel_for_long_rows_and_ints(monkeypatch):
+@pytest.mark.parametrize("tile", [4, 256])
+def test_merge_sort_for_long_rows_and_ints(monkeypatch, tile):
     monkeypatch.setattr(_k, "MAX_SORT_BLOCK", 4)  # rows longer than this take the rank kernel
+    monkeypatch.setattr(_k, "RANK_TILE", tile)  # 4: rows of 9-11 are 3 runs, merged in 2 passes
     a = _ties((3, 11)).astype(np.float32)
     v, i = tt.from_numpy(a).sort(1, descending=True)
     want_v, want_i = _np_sort(a.astype(np.float64), 1, True)
@@ -88,6 +90,29 @@ def test_rank_kernel_for_long_rows_and_ints(monkeypatch):
         np.testing.assert_array_equal(v.numpy(), np.sort(b.astype(NP[dtype]), 1))
     big = tt.tensor([2**40, -(2**40), 3, 2**40 + 1])  # int64 beyond 32 bits
     assert big.sort().values.tolist() == [-(2**40), 3, 2**40, 2**40 + 1]
+    a = _ties((2, 37, 3))  # runs merged along a strided middle dim, ties and NaN across runs
+    for descending in (False, True):
+        v, i = tt.from_numpy(a).sort(1, descending=descending)
+        want_v, want_i = _np_sort(a, 1, descending)
+        np.testing.assert_array_equal(v.numpy(), want_v)
+        np.testing.assert_array_equal(i.numpy(), want_i)
+
+
+def test_each_sort_kernel_takes_its_cases(monkeypatch):
+    seen = []
+    real = _k.launch
+
+    def spy(kernel, *args, **kwargs):
+        seen.append(kernel.fn.__name__)
+        return real(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(_k, "launch", spy)
+    x = tt.from_numpy(RNG.standard_normal((64, 64)).astype(np.float32))
+    x[:5, :13].sort(1)  # small, 32-bit: tl.sort of packed keys
+    x[:5, :13].double().sort(1)  # 64-bit values: the rank kernel
+    x.sort(1)  # CPU mode: too many elements for the interpreter's tl.sort; GPU: tl.sort
+    big = "_rank_kernel" if _k.INTERPRET else "_sort_kernel"
+    assert seen == ["_sort_kernel", "_rank_kernel", big]
 
 
 def test_sort_0d_and_empty():

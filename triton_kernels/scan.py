@@ -1,9 +1,11 @@
-"""Associative scans along one dim: ``cumprod`` and ``logcumsumexp`` (``tl.associative_scan``).
+"""Associative scans along one dim: ``cumprod`` (``tl.cumprod``) and ``logcumsumexp``
+(``tl.associative_scan``). The interpreter runs ``tl.cumprod`` with NumPy but a custom combine
+function element by element in Python: logcumsumexp is slow in CPU mode (not on the GPU).
 
 The layout is cumsum's (``triton_kernels/cumsum.py``): the tensor seen as (O, N, I) with one
 stride each, one program per o and BLOCK_I columns, N walked in chunks of BLOCK_N. Each chunk is
-scanned with ``tl.associative_scan`` and combined with the carry of the chunks before it; the
-chunk's total (``tl.reduce`` with the same combine function) joins the carry. Masked lanes hold
+scanned (``tl.cumprod``; ``tl.associative_scan`` with a log-add-exp combine) and combined with the
+carry of the chunks before it; the scan's last row is the next carry. Masked lanes hold
 the operation's identity (1 for prod, -inf for logaddexp). ``REVERSE`` walks N from its end.
 Values are loaded, combined and carried in ``ACC`` (fp32 for fp16/bf16/fp32, fp64 for fp64,
 int64 for integer cumprod) and cast on store.
@@ -18,11 +20,6 @@ from ._common import INTERPRET, needs_int64
 
 MAX_TILE = 65536 if INTERPRET else 2048
 MAX_BLOCK_N = 1024 if INTERPRET else 64
-
-
-@triton.jit
-def _mul(a, b):
-    return a * b
 
 
 @triton.jit
@@ -59,13 +56,14 @@ def _scan_kernel(out, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_i,
         ptr = x + o * xs_o + n[:, None] * xs_n + cols[None, :] * xs_i
         if OP == "prod":
             v = tl.load(ptr, mask=mask, other=1).to(ACC)
-            c = tl.associative_scan(v, 0, _mul) * carry[None, :]
-            carry = carry * tl.reduce(v, 0, _mul)
+            c = tl.cumprod(v, 0) * carry[None, :]
         else:
             tl.static_assert(OP == "logcumsumexp")
             v = tl.load(ptr, mask=mask, other=float("-inf")).to(ACC)
             c = _logaddexp(tl.associative_scan(v, 0, _logaddexp), carry[None, :])
-            carry = _logaddexp(carry, tl.reduce(v, 0, _logaddexp))
+        # the new carry: the scan's last row (masked lanes hold the identity, so it is the chunk's total)
+        last = (tl.arange(0, BLOCK_N) == BLOCK_N - 1)[:, None]
+        carry = tl.sum(tl.where(last, c, 0), axis=0)
         tl.store(out + o * os_o + n[:, None] * os_n + cols[None, :] * os_i, c.to(out.dtype.element_ty), mask=mask)
 
 

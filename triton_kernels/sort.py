@@ -2,17 +2,18 @@
 
 Rows are the tensor seen as (O, N, I) (the sorted dim N in the middle, one stride each).
 
-- ``_sort_kernel`` (``tl.sort``): one program per row, the whole row in one block. Each value
+- ``_sort_kernel`` (``tl.sort``): a program sorts ROWS whole rows (one on the GPU, many in the
+  interpreter), each row in one block. Each value
   becomes a 32-bit key that orders as the value does (floats: their bits, negatives with the
   magnitude bits flipped, -0.0 folded into +0.0, every NaN canonical and above +inf, as PyTorch
   orders them; descending flips the key) packed above its 32-bit position into one int64, so
   one ``tl.sort`` of int64s sorts by value and keeps ties in position order (a stable sort).
   Values are then gathered from the input at the sorted positions (bit-exact). Covers every
   dtype of at most 32 bits (fp16/bf16/fp32/int32/bool) and rows up to ``MAX_SORT_BLOCK``.
-- ``_rank_kernel``: the rest (fp64/int64 values, longer rows). Element i goes to position
-  rank(i) = #{j: x_j before x_i} + #{j < i: x_j ties x_i}, counted over tiles of the row: stable,
-  exact for any dtype, but O(N^2) work per row (a merge of sorted blocks would do better for
-  long rows; not written yet).
+- the rest (fp64/int64 values, longer rows) is a merge sort: ``_rank_kernel`` sorts runs of
+  RANK_TILE elements (element i goes to rank(i) = #{j: x_j before x_i} + #{j < i: x_j ties x_i}
+  within its run: stable, exact for any dtype, one vectorized tile), then ``_merge_kernel``
+  merges runs pairwise, log2(N / RANK_TILE) passes of one launch each.
 - ``_searchsorted_kernel``: a branch-free binary search per value (ceil(log2(N+1)) steps).
 """
 from __future__ import annotations
@@ -23,7 +24,15 @@ import triton.language as tl
 from ..runtime.launch import launch
 from ._common import INTERPRET, elementwise_block, grid_1d, linear_index
 
-MAX_SORT_BLOCK = 16384 if INTERPRET else 2048
+MAX_SORT_BLOCK = 2048
+# The interpreter runs tl.sort's bitonic network through a generic reduce, element by element in
+# Python (~25 us per element per stage: 17 s for 4 rows of 1024), while the rank kernel's tiles are
+# NumPy-vectorized (64 rows of 1024 in ~2 s). In CPU mode tl.sort takes only small sorts (at most
+# this many elements in all); the GPU takes it for every row that fits a block.
+INTERP_SORT_ELEMS = 2048
+# Rows sorted together by one program: the interpreter pays per operation of the bitonic network,
+# not per element, so it sorts many rows at once; on the GPU one row per program.
+SORT_TILE = 65536 if INTERPRET else 1
 RANK_TILE = 256 if INTERPRET else 64
 
 
@@ -40,24 +49,24 @@ def _key32(v, IS_FLOAT: tl.constexpr):
 
 
 @triton.jit
-def _sort_kernel(x, vals, idx, N, I, xs_o, xs_n, xs_i, DESC: tl.constexpr, IS_FLOAT: tl.constexpr,
-                 BLOCK_N: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)
-    o = pid // I
-    i = pid % I
+def _sort_kernel(x, vals, idx, R, N, I, xs_o, xs_n, xs_i, DESC: tl.constexpr, IS_FLOAT: tl.constexpr,
+                 ROWS: tl.constexpr, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)  # row r = (o, i)
+    o = row // I
+    i = row % I
     n = tl.arange(0, BLOCK_N)
-    mask = n < N
-    base = x + o * xs_o + i * xs_i
-    key = _key32(tl.load(base + n * xs_n, mask=mask, other=0), IS_FLOAT)
+    mask = (row < R)[:, None] & (n < N)[None, :]
+    base = (o * xs_o + i * xs_i)[:, None]
+    key = _key32(tl.load(x + base + n[None, :] * xs_n, mask=mask, other=0), IS_FLOAT)
     if DESC:
         key = ~key
-    packed = (key.to(tl.int64) << 32) | n.to(tl.int64)
+    packed = (key.to(tl.int64) << 32) | n.to(tl.int64)[None, :]
     packed = tl.where(mask, packed, 0x7FFFFFFFFFFFFFFF)  # padding sorts last
-    s = tl.sort(packed)
+    s = tl.sort(packed)  # along the last dim: each row on its own
     pos = s & 0xFFFFFFFF
-    out = o * N * I + n * I + i  # (O, N, I) contiguous
+    out = (o * N * I + i)[:, None] + n[None, :] * I  # (O, N, I) contiguous
     tl.store(idx + out, pos, mask=mask)
-    tl.store(vals + out, tl.load(base + pos * xs_n, mask=mask), mask=mask)
+    tl.store(vals + out, tl.load(x + base + pos * xs_n, mask=mask), mask=mask)
 
 
 @triton.jit
@@ -73,28 +82,58 @@ def _before(a, b, DESC: tl.constexpr):
 @triton.jit
 def _rank_kernel(x, vals, idx, N, I, n_iblocks, xs_o, xs_n, xs_i, DESC: tl.constexpr, COMPUTE: tl.constexpr,
                  TILE: tl.constexpr):
+    """Sort each run of TILE consecutive elements of a row by rank (the runs are merged after)."""
     pid = tl.program_id(0).to(tl.int64)
     row = pid // n_iblocks
     o = row // I
     i = row % I
     base = x + o * xs_o + i * xs_i
-    mine = (pid % n_iblocks) * TILE + tl.arange(0, TILE)
+    start = (pid % n_iblocks) * TILE
+    mine = start + tl.arange(0, TILE)
     mmask = mine < N
     raw = tl.load(base + mine * xs_n, mask=mmask)
     xi = raw.to(COMPUTE)
-    rank = tl.zeros((TILE,), tl.int64)
-    for start in range(0, N, TILE):
-        j = start + tl.arange(0, TILE)
-        jmask = j < N
-        xj = tl.load(base + j * xs_n, mask=jmask, other=0).to(COMPUTE)
-        a = xj[None, :]
-        b = xi[:, None]
-        tie = (a == b) | ((a != a) & (b != b))
-        first = _before(a, b, DESC) | (tie & (j[None, :] < mine[:, None]))
-        rank += tl.sum((first & jmask[None, :]).to(tl.int64), axis=1)
-    out = o * N * I + rank * I + i
+    xj = tl.load(base + mine * xs_n, mask=mmask, other=0).to(COMPUTE)
+    a = xj[None, :]
+    b = xi[:, None]
+    tie = (a == b) | ((a != a) & (b != b))
+    first = _before(a, b, DESC) | (tie & (mine[None, :] < mine[:, None]))
+    rank = tl.sum((first & mmask[None, :]).to(tl.int64), axis=1)
+    out = o * N * I + (start + rank) * I + i
     tl.store(idx + out, mine, mask=mmask)
     tl.store(vals + out, raw, mask=mmask)
+
+
+@triton.jit(do_not_specialize=["W", "steps"])
+def _merge_kernel(src_v, src_i, dst_v, dst_i, total, N, I, W, steps, DESC: tl.constexpr, COMPUTE: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    """Merge sorted runs of W into runs of 2W (contiguous (O, N, I) rows): an element's new place is
+    its place in its own run plus the number of elements of the partner run that go first (a
+    binary search; on ties the left run goes first, which keeps the sort stable)."""
+    lin = linear_index(BLOCK, True)
+    mask = lin < total
+    i = lin % I
+    n = (lin // I) % N
+    o = lin // (N * I)
+    run = n // W
+    left = run % 2 == 0
+    other = tl.where(left, run + 1, run - 1) * W
+    other_len = tl.maximum(tl.minimum(other + W, N) - other, 0)
+    row = o * N * I + i
+    raw = tl.load(src_v + lin, mask=mask)
+    x = raw.to(COMPUTE)
+    lo = tl.zeros_like(lin)
+    hi = other_len
+    for _ in range(steps):
+        active = lo < hi
+        mid = (lo + hi) // 2
+        y = tl.load(src_v + row + (other + mid) * I, mask=mask & active, other=0).to(COMPUTE)
+        take = tl.where(left, _before(y, x, DESC), _before(x, y, DESC) == 0)
+        lo = tl.where(active & take, mid + 1, lo)
+        hi = tl.where(active & (take == 0), mid, hi)
+    dst = row + ((run // 2) * 2 * W + (n - run * W) + lo) * I
+    tl.store(dst_v + dst, raw, mask=mask)
+    tl.store(dst_i + dst, tl.load(src_i + lin, mask=mask), mask=mask)
 
 
 def sort(vals, idx, x, dims, x_strides, descending: bool) -> None:
@@ -102,16 +141,33 @@ def sort(vals, idx, x, dims, x_strides, descending: bool) -> None:
     O, N, I = dims
     if O * N * I == 0:
         return
+    block_n = triton.next_power_of_2(N)
     small = x.dtype.itemsize <= 4 and N <= MAX_SORT_BLOCK
+    if INTERPRET:
+        small = small and O * I * block_n <= INTERP_SORT_ELEMS
     if small:
-        launch(_sort_kernel, (O * I,), x, vals, idx, N, I, *x_strides, DESC=bool(descending),
-               IS_FLOAT=x.dtype.is_floating_point, BLOCK_N=triton.next_power_of_2(N))
+        rows = min(triton.next_power_of_2(O * I), max(1, SORT_TILE // block_n))
+        launch(_sort_kernel, (triton.cdiv(O * I, rows),), x, vals, idx, O * I, N, I, *x_strides,
+               DESC=bool(descending), IS_FLOAT=x.dtype.is_floating_point, ROWS=rows, BLOCK_N=block_n)
         return
-    tile = min(RANK_TILE, triton.next_power_of_2(N))
-    n_iblocks = triton.cdiv(N, tile)
+    # Runs of ``tile`` sorted by rank, then merged pairwise (log2(N / tile) passes), ping-ponging
+    # between the outputs and a scratch pair so that the last pass lands in the outputs.
+    tile = min(RANK_TILE, block_n)
+    n_runs = triton.cdiv(N, tile)
+    passes = (n_runs - 1).bit_length()
+    bufs = [(vals, idx), (vals.new_empty(vals.shape), idx.new_empty(idx.shape))] if passes else [(vals, idx)]
     compute = tl.float64 if x.dtype.is_floating_point else tl.int64
-    launch(_rank_kernel, (O * I * n_iblocks,), x, vals, idx, N, I, n_iblocks, *x_strides, DESC=bool(descending),
+    first = bufs[passes % 2]
+    launch(_rank_kernel, (O * I * n_runs,), x, first[0], first[1], N, I, n_runs, *x_strides, DESC=bool(descending),
            COMPUTE=compute, TILE=tile)
+    total = O * N * I
+    block = elementwise_block(total)
+    w = tile
+    for p in range(passes):
+        src, dst = bufs[(passes - p) % 2], bufs[(passes - p - 1) % 2]
+        launch(_merge_kernel, grid_1d(total, block), src[0], src[1], dst[0], dst[1], total, N, I, w,
+               max(1, w.bit_length()), DESC=bool(descending), COMPUTE=compute, BLOCK=block)
+        w *= 2
 
 
 @triton.jit
