@@ -136,26 +136,38 @@ def _merge_kernel(src_v, src_i, dst_v, dst_i, total, N, I, W, steps, DESC: tl.co
     tl.store(dst_i + dst, tl.load(src_i + lin, mask=mask), mask=mask)
 
 
-def sort(vals, idx, x, dims, x_strides, descending: bool) -> None:
-    """vals/idx (contiguous (O, N, I)) = x sorted along N, stably; ``x`` read through ``x_strides``."""
+def _uses_tl_sort(itemsize: int, dims) -> bool:
+    O, N, I = dims
+    small = itemsize <= 4 and N <= MAX_SORT_BLOCK
+    return small and (not INTERPRET or O * I * triton.next_power_of_2(N) <= INTERP_SORT_ELEMS)
+
+
+def merge_passes(itemsize: int, dims) -> int:
+    """How many merge passes ``sort`` makes for this case (a scratch pair is needed when > 0)."""
+    if _uses_tl_sort(itemsize, dims):
+        return 0
+    N = dims[1]
+    return (triton.cdiv(N, min(RANK_TILE, triton.next_power_of_2(N))) - 1).bit_length()
+
+
+def sort(vals, idx, x, dims, x_strides, descending: bool, scratch=None) -> None:
+    """vals/idx (contiguous (O, N, I)) = x sorted along N, stably; ``x`` read through ``x_strides``.
+    ``scratch``: a second (vals, idx) pair, needed when ``merge_passes(...)`` > 0."""
     O, N, I = dims
     if O * N * I == 0:
         return
     block_n = triton.next_power_of_2(N)
-    small = x.dtype.itemsize <= 4 and N <= MAX_SORT_BLOCK
-    if INTERPRET:
-        small = small and O * I * block_n <= INTERP_SORT_ELEMS
-    if small:
+    if _uses_tl_sort(x.dtype.itemsize, dims):
         rows = min(triton.next_power_of_2(O * I), max(1, SORT_TILE // block_n))
         launch(_sort_kernel, (triton.cdiv(O * I, rows),), x, vals, idx, O * I, N, I, *x_strides,
                DESC=bool(descending), IS_FLOAT=x.dtype.is_floating_point, ROWS=rows, BLOCK_N=block_n)
         return
     # Runs of ``tile`` sorted by rank, then merged pairwise (log2(N / tile) passes), ping-ponging
-    # between the outputs and a scratch pair so that the last pass lands in the outputs.
+    # between the outputs and the scratch pair so that the last pass lands in the outputs.
     tile = min(RANK_TILE, block_n)
     n_runs = triton.cdiv(N, tile)
-    passes = (n_runs - 1).bit_length()
-    bufs = [(vals, idx), (vals.new_empty(vals.shape), idx.new_empty(idx.shape))] if passes else [(vals, idx)]
+    passes = merge_passes(x.dtype.itemsize, dims)
+    bufs = [(vals, idx), scratch]
     compute = tl.float64 if x.dtype.is_floating_point else tl.int64
     first = bufs[passes % 2]
     launch(_rank_kernel, (O * I * n_runs,), x, first[0], first[1], N, I, n_runs, *x_strides, DESC=bool(descending),

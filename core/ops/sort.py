@@ -50,7 +50,11 @@ def sort_along(input, d: int, descending: bool):
     if xs is None:  # the dims around ``d`` do not merge into one stride each: sort a copy
         x = x.contiguous()
         xs = contiguous_strides(dims)
-    _k.sort(vals, idx, x, dims, xs, descending)
+    scratch = None
+    if _k.merge_passes(x.dtype.itemsize, dims):
+        scratch = (TensorBase._empty(input.shape, input.dtype, input.device),
+                   TensorBase._empty(input.shape, dt.int64, input.device))
+    _k.sort(vals, idx, x, dims, xs, descending, scratch)
     return vals, idx
 
 
