@@ -144,7 +144,7 @@ def _uses_tl_sort(itemsize: int, dims) -> bool:
 
 def merge_passes(itemsize: int, dims) -> int:
     """How many merge passes ``sort`` makes for this case (a scratch pair is needed when > 0)."""
-    if _uses_tl_sort(itemsize, dims):
+    if dims[0] * dims[1] * dims[2] == 0 or _uses_tl_sort(itemsize, dims):
         return 0
     N = dims[1]
     return (triton.cdiv(N, min(RANK_TILE, triton.next_power_of_2(N))) - 1).bit_length()
