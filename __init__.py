@@ -13,7 +13,9 @@ from .runtime.device import device
 from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, int32, int64, dtype,
                          get_default_dtype, promote_types, result_type)
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
-                             ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
+                             seed, ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
+from .core.generator import Generator, default_generator
+from .core.creation import as_tensor, eye, linspace, logspace, randint, randint_like, randperm
 from .core.tensor import Size, Tensor, broadcast_shapes
 from .core.dlpack import from_dlpack  # issue 15: zero-copy interop
 from .core.printing import get_printoptions, printoptions, set_printoptions  # issue 15: torch's print rules
@@ -33,5 +35,8 @@ from . import utils  # tritensor.utils.data: datasets, samplers, DataLoader (its
 half, float, double, long, int = float16, float32, float64, int64, int32
 
 _sys.modules[__name__ + ".cuda"] = cuda
+from .core import linalg  # tritensor.linalg (torch.linalg): vector_norm, matrix_norm
+
+_sys.modules[__name__ + ".linalg"] = linalg
 
 __version__ = "0.1.0"

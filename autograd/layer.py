@@ -20,6 +20,8 @@ def _wants_grad(args, kwargs) -> bool:
     for a in args:
         if isinstance(a, Tensor) and a._requires_grad:
             return True
+        if isinstance(a, (list, tuple)) and any(isinstance(t, Tensor) and t._requires_grad for t in a):
+            return True  # cat/stack take their tensors as one sequence
     for k, a in kwargs.items():
         if k != "out" and isinstance(a, Tensor) and a._requires_grad:
             return True

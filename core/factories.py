@@ -11,21 +11,22 @@ from ..runtime import dtype as dt
 from ..runtime import memory
 from . import ops as _ops
 from ..runtime.device import CPU, device
-from .generator import _generator, _seed_lock, take_counters as _take_counters  # the one Philox state
+from .generator import Generator, default_generator, resolve
 from .tensor import Tensor, _shape_arg, contiguous_strides
 
 
-def manual_seed(seed: int) -> None:
-    """Seed every device's generator (there is one Philox stream shared by all)."""
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise TypeError(f"manual_seed: seed must be an int, got {type(seed).__name__}")
-    with _seed_lock:
-        _generator["seed"] = int(seed) & 0x7FFFFFFF
-        _generator["offset"] = 0
+def manual_seed(seed: int) -> Generator:
+    """Seed the default generator (one Philox stream shared by every device); returns it, as torch."""
+    return default_generator.manual_seed(seed)
 
 
 def initial_seed() -> int:
-    return _generator["seed"]
+    return default_generator.initial_seed()
+
+
+def seed() -> int:
+    """Seed the default generator from the operating system's entropy; returns the seed."""
+    return default_generator.seed()
 
 
 def _device(d) -> device:
@@ -105,22 +106,23 @@ def randn_like(t, dtype=None, device=None, requires_grad=False):
     return randn(shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
-def _random(size, dtype, device_, normal: bool, requires_grad: bool) -> Tensor:
+def _random(size, dtype, device_, normal: bool, requires_grad: bool, generator=None) -> Tensor:
     d = _dtype(dtype)
+    gen = resolve(generator, "randn" if normal else "rand")
     if not d.is_floating_point:
         raise TypeError(f"{'randn' if normal else 'rand'}: dtype must be floating point, got {d}")
     t = Tensor._empty(_shape_arg(size), d, _device(device_))
-    seed, off = _take_counters(t.numel())
+    seed, off = gen._take(t.numel())
     _rand.random_(t, seed, off, normal)
     return _finish(t, requires_grad)
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _random(size, dtype, device, False, requires_grad)
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _random(size, dtype, device, False, requires_grad, generator)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _random(size, dtype, device, True, requires_grad)
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    return _random(size, dtype, device, True, requires_grad, generator)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:

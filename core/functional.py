@@ -27,7 +27,14 @@ def is_tensor(obj) -> bool:
     return isinstance(obj, Tensor)
 
 
-__all__ = ["is_tensor"]
+def flatten(input, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """``torch.flatten``: ``input.flatten(start_dim, end_dim)``, a composite of ``reshape``."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"flatten(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    return input.flatten(start_dim, end_dim)
+
+
+__all__ = ["is_tensor", "flatten"]
 for _op in table.OPS.values():
     if _op.function:
         for _name in (_op.name,) + _op.aliases:

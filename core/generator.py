@@ -1,23 +1,101 @@
-"""The Philox generator's state: one (seed, offset) pair shared by every device.
+"""``Generator``: a stream of counter-based random numbers (PyTorch's ``torch.Generator``).
 
-Why a module of its own: the factories (``rand``, ``randn``) and the ops that draw random
-numbers inside their kernels (dropout in ``scaled_dot_product_attention``) must consume the same
-counter stream, and ``core/ops`` sits beneath ``core/factories.py`` in the import order. A kernel
-given ``(seed, offset)`` uses counters ``offset .. offset + n - 1``, so a result is reproducible
-after ``manual_seed`` and independent of block sizes or execution mode.
+A generator is a (seed, offset) pair over the Philox counters ``tl.rand``/``tl.randn``/
+``tl.randint4x`` draw from (``triton_kernels/random.py``, ``sampling.py``): a call that needs n
+numbers takes n counters starting at ``offset`` and moves ``offset`` on, so numbers depend on
+(seed, offset, position) only: the same after ``manual_seed`` in CPU and GPU mode, whatever the
+block size. ``default_generator`` is the one every random op uses unless given ``generator=``;
+``tritensor.manual_seed`` seeds it and returns it, as in PyTorch. The stream is shared by all
+devices (PyTorch keeps one per device; here a seed gives the same numbers on every device).
 """
 from __future__ import annotations
 
+import os
 import threading
 
-_seed_lock = threading.Lock()
-_generator = {"seed": 67280421310721, "offset": 0}
+import numpy as np
+
+from ..runtime import dtype as dt
+from ..runtime.device import CPU, device
+from .tensor_base import TensorBase
+
+_DEFAULT_SEED = 67280421310721
 
 
-def take_counters(n: int) -> tuple[int, int]:
-    """Reserve ``n`` Philox counters: returns ``(seed, first counter)`` and advances the offset."""
-    with _seed_lock:
-        seed, off = _generator["seed"], _generator["offset"]
-        # tl.rand draws 32-bit counters; 4 values per counter block, keep streams apart.
-        _generator["offset"] = (off + ((n + 3) // 4) * 4) % (2**32)
-    return seed, off
+class Generator:
+    """``Generator(device='cpu')``: its own (seed, offset); pass it as ``generator=`` to random ops."""
+
+    def __init__(self, device="cpu"):
+        self.device = device if not isinstance(device, str) else _device(device)
+        self._lock = threading.Lock()
+        self._seed = _DEFAULT_SEED & 0x7FFFFFFF
+        self._initial = _DEFAULT_SEED
+        self._offset = 0
+
+    def manual_seed(self, seed) -> "Generator":
+        """Restart the stream from ``seed``; returns the generator."""
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"manual_seed: seed must be an int, got {type(seed).__name__}")
+        with self._lock:
+            self._initial = int(seed)
+            self._seed = int(seed) & 0x7FFFFFFF  # the Philox key tl.rand takes
+            self._offset = 0
+        return self
+
+    def seed(self) -> int:
+        """Seed from the operating system's entropy; returns the new seed."""
+        s = int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
+        self.manual_seed(s)
+        return s
+
+    def initial_seed(self) -> int:
+        return self._initial
+
+    def get_state(self):
+        """The state as an int64 tensor ``[initial_seed, offset]`` (PyTorch gives bytes; ``set_state``
+        takes what this returns)."""
+        out = TensorBase._empty((2,), dt.int64, CPU)
+        out.numpy()[...] = (self._initial, self._offset)
+        return out
+
+    def set_state(self, new_state) -> "Generator":
+        if not isinstance(new_state, TensorBase) or new_state.dtype is not dt.int64 or new_state.shape != (2,):
+            raise RuntimeError("set_state: expected the int64 tensor of 2 elements that get_state() returns")
+        seed, offset = (int(v) for v in new_state.tolist())
+        self.manual_seed(seed)
+        self._offset = offset % (2**32)
+        return self
+
+    def _take(self, n: int) -> tuple:
+        """(seed, offset) for a draw of ``n`` numbers; moves the offset past them (a multiple of 4:
+        Philox makes 4 numbers per counter block, so streams of later calls stay apart)."""
+        with self._lock:
+            seed, off = self._seed, self._offset
+            self._offset = (off + ((int(n) + 3) // 4) * 4) % (2**32)
+        return seed, off
+
+    def __repr__(self) -> str:
+        return f"<tritensor.Generator object, device={self.device}, initial_seed={self._initial}>"
+
+
+def _device(d):
+    return device(d)
+
+
+default_generator = Generator()
+
+
+def resolve(generator, op: str) -> Generator:
+    """``generator`` if given (checked), else the default generator."""
+    if generator is None:
+        return default_generator
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{op}(): argument 'generator' must be tritensor.Generator, not {type(generator).__name__}")
+    return generator
+
+
+def take_counters(n: int) -> tuple:
+    """Reserve ``n`` Philox counters of the default generator: ``(seed, first counter)``. For ops
+    that draw inside their own kernels with no ``generator=`` argument (dropout in
+    ``scaled_dot_product_attention``), so they share the stream ``manual_seed`` restarts."""
+    return default_generator._take(n)

@@ -34,9 +34,13 @@ AUTOCAST = {
     "fp32": ["exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "native_layer_norm", "cross_entropy", "nll_loss", "mse_loss",
              # issue 15 (nn15); torch bans binary_cross_entropy under autocast, we run it in fp32
-             "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"],
+             "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+             # issue 15 (ops15)
+             "logsumexp", "norm", "linalg_vector_norm", "linalg_matrix_norm", "cumprod"],
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
-                "index_add"],
+                "index_add",
+                # issue 15 (ops15): cat/stack promote; hstack/vstack are cat in PyTorch
+                "cat", "stack", "hstack", "vstack", "dot"],
 }
 
 # op -> (its forward test, its gradcheck), as "test_<family>.py::function"; the gradcheck is None only
@@ -120,6 +124,48 @@ TESTS = {
        for op in ("binary_cross_entropy", "kl_div")},
     "binary_cross_entropy_with_logits": (LOSS + "test_pointwise_losses_vs_numpy",
                                          LOSS + "test_loss_gradchecks"),
+    # ----- issue 15 (ops15): joining and reshaping -----
+    **{op: ("test_join.py::test_cat_and_stack_match_numpy", "test_join.py::test_join_gradcheck")
+       for op in ("cat", "stack")},
+    **{op: ("test_join.py::test_hstack_vstack", "test_join.py::test_join_gradcheck") for op in ("hstack", "vstack")},
+    **{op: ("test_join.py::test_flip_roll_repeat_tile_match_numpy", "test_join.py::test_join_gradcheck")
+       for op in ("flip", "roll", "repeat", "tile")},
+    **{op: ("test_join.py::test_tril_triu_diag_match_numpy", "test_join.py::test_join_gradcheck")
+       for op in ("tril", "triu", "diag", "diagonal")},
+    "movedim": ("test_join.py::test_movedim_is_a_view_and_free_squeeze_unsqueeze_flatten",
+                "test_join.py::test_join_gradcheck"),
+    # ----- issue 15 (ops15): math and comparison -----
+    **{op: ("test_math_ops.py::test_round_and_classification_match_numpy", None)
+       for op in ("isnan", "isinf", "isfinite")},
+    **{op: ("test_math_ops.py::test_round_and_classification_match_numpy", "test_math_ops.py::test_math_gradcheck")
+       for op in ("round", "nan_to_num")},
+    **{op: ("test_math_ops.py::test_inplace_forms_integers_and_empty", "test_math_ops.py::test_math_gradcheck")
+       for op in ("round_", "nan_to_num_")},
+    **{op: ("test_math_ops.py::test_isclose_allclose_equal", None) for op in ("isclose", "allclose", "equal")},
+    "einsum": ("test_math_ops.py::test_einsum_matches_numpy", None),  # recorded as its pieces (gradchecked too)
+    "dot": ("test_math_ops.py::test_dot_outer_trace_logsumexp", "test_math_ops.py::test_math_gradcheck"),
+    **{op: ("test_math_ops.py::test_dot_outer_trace_logsumexp", None) for op in ("outer", "trace", "logsumexp")},
+    **{op: ("test_math_ops.py::test_norms_match_numpy", None) for op in ("norm", "linalg_vector_norm",
+                                                                       "linalg_matrix_norm")},
+    # ----- issue 15 (ops15): scans, sorting, selection -----
+    **{op: ("test_scan.py::test_cumprod_and_logcumsumexp_match_numpy", "test_scan.py::test_scan_gradcheck")
+       for op in ("cumprod", "logcumsumexp")},
+    **{op: ("test_sort.py::test_sort_matches_numpy_stable_order", "test_sort.py::test_sort_family_gradcheck")
+       for op in ("sort", "msort")},
+    "argsort": ("test_sort.py::test_sort_matches_numpy_stable_order", None),
+    **{op: ("test_sort.py::test_topk_and_kthvalue", "test_sort.py::test_sort_family_gradcheck")
+       for op in ("topk", "kthvalue")},
+    "unique": ("test_sort.py::test_unique", None),
+    "searchsorted": ("test_sort.py::test_searchsorted", None),
+    "bincount": ("test_sort.py::test_bincount", None),
+    **{op: ("test_sort.py::test_nonzero_argwhere_masked_ops", None) for op in ("nonzero", "argwhere", "masked_select")},
+    **{op: ("test_sort.py::test_nonzero_argwhere_masked_ops", "test_sort.py::test_sort_family_gradcheck")
+       for op in ("masked_fill", "masked_fill_")},
+    # ----- issue 15 (ops15): random -----
+    **{op: ("test_random.py::test_bernoulli_and_multinomial", None) for op in ("bernoulli", "multinomial")},
+    **{op: ("test_random.py::test_inplace_fills", "test_random.py::test_inplace_fills_are_recorded_with_a_zero_gradient")
+       for op in ("bernoulli_", "normal_", "uniform_", "random_")},
+    "normal": ("test_random.py::test_normal_forms_and_gradient", None),  # recorded as z * std + mean
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
 COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div"}
@@ -134,7 +180,9 @@ KERNEL_IMPORTER = {"copies": "__init__"}
 KERNEL_FAMILY = {"embedding": "index"}
 # The text a test must contain when it differs from the op's name (operators are used, not named).
 MENTIONS = {"invert": ("~",), "getitem": ("[",), "setitem": ("] =",), "clone": ("clone", "contiguous"),
-            "matmul": ("matmul", "@"), "max_pool2d_with_indices": ("max_pool2d",)}
+            "matmul": ("matmul", "@"), "max_pool2d_with_indices": ("max_pool2d",),
+            "linalg_vector_norm": ("vector_norm",), "linalg_matrix_norm": ("matrix_norm",)}
+
 
 
 @functools.lru_cache(maxsize=None)

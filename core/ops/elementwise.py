@@ -122,6 +122,8 @@ def binary(op: str, a, b, out=None) -> Tensor:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.")
     compute = compute_dtype(compute_in)
+    if op in ("floor_divide", "remainder") and not compute.startswith("float"):
+        _check_integer_divisor(b)
     if not isinstance(a, TensorBase):  # scalar op tensor: swap where the op allows, else materialise
         if op in ("add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or"):
             a, b = b, a
@@ -138,6 +140,17 @@ def binary(op: str, a, b, out=None) -> Tensor:
         b = None
     _k.elementwise(op, out, a.expand(shape), b, scalar=scalar, compute=compute)
     return out
+
+
+def _check_integer_divisor(b) -> None:
+    """Integer ``//`` and ``%`` by zero raise, as PyTorch's (CPU) kernels do, before any output is
+    written (a tensor divisor costs one reduction and a host sync)."""
+    if isinstance(b, TensorBase):
+        zero = b.numel() and bool(binary("eq", b, 0).any().item())
+    else:
+        zero = b == 0
+    if zero:
+        raise RuntimeError("ZeroDivisionError")
 
 
 def full_like_scalar(value, like: Tensor, d: dt.dtype) -> Tensor:

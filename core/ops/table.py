@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import (attention, batch_norm, conv, copies, cumsum, elementwise, embedding, index, layer_norm, loss, matmul, pool,
-               reduce, softmax, views)
+from . import (attention, batch_norm, conv, copies, cumsum, einsum, elementwise, embedding, index, join, layer_norm, loss,
+               math_ops, matmul, pool, random_ops, reduce, scan, select, softmax, sort, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -138,12 +138,54 @@ for _name in ("l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross
 
 # ----- views (core/ops/views.py) ----------------------------------------------------------------
 for _name in ("view", "reshape", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"):
-    _add(Op(_name, getattr(views, _name), "none", function=False))
+    _add(Op(_name, getattr(views, _name), "none", function=_name in ("squeeze", "unsqueeze")))
 _add(Op("transpose", views.transpose, "none", function=False, aliases=("swapaxes",)))
 
 # ----- copies (core/ops/copies.py) --------------------------------------------------------------
 for _name in ("clone", "to", "copy_", "fill_"):
     _add(Op(_name, getattr(copies, _name), "none", function=False))
+
+
+# ----- issue 15: joining and reshaping (core/ops/join.py, triton_kernels/join.py) ----------------
+# cat/stack promote (PyTorch's autocast lists); hstack/vstack are cat in PyTorch, so they promote too.
+_add(Op("cat", join.cat, "promote", method=False, aliases=("concat", "concatenate")))
+for _name in ("stack", "hstack", "vstack"):
+    _add(Op(_name, getattr(join, _name), "promote", method=False))
+for _name in ("flip", "roll", "repeat", "tile", "tril", "triu", "diag"):
+    _add(Op(_name, getattr(join, _name), "none", function=_name != "repeat"))
+_add(Op("movedim", join.movedim, "none", aliases=("moveaxis",)))
+_add(Op("diagonal", join.diagonal, "none"))
+
+# ----- issue 15: math and comparison (core/ops/math_ops.py, einsum.py; triton_kernels/math_ops.py) -
+# PyTorch's CUDA lists: logsumexp, norm, linalg_vector_norm, linalg_matrix_norm run in fp32; dot promotes.
+_with_inplace("round", math_ops.round, math_ops.round_, "none")
+_with_inplace("nan_to_num", math_ops.nan_to_num, math_ops.nan_to_num_, "none")
+for _name in ("isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer", "trace"):
+    _add(Op(_name, getattr(math_ops, _name), "none", aliases=("ger",) if _name == "outer" else ()))
+_add(Op("dot", math_ops.dot, "promote"))
+_add(Op("logsumexp", math_ops.logsumexp, "fp32"))
+_add(Op("norm", math_ops.norm, "fp32"))
+for _name in ("linalg_vector_norm", "linalg_matrix_norm"):  # tritensor.linalg.* (core/linalg.py)
+    _add(Op(_name, getattr(math_ops, _name), "fp32", method=False, function=False))
+_add(Op("einsum", einsum.einsum, "none", method=False))
+
+# ----- issue 15: scans, sorting, selection (core/ops/scan.py, sort.py, select.py; triton_kernels/scan.py, sort.py)
+# PyTorch's CUDA lists: cumprod runs in fp32; the rest are "none".
+_add(Op("cumprod", scan.cumprod, "fp32"))
+_add(Op("logcumsumexp", scan.logcumsumexp, "none"))
+for _name in ("sort", "argsort", "msort", "topk", "kthvalue", "unique", "searchsorted"):
+    _add(Op(_name, getattr(sort, _name), "none", method=_name != "searchsorted"))
+for _name in ("nonzero", "argwhere", "masked_select", "bincount"):
+    _add(Op(_name, getattr(select, _name), "none"))
+_with_inplace("masked_fill", select.masked_fill, select.masked_fill_, "none")
+
+# ----- issue 15: random (core/ops/random_ops.py; triton_kernels/random.py, sampling.py; core/generator.py)
+_add(Op("bernoulli", random_ops.bernoulli, "none"))
+_add(Op("bernoulli_", random_ops.bernoulli_, "none", function=False, inplace_of="bernoulli"))
+_add(Op("multinomial", random_ops.multinomial, "none"))
+_add(Op("normal", random_ops.normal, "none", method=False))
+for _name in ("normal_", "uniform_", "random_"):
+    _add(Op(_name, getattr(random_ops, _name), "none", function=False))
 
 
 # ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------

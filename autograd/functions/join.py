@@ -1,0 +1,207 @@
+"""Derivatives of the joining and reshaping copies (core entries: ``core/ops/join.py``; kernels:
+``triton_kernels/join.py`` and the strided copy of ``cast.py``).
+
+Each backward is the adjoint copy, written with recorded ops so double backward works:
+``cat`` -> ``narrow`` per input, ``stack`` -> ``select``, ``flip`` -> ``flip``, ``roll`` -> ``roll``
+by the opposite shift, ``repeat``/``tile`` -> a sum over the repeats, ``tril``/``triu`` -> the same
+triangle of the gradient, ``diag`` -> ``diag`` (vector <-> diagonal). ``hstack``/``vstack``/
+``movedim`` are recorded as the ops they are made of (``reshape`` + ``cat``, ``permute``).
+``diagonal`` (a view) -> the gradient written into the diagonal of zeros.
+"""
+from __future__ import annotations
+
+from ...core.ops import join as _j
+from ...core.tensor import Tensor
+from .elementwise import Op
+
+
+class Cat(Op):
+    @staticmethod
+    def forward(ctx, dim, *tensors):
+        out = _j.cat(list(tensors), dim)
+        live = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
+        ctx.d = dim % live[0].ndim if live else 0
+        ctx.sizes = [None if (t.ndim == 1 and t.shape[0] == 0) else t.shape[ctx.d] for t in tensors]
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        grads, start = [None], 0
+        for n in ctx.sizes:
+            if n is None:
+                grads.append(None)
+                continue
+            grads.append(g.narrow(ctx.d, start, n))
+            start += n
+        return tuple(grads)
+
+
+def cat(tensors, dim=0):
+    return Cat.apply(dim, *_j._tensor_list(tensors, "cat"))  # the core entry's type errors first
+
+
+class Stack(Op):
+    @staticmethod
+    def forward(ctx, dim, *tensors):
+        out = _j.stack(list(tensors), dim)
+        ctx.d = dim % out.ndim
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return (None,) + tuple(g.select(ctx.d, i) for i in range(g.shape[ctx.d]))
+
+
+def stack(tensors, dim=0):
+    return Stack.apply(dim, *_j._tensor_list(tensors, "stack"))
+
+
+def _atleast(t: Tensor, nd: int) -> Tensor:
+    return t if t.ndim >= nd else t.reshape((1,) * (nd - t.ndim) + tuple(t.shape))
+
+
+def hstack(tensors):
+    ts = [_atleast(t, 1) for t in _j._tensor_list(tensors, "hstack")]
+    return cat(ts, _j.hstack_dim(ts))
+
+
+def vstack(tensors):
+    return cat([_atleast(t, 2) for t in _j._tensor_list(tensors, "vstack")], 0)
+
+
+class Flip(Op):
+    @staticmethod
+    def forward(ctx, x, *dims):
+        ctx.dims = dims
+        return _j.flip(x, *dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.flip(*ctx.dims)
+
+
+class Roll(Op):
+    @staticmethod
+    def forward(ctx, x, shifts, dims=None):
+        ctx.shifts, ctx.dims = shifts, dims
+        return _j.roll(x, shifts, dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        neg = tuple(-s for s in ctx.shifts) if isinstance(ctx.shifts, (tuple, list)) else -ctx.shifts
+        return g.roll(neg, ctx.dims)
+
+
+class Repeat(Op):
+    @staticmethod
+    def forward(ctx, x, *sizes):
+        out = _j.repeat(x, *sizes)
+        ctx.in_shape = x.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        lead = g.ndim - len(ctx.in_shape)
+        n = (1,) * lead + tuple(ctx.in_shape)
+        reps = [o // k if k else 0 for o, k in zip(g.shape, n)]
+        if 0 in reps or 0 in n:  # an empty result or input: nothing flows back
+            return g.new_zeros(ctx.in_shape)
+        split = [v for r, k in zip(reps, n) for v in (r, k)]
+        return g.reshape(split).sum(tuple(range(0, 2 * len(n), 2))).reshape(ctx.in_shape)
+
+
+def repeat(input, *sizes):
+    return Repeat.apply(input, *sizes)
+
+
+def tile(input, dims):
+    dims = _j._ints(dims, "dims", "tile")
+    return Repeat.apply(input, (1,) * (input.ndim - len(dims)) + dims)
+
+
+class Triangle(Op):
+    @staticmethod
+    def forward(ctx, x, diagonal=0, upper=False):
+        ctx.k, ctx.upper = diagonal, upper
+        return (_j.triu if upper else _j.tril)(x, diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.triu(ctx.k) if ctx.upper else g.tril(ctx.k)
+
+
+class Diag(Op):
+    @staticmethod
+    def forward(ctx, x, diagonal=0):
+        ctx.k, ctx.shape = diagonal, x.shape
+        return _j.diag(x, diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        if len(ctx.shape) == 1:
+            return g.diag(ctx.k)
+        return DiagScatter.apply(g, ctx.shape, ctx.k)
+
+
+class DiagScatter(Op):
+    """zeros(shape) with its ``k``-th diagonal set to ``g``: the backward of taking a diagonal."""
+
+    @staticmethod
+    def forward(ctx, g, shape, k):
+        ctx.k = k
+        z = Tensor._empty(shape, g.dtype, g.device)
+        z.fill_(0)
+        if g.numel():
+            _j.diagonal_view(z, k).copy_(g)
+        return z
+
+    @staticmethod
+    def backward(ctx, gg):
+        return gg.diag(ctx.k)
+
+
+class Diagonal(Op):
+    _is_view = True
+
+    @staticmethod
+    def forward(ctx, x, offset=0, dim1=0, dim2=1):
+        ctx.shape, ctx.args = x.shape, (offset, dim1, dim2)
+        return _j.diagonal(x, offset, dim1, dim2)
+
+    @staticmethod
+    def backward(ctx, g):
+        return DiagonalScatter.apply(g, ctx.shape, ctx.args)
+
+
+class DiagonalScatter(Op):
+    """zeros(shape) with ``diagonal(*args)`` set to ``g``; its own backward takes the diagonal again."""
+
+    @staticmethod
+    def forward(ctx, g, shape, args):
+        ctx.args = args
+        z = Tensor._empty(shape, g.dtype, g.device)
+        z.fill_(0)
+        if g.numel():
+            _j.diagonal(z, *args).copy_(g)
+        return z
+
+    @staticmethod
+    def backward(ctx, gg):
+        return gg.diagonal(*ctx.args), None, None
+
+
+def movedim(input, source, destination):
+    return input.permute(_j.movedim_perm(input.ndim, source, destination))
+
+
+RECORD = {
+    "cat": cat, "stack": stack, "hstack": hstack, "vstack": vstack,
+    "flip": lambda input, *dims: Flip.apply(input, *dims),
+    "roll": lambda input, shifts, dims=None: Roll.apply(input, shifts, dims),
+    "repeat": repeat, "tile": tile,
+    "tril": lambda input, diagonal=0: Triangle.apply(input, diagonal, False),
+    "triu": lambda input, diagonal=0: Triangle.apply(input, diagonal, True),
+    "diag": lambda input, diagonal=0: Diag.apply(input, diagonal),
+    "movedim": movedim,
+    "diagonal": lambda input, offset=0, dim1=0, dim2=1: Diagonal.apply(input, offset, dim1, dim2),
+}

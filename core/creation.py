@@ -1,0 +1,151 @@
+"""More factories: ``as_tensor`` (share memory when nothing must change), ``linspace``,
+``logspace``, ``eye``, and the random ``randint``/``randint_like``/``randperm``. Kept apart from ``factories.py`` so each file stays one topic: these make
+a tensor from a recipe (a range, an identity) or adopt existing data, with PyTorch's checks.
+Kernels: ``triton_kernels/math_ops.py`` (``linspace``/``logspace``); ``eye`` is two fills of
+``triton_kernels/cast.py`` (zeros, then ones on the diagonal view); ``randint`` is
+``triton_kernels/sampling.py`` and ``randperm`` the stable sort of random keys
+(``core/ops/random_ops.py``), both on a :class:`Generator`'s counters.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..triton_kernels import math_ops as _k
+from ..triton_kernels import sampling as _sampling
+
+from ..runtime import dtype as dt
+from ..runtime.device import CPU, device
+from .factories import _dtype, _finish, from_numpy, tensor
+from .generator import resolve
+from .ops import fill
+from .ops.join import diagonal_view
+from .ops.random_ops import randperm_keys
+from .shape import _shape_arg
+from .tensor import Tensor
+
+_device = device  # the argument named ``device`` shadows the class inside the factories
+
+
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """``data`` as a tensor, sharing memory where possible: a Tensor of the requested dtype and
+    device is returned as is; a NumPy array becomes a CPU tensor over the same memory when its
+    dtype is kept; anything else is copied (``tensor(data, ...)``)."""
+    want_dev = None if device is None else _device(device)
+    if isinstance(data, Tensor):
+        want_dt = data.dtype if dtype is None else dt.to_dtype(dtype)
+        return data.to(device=want_dev or data.device, dtype=want_dt)
+    if isinstance(data, np.ndarray) and data.dtype in [d.np for d in dt.ALL] and all(s >= 0 for s in data.strides):
+        t = from_numpy(data)
+        if (dtype is None or dt.to_dtype(dtype) is t.dtype) and (want_dev is None or want_dev == CPU):
+            return t
+        return t.to(device=want_dev or CPU, dtype=t.dtype if dtype is None else dt.to_dtype(dtype))
+    return tensor(data, dtype=dtype, device=device)
+
+
+def _scalar(v, name: str, op: str):
+    if isinstance(v, Tensor):
+        if v.numel() != 1:
+            raise RuntimeError(f"{op}(): argument '{name}' must be a number or a one-element tensor, got a tensor "
+                               f"of {v.numel()} elements")
+        v = v.item()
+    if isinstance(v, bool) or not isinstance(v, (numbers.Real, np.number)):
+        raise TypeError(f"{op}(): argument '{name}' must be a number, not {type(v).__name__}")
+    return float(v)
+
+
+def _steps(steps, op: str) -> int:
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)):
+        raise TypeError(f"{op}(): argument 'steps' must be int, not {type(steps).__name__}")
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    return int(steps)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (both ends exact)."""
+    a, b, n = _scalar(start, "start", "linspace"), _scalar(end, "end", "linspace"), _steps(steps, "linspace")
+    out = Tensor._empty((n,), _dtype(dtype), CPU if device is None else _device(device))
+    _k.linspace(out, a, b)
+    return _finish(out, requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """``base ** linspace(start, end, steps)``, computed in float64 before the cast."""
+    a, b, n = _scalar(start, "start", "logspace"), _scalar(end, "end", "logspace"), _steps(steps, "logspace")
+    base = _scalar(base, "base", "logspace")
+    out = Tensor._empty((n,), _dtype(dtype), CPU if device is None else _device(device))
+    _k.linspace(out, a, b, base=base)
+    return _finish(out, requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """The ``n`` x ``m`` (default square) matrix with ones on the main diagonal."""
+    for name, v in (("n", n), ("m", m)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"eye(): argument '{name}' must be int, not {type(v).__name__}")
+        if v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
+    m = n if m is None else m
+    out = Tensor._empty((int(n), int(m)), _dtype(dtype), CPU if device is None else _device(device))
+    fill(out, 0)
+    if out.numel():
+        fill(diagonal_view(out, 0), 1)
+    return _finish(out, requires_grad)
+
+
+def _int_arg(v, name: str, op: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{op}(): argument '{name}' must be int, not {type(v).__name__}")
+    return int(v)
+
+
+def randint(*args, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """``randint(high, size)`` or ``randint(low, high, size)``: integers uniform in [low, high)
+    (int64 unless ``dtype`` says otherwise)."""
+    if len(args) == 2:
+        low, (high, size) = 0, args
+    elif len(args) == 3:
+        low, high, size = args
+    else:
+        raise TypeError(f"randint() takes 2 or 3 positional arguments (high, size) or (low, high, size), "
+                        f"{len(args)} given")
+    low, high = _int_arg(low, "low", "randint"), _int_arg(high, "high", "randint")
+    if low >= high:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    gen = resolve(generator, "randint")
+    d = dt.int64 if dtype is None else dt.to_dtype(dtype)
+    out = Tensor._empty(_shape_arg((size,)), d, CPU if device is None else _device(device))
+    seed, off = gen._take(out.numel())
+    if d is dt.int64:
+        _sampling.randint(out, seed, off, low, high)
+    else:
+        tmp = Tensor._empty(out.shape, dt.int64, out.device)
+        _sampling.randint(tmp, seed, off, low, high)
+        out.copy_(tmp)
+    return _finish(out, requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, generator=None, dtype=None, device=None) -> Tensor:
+    """``randint`` with ``input``'s shape (and dtype, device unless given); ``randint_like(x, high)`` too."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"randint_like(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), generator=generator, dtype=dtype or input.dtype,
+                   device=device or input.device)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """A random permutation of 0 .. n-1."""
+    n = _int_arg(n, "n", "randperm")
+    if n < 0:
+        raise RuntimeError(f"randperm: n must be non-negative, got {n}")
+    gen = resolve(generator, "randperm")
+    dev = CPU if device is None else _device(device)
+    perm = randperm_keys(n, gen, dev)
+    d = dt.int64 if dtype is None else dt.to_dtype(dtype)
+    return _finish(perm if d is dt.int64 else perm.to(d), requires_grad)

@@ -1,0 +1,64 @@
+"""``cumprod`` and ``logcumsumexp``: PyTorch's checks and result dtypes, then the scan kernel
+(``triton_kernels/scan.py``; cumsum has its own file, ``cumsum.py``). Derivatives:
+``autograd/functions/scan.py``."""
+from __future__ import annotations
+
+import math
+
+from ...triton_kernels import scan as _k
+from ...runtime import dtype as dt
+from ..shape import contiguous_strides, normalize_dim, view_strides
+from ..tensor_base import TensorBase
+from .reduce import _TORCH_NAME
+
+
+def _scan(op: str, input, dim, result: dt.dtype, acc: str, reverse: bool = False):
+    d = normalize_dim(dim, input.ndim)
+    x = input
+    out = TensorBase._empty(input.shape, result, input.device)
+    shape = tuple(input.shape) or (1,)
+    dims = (math.prod(shape[:d]), shape[d], math.prod(shape[d + 1:]))
+    xs = view_strides(x.shape, x.stride(), dims) if x.ndim else (1, 1, 1)
+    if xs is None:  # the dims around ``dim`` do not merge into one stride each: read a copy
+        x = x.contiguous()
+        xs = contiguous_strides(dims)
+    _k.scan(op, out, x, dims, xs, contiguous_strides(dims), acc, reverse)
+    return out
+
+
+def _check(input, op: str, dtype):
+    if not isinstance(input, TensorBase):
+        raise TypeError(f"{op}(): argument 'input' must be Tensor, not {type(input).__name__}")
+    if dtype is not None and not isinstance(dtype, dt.dtype):
+        raise TypeError(f"{op}(): argument 'dtype' must be a tritensor dtype, not {type(dtype).__name__}")
+
+
+def cumprod(input, dim, *, dtype=None) -> Tensor:
+    """Inclusive cumulative product along ``dim``. Integer and bool inputs multiply in int64 (as torch);
+    with ``dtype`` the input is cast to it first."""
+    return scan_prod(input, dim, dtype=dtype)
+
+
+def scan_prod(input, dim, *, dtype=None, reverse: bool = False) -> Tensor:
+    """cumprod, or with ``reverse`` the products from each position to the end of ``dim``."""
+    _check(input, "cumprod", dtype)
+    normalize_dim(dim, input.ndim)
+    x = input if dtype is None or dtype is input.dtype else input.to(dtype)
+    result = dtype or (x.dtype if x.dtype.is_floating_point else dt.int64)
+    acc = "float64" if result is dt.float64 else ("float32" if result.is_floating_point else "int64")
+    return _scan("prod", x, dim, result, acc, reverse)
+
+
+def logcumsumexp(input, dim) -> Tensor:
+    """``log(cumsum(exp(input)))`` along ``dim`` without overflow (floating point inputs only, as torch)."""
+    return scan_logaddexp(input, dim)
+
+
+def scan_logaddexp(input, dim, *, reverse: bool = False) -> Tensor:
+    """logcumsumexp, or with ``reverse`` taken from each position to the end of ``dim``."""
+    _check(input, "logcumsumexp", None)
+    normalize_dim(dim, input.ndim)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"\"logcumsumexp_out_cpu\" not implemented for '{_TORCH_NAME[input.dtype]}'")
+    acc = "float64" if input.dtype is dt.float64 else "float32"
+    return _scan("logcumsumexp", input, dim, input.dtype, acc, reverse)

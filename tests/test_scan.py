@@ -1,0 +1,99 @@
+"""cumprod and logcumsumexp (triton_kernels/scan.py, core/ops/scan.py, autograd/functions/sort.py):
+forward checks against float64 NumPy on every float dtype and layout (tests/layouts.py), an
+extent of several kernel chunks (the carry), 0-d/empty/integer inputs, errors, gradchecks (with
+zeros in cumprod's input: the first-zero rule of its derivative).
+"""
+import zlib
+
+import numpy as np
+import pytest
+
+import tritensor as tt
+from layouts import LAYOUTS, check_layout, make
+from tolerances import NP, TOL, assert_close
+from tritensor.triton_kernels import scan as _k
+
+DTYPES = [tt.float32, tt.float16, tt.bfloat16, tt.float64]
+
+
+@pytest.fixture(autouse=True)
+def _reseed(request):
+    global RNG
+    RNG = np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+def _near_one(shape):  # products of values near 1 stay in range over a few dozen terms
+    return RNG.uniform(0.7, 1.3, shape) * RNG.choice([-1.0, 1.0], shape)
+
+
+def _logcumsumexp(r, dim):
+    return np.logaddexp.accumulate(r, axis=dim)
+
+
+def _prod_tol(dtype, n):
+    # each of the n-1 products rounds in fp32 (fp64): the relative error grows like n * u
+    tol = dict(TOL[dtype])
+    tol["rtol"] = max(tol["rtol"], n * (2.0**-53 if dtype is tt.float64 else 2.0**-24) * 4)
+    return tol
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((5, 13), 1), ((4, 3, 5), 0), ((2, 3, 4, 5), 2)], ids=str)
+def test_cumprod_and_logcumsumexp_match_numpy(shape, dim, dtype, layout):
+    t, ref = make(shape, dtype, layout, _near_one)
+    check_layout(t, layout)
+    out = tt.cumprod(t, dim)
+    assert out.dtype is dtype and out.shape == t.shape and out.is_contiguous()
+    assert_close(out, np.cumprod(ref, axis=dim), dtype, **_prod_tol(dtype, shape[dim]))
+    lse = t.logcumsumexp(dim)
+    assert lse.dtype is dtype
+    assert_close(lse, _logcumsumexp(ref, dim), dtype)
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float16], ids=str)
+def test_longer_than_one_chunk(dtype, monkeypatch):
+    monkeypatch.setattr(_k, "MAX_BLOCK_N", 8)  # small chunks: the interpreter's scan of 1024 lanes is slow
+    n = 2 * _k.MAX_BLOCK_N + 7  # the carry crosses chunks
+    a = RNG.uniform(0.999, 1.001, (2, n)).astype(NP[dtype])
+    ref = a.astype(np.float64)
+    assert_close(tt.from_numpy(a).cumprod(1), np.cumprod(ref, 1), dtype, **_prod_tol(dtype, n))
+    b = RNG.standard_normal((n, 3)).astype(NP[dtype])
+    assert_close(tt.from_numpy(b).logcumsumexp(0), _logcumsumexp(b.astype(np.float64), 0), dtype)
+
+
+def test_special_values_integers_and_shapes():
+    x = tt.tensor([-np.inf, -np.inf, 0.0, np.inf, 1.0])
+    assert x.logcumsumexp(0).tolist() == [-np.inf, -np.inf, 0.0, np.inf, np.inf]
+    big = tt.tensor([1000.0, 1000.0])
+    assert big.logcumsumexp(0).tolist()[1] == pytest.approx(1000.0 + np.log(2.0))
+    i = tt.tensor([[2, -3, 4], [1, 0, 5]], dtype=tt.int32)
+    out = i.cumprod(1)
+    assert out.dtype is tt.int64 and out.tolist() == [[2, -6, -24], [1, 0, 0]]
+    assert tt.tensor([True, True, False]).cumprod(0).tolist() == [1, 1, 0]
+    assert tt.cumprod(tt.tensor([1.5, 2.0]), 0, dtype=tt.float64).dtype is tt.float64
+    assert tt.tensor(3.0).cumprod(0).item() == 3.0 and tt.tensor(2.0).logcumsumexp(0).item() == 2.0
+    assert tt.zeros(0, 3).cumprod(0).shape == (0, 3) and tt.zeros(2, 0).logcumsumexp(1).shape == (2, 0)
+
+
+def test_errors_name_the_argument(no_launch):
+    with pytest.raises(TypeError, match="'input'"):
+        tt.cumprod([1.0], 0)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        tt.ones(2).cumprod(1)
+    with pytest.raises(TypeError, match="'dtype'"):
+        tt.ones(2).cumprod(0, dtype="float64")
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        tt.tensor([1, 2]).logcumsumexp(0)
+
+
+def test_scan_gradcheck():
+    x = tt.from_numpy(RNG.uniform(0.5, 1.5, (2, 4))).requires_grad_()
+    nc = tt.from_numpy(RNG.standard_normal((4, 2))).T.requires_grad_()  # a non-contiguous leaf
+    zeros = tt.tensor([[1.0, 0.0, 2.0, 0.0], [0.0, 1.0, 2.0, 3.0]], dtype=tt.float64, requires_grad=True)
+    for dim in (0, 1):
+        assert tt.autograd.gradcheck(lambda t: t.cumprod(dim), (x,))
+        assert tt.autograd.gradcheck(lambda t: tt.logcumsumexp(t, dim), (nc,))
+    assert tt.autograd.gradcheck(lambda t: t.cumprod(1), (nc,))
+    assert tt.autograd.gradcheck(lambda t: t.cumprod(1), (zeros,))  # zeros: the first-zero rule
+    assert tt.autograd.gradgradcheck(lambda t: t.cumprod(1), (x,))

@@ -1,0 +1,270 @@
+"""Sorting, searching and selection (triton_kernels/sort.py, core/ops/sort.py, core/ops/select.py,
+autograd/functions/sort.py): sort/argsort/msort, topk, kthvalue, unique, searchsorted, nonzero/
+argwhere, masked_fill(_), masked_select, bincount.
+
+Sorting moves values, so values must equal NumPy's stable sort exactly and indices too (ties in
+position order, NaN last ascending and first descending as in PyTorch), on every dtype and
+layout, through both paths (``tl.sort`` of packed keys; rank-sorted runs + merge passes for
+64-bit dtypes and long rows); then the selection ops, the errors and the gradchecks.
+"""
+import zlib
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tritensor as tt
+from layouts import LAYOUTS, check_layout, make
+from tolerances import NP
+from tritensor.triton_kernels import sort as _k
+
+DTYPES = [tt.float32, tt.float16, tt.bfloat16, tt.float64]
+
+
+@pytest.fixture(autouse=True)
+def _reseed(request):
+    global RNG
+    RNG = np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+def _ties(shape):  # few distinct values: many ties, so stability shows
+    a = RNG.integers(-4, 5, shape).astype(np.float64) / 2
+    flat = a.reshape(-1)
+    if flat.size > 3:
+        flat[1], flat[-2] = np.nan, -0.0
+    return a
+
+
+def _host(t):
+    a = t.numpy()
+    return a.astype(np.float64) if a.dtype == ml_dtypes.bfloat16 else a
+
+
+def _np_sort(r, axis, descending):
+    """NumPy's stable sort with PyTorch's order: NaN last ascending, first descending."""
+    idx = _lex(r, axis, descending)
+    return np.take_along_axis(r, idx, axis), idx
+
+
+def _lex(r, axis, descending):
+    moved = np.moveaxis(r, axis, -1)
+    flat = moved.reshape(-1, moved.shape[-1]) if moved.size else moved.reshape(0, moved.shape[-1])
+    out = np.empty(flat.shape, np.int64)
+    for k, row in enumerate(flat):
+        nan = np.isnan(row)
+        val = np.where(nan, 0.0, row) + 0.0
+        out[k] = np.lexsort((-val, ~nan)) if descending else np.lexsort((val, nan))
+    return np.moveaxis(out.reshape(moved.shape), -1, axis)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape,dim", [((5, 13), 1), ((4, 3, 6), 0)], ids=str)
+def test_sort_matches_numpy_stable_order(shape, dim, dtype, layout):
+    t, ref = make(shape, dtype, layout, _ties)
+    check_layout(t, layout)
+    for descending in (False, True):
+        vals, idx = tt.sort(t, dim, descending=descending)
+        want_v, want_i = _np_sort(ref, dim, descending)
+        assert vals.dtype is dtype and idx.dtype is tt.int64 and vals.is_contiguous()
+        np.testing.assert_array_equal(_host(vals), want_v)
+        np.testing.assert_array_equal(idx.numpy(), want_i)
+        np.testing.assert_array_equal(t.argsort(dim, descending=descending).numpy(), want_i)
+    np.testing.assert_array_equal(_host(t.msort()), _np_sort(ref, 0, False)[0])
+
+
+@pytest.mark.parametrize("tile", [4, 256])
+def test_merge_sort_for_long_rows_and_ints(monkeypatch, tile):
+    monkeypatch.setattr(_k, "MAX_SORT_BLOCK", 4)  # rows longer than this take the rank kernel
+    monkeypatch.setattr(_k, "RANK_TILE", tile)  # 4: rows of 9-11 are 3 runs, merged in 2 passes
+    a = _ties((3, 11)).astype(np.float32)
+    v, i = tt.from_numpy(a).sort(1, descending=True)
+    want_v, want_i = _np_sort(a.astype(np.float64), 1, True)
+    np.testing.assert_array_equal(v.numpy(), want_v.astype(np.float32))
+    np.testing.assert_array_equal(i.numpy(), want_i)
+    for dtype in (tt.int64, tt.int32, tt.bool):
+        b = RNG.integers(-3, 4, (2, 9)) if dtype is not tt.bool else RNG.integers(0, 2, (2, 9))
+        t = tt.from_numpy(b.astype(NP[dtype]))
+        v, i = t.sort(1)
+        np.testing.assert_array_equal(i.numpy(), np.argsort(b, 1, kind="stable"))
+        np.testing.assert_array_equal(v.numpy(), np.sort(b.astype(NP[dtype]), 1))
+    big = tt.tensor([2**40, -(2**40), 3, 2**40 + 1])  # int64 beyond 32 bits
+    assert big.sort().values.tolist() == [-(2**40), 3, 2**40, 2**40 + 1]
+    a = _ties((2, 37, 3))  # runs merged along a strided middle dim, ties and NaN across runs
+    for descending in (False, True):
+        v, i = tt.from_numpy(a).sort(1, descending=descending)
+        want_v, want_i = _np_sort(a, 1, descending)
+        np.testing.assert_array_equal(v.numpy(), want_v)
+        np.testing.assert_array_equal(i.numpy(), want_i)
+
+
+def test_each_sort_kernel_takes_its_cases(monkeypatch):
+    seen = []
+    real = _k.launch
+
+    def spy(kernel, *args, **kwargs):
+        seen.append(kernel.fn.__name__)
+        return real(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(_k, "launch", spy)
+    x = tt.from_numpy(RNG.standard_normal((64, 64)).astype(np.float32))
+    x[:5, :13].sort(1)  # small, 32-bit: tl.sort of packed keys
+    x[:5, :13].double().sort(1)  # 64-bit values: the rank kernel
+    x.sort(1)  # CPU mode: too many elements for the interpreter's tl.sort; GPU: tl.sort
+    big = "_rank_kernel" if _k.INTERPRET else "_sort_kernel"
+    assert seen == ["_sort_kernel", "_rank_kernel", big]
+
+
+def test_sort_0d_and_empty():
+    v, i = tt.tensor(2.5).sort()
+    assert v.item() == 2.5 and i.item() == 0 and v.shape == ()
+    v, i = tt.zeros(3, 0).sort(1)
+    assert v.shape == (3, 0) and i.dtype is tt.int64
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.bfloat16, tt.float64], ids=str)
+def test_topk_and_kthvalue(dtype):
+    a = RNG.permutation(40).reshape(5, 8).astype(np.float64)  # distinct values: one right answer
+    t = tt.from_numpy(a.astype(NP[dtype])).T  # non-contiguous
+    r = a.T
+    vals, idx = tt.topk(t, 3, dim=0)
+    np.testing.assert_array_equal(_host(vals), -np.sort(-r, 0)[:3])
+    np.testing.assert_array_equal(idx.numpy(), np.argsort(-r, 0)[:3])
+    vals, idx = t.topk(2, largest=False)
+    np.testing.assert_array_equal(_host(vals), np.sort(r, 1)[:, :2])
+    assert t.topk(0).values.shape == (8, 0)
+    v, i = t.kthvalue(3, 1)
+    np.testing.assert_array_equal(_host(v), np.sort(r, 1)[:, 2])
+    np.testing.assert_array_equal(i.numpy(), np.argsort(r, 1)[:, 2])
+    v, i = tt.kthvalue(t, 1, 0, keepdim=True)
+    assert v.shape == (1, 5) and np.array_equal(_host(v), r.min(0, keepdims=True))
+
+
+def test_unique():
+    a = RNG.integers(-3, 4, (4, 5))
+    t = tt.from_numpy(a).T
+    vals, inv, counts = tt.unique(t, return_inverse=True, return_counts=True)
+    want, want_inv, want_counts = np.unique(a.T, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(vals.numpy(), want)
+    np.testing.assert_array_equal(inv.numpy(), want_inv.reshape(a.T.shape))
+    np.testing.assert_array_equal(counts.numpy(), want_counts)
+    f = tt.tensor([2.5, -1.0, 2.5, 0.0, -0.0])
+    assert f.unique().tolist() == [-1.0, 0.0, 2.5] and f.unique().dtype is tt.float32
+    assert tt.unique(tt.tensor([7])).tolist() == [7]
+    e, ei, ec = tt.unique(tt.zeros(0, dtype=tt.int64), return_inverse=True, return_counts=True)
+    assert e.shape == (0,) and ei.shape == (0,) and ec.shape == (0,)
+
+
+def test_searchsorted():
+    seq = np.array([1.0, 2.0, 2.0, 4.0, 7.0])
+    vals = np.array([[0.0, 2.0, 3.0], [7.0, 8.0, 2.0]])
+    for right in (False, True):
+        got = tt.searchsorted(tt.from_numpy(seq), tt.from_numpy(vals), right=right)
+        np.testing.assert_array_equal(got.numpy(), np.searchsorted(seq, vals, side="right" if right else "left"))
+    got = tt.searchsorted(tt.from_numpy(seq).half(), tt.from_numpy(vals).float(), side="right", out_int32=True)
+    assert got.dtype is tt.int32 and got.tolist() == np.searchsorted(seq, vals, side="right").tolist()
+    rows = np.sort(RNG.standard_normal((3, 6)), 1)
+    v = RNG.standard_normal((3, 4))
+    got = tt.searchsorted(tt.from_numpy(rows), tt.from_numpy(v))  # a row of boundaries per row of values
+    np.testing.assert_array_equal(got.numpy(), [np.searchsorted(rows[k], v[k]) for k in range(3)])
+    assert tt.searchsorted(tt.from_numpy(seq), 2.0).item() == 1 and tt.searchsorted(tt.from_numpy(seq), 2.0).ndim == 0
+    perm = RNG.permutation(5)
+    unsorted = tt.from_numpy(seq[perm])
+    sorter = tt.from_numpy(np.argsort(seq[perm]))
+    assert tt.searchsorted(unsorted, tt.tensor([3.0]), sorter=sorter).tolist() == [3]
+    assert tt.searchsorted(tt.tensor([1, 3, 5]), tt.tensor([4, 5]), right=True).tolist() == [2, 3]
+    assert tt.searchsorted(tt.zeros(0), tt.tensor([1.0])).tolist() == [0]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_nonzero_argwhere_masked_ops(layout):
+    x, r = make((4, 6), tt.float32, layout, lambda s: RNG.integers(-2, 3, s).astype(np.float64))
+    np.testing.assert_array_equal(tt.nonzero(x).numpy(), np.argwhere(r))
+    np.testing.assert_array_equal(x.argwhere().numpy(), np.argwhere(r))
+    for got, want in zip(x.nonzero(as_tuple=True), np.nonzero(r)):
+        np.testing.assert_array_equal(got.numpy(), want)
+    mask = tt.from_numpy(RNG.integers(0, 2, (1, 6)).astype(np.bool_))
+    np.testing.assert_array_equal(x.masked_fill(mask, -7.5).numpy(), np.where(mask.numpy(), -7.5, r))
+    np.testing.assert_array_equal(tt.masked_fill(x, mask, tt.tensor(2.0)).numpy(), np.where(mask.numpy(), 2.0, r))
+    np.testing.assert_array_equal(x.masked_select(mask).numpy(), r[np.broadcast_to(mask.numpy(), r.shape)])
+    y = x.clone()
+    v = y._version
+    assert y.masked_fill_(mask, 0.5) is y and y._version == v + 1
+    np.testing.assert_array_equal(y.numpy(), np.where(mask.numpy(), 0.5, r))
+
+
+def test_masked_fill_dtypes_and_nonzero_edges():
+    i = tt.tensor([1, 2, 3])
+    assert i.masked_fill(tt.tensor([True, False, True]), 9.7).tolist() == [9, 2, 9]  # cast to the input dtype
+    h = tt.ones(3, dtype=tt.bfloat16).masked_fill(tt.tensor([False, True, False]), 1.5)
+    assert h.dtype is tt.bfloat16 and h.float().tolist() == [1.0, 1.5, 1.0]
+    assert tt.nonzero(tt.zeros(2, 3)).shape == (0, 2) and tt.nonzero(tt.tensor(3.0)).shape == (1, 0)
+    assert tt.tensor([[True, False]]).nonzero().tolist() == [[0, 0]]
+    assert tt.masked_select(tt.arange(3.0), tt.tensor([[True], [False]])).tolist() == [0.0, 1.0, 2.0]
+
+
+def test_bincount():
+    a = RNG.integers(0, 6, 20)
+    t = tt.from_numpy(a)
+    np.testing.assert_array_equal(tt.bincount(t).numpy(), np.bincount(a))
+    np.testing.assert_array_equal(t.bincount(minlength=10).numpy(), np.bincount(a, minlength=10))
+    w = RNG.standard_normal(20)
+    got = tt.bincount(t, tt.from_numpy(w.astype(np.float32)))
+    assert got.dtype is tt.float32
+    np.testing.assert_allclose(got.numpy(), np.bincount(a, w), rtol=1e-5, atol=1e-5)
+    assert tt.bincount(t.int(), tt.from_numpy(w)).dtype is tt.float64
+    assert tt.bincount(tt.zeros(0, dtype=tt.int64), minlength=3).tolist() == [0, 0, 0]
+
+
+def test_errors_name_the_argument(no_launch):
+    x = tt.zeros(2, 3)
+    with pytest.raises(TypeError, match="'input'"):
+        tt.sort([3, 1])
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.sort(2)
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        x.topk(4)
+    with pytest.raises(IndexError, match="selected number k out of range"):
+        x.kthvalue(0)
+    with pytest.raises(TypeError, match="'k'"):
+        x.topk(1.0)
+    with pytest.raises(NotImplementedError, match="dim"):
+        x.unique(dim=0)
+    with pytest.raises(RuntimeError, match="boundaries tensor should be 1 dimension"):
+        tt.searchsorted(tt.zeros(2, 3), tt.zeros(3, 1))
+    with pytest.raises(RuntimeError, match="side can only be"):
+        tt.searchsorted(tt.zeros(3), tt.zeros(1), side="middle")
+    with pytest.raises(RuntimeError, match="only supports boolean masks"):
+        x.masked_fill(tt.zeros(3), 1.0)
+    with pytest.raises(RuntimeError, match="0-dimensional value tensor"):
+        x.masked_fill(tt.zeros(3, dtype=tt.bool), tt.zeros(1))
+    with pytest.raises(RuntimeError, match="broadcastable"):
+        x.masked_fill(tt.zeros(2, dtype=tt.bool), 1.0)
+    with pytest.raises(RuntimeError, match="expected BoolTensor"):
+        x.masked_select(x)
+    with pytest.raises(RuntimeError, match="1-d non-negative integral"):
+        tt.bincount(tt.zeros(3))
+    with pytest.raises(RuntimeError, match="same length"):
+        tt.bincount(tt.tensor([1, 2]), tt.ones(3))
+    with pytest.raises(RuntimeError, match="minlength should be >= 0"):
+        tt.bincount(tt.tensor([1]), minlength=-1)
+
+
+def test_sort_family_gradcheck():
+    x = tt.from_numpy(RNG.permutation(6).reshape(2, 3).astype(np.float64) / 3).requires_grad_()
+    nc = tt.from_numpy(RNG.permutation(6).reshape(3, 2).astype(np.float64)).T.requires_grad_()
+    cases = [lambda t: t.sort(1).values, lambda t: tt.sort(t, 0, descending=True)[0], lambda t: t.msort(),
+             lambda t: tt.topk(t, 1, 0).values, lambda t: t.topk(2, largest=False)[0],
+             lambda t: t.kthvalue(2, 1).values, lambda t: tt.kthvalue(t, 1, 0, keepdim=True)[0],
+             lambda t: t.masked_fill(t > 0.5, 2.0), lambda t: t.masked_select(t > 1.1)]  # thresholds between the values k/3
+    for f in cases:
+        assert tt.autograd.gradcheck(f, (x,))
+    for f in cases[:2] + cases[3:4]:
+        assert tt.autograd.gradcheck(f, (nc,))
+        assert tt.autograd.gradgradcheck(f, (x,))
+    value = tt.tensor(3.0, dtype=tt.float64, requires_grad=True)
+    assert tt.autograd.gradcheck(lambda t, v: t.masked_fill(t > 1.1, v), (x, value))
+    y = x * 1
+    y.masked_fill_(x > 1.0, 0.0)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), (x.detach().numpy() <= 1.0).astype(np.float64))

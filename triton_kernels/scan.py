@@ -1,0 +1,80 @@
+"""Associative scans along one dim: ``cumprod`` (``tl.cumprod``) and ``logcumsumexp``
+(``tl.associative_scan``). The interpreter runs ``tl.cumprod`` with NumPy but a custom combine
+function element by element in Python: logcumsumexp is slow in CPU mode (not on the GPU).
+
+The layout is cumsum's (``triton_kernels/cumsum.py``): the tensor seen as (O, N, I) with one
+stride each, one program per o and BLOCK_I columns, N walked in chunks of BLOCK_N. Each chunk is
+scanned (``tl.cumprod``; ``tl.associative_scan`` with a log-add-exp combine) and combined with the
+carry of the chunks before it; the scan's last row is the next carry. Masked lanes hold
+the operation's identity (1 for prod, -inf for logaddexp). ``REVERSE`` walks N from its end.
+Values are loaded, combined and carried in ``ACC`` (fp32 for fp16/bf16/fp32, fp64 for fp64,
+int64 for integer cumprod) and cast on store.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ..runtime.launch import launch
+from ._common import INTERPRET, needs_int64
+
+MAX_TILE = 65536 if INTERPRET else 2048
+MAX_BLOCK_N = 1024 if INTERPRET else 64
+
+
+@triton.jit
+def _logaddexp(a, b):
+    hi = tl.maximum(a, b)
+    lo = tl.minimum(a, b)
+    r = hi + tl.log(1.0 + tl.exp(lo - hi))
+    r = tl.where(lo == float("-inf"), hi, r)  # also -inf + -inf = -inf, without inf - inf = nan
+    r = tl.where(hi == float("inf"), hi, r)
+    return tl.where((a != a) | (b != b), a + b, r)  # nan propagates
+
+
+@triton.jit
+def _scan_kernel(out, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_i,
+                 OP: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr, INT64: tl.constexpr,
+                 BLOCK_N: tl.constexpr, BLOCK_I: tl.constexpr):
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    o = pid // n_iblocks
+    cols = (pid % n_iblocks) * BLOCK_I + tl.arange(0, BLOCK_I)
+    cmask = cols < I
+    if OP == "prod":
+        carry = tl.full((BLOCK_I,), 1, ACC)
+    else:
+        carry = tl.full((BLOCK_I,), float("-inf"), ACC)
+    for start in range(0, N, BLOCK_N):
+        k = start + tl.arange(0, BLOCK_N)
+        if REVERSE:
+            n = N - 1 - k
+        else:
+            n = k
+        mask = (k < N)[:, None] & cmask[None, :]
+        ptr = x + o * xs_o + n[:, None] * xs_n + cols[None, :] * xs_i
+        if OP == "prod":
+            v = tl.load(ptr, mask=mask, other=1).to(ACC)
+            c = tl.cumprod(v, 0) * carry[None, :]
+        else:
+            tl.static_assert(OP == "logcumsumexp")
+            v = tl.load(ptr, mask=mask, other=float("-inf")).to(ACC)
+            c = _logaddexp(tl.associative_scan(v, 0, _logaddexp), carry[None, :])
+        # the new carry: the scan's last row (masked lanes hold the identity, so it is the chunk's total)
+        last = (tl.arange(0, BLOCK_N) == BLOCK_N - 1)[:, None]
+        carry = tl.sum(tl.where(last, c, 0), axis=0)
+        tl.store(out + o * os_o + n[:, None] * os_n + cols[None, :] * os_i, c.to(out.dtype.element_ty), mask=mask)
+
+
+def scan(op: str, out, x, dims, x_strides, out_strides, acc: str, reverse: bool = False) -> None:
+    """out[o, n, i] = op-scan of x[o, :n+1, i] (``reverse``: of x[o, n:, i]); (O, N, I) = ``dims``."""
+    O, N, I = dims
+    if O * N * I == 0:
+        return
+    block_n = min(triton.next_power_of_2(N), MAX_BLOCK_N)
+    block_i = min(triton.next_power_of_2(I), max(1, MAX_TILE // block_n))
+    n_iblocks = triton.cdiv(I, block_i)
+    int64 = needs_int64(dims, x_strides, out_strides) or O * n_iblocks >= 2**31 - 1
+    launch(_scan_kernel, (O * n_iblocks,), out, x, N, I, n_iblocks, *x_strides, *out_strides,
+           OP=op, REVERSE=bool(reverse), ACC=getattr(tl, acc), INT64=int64, BLOCK_N=block_n, BLOCK_I=block_i)
