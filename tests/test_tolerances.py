@@ -80,6 +80,10 @@ def test_profile_numbers():
     assert tolerance(tt.float32, "clipped_norm") == dict(rtol=1e-3, atol=1e-6)
     assert tolerance(tt.float16, "orthonormal", 9.0) == dict(rtol=1e-7, atol=2e-2 * 9.0)  # rtol: NumPy's default
     assert tolerance(tt.float64, "orthonormal", 9.0) == dict(rtol=1e-7, atol=1e-12 * 9.0)
+    # the ops15 tests' profiles: cumprod's 4·k·u relative (fp32 accumulation for fp16/bf16 too)
+    assert tolerance(tt.float32, "product", 500) == dict(rtol=4 * 500 * 2.0**-24, atol=1e-6)
+    assert tolerance(tt.float16, "product", 500) == TOL[tt.float16]  # 4·500·2^-24 is below fp16's rtol
+    assert tolerance(tt.float64, "product", 13) == dict(rtol=1e-10, atol=1e-12)
 
 
 def test_profile_errors():

@@ -101,6 +101,15 @@ def _orthonormal(dtype, k):
     return dict(rtol=1e-7, atol=c * k)
 
 
+def _product(dtype, k):
+    """A running product of k terms (cumprod): each of the k - 1 multiplications rounds in fp32
+    (fp64 for fp64), so the relative error grows like k·u; 4·k·u relative, the default's rtol at
+    least, atol unchanged."""
+    tol = dict(TOL[dtype])
+    tol["rtol"] = max(tol["rtol"], 4 * k * _ACC_UNIT_ROUNDOFF[dtype])
+    return tol
+
+
 def _over_default(changes):
     """A profile that is :data:`TOL` except for the dtypes in ``changes``."""
     def profile(dtype, k):
@@ -184,9 +193,12 @@ PROFILES = {
     # Orthonormal rows/columns scaled by sqrt(k) (nn.init.orthogonal_ with gain² = k): their Gram
     # matrix against k·I (see _orthonormal).
     "orthonormal": _orthonormal,
+    # A running product of k terms (cumprod) computed in fp32 (fp64 for fp64): 4·k·u relative
+    # (see _product).
+    "product": _product,
 }
 NEEDS_K = {"accumulate", "rounded_terms", "centered", "attention", "attention_grad", "rounded_sum", "rounded_rows",
-           "orthonormal"}
+           "orthonormal", "product"}
 
 
 def tolerance(dtype, profile="default", k=None) -> dict:
