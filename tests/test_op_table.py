@@ -157,10 +157,10 @@ TESTS = {
        for op in ("topk", "kthvalue")},
     "unique": ("test_sort.py::test_unique", None),
     "searchsorted": ("test_sort.py::test_searchsorted", None),
-    "bincount": ("test_sort.py::test_bincount", None),
-    **{op: ("test_sort.py::test_nonzero_argwhere_masked_ops", None) for op in ("nonzero", "argwhere", "masked_select")},
-    **{op: ("test_sort.py::test_nonzero_argwhere_masked_ops", "test_sort.py::test_sort_family_gradcheck")
-       for op in ("masked_fill", "masked_fill_")},
+    "bincount": ("test_select.py::test_bincount", None),
+    **{op: ("test_select.py::test_nonzero_argwhere_masked_ops", None) for op in ("nonzero", "argwhere")},
+    **{op: ("test_select.py::test_nonzero_argwhere_masked_ops", "test_select.py::test_select_gradcheck")
+       for op in ("masked_select", "masked_fill", "masked_fill_")},  # masked_select: recorded as input[mask]
     # ----- issue 15 (ops15): random -----
     **{op: ("test_random.py::test_bernoulli_and_multinomial", None) for op in ("bernoulli", "multinomial")},
     **{op: ("test_random.py::test_inplace_fills", "test_random.py::test_inplace_fills_are_recorded_with_a_zero_gradient")
@@ -168,7 +168,7 @@ TESTS = {
     "normal": ("test_random.py::test_normal_forms_and_gradient", None),  # recorded as z * std + mean
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
-COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div"}
+COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage).
 NO_KERNEL = {"views"}
 # Where a family's kernels are imported when not by its core module: the copy and fill that every
@@ -176,8 +176,9 @@ NO_KERNEL = {"views"}
 KERNEL_IMPORTER = {"copies": "__init__"}
 # Families whose kernels are another family's, launched through that family's core entries (their
 # core module imports core/ops/<other>.py): embedding's forward is index_select's gather and its
-# derivative index_add's scatter-add (triton_kernels/index.py).
-KERNEL_FAMILY = {"embedding": "index"}
+# derivative index_add's scatter-add (triton_kernels/index.py); select's nonzero/argwhere are the
+# index family's stream compaction and bincount its index_add (masked_fill is the elementwise where).
+KERNEL_FAMILY = {"embedding": "index", "select": "index"}
 # The text a test must contain when it differs from the op's name (operators are used, not named).
 MENTIONS = {"invert": ("~",), "getitem": ("[",), "setitem": ("] =",), "clone": ("clone", "contiguous"),
             "matmul": ("matmul", "@"), "max_pool2d_with_indices": ("max_pool2d",),

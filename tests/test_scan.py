@@ -1,4 +1,4 @@
-"""cumprod and logcumsumexp (triton_kernels/scan.py, core/ops/scan.py, autograd/functions/sort.py):
+"""cumprod and logcumsumexp (triton_kernels/scan.py, core/ops/scan.py, autograd/functions/scan.py):
 forward checks against float64 NumPy on every float dtype and layout (tests/layouts.py), an
 extent of several kernel chunks (the carry), 0-d/empty/integer inputs, errors, gradchecks (with
 zeros in cumprod's input: the first-zero rule of its derivative).

@@ -1,25 +1,14 @@
-"""Derivatives of the scans, sorts and masked fills (core entries: ``core/ops/scan.py``,
-``sort.py``, ``select.py``).
+"""Derivatives of the sorts (core entries: ``core/ops/sort.py``; kernels: ``triton_kernels/sort.py``).
 
 - ``sort``/``msort``/``topk``/``kthvalue``: the values are input elements picked by the indices,
   so the gradient is scattered back to those positions (:class:`ScatterDim`, whose own backward
   is ``gather``: double backward works); the indices have none.
-- ``cumprod``: dL/dx_k = sum_{j>=k} g_j prod_{i<=j, i!=k} x_i. Where x_k != 0 that is
-  revcumsum(g * out)_k / x_k; at the first zero of a row it is revcumsum(g * cumprod(x with that
-  zero set to 1))_k; after it, 0 (every product holds the first zero). Written with recorded ops.
-- ``logcumsumexp``: dL/dx_i = sum_{j>=i} g_j exp(x_i - out_j), computed in log space for the
-  positive and negative parts of g separately (no overflow), as PyTorch does.
-- ``masked_fill``/``masked_fill_``: the gradient passes where the mask is False; a 0-d tensor
-  ``value`` gets the sum of the gradient where it is True.
 """
 from __future__ import annotations
 
-from ...core.ops import scan as _scan
-from ...core.ops import select as _sel
 from ...core.ops import sort as _sort
 from ...core.ops.index import scatter_add
 from ...core.tensor import Tensor
-from ..function import check_inplace
 from .elementwise import Op
 
 
@@ -81,73 +70,6 @@ class KthValue(Op):
         return ScatterDim.apply(gv, ctx.shape, ctx.dim, index)
 
 
-def _revcumsum(t, d):
-    return t.flip(d).cumsum(d).flip(d)
-
-
-class CumProd(Op):
-    @staticmethod
-    def forward(ctx, x, dim, dtype=None):
-        out = _scan.cumprod(x, dim, dtype=dtype)
-        ctx.dim = dim % max(x.ndim, 1)
-        ctx.save_for_backward(x, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        d = ctx.dim
-        zero = x == 0
-        if not bool(zero.any()):
-            return _revcumsum(g * out, d) / x, None, None
-        first = zero & (zero.cumsum(d) == 1)
-        simple = _revcumsum(g * out, d) / x.masked_fill(zero, 1)
-        at_first = _revcumsum(g * x.masked_fill(first, 1).cumprod(d), d)
-        return at_first.where(first, simple.masked_fill(zero, 0)), None, None
-
-
-class LogCumSumExp(Op):
-    @staticmethod
-    def forward(ctx, x, dim):
-        out = _scan.logcumsumexp(x, dim)
-        ctx.dim = dim % max(x.ndim, 1)
-        ctx.save_for_backward(x, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        d = ctx.dim
-
-        def part(w):  # exp(x_i + log sum_{j>=i} w_j exp(-out_j)) for w >= 0
-            return (x + (w.log() - out).flip(d).logcumsumexp(d).flip(d)).exp()
-
-        return part(g.clamp_min(0)) - part((-g).clamp_min(0)), None
-
-
-class MaskedFill(Op):
-    @staticmethod
-    def forward(ctx, x, mask, value, inplace=False):
-        ctx.save_for_backward(mask)
-        ctx.value_is_tensor = isinstance(value, Tensor)
-        if inplace:
-            _sel.masked_fill_(x, mask, value)
-            ctx.mark_dirty(x)
-            return x
-        return _sel.masked_fill(x, mask, value)
-
-    @staticmethod
-    def backward(ctx, g):
-        (mask,) = ctx.saved_tensors
-        gv = g.masked_fill(mask.logical_not(), 0).sum() if ctx.value_is_tensor else None
-        return g.masked_fill(mask, 0), None, gv, None
-
-
-def masked_fill_(input, mask, value):
-    check_inplace(input)
-    return MaskedFill.apply(input, mask, value, True)
-
-
 def _sort_record(input, dim=-1, descending=False, *, stable=False):
     return _sort.sort_result(*Sort.apply(input, dim, descending, stable))
 
@@ -158,8 +80,4 @@ RECORD = {
     "topk": lambda input, k, dim=-1, largest=True, sorted=True: _sort.topk_result(
         *TopK.apply(input, k, dim, largest, sorted)),
     "kthvalue": lambda input, k, dim=-1, keepdim=False: _sort.kthvalue_result(*KthValue.apply(input, k, dim, keepdim)),
-    "cumprod": lambda input, dim, *, dtype=None: CumProd.apply(input, dim, dtype),
-    "logcumsumexp": lambda input, dim: LogCumSumExp.apply(input, dim),
-    "masked_fill": lambda input, mask, value: MaskedFill.apply(input, mask, value),
-    "masked_fill_": masked_fill_,
 }

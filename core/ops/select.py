@@ -1,11 +1,13 @@
 """Selecting by mask and counting: ``nonzero``/``argwhere``, ``masked_fill``/``masked_fill_``,
 ``masked_select``, ``bincount``.
 
-``nonzero`` is the two-kernel stream compaction of ``triton_kernels/index.py`` (block counts,
-one host sync for the size, then the coordinates); ``masked_fill`` is the elementwise ``where``
-kernel with the value cast to the input's dtype; ``masked_select`` is ``input[mask]`` after
-broadcasting (recorded as that indexing op); ``bincount`` is ``index_add`` (atomic adds) into a
-zero-filled output sized by one ``amax``. Derivative of masked_fill: ``autograd/functions/sort.py``.
+The family has no kernel file of its own: it runs other families' kernels through their core
+entries. ``nonzero`` is the index family's two-kernel stream compaction (``index.nonzero_coords``:
+block counts, one host sync for the size, then the coordinates); ``masked_fill`` is the elementwise
+``where`` kernel with the value cast to the input's dtype; ``masked_select`` is ``input[mask]``
+after broadcasting (recorded as that indexing op); ``bincount`` is the index family's
+``index_add`` (atomic adds) into a zero-filled output sized by one ``amax``. Derivative of
+masked_fill: ``autograd/functions/select.py``; tests: ``tests/test_select.py``.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
 from . import _check_writable, fill
 from . import elementwise as _ew
-from .index import index_add, nonzero_coords
+from . import index
 from .reduce import amax, amin
 
 
@@ -31,7 +33,7 @@ def nonzero(input, *, as_tuple=False):
     """The coordinates of the nonzero elements, row-major: int64 (count, ndim), or one 1-D tensor per dim."""
     _check(input, "nonzero")
     x = input.reshape(1) if input.ndim == 0 else input
-    coords = nonzero_coords(x)  # (ndim, count)
+    coords = index.nonzero_coords(x)  # (ndim, count)
     if as_tuple:
         return tuple(coords[d] for d in range(x.ndim))
     out = coords.T.contiguous()
@@ -128,6 +130,6 @@ def bincount(input, weights=None, minlength=0) -> Tensor:
     if src is None:
         src = TensorBase._empty(input.shape, dt.int64, input.device)
         fill(src, 1)
-    index = input if input.dtype in (dt.int64, dt.int32) else input.to(dt.int64)
-    return index_add(out, 0, index, src, out=out)
+    bins = input if input.dtype in (dt.int64, dt.int32) else input.to(dt.int64)
+    return index.index_add(out, 0, bins, src, out=out)
 

@@ -1,0 +1,63 @@
+"""Derivatives of the scans ``cumprod`` and ``logcumsumexp`` (core entries: ``core/ops/scan.py``;
+kernels: ``triton_kernels/scan.py``; ``cumsum`` is a family of its own, ``cumsum.py``).
+
+- ``cumprod``: dL/dx_k = sum_{j>=k} g_j prod_{i<=j, i!=k} x_i. Where x_k != 0 that is
+  revcumsum(g * out)_k / x_k; at the first zero of a row it is revcumsum(g * cumprod(x with that
+  zero set to 1))_k; after it, 0 (every product holds the first zero). Written with recorded ops.
+- ``logcumsumexp``: dL/dx_i = sum_{j>=i} g_j exp(x_i - out_j), computed in log space for the
+  positive and negative parts of g separately (no overflow), as PyTorch does.
+"""
+from __future__ import annotations
+
+from ...core.ops import scan as _scan
+from .elementwise import Op
+
+
+def _revcumsum(t, d):
+    return t.flip(d).cumsum(d).flip(d)
+
+
+class CumProd(Op):
+    @staticmethod
+    def forward(ctx, x, dim, dtype=None):
+        out = _scan.cumprod(x, dim, dtype=dtype)
+        ctx.dim = dim % max(x.ndim, 1)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        d = ctx.dim
+        zero = x == 0
+        if not bool(zero.any()):
+            return _revcumsum(g * out, d) / x, None, None
+        first = zero & (zero.cumsum(d) == 1)
+        simple = _revcumsum(g * out, d) / x.masked_fill(zero, 1)
+        at_first = _revcumsum(g * x.masked_fill(first, 1).cumprod(d), d)
+        return at_first.where(first, simple.masked_fill(zero, 0)), None, None
+
+
+class LogCumSumExp(Op):
+    @staticmethod
+    def forward(ctx, x, dim):
+        out = _scan.logcumsumexp(x, dim)
+        ctx.dim = dim % max(x.ndim, 1)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        d = ctx.dim
+
+        def part(w):  # exp(x_i + log sum_{j>=i} w_j exp(-out_j)) for w >= 0
+            return (x + (w.log() - out).flip(d).logcumsumexp(d).flip(d)).exp()
+
+        return part(g.clamp_min(0)) - part((-g).clamp_min(0)), None
+
+
+RECORD = {
+    "cumprod": lambda input, dim, *, dtype=None: CumProd.apply(input, dim, dtype),
+    "logcumsumexp": lambda input, dim: LogCumSumExp.apply(input, dim),
+}
