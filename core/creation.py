@@ -3,8 +3,8 @@
 a tensor from a recipe (a range, an identity) or adopt existing data, with PyTorch's checks.
 Kernels: ``triton_kernels/math_ops.py`` (``linspace``/``logspace``); ``eye`` is two fills of
 ``triton_kernels/cast.py`` (zeros, then ones on the diagonal view); ``randint`` is
-``triton_kernels/sampling.py`` and ``randperm`` the stable sort of random keys
-(``core/ops/random_ops.py``), both on a :class:`Generator`'s counters.
+``triton_kernels/random.py`` and ``randperm`` the stable sort of random keys
+(``core/ops/random.py``), both on a :class:`Generator`'s counters.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 
 from ..triton_kernels import math_ops as _k
-from ..triton_kernels import sampling as _sampling
+from ..triton_kernels import random as _rand
 
 from ..runtime import dtype as dt
 from ..runtime.device import CPU, device
@@ -21,7 +21,7 @@ from .factories import _dtype, _finish, from_numpy, tensor
 from .generator import resolve
 from .ops import fill
 from .ops.join import diagonal_view
-from .ops.random_ops import randperm_keys
+from .ops.random import randperm_keys
 from .shape import _shape_arg
 from .tensor import Tensor
 
@@ -121,10 +121,10 @@ def randint(*args, generator=None, dtype=None, device=None, requires_grad=False)
     out = Tensor._empty(_shape_arg((size,)), d, CPU if device is None else _device(device))
     seed, off = gen._take(out.numel())
     if d is dt.int64:
-        _sampling.randint(out, seed, off, low, high)
+        _rand.randint(out, seed, off, low, high)
     else:
         tmp = Tensor._empty(out.shape, dt.int64, out.device)
-        _sampling.randint(tmp, seed, off, low, high)
+        _rand.randint(tmp, seed, off, low, high)
         out.copy_(tmp)
     return _finish(out, requires_grad)
 

@@ -1,7 +1,7 @@
 """``Generator``: a stream of counter-based random numbers (PyTorch's ``torch.Generator``).
 
 A generator is a (seed, offset) pair over the Philox counters ``tl.rand``/``tl.randn``/
-``tl.randint4x`` draw from (``triton_kernels/random.py``, ``sampling.py``): a call that needs n
+``tl.randint4x`` draw from (``triton_kernels/random.py``): a call that needs n
 numbers takes n counters starting at ``offset`` and moves ``offset`` on, so numbers depend on
 (seed, offset, position) only: the same after ``manual_seed`` in CPU and GPU mode, whatever the
 block size. ``default_generator`` is the one every random op uses unless given ``generator=``;

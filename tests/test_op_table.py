@@ -165,10 +165,12 @@ TESTS = {
     **{op: ("test_random.py::test_bernoulli_and_multinomial", None) for op in ("bernoulli", "multinomial")},
     **{op: ("test_random.py::test_inplace_fills", "test_random.py::test_inplace_fills_are_recorded_with_a_zero_gradient")
        for op in ("bernoulli_", "normal_", "uniform_", "random_")},
-    "normal": ("test_random.py::test_normal_forms_and_gradient", None),  # recorded as z * std + mean
+    "normal": ("test_random.py::test_normal_forms_and_gradient",  # recorded as z * std + mean
+               "test_random.py::test_normal_forms_and_gradient"),
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
-COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select"}
+COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select",
+              "normal"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage).
 NO_KERNEL = {"views"}
 # Where a family's kernels are imported when not by its core module: the copy and fill that every

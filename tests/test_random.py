@@ -1,5 +1,5 @@
-"""Random numbers (core/generator.py, core/ops/random_ops.py, core/creation.py,
-triton_kernels/sampling.py, triton_kernels/random.py): Generator objects, randint, randperm,
+"""Random numbers (core/generator.py, core/ops/random.py, core/creation.py,
+triton_kernels/random.py, autograd/functions/random.py): Generator objects, randint, randperm,
 normal, bernoulli, multinomial and the in-place fills normal_/uniform_/random_/bernoulli_.
 
 Random output has no NumPy twin, so the checks are: reproducibility (same seed, same numbers;

@@ -1,5 +1,5 @@
 """Derivatives of the in-place random fills ``normal_``, ``uniform_``, ``random_``, ``bernoulli_``
-(core entries: ``core/ops/random_ops.py``).
+(core entries: ``core/ops/random.py``).
 
 A fill overwrites every element, so nothing flows back to what the tensor held before: the
 gradient is zero (PyTorch's). Recording the fill matters anyway: it gives the overwritten tensor
@@ -8,7 +8,7 @@ and a leaf that requires grad is refused, as in PyTorch.
 """
 from __future__ import annotations
 
-from ...core.ops import random_ops as _r
+from ...core.ops import random as _r
 from ..function import check_inplace
 from .elementwise import Op
 

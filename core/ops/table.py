@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
 from . import (attention, batch_norm, conv, copies, cumsum, einsum, elementwise, embedding, index, join, layer_norm, loss,
-               math_ops, matmul, pool, random_ops, reduce, scan, select, softmax, sort, views)
+               math_ops, matmul, pool, random, reduce, scan, select, softmax, sort, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -179,13 +179,13 @@ for _name in ("nonzero", "argwhere", "masked_select", "bincount"):
     _add(Op(_name, getattr(select, _name), "none"))
 _with_inplace("masked_fill", select.masked_fill, select.masked_fill_, "none")
 
-# ----- issue 15: random (core/ops/random_ops.py; triton_kernels/random.py, sampling.py; core/generator.py)
-_add(Op("bernoulli", random_ops.bernoulli, "none"))
-_add(Op("bernoulli_", random_ops.bernoulli_, "none", function=False, inplace_of="bernoulli"))
-_add(Op("multinomial", random_ops.multinomial, "none"))
-_add(Op("normal", random_ops.normal, "none", method=False))
+# ----- issue 15: random (core/ops/random.py; triton_kernels/random.py; core/generator.py)
+_add(Op("bernoulli", random.bernoulli, "none"))
+_add(Op("bernoulli_", random.bernoulli_, "none", function=False, inplace_of="bernoulli"))
+_add(Op("multinomial", random.multinomial, "none"))
+_add(Op("normal", random.normal, "none", method=False))
 for _name in ("normal_", "uniform_", "random_"):
-    _add(Op(_name, getattr(random_ops, _name), "none", function=False))
+    _add(Op(_name, getattr(random, _name), "none", function=False))
 
 
 # ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------

@@ -3,7 +3,7 @@
 
 Each draw takes its counters from a :class:`~tritensor.core.generator.Generator` (``generator=``,
 else the default one), so the numbers are the same in CPU and GPU mode. Kernels:
-``triton_kernels/random.py`` (uniform/normal floats) and ``sampling.py`` (integers, Bernoulli).
+``triton_kernels/random.py`` (uniform/normal floats, integers, Bernoulli).
 Draws land in a contiguous buffer; a strided destination gets the buffer copied in (the numbers
 follow the row-major order of the destination's shape either way). ``multinomial`` is built on
 the sort and search kernels: with replacement, inverse-CDF sampling (``cumsum`` + ``searchsorted``),
@@ -17,7 +17,6 @@ import numbers
 import numpy as np
 
 from ...triton_kernels import random as _rand
-from ...triton_kernels import sampling as _k
 from ...runtime import dtype as dt
 from ...runtime.device import CPU, device as _device
 from ..generator import resolve
@@ -114,10 +113,10 @@ def random_(input, *args, generator=None) -> Tensor:
     _check_writable(input, "random_")
     seed, off = gen._take(input.numel())
     if input.dtype is dt.int64:
-        _into(input, lambda buf: _k.randint(buf, seed, off, lo, hi))
+        _into(input, lambda buf: _rand.randint(buf, seed, off, lo, hi))
     else:
         tmp = TensorBase._empty(input.shape, dt.int64, input.device)
-        _k.randint(tmp, seed, off, lo, hi)
+        _rand.randint(tmp, seed, off, lo, hi)
         copy_into(input, tmp)
     input._bump_version()
     return input
@@ -127,7 +126,7 @@ def _bernoulli_into(out, p, gen) -> None:
     compute = "float64" if out.dtype is dt.float64 or (isinstance(p, TensorBase) and p.dtype is dt.float64) \
         else "float32"
     seed, off = gen._take(out.numel())
-    _into(out, lambda buf: _k.bernoulli(buf, p, seed, off, compute))
+    _into(out, lambda buf: _rand.bernoulli(buf, p, seed, off, compute))
 
 
 def _check_p(p, op: str):
@@ -248,6 +247,6 @@ def randperm_keys(n: int, gen, dev):
     """int64 [0, n) in random order: the stable argsort of n random 31-bit keys (``randperm``)."""
     keys = TensorBase._empty((n,), dt.int32, dev)
     seed, off = gen._take(n)
-    _k.randint(keys, seed, off, 0, 2**31 - 1)
+    _rand.randint(keys, seed, off, 0, 2**31 - 1)
     return sort_along(keys, 0, False)[1]
 
