@@ -16,21 +16,28 @@ import tritensor  # noqa: E402,F401
 def no_launch(monkeypatch):
     """Make compute-kernel launches fail: bad input must be rejected before any kernel runs.
 
-    The factory kernels (fill, arange, random: ``copies.py`` and ``random.py``) stay usable so a
-    test can still build its inputs with ``tt.zeros`` and friends.
+    The factory kernels (fill, arange, rand/randn: ``copies.py`` and two kernels of ``random.py``)
+    stay usable so a test can still build its inputs with ``tt.zeros`` and friends; the random
+    ops' own kernels in ``random.py`` (randint, bernoulli) fail like every other.
     """
     from tritensor.runtime import launch as _launch
 
     real = _launch.launch
-    allowed = {"tritensor.triton_kernels.copies", "tritensor.triton_kernels.random"}
+    allowed = {"tritensor.triton_kernels.copies"}
+    factory_kernels = {"_random_kernel", "_arange_kernel"}  # of tritensor.triton_kernels.random
 
     def boom(*args, **kwargs):
         raise AssertionError("a kernel was launched for bad input")
 
+    def factories_only(kernel, *args, **kwargs):
+        if getattr(getattr(kernel, "fn", None), "__name__", None) in factory_kernels:
+            return real(kernel, *args, **kwargs)
+        return boom()
+
     monkeypatch.setattr(_launch, "launch", boom)
     for name, mod in list(sys.modules.items()):
         if name.startswith("tritensor.") and name not in allowed and getattr(mod, "launch", None) is real:
-            monkeypatch.setattr(mod, "launch", boom)
+            monkeypatch.setattr(mod, "launch", factories_only if name == "tritensor.triton_kernels.random" else boom)
 
 
 @pytest.fixture

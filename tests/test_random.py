@@ -169,6 +169,16 @@ def test_errors_name_the_argument(no_launch):
         tt.randperm(-1)
 
 
+def test_no_launch_allows_the_factories_but_not_the_sampling_kernels(no_launch):
+    """randint and bernoulli share triton_kernels/random.py with rand/randn and arange: the errors
+    above are only checked before a launch if no_launch still refuses those two kernels."""
+    assert tt.rand(3).shape == (3,) and tt.randn(2).shape == (2,) and tt.arange(4).tolist() == [0, 1, 2, 3]
+    with pytest.raises(AssertionError, match="a kernel was launched"):
+        tt.randint(0, 3, (2,))
+    with pytest.raises(AssertionError, match="a kernel was launched"):
+        tt.zeros(3).bernoulli_(0.5)
+
+
 def test_multinomial_rejects_bad_weights():
     with pytest.raises(RuntimeError, match="`inf`, `nan` or element < 0"):
         tt.multinomial(tt.tensor([1.0, -1.0]), 1)
