@@ -142,7 +142,7 @@ TESTS = {
     **{op: ("test_math_ops.py::test_inplace_forms_integers_and_empty", "test_math_ops.py::test_math_gradcheck")
        for op in ("round_", "nan_to_num_")},
     **{op: ("test_math_ops.py::test_isclose_allclose_equal", None) for op in ("isclose", "allclose", "equal")},
-    "einsum": ("test_math_ops.py::test_einsum_matches_numpy", None),  # recorded as its pieces (gradchecked too)
+    "einsum": ("test_einsum.py::test_einsum_matches_numpy", "test_einsum.py::test_einsum_gradcheck"),
     "dot": ("test_math_ops.py::test_dot_outer_trace_logsumexp", "test_math_ops.py::test_math_gradcheck"),
     **{op: ("test_math_ops.py::test_dot_outer_trace_logsumexp", None) for op in ("outer", "trace", "logsumexp")},
     **{op: ("test_math_ops.py::test_norms_match_numpy", None) for op in ("norm", "linalg_vector_norm",
@@ -170,9 +170,10 @@ TESTS = {
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
 COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select",
-              "normal"}
-# Families whose ops have no kernel of their own (a view is new strides on the same storage).
-NO_KERNEL = {"views"}
+              "normal", "einsum"}
+# Families whose ops have no kernel of their own (a view is new strides on the same storage;
+# einsum is planned into diagonals, sums, permutes and bmm, each dispatched as an op of its own).
+NO_KERNEL = {"views", "einsum"}
 # Where a family's kernels are imported when not by its core module: the copy and fill that every
 # op needs (contiguous(), .to(), ...) live in core/ops/__init__.py, beside the device moves.
 KERNEL_IMPORTER = {"copies": "__init__"}
