@@ -252,6 +252,9 @@ class Agent:
                                     f"{type(out).__name__}, not a Future")
                 out.add_done_callback(lambda f: self._finish(src, msg_id, msg, f))
                 return
+            if msg[0] != "remote":  # the common case answers at once, without a Future
+                self._respond(src, msg_id, ("ok", out))
+                return
             fut = Future()
             fut.set_result(out)
         except Exception as e:

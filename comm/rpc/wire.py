@@ -151,15 +151,12 @@ def read_frame(sock, max_envelope: int = MAX_ENVELOPE, max_payload: int = MAX_PA
         raise FrameError(f"unknown frame kind {kind}")
     if env_len > max_envelope or nbufs > MAX_BUFFERS:
         raise FrameError(f"frame too large ({env_len} envelope bytes, {nbufs} buffers)")
-    lens = []
-    if nbufs:
-        raw = bytearray(8 * nbufs)
-        _recv_into(sock, memoryview(raw))
-        lens = [v for (v,) in _LEN.iter_unpack(raw)]
-        if sum(lens) > max_payload:
-            raise FrameError(f"frame payload of {sum(lens)} bytes exceeds {max_payload}")
-    env = bytearray(env_len)
-    _recv_into(sock, memoryview(env))
+    raw = bytearray(8 * nbufs + env_len)  # the buffer lengths and the envelope: one read
+    _recv_into(sock, memoryview(raw))
+    lens = [v for (v,) in _LEN.iter_unpack(memoryview(raw)[:8 * nbufs])]
+    if sum(lens) > max_payload:
+        raise FrameError(f"frame payload of {sum(lens)} bytes exceeds {max_payload}")
+    env = raw[8 * nbufs:]
     bufs = []
     for n in lens:
         b = np.empty(n, np.uint8)  # not zero-filled: every byte is received into it
