@@ -7,8 +7,10 @@ NumPy on CPU). ``--quick`` (the default) finishes in a minute or two in CPU mode
 ``python -m tritensor.bench comm ...`` hands the rest of the command line to the communication
 benchmark (``tritensor.bench.comm``); ``python -m tritensor.bench launch ...`` to the launch-overhead
 benchmark (``bench/launch.py``); ``python -m tritensor.bench elastic ...`` to the launcher's
-start and restart times (``bench/elastic.py``); ``python -m tritensor.bench amp ...`` to the
-mixed-precision bookkeeping benchmark (``bench/amp.py``).
+start and restart times (``bench/elastic.py``); ``amp`` to the mixed-precision bookkeeping
+benchmark (``bench/amp.py``); ``rpc`` to RPC latency and throughput against
+torch.distributed.rpc (``bench/rpc.py``); ``ddp`` to DDP's per-step communication time with each
+comm hook against torch DDP over gloo (``bench/ddp.py``).
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ FAMILIES = {  # name -> module in this package
 }
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 EXTERNAL = {"comm": "tritensor.bench.comm", "launch": "tritensor.bench.launch",
-            "elastic": "tritensor.bench.elastic", "amp": "tritensor.bench.amp"}  # own command lines
+            "elastic": "tritensor.bench.elastic", "amp": "tritensor.bench.amp", "rpc": "tritensor.bench.rpc",
+            "ddp": "tritensor.bench.ddp"}  # own command lines
 
 
 def _csv(kind, allowed=None):

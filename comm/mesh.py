@@ -40,7 +40,8 @@ ROLE = b"pg"
 HANDSHAKE_TIMEOUT = 3.0  # seconds an accepted connection has to authenticate and say hello
 MAX_PENDING = 64  # connections authenticated at once per rank, beyond the ranks still expected
 UNIX_ENV = "TRITENSOR_COMM_UNIX"  # "0" forces TCP between ranks on the same host
-SOCKET_BUFFER = int(os.environ.get("TRITENSOR_COMM_SOCKBUF", 4 << 20))
+SOCKET_BUFFER = int(os.environ.get("TRITENSOR_COMM_SOCKBUF", 4 << 20))  # Unix-domain sockets
+TCP_SOCKET_BUFFER = int(os.environ.get("TRITENSOR_COMM_TCP_SOCKBUF", 0))  # 0: the kernel's autotuning
 
 _HELLO = struct.Struct("!8sIIQ")  # magic, rank, world size, group token
 _HELLO_MAGIC = b"TTPEER\x00\x01"
@@ -49,11 +50,18 @@ _HELLO_MAGIC = b"TTPEER\x00\x01"
 def _tune(sock: socket.socket):
     if sock.family != getattr(socket, "AF_UNIX", None):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if SOCKET_BUFFER > 0:
+        if not TCP_SOCKET_BUFFER:
+            # TCP sizes its own buffers (net.ipv4.tcp_{w,r}mem, up to 32 MB received here);
+            # a fixed size switches that off and capped the ring at 8 MB in flight per link.
+            return
+        size = TCP_SOCKET_BUFFER
+    else:
+        size = SOCKET_BUFFER
+    if size > 0:
         # Large buffers let a whole ring chunk sit in flight while the peer reduces the
         # previous one (the kernel caps these at net.core.{w,r}mem_max).
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
 
 
 def _host_id() -> str:

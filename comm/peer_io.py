@@ -262,6 +262,14 @@ class PeerIO:
                     continue
             q.popleft()
             self._request_done(req)
+            self._kick_sends()
+
+    def _kick_sends(self):
+        """Send what a completed receive made ready (a ring's next chunk) before reading on:
+        the next peer starts on it while this rank reads and reduces what is queued."""
+        for p in self.peers.values():
+            if p.sendq and not p.wblocked and p.sendq[0].ready and p.sock is not None:
+                self._flush(p)
 
     def _check_header(self, p: Peer, req: RecvRequest, have: bytes = b""):
         """Compare a complete header with what ``req`` expects (stamping a send/recv sequence number)."""

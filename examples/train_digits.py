@@ -4,9 +4,12 @@
     python examples/train_digits.py --epochs 2 --quiet   # a short run
     python examples/train_digits.py --amp                # mixed precision, then the numeric-suite report
     tritensor-run --standalone --nproc-per-node 2 --max-restarts 3 examples/train_digits.py --ddp
+    tritensor-run --standalone --nproc-per-node 2 examples/train_digits.py --ddp --hook powersgd
 
 With ``--ddp`` (under ``tritensor-run``/``python -m tritensor.run``) each worker trains on its
-shard of every epoch's batches and the gradients are averaged with ``all_reduce`` by hand; rank 0
+shard of every epoch's batches under ``DistributedDataParallel``, which averages the gradients
+with the comm hook named by ``--hook`` (``allreduce``, ``fp16``, ``bf16`` or ``powersgd``:
+rank-4 PowerSGD with error feedback from step 20; its state is not checkpointed); rank 0
 checkpoints the model and Adam's state after each epoch (``--checkpoint``), and a restarted
 group (a worker was killed: the launcher restarts everyone) resumes after the last saved epoch.
 
@@ -175,11 +178,21 @@ def load_checkpoint(path: str, model, opt, device: str) -> int:
     return int(state["epoch"].numpy()[0])
 
 
+def _comm_hook(name: str):
+    """(state, hook) for ``--hook``; state None means the default process group."""
+    from tritensor.comm.algorithms.ddp_comm_hooks import default_hooks as D, powerSGD_hook as P
+
+    if name == "powersgd":
+        return P.PowerSGDState(None, matrix_approximation_rank=4, start_powerSGD_iter=20), P.powerSGD_hook
+    return None, {"allreduce": D.allreduce_hook, "fp16": D.fp16_compress_hook, "bf16": D.bf16_compress_hook}[name]
+
+
 def train_ddp(epochs: int, batch_size: int, lr: float, seed: int, quiet: bool, device: str, checkpoint: str,
-              kill_in_epoch: int = 0):
+              kill_in_epoch: int = 0, hook: str = "allreduce"):
     """Data-parallel training under tritensor-run (see the module's docstring); returns rank 0's
     (test accuracy, seconds), other ranks (None, seconds)."""
     import tritensor.comm as dist
+    from tritensor.nn.parallel import DistributedDataParallel as DDP
 
     dist.init_process_group("tcp")  # env://: RANK, WORLD_SIZE, MASTER_ADDR/PORT from the launcher
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -193,6 +206,8 @@ def train_ddp(epochs: int, batch_size: int, lr: float, seed: int, quiet: bool, d
     if os.path.exists(checkpoint):
         first = load_checkpoint(checkpoint, model, opt, device) + 1
         print(f"[rank {rank}] attempt {restart}: resumed from {checkpoint} after epoch {first - 1}", flush=True)
+    ddp = DDP(model)  # the same parameter objects: opt, checkpoints and evaluate keep using `model`
+    ddp.register_comm_hook(*_comm_hook(hook))
     t0 = time.perf_counter()
     per_rank = len(x_train) // world
     n_batches = -(-per_rank // batch_size)
@@ -205,12 +220,9 @@ def train_ddp(epochs: int, batch_size: int, lr: float, seed: int, quiet: bool, d
             idx = shard[b * batch_size:(b + 1) * batch_size]
             xb = tt.from_numpy(np.ascontiguousarray(x_train[idx])).to(device)
             yb = tt.from_numpy(np.ascontiguousarray(y_train[idx])).to(device)
-            loss = loss_fn(model(xb), yb)
+            loss = loss_fn(ddp(xb), yb)
             opt.zero_grad()
-            loss.backward()
-            for p in model.parameters():  # average the gradients over the ranks
-                dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
-                p.grad.div_(float(world))
+            loss.backward()  # DDP averages the gradients over the ranks (through the comm hook)
             opt.step()
             if not quiet and rank == 0:
                 progress(b + 1, n_batches, epoch, loss.item(), t0)
@@ -239,15 +251,18 @@ def main(argv=None) -> int:
     ap.add_argument("--target-acc", type=float, default=0.95, help="exit 1 below this test accuracy")
     ap.add_argument("--kill-in-epoch", type=int, default=0,
                     help="--ddp demo: the last rank kills itself in the middle of this epoch (first attempt only)")
+    ap.add_argument("--hook", default="allreduce", choices=("allreduce", "fp16", "bf16", "powersgd"),
+                    help="--ddp: DistributedDataParallel's communication hook (default allreduce)")
     args = ap.parse_args(argv)
     device = args.device or default_device()
     if args.ddp:
         acc, secs = train_ddp(args.epochs, args.batch_size, args.lr, args.seed, args.quiet, device,
-                              args.checkpoint, args.kill_in_epoch)
+                              args.checkpoint, args.kill_in_epoch, args.hook)
         if acc is None:
             return 0
         print(f"test accuracy {acc:.4f} after {args.epochs} epochs in {secs:.1f}s on {device} "
-              f"(rank 0 of {os.environ.get('WORLD_SIZE')}, restart {os.environ.get('TORCHELASTIC_RESTART_COUNT')})")
+              f"(rank 0 of {os.environ.get('WORLD_SIZE')}, restart {os.environ.get('TORCHELASTIC_RESTART_COUNT')}, "
+              f"hook {args.hook})")
         return 0 if acc >= args.target_acc else 1
     if args.amp:
         model, acc, secs, x_test = train_amp(args.epochs, args.batch_size, args.lr, args.seed, args.quiet, device)

@@ -36,8 +36,8 @@ def _world(rank, world, fn_name, opts_kw, *args):
     return value, api._last_shutdown_leaks()
 
 
-def run_rpc(world, fn_name, *args, opts=None, timeout=120.0):
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(comm_helpers.free_port())}
+def run_rpc(world, fn_name, *args, opts=None, timeout=120.0, env=None):
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(comm_helpers.free_port()), **(env or {})}
     return comm_helpers.run_world(world, _world, fn_name, dict(opts or {}), *args, init=False, env=env,
                                   timeout=timeout)
 
@@ -195,6 +195,9 @@ def api_tour(rank, world):
     mine = rpc.RRef([1, 2])
     out["local"] = (mine.is_owner(), mine.local_value(), mine.to_here(), mine.owner_name(), mine.confirmed_by_owner())
     out["self_remote"] = rpc.remote("worker0", operator.mul, args=(6, 7)).to_here()
+    from tritensor.comm.rpc import current
+
+    out["socket_families"] = sorted({c[0].family.name for c in current.agent()._out.values()})
     out["info_before"] = api._rref_context_info()
     del r, mine
     out["deleted"] = wait_until(lambda: "a" in rpc.rpc_sync("worker1", deleted_tags))

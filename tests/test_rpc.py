@@ -1,16 +1,22 @@
-"""tritensor.comm.rpc: every API with 3 workers in subprocesses, and argument checks."""
+"""tritensor.comm.rpc: every API with 2 and with 3 workers in subprocesses, and argument checks.
+
+With 2 workers the nested RPC of ``async_execution`` goes back to the caller (worker0) and
+every pair of workers talks over one machine's Unix-domain sockets; with 3 it goes to worker2."""
 
 import pytest
 
 import rpc_helpers
 
 
-@pytest.fixture(scope="module")
-def tour():
-    res = rpc_helpers.run_rpc(3, "api_tour")
+@pytest.fixture(scope="module", params=[(2, True), (2, False), (3, True)], ids=["2workers", "2workers-tcp", "3workers"])
+def tour(request):
+    world, unix = request.param
+    res = rpc_helpers.run_rpc(world, "api_tour", env=None if unix else {"TRITENSOR_COMM_UNIX": "0"})
     assert all(r[0] == "ok" for r in res.values()), res
     value, leaks = res[0][1]
     assert leaks == [] and all(r[1][1] == [] for r in res.values())
+    # workers on one machine talk over Unix-domain sockets unless TRITENSOR_COMM_UNIX=0
+    assert value["socket_families"] == (["AF_UNIX"] if unix else ["AF_INET"])
     return value
 
 
