@@ -29,25 +29,22 @@ class Adagrad(Optimizer):
         super().__init__(params, dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                                       initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                                       maximize=maximize, differentiable=False, fused=fused))
-        for group in self.param_groups:  # torch creates the state at construction
+        for group in self.param_groups:  # torch creates Adagrad's state at construction
             for p in group["params"]:
-                self.state[p] = {"step": 0, "sum": p.detach().new_full(p.shape, group["initial_accumulator_value"])}
+                self.state[p] = _new_state(p, group)
 
     @no_grad()
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
-            for p in group["params"]:
-                g = self._grads(p, group)
-                if g is None:
-                    continue
-                state = self.state.setdefault(p, {})
-                if not state:
-                    state["step"] = 0
-                    state["sum"] = p.detach().new_full(p.shape, group["initial_accumulator_value"])
+            for p, g, state in self._with_grads(group, _new_state):
                 state["step"] += 1
                 _core.adagrad_step_(p, g, state["sum"], step=state["step"], lr=group["lr"],
                                     lr_decay=group["lr_decay"], eps=group["eps"],
                                     weight_decay=group["weight_decay"], maximize=group["maximize"])
                 p._bump_version()
         return loss
+
+
+def _new_state(p, group) -> dict:
+    return {"step": 0, "sum": p.detach().new_full(p.shape, group["initial_accumulator_value"])}

@@ -56,15 +56,7 @@ class Adam(Optimizer):
             fused = bool(group.get("fused"))
             amp_inputs = self._scaler_inputs(group)
             todo = []
-            for p in group["params"]:
-                g = self._grads(p, group)
-                if g is None:
-                    continue
-                state = self.state.setdefault(p, {})
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = p.detach().new_zeros(p.shape)
-                    state["exp_avg_sq"] = p.detach().new_zeros(p.shape)
+            for p, g, state in self._with_grads(group, _new_state):
                 if group["amsgrad"] and "max_exp_avg_sq" not in state:
                     state["max_exp_avg_sq"] = p.detach().new_zeros(p.shape)
                 self._step_state(state, p, fused)
@@ -95,3 +87,7 @@ class AdamW(Adam):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
                  maximize=False, fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, fused=fused)
+
+
+def _new_state(p, group) -> dict:
+    return {"step": 0, "exp_avg": p.detach().new_zeros(p.shape), "exp_avg_sq": p.detach().new_zeros(p.shape)}

@@ -71,6 +71,18 @@ class Optimizer:
                                f"{g.device} doesn't match its parameter {list(p.shape)} / {p.dtype} / {p.device}")
         return g.detach().contiguous()
 
+    def _with_grads(self, group, new_state):
+        """``(param, grad, state)`` for each parameter of ``group`` that has a gradient; a parameter
+        seen for the first time gets ``new_state(p, group)`` (torch creates state at the first step)."""
+        for p in group["params"]:
+            g = self._grads(p, group)
+            if g is None:
+                continue
+            state = self.state.setdefault(p, {})
+            if not state:
+                state.update(new_state(p, group))
+            yield p, g, state
+
     def _init_fused(self, fused) -> None:
         """``fused=True``: the step takes the scaler's found-inf flag and scale (PyTorch's fused path)."""
         if not fused:

@@ -35,18 +35,7 @@ class RMSprop(Optimizer):
     def step(self, closure=None):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
-            for p in group["params"]:
-                g = self._grads(p, group)
-                if g is None:
-                    continue
-                state = self.state.setdefault(p, {})
-                if not state:
-                    state["step"] = 0
-                    state["square_avg"] = p.detach().new_zeros(p.shape)
-                    if group["momentum"] > 0:
-                        state["momentum_buffer"] = p.detach().new_zeros(p.shape)
-                    if group["centered"]:
-                        state["grad_avg"] = p.detach().new_zeros(p.shape)
+            for p, g, state in self._with_grads(group, _new_state):
                 state["step"] += 1
                 _core.rmsprop_step_(p, g, state["square_avg"], lr=group["lr"], alpha=group["alpha"],
                                     eps=group["eps"], weight_decay=group["weight_decay"],
@@ -55,3 +44,12 @@ class RMSprop(Optimizer):
                                     momentum_buffer=state.get("momentum_buffer"))
                 p._bump_version()
         return loss
+
+
+def _new_state(p, group) -> dict:
+    state = {"step": 0, "square_avg": p.detach().new_zeros(p.shape)}
+    if group["momentum"] > 0:
+        state["momentum_buffer"] = p.detach().new_zeros(p.shape)
+    if group["centered"]:
+        state["grad_avg"] = p.detach().new_zeros(p.shape)
+    return state
