@@ -40,6 +40,7 @@ import tritensor.comm as dist
 from tritensor import nn
 from tritensor.ao.ns.report import numeric_report
 from tritensor.comm.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from tritensor.elastic.multiprocessing.errors import record
 from tritensor.nn.parallel import DistributedDataParallel as DDP
 from tritensor.optim.lr_scheduler import CosineAnnealingLR
 from tritensor.utils.data import DataLoader, DistributedSampler, TensorDataset
@@ -116,7 +117,7 @@ def comm_hook(name: str):
     """``--hook``: the (state, hook) pair to give ``DistributedDataParallel.register_comm_hook``."""
     if name == "powersgd":
         # torch's default start_powerSGD_iter is 1,000; this run has ~100 steps, so compress from step 10.
-        return powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=2,
+        return powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=4,
                                            start_powerSGD_iter=10), powerSGD_hook.powerSGD_hook
     return None, {"allreduce": default_hooks.allreduce_hook, "fp16": default_hooks.fp16_compress_hook,
                   "bf16": default_hooks.bf16_compress_hook}[name]
@@ -243,13 +244,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--hook", choices=("allreduce", "fp16", "bf16", "powersgd"), default="allreduce",
                     help="--ddp: the gradient communication hook")
     ap.add_argument("--checkpoint", default="digits_checkpoint.safetensors", help="written after every epoch")
-    ap.add_argument("--resume", action="store_true", help="go on from --checkpoint (a restarted --ddp group always does)")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on from --checkpoint, with its LR schedule (a restarted --ddp group always resumes)")
     ap.add_argument("--target-acc", type=float, default=0.95, help="exit 1 below this test accuracy")
     ap.add_argument("--kill-in-epoch", type=int, default=0,
                     help="demo: the last rank kills itself in the middle of this epoch (first attempt, no --resume)")
     return ap.parse_args(argv)
 
 
+@record  # under tritensor-run, an exception's traceback reaches the launcher's failure report
 def main(argv=None) -> int:
     args = parse_args(argv)
     device = args.device or default_device()

@@ -234,6 +234,28 @@ def test_digits_short_run_learns():
     assert model.training  # evaluate() puts the model back in training mode
 
 
+def test_digits_progress_line_and_comm_hooks(capsys):
+    """Without tqdm the example draws its own progress line (the loss through Tensor.__format__);
+    --hook names map to the ddp_comm_hooks functions."""
+    from tritensor.comm.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    ex = _example()
+    bar = ex.PlainProgress([1, 2, 3], desc="epoch 1")
+    seen = []
+    for i in bar:
+        seen.append(i)
+        bar.set_postfix_str(f"loss {tt.tensor(0.5 / i):.4f}")
+    err = capsys.readouterr().err
+    assert seen == [1, 2, 3] and "\repoch 1 [" in err and "3/3 loss 0.1667" in err and err.endswith("\n")
+    assert list(ex.PlainProgress([1], desc="epoch 1", disable=True)) == [1] and capsys.readouterr().err == ""
+    assert ex.comm_hook("allreduce") == (None, default_hooks.allreduce_hook)
+    assert ex.comm_hook("fp16") == (None, default_hooks.fp16_compress_hook)
+    assert ex.comm_hook("bf16") == (None, default_hooks.bf16_compress_hook)
+    state, hook = ex.comm_hook("powersgd")
+    assert hook is powerSGD_hook.powerSGD_hook and isinstance(state, powerSGD_hook.PowerSGDState)
+    with pytest.raises(SystemExit):
+        ex.parse_args(["--hook", "int8"])
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # 4 epochs in the interpreter: ~300 s on a quiet 2-core machine, 2-3x that loaded
 def test_digits_example_reaches_95_percent(tmp_path, capsys):
