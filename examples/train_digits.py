@@ -202,12 +202,13 @@ def train(args):
             scaler.update()
             if not bar.disable:
                 bar.set_postfix_str(f"loss {loss:.4f}")
+        lr = scheduler.get_last_lr()[0]  # this epoch's
         scheduler.step()
         if rank == 0:
             save_checkpoint(args.checkpoint, model, optimizer, epoch, scheduler, scaler)
             if not args.quiet:
                 print(f"epoch {epoch}: test acc {evaluate(model, test_loader, device):.3f} "
-                      f"lr {scheduler.get_last_lr()[0]:.2e}" + (f" scale {scaler.get_scale():g}" if args.amp else ""),
+                      f"lr {lr:.2e}" + (f" scale {scaler.get_scale():g}" if args.amp else ""),
                       file=sys.stderr)
         if args.ddp:
             dist.barrier()  # nobody starts the next epoch before the checkpoint is on disk
