@@ -277,29 +277,44 @@ def _example():
 
 
 def test_digits_checkpoint_round_trip(tmp_path):
-    """What a restarted worker resumes from: the weights, Adam's moments and step, the epoch."""
+    """What a restarted worker resumes from: the weights and BatchNorm statistics, Adam's moments and
+    step, the LR scheduler's position, the GradScaler's scale, the epoch."""
     import numpy as np
     import tritensor as tt
     ex = _example()
     tt.manual_seed(0)
     model = ex.make_model()
     opt = tt.optim.Adam(model.parameters(), lr=1e-2)
+    sched = tt.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
+    scaler = tt.amp.GradScaler("cpu", init_scale=1024.0)
     x = tt.from_numpy(np.random.default_rng(0).standard_normal((4, 1, 8, 8)).astype(np.float32))
     y = tt.from_numpy(np.array([0, 1, 2, 3], dtype=np.int64))
-    tt.nn.CrossEntropyLoss()(model(x), y).backward()
-    opt.step()
+    scaler.scale(tt.nn.CrossEntropyLoss()(model(x), y)).backward()
+    scaler.step(opt)
+    scaler.update(512.0)
+    sched.step()
     path = str(tmp_path / "ck.safetensors")
-    ex.save_checkpoint(path, model, opt, epoch=3)
+    ex.save_checkpoint(path, model, opt, 3, sched, scaler)
     tt.manual_seed(1)
     model2 = ex.make_model()
     opt2 = tt.optim.Adam(model2.parameters(), lr=1e-2)
-    assert ex.load_checkpoint(path, model2, opt2, "cpu") == 3
-    for a, b in zip(model.parameters(), model2.parameters()):
-        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    sched2 = tt.optim.lr_scheduler.CosineAnnealingLR(opt2, T_max=4)
+    scaler2 = tt.amp.GradScaler("cpu")
+    assert ex.load_checkpoint(path, model2, opt2, "cpu", sched2, scaler2) == 3
+    state, state2 = model.state_dict(), model2.state_dict()
+    assert state.keys() == state2.keys() and "1.running_var" in state
+    for k in state:
+        np.testing.assert_array_equal(state[k].numpy(), state2[k].numpy(), err_msg=k)
     s1, s2 = opt.state_dict()["state"], opt2.state_dict()["state"]
-    assert s1.keys() == s2.keys() and all(s2[i]["step"] == 1 for i in s2)
+    assert s1.keys() == s2.keys() and all(float(s2[i]["step"]) == 1 for i in s2)
     for i in s1:
         np.testing.assert_array_equal(s1[i]["exp_avg"].numpy(), s2[i]["exp_avg"].numpy())
+    assert sched2.last_epoch == 1 and sched2.get_last_lr() == sched.get_last_lr() == [opt2.param_groups[0]["lr"]]
+    assert sched.get_last_lr()[0] < 1e-2
+    assert scaler2.get_scale() == 512.0
+    # the plain form (no scheduler, no scaler) still round-trips
+    ex.save_checkpoint(path, model, opt, epoch=2)
+    assert ex.load_checkpoint(path, model2, opt2, "cpu") == 2
 
 
 @pytest.mark.slow

@@ -209,28 +209,64 @@ def _example():
 
 
 def test_digits_short_run_learns():
+    """The example's pieces as its loop uses them: a DataLoader over a TensorDataset, the model with
+    BatchNorm2d, clip_grad_norm_ and Adam; a few batches lower the loss and raise the accuracy."""
     pytest.importorskip("sklearn")
+    from tritensor.utils.data import DataLoader, TensorDataset
     ex = _example()
     tt.manual_seed(0)
     x_train, x_test, y_train, y_test = ex.load_digits()
+    train = DataLoader(TensorDataset(tt.from_numpy(x_train[:256]), tt.from_numpy(y_train[:256])), batch_size=32)
+    test = DataLoader(TensorDataset(tt.from_numpy(x_test[:120]), tt.from_numpy(y_test[:120])), batch_size=64)
     model = ex.make_model()
     opt = tt.optim.Adam(model.parameters(), lr=3e-3)
-    before = ex.evaluate(model, x_test[:120], y_test[:120])
+    before = ex.evaluate(model, test)
     losses = []
-    for b in range(8):
-        xb = tt.from_numpy(np.ascontiguousarray(x_train[b * 32:(b + 1) * 32]))
-        loss = F.cross_entropy(model(xb), tt.from_numpy(y_train[b * 32:(b + 1) * 32]))
+    for xb, yb in train:
+        loss = F.cross_entropy(model(xb), yb)
         opt.zero_grad()
         loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(float(loss))
-    assert losses[-1] < losses[0]
-    assert ex.evaluate(model, x_test[:120], y_test[:120]) > before
+    assert len(losses) == 8 and losses[-1] < losses[0]
+    assert ex.evaluate(model, test) > before
+    assert model.training  # evaluate() puts the model back in training mode
+
+
+def test_digits_progress_line_and_comm_hooks(capsys):
+    """Without tqdm the example draws its own progress line (the loss through Tensor.__format__);
+    --hook names map to the ddp_comm_hooks functions."""
+    from tritensor.comm.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+    ex = _example()
+    bar = ex.PlainProgress([1, 2, 3], desc="epoch 1")
+    seen = []
+    for i in bar:
+        seen.append(i)
+        bar.set_postfix_str(f"loss {tt.tensor(0.5 / i):.4f}")
+    err = capsys.readouterr().err
+    assert seen == [1, 2, 3] and "\repoch 1 [" in err and "3/3 loss 0.1667" in err and err.endswith("\n")
+    assert list(ex.PlainProgress([1], desc="epoch 1", disable=True)) == [1] and capsys.readouterr().err == ""
+    assert ex.comm_hook("allreduce") == (None, default_hooks.allreduce_hook)
+    assert ex.comm_hook("fp16") == (None, default_hooks.fp16_compress_hook)
+    assert ex.comm_hook("bf16") == (None, default_hooks.bf16_compress_hook)
+    state, hook = ex.comm_hook("powersgd")
+    assert hook is powerSGD_hook.powerSGD_hook and isinstance(state, powerSGD_hook.PowerSGDState)
+    with pytest.raises(SystemExit):
+        ex.parse_args(["--hook", "int8"])
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # 4 epochs in the interpreter: ~280 s on a quiet 2-core machine, 2-3x that loaded
-def test_digits_example_reaches_95_percent():
+@pytest.mark.timeout(1800)  # 4 epochs in the interpreter: ~300 s on a quiet 2-core machine, 2-3x that loaded
+def test_digits_example_reaches_95_percent(tmp_path, capsys):
+    """The default flags reach 95%; --resume from the last epoch's checkpoint trains no further and
+    evaluates the same model (weights and BatchNorm statistics restored)."""
     pytest.importorskip("sklearn")
-    acc, seconds = _example().train(quiet=True)
+    ex = _example()
+    ck = str(tmp_path / "ck.safetensors")
+    _, acc, seconds = ex.train(ex.parse_args(["--quiet", "--checkpoint", ck]))
     assert acc >= 0.95, f"test accuracy {acc:.3f} after {seconds:.0f}s"
+    saved = tt.load(ck)
+    assert saved["epoch"] == 4 and saved["scheduler"]["last_epoch"] == 4
+    _, acc2, _ = ex.train(ex.parse_args(["--quiet", "--checkpoint", ck, "--resume"]))
+    assert "resumed from" in capsys.readouterr().out and acc2 == acc

@@ -1,6 +1,7 @@
 """tritensor.ao.ns: the numeric suite's dicts against an independent NumPy model of a small convnet
-(Conv2d, ReLU, MaxPool2d, Flatten, Linear) and its fp16/bf16 copies; compute_sqnr against NumPy
-float64; the report's table (in-process and through ``python -m``); clear errors."""
+(Conv2d, ReLU, MaxPool2d, Flatten, Linear) and its fp16/bf16 copies, and BatchNorm2d's logged
+output; compute_sqnr against NumPy float64; the report's table (in-process and through
+``python -m``); clear errors."""
 from __future__ import annotations
 
 import math
@@ -163,6 +164,24 @@ def test_compare_model_outputs_allow_list_and_logger(setup):
     # the logged output is what the model returned
     out = q(x.bfloat16())
     np.testing.assert_array_equal(_np(out), _np(d["4.stats"]["tensor_val"][-1]))
+
+
+def test_compare_model_outputs_logs_batchnorm():
+    """BatchNorm layers are in the default allow list (the digits example's convnet has one): their
+    float output is the NumPy normalisation of the conv output with the running statistics."""
+    tritensor.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.BatchNorm2d(2)).eval()
+    mean, var = np.array([0.5, -0.25], np.float32), np.array([2.0, 0.5], np.float32)
+    model[1].running_mean.copy_(tritensor.from_numpy(mean))
+    model[1].running_var.copy_(tritensor.from_numpy(var))
+    x = tritensor.randn(2, 1, 4, 4)
+    q = ns.reduced_precision_copy(model, tritensor.bfloat16)
+    act = ns.compare_model_outputs(model, q, x)
+    assert sorted(act) == ["0.stats", "1.stats"]
+    conv, bn = _np(act["0.stats"]["float"][0]), _np(act["1.stats"]["float"][0])
+    want = (conv - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None].astype(np.float64) + 1e-5)
+    np.testing.assert_allclose(bn, want, rtol=1e-5, atol=1e-6)
+    assert act["1.stats"]["quantized"][0].dtype == tritensor.bfloat16
 
 
 @pytest.mark.parametrize("fmt", ["bf16", "fp16"])

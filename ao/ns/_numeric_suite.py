@@ -46,8 +46,8 @@ __all__ = ["compare_weights", "Logger", "ShadowLogger", "OutputLogger", "Shadow"
            "compare_model_outputs_autocast"]
 
 # The modules whose outputs compare_model_outputs logs by default: the leaf layers of tritensor.nn.
-DEFAULT_OUTPUT_LOGGER_ALLOW_LIST = {nn.Linear, nn.Conv2d, nn.ReLU, nn.GELU, nn.MaxPool2d, nn.AvgPool2d, nn.Flatten,
-                                    nn.LayerNorm, nn.Dropout}
+DEFAULT_OUTPUT_LOGGER_ALLOW_LIST = {nn.Linear, nn.Conv2d, nn.BatchNorm1d, nn.BatchNorm2d, nn.ReLU, nn.GELU, nn.MaxPool2d,
+                                    nn.AvgPool2d, nn.Flatten, nn.LayerNorm, nn.Dropout}
 _LOWP = (float16, bfloat16)
 
 
