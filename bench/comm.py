@@ -140,12 +140,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(world: int, sizes, ops, rounds: int, quick: bool, use_gloo: bool, timeout: float):
+def run_ranks(worker, world: int, args: tuple, timeout: float):
+    """Start ``world`` spawned processes ``worker(rank, world, port, tport, *args, queue)`` (two free
+    loopback ports: tritensor's store and the peer's), collect each rank's ``(rank, rows, error)``
+    within ``timeout`` seconds, raise the first error, and return rank 0's rows."""
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port, tport = _free_port(), _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, tport, sizes, ops, rounds, quick, use_gloo, q),
-                         daemon=True) for r in range(world)]
+    procs = [ctx.Process(target=worker, args=(r, world, port, tport, *args, q), daemon=True) for r in range(world)]
     for p in procs:
         p.start()
     results = {}
@@ -162,6 +164,10 @@ def run(world: int, sizes, ops, rounds: int, quick: bool, use_gloo: bool, timeou
             if p.is_alive():
                 p.kill()
     return results[0]
+
+
+def run(world: int, sizes, ops, rounds: int, quick: bool, use_gloo: bool, timeout: float):
+    return run_ranks(_worker, world, (sizes, ops, rounds, quick, use_gloo), timeout)
 
 
 def _table(rows, world):

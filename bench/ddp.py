@@ -26,13 +26,12 @@ import argparse
 import datetime
 import json
 import math
-import multiprocessing as mp
 import os
 import platform
 import sys
 import time
 
-from .comm import _free_port, _torch_version
+from .comm import _torch_version, run_ranks
 
 HOOKS = ("allreduce", "fp16", "bf16", "powersgd1", "powersgd4", "powersgd16")
 
@@ -248,27 +247,7 @@ def _worker(rank, world, port, tport, hooks, target, steps, warmup, rounds, use_
 
 
 def run(world, hooks, target, steps, warmup, rounds, use_torch, timeout):
-    ctx = mp.get_context("spawn")
-    q = ctx.Queue()
-    port, tport = _free_port(), _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, tport, hooks, target, steps, warmup, rounds, use_torch,
-                                               q), daemon=True) for r in range(world)]
-    for p in procs:
-        p.start()
-    results = {}
-    try:
-        deadline = time.monotonic() + timeout
-        while len(results) < world:
-            rank, rows, err = q.get(timeout=max(1.0, deadline - time.monotonic()))
-            if err:
-                raise RuntimeError(f"rank {rank} failed:\n{err}")
-            results[rank] = rows
-    finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-    return results[0]
+    return run_ranks(_worker, world, (hooks, target, steps, warmup, rounds, use_torch), timeout)
 
 
 def _mb(n):

@@ -24,10 +24,11 @@ import importlib.util
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
+
+from .comm import _free_port
 
 # One script for both backends: worker 0 measures and prints one JSON line; worker 1 serves.
 # Functions are defined in __main__ on both workers, so they pickle by reference.
@@ -93,12 +94,6 @@ rpc.shutdown()
 ROWS = (("noop_s", "rpc_sync no-op round trip", "us"), ("echo_1mb_s", "rpc_sync echo 1 MB tensor", "us"),
         ("remote_1mb_s", "remote() + to_here() 1 MB", "us"), ("rps", "requests/s, 16 concurrent callers", "/s"))
 TARGETS = {"noop_s": 0.8, "echo_1mb_s": 1.0}  # our time / torch's time, at most
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_once(python: str, backend: str, script: str, args, timeout: float) -> dict:
