@@ -11,7 +11,7 @@ import pytest
 import tritensor as tt
 from layouts import LAYOUTS, check_layout, make
 from tolerances import NP, assert_close
-from tritensor.triton_kernels import scan as _k
+from tritensor.triton_kernels import cumsum as _tiles  # scan.py tiles (O, N, I) as cumsum does
 
 DTYPES = [tt.float32, tt.float16, tt.bfloat16, tt.float64]
 
@@ -46,8 +46,8 @@ def test_cumprod_and_logcumsumexp_match_numpy(shape, dim, dtype, layout):
 
 @pytest.mark.parametrize("dtype", [tt.float32, tt.float16], ids=str)
 def test_longer_than_one_chunk(dtype, monkeypatch):
-    monkeypatch.setattr(_k, "MAX_BLOCK_N", 8)  # small chunks: the interpreter's scan of 1024 lanes is slow
-    n = 2 * _k.MAX_BLOCK_N + 7  # the carry crosses chunks
+    monkeypatch.setattr(_tiles, "MAX_BLOCK_N", 8)  # small chunks: the interpreter's scan of 1024 lanes is slow
+    n = 2 * _tiles.MAX_BLOCK_N + 7  # the carry crosses chunks
     a = RNG.uniform(0.999, 1.001, (2, n)).astype(NP[dtype])
     ref = a.astype(np.float64)
     assert_close(tt.from_numpy(a).cumprod(1), np.cumprod(ref, 1), dtype, "product", k=n)

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, needs_int64, per_mode
+from ._common import needs_int64, per_mode
 
 # The interpreter pays per program and per loop trip, not per element: wide tiles.
 MAX_TILE = per_mode(65536, 2048)
@@ -45,14 +45,22 @@ def _cumsum_kernel(out, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_i,
         carry += tl.sum(v, axis=0)
 
 
+def tiling(dims, x_strides, out_strides):
+    """The (O, N, I) scan layout's launch: ``(grid, n_iblocks, meta)`` for a kernel taking
+    ``INT64``, ``BLOCK_N`` and ``BLOCK_I`` (cumsum here, cumprod/logcumsumexp in ``scan.py``)."""
+    O, N, I = dims
+    block_n = min(triton.next_power_of_2(N), MAX_BLOCK_N)
+    block_i = min(triton.next_power_of_2(I), max(1, MAX_TILE // block_n))
+    n_iblocks = triton.cdiv(I, block_i)
+    int64 = needs_int64(dims, x_strides, out_strides) or O * n_iblocks >= 2**31 - 1
+    return (O * n_iblocks,), n_iblocks, dict(INT64=int64, BLOCK_N=block_n, BLOCK_I=block_i)
+
+
 def cumsum(out, x, dims, x_strides, out_strides, acc: str, reverse: bool) -> None:
     """out[o, n, i] = sum of x[o, :n+1, i] (``reverse``: of x[o, n:, i]); (O, N, I) = ``dims``."""
     O, N, I = dims
     if O * N * I == 0:
         return
-    block_n = min(triton.next_power_of_2(N), MAX_BLOCK_N)
-    block_i = min(triton.next_power_of_2(I), max(1, MAX_TILE // block_n))
-    n_iblocks = triton.cdiv(I, block_i)
-    int64 = needs_int64(dims, x_strides, out_strides) or O * n_iblocks >= 2**31 - 1
-    launch(_cumsum_kernel, (O * n_iblocks,), out, x, N, I, n_iblocks, *x_strides, *out_strides,
-           REVERSE=bool(reverse), ACC=getattr(tl, acc), INT64=int64, BLOCK_N=block_n, BLOCK_I=block_i)
+    grid, n_iblocks, meta = tiling(dims, x_strides, out_strides)
+    launch(_cumsum_kernel, grid, out, x, N, I, n_iblocks, *x_strides, *out_strides,
+           REVERSE=bool(reverse), ACC=getattr(tl, acc), **meta)

@@ -16,10 +16,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, needs_int64
-
-MAX_TILE = 65536 if INTERPRET else 2048
-MAX_BLOCK_N = 1024 if INTERPRET else 64
+from .cumsum import tiling  # the same (O, N, I) layout and tiles as cumsum
 
 
 @triton.jit
@@ -72,9 +69,6 @@ def scan(op: str, out, x, dims, x_strides, out_strides, acc: str, reverse: bool 
     O, N, I = dims
     if O * N * I == 0:
         return
-    block_n = min(triton.next_power_of_2(N), MAX_BLOCK_N)
-    block_i = min(triton.next_power_of_2(I), max(1, MAX_TILE // block_n))
-    n_iblocks = triton.cdiv(I, block_i)
-    int64 = needs_int64(dims, x_strides, out_strides) or O * n_iblocks >= 2**31 - 1
-    launch(_scan_kernel, (O * n_iblocks,), out, x, N, I, n_iblocks, *x_strides, *out_strides,
-           OP=op, REVERSE=bool(reverse), ACC=getattr(tl, acc), INT64=int64, BLOCK_N=block_n, BLOCK_I=block_i)
+    grid, n_iblocks, meta = tiling(dims, x_strides, out_strides)
+    launch(_scan_kernel, grid, out, x, N, I, n_iblocks, *x_strides, *out_strides,
+           OP=op, REVERSE=bool(reverse), ACC=getattr(tl, acc), **meta)
