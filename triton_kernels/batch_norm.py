@@ -20,9 +20,9 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, f64_bits, load_f64_scalar
+from ._common import f64_bits, load_f64_scalar, per_mode
 
-MAX_BLOCK = 16384 if INTERPRET else 1024
+MAX_BLOCK = per_mode(16384, 1024)
 
 
 @triton.jit

@@ -14,9 +14,9 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET
+from ._common import per_mode
 
-BLOCK = 8192 if INTERPRET else 2048
+BLOCK = per_mode(8192, 2048)
 ROW = 3  # int64 columns per block-table row: address, block start, numel
 
 

@@ -18,12 +18,12 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, collapse, f64_bits, load_f64_scalar, needs_int64, strided_offset
+from ._common import collapse, f64_bits, load_f64_scalar, needs_int64, per_mode, strided_offset
 from .reduce import _col_offsets  # the same strided walk of a collapsed reduced extent
 
-TILE = 32768 if INTERPRET else 4096
-MAX_SINGLE_N = 32768 if INTERPRET else 8192
-CHUNK_N = 32768 if INTERPRET else 2048
+TILE = per_mode(32768, 4096)
+MAX_SINGLE_N = per_mode(32768, 8192)
+CHUNK_N = per_mode(32768, 2048)
 
 
 @triton.jit

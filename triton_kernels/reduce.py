@@ -29,7 +29,7 @@ import triton.language as tl
 
 from ..runtime import dtype as dt
 from ..runtime.launch import launch
-from ._common import INTERPRET, collapse, f64_bits, load_f64_scalar, needs_int64, strided_offset, per_mode
+from ._common import collapse, f64_bits, load_f64_scalar, needs_int64, strided_offset, per_mode
 
 OPS = ("sum", "mean", "prod", "max", "min", "var", "std", "all", "any")
 
@@ -45,7 +45,7 @@ KEPT_CONTIG_BLOCK_M = per_mode(1024, 128)
 SPLIT_MAX_ROWS = per_mode(4, 128)
 SPLIT_MIN_LEN = per_mode(4096, 32768)
 SPLIT_BLOCK_N = 2048
-SPLIT_TARGET = 4 if INTERPRET else 1024  # total programs (rows x splits) to aim for
+SPLIT_TARGET = per_mode(4, 1024)  # total programs (rows x splits) to aim for
 
 _TL = {dt.float16: tl.float16, dt.bfloat16: tl.bfloat16, dt.float32: tl.float32, dt.float64: tl.float64,
        dt.int32: tl.int32, dt.int64: tl.int64, dt.bool_: tl.int1}

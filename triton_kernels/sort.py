@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, elementwise_block, grid_1d, linear_index
+from ._common import INTERPRET, elementwise_block, grid_1d, linear_index, per_mode
 
 MAX_SORT_BLOCK = 2048
 # The interpreter runs tl.sort's bitonic network through a generic reduce, element by element in
@@ -32,8 +32,8 @@ MAX_SORT_BLOCK = 2048
 INTERP_SORT_ELEMS = 2048
 # Rows sorted together by one program: the interpreter pays per operation of the bitonic network,
 # not per element, so it sorts many rows at once; on the GPU one row per program.
-SORT_TILE = 65536 if INTERPRET else 1
-RANK_TILE = 256 if INTERPRET else 64
+SORT_TILE = per_mode(65536, 1)
+RANK_TILE = per_mode(256, 64)
 
 
 @triton.jit
