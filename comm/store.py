@@ -127,6 +127,7 @@ class TCPStore(Store):
         self._secret = auth.get_secret(secret)
         self._lock = threading.Lock()
         self._sock = None
+        self._instance = None  # the master's instance id, learned on the first connection
         self._server = None
         self.world_size = world_size
         if is_master:
@@ -197,7 +198,29 @@ class TCPStore(Store):
                 delay = min(delay * 2, 1.0)
                 continue
             self._sock = sock
+            self._check_instance()
             return
+
+    def _check_instance(self):
+        """Make sure a (re)connection reached the store this client joined, not another one.
+
+        A client reconnects after a dropped connection. If the master died meanwhile and some
+        other job's master now listens on the same port with the same secret (tests on one
+        machine share both), the reconnect would land in a stranger's key space: a barrier count
+        there would pass without the ranks it waits for. The server's random instance id (its
+        PING reply) is read on the first connection and compared on every later one."""
+        try:
+            instance = self._exchange(encode_frame(PING, []), self._auth_timeout + 5.0)[0]
+        except BaseException:
+            self._drop()
+            raise
+        if self._instance is None:
+            self._instance = instance
+        elif instance != self._instance:
+            self._drop()
+            raise DistStoreError(
+                f"TCPStore {self._host}:{self._port}: reconnected to a different store than the one this "
+                f"client joined (its master restarted, or another job took the port); refusing to use it")
 
     def _drop(self):
         if self._sock is not None:
@@ -218,26 +241,37 @@ class TCPStore(Store):
         with self._lock:
             if self._sock is None:
                 self._connect(time.monotonic() + (self._timeout if connect_timeout is None else connect_timeout))
-            deadline = time.monotonic() + wait + 5.0  # the server answers timeouts itself
-            try:
-                self._sock.settimeout(max(0.001, deadline - time.monotonic()))
-                self._sock.sendall(frame)
-                header = auth.recv_exact(self._sock, FRAME.size, deadline, "the store's reply")
-                _, rstatus, length = parse_frame_header(header, self._max_frame)
-                body = auth.recv_exact(self._sock, length, deadline, "the store's reply") if length else b""
-                rfields = decode_fields(body) if length else []
-            except (OSError, TimeoutError, FrameError) as e:
-                # The stream is in an unknown state: drop it, the next call reconnects.
-                self._drop()
-                if isinstance(e, TimeoutError):
-                    raise DistStoreTimeoutError(f"TCPStore {self._host}:{self._port}: no reply: {e}") from None
-                raise DistStoreError(f"TCPStore {self._host}:{self._port}: connection lost: {e}") from None
+            rstatus, rfields = self._exchange_status(frame, wait + 5.0)  # the server answers timeouts itself
         if rstatus == TIMEOUT:
             missing = ", ".join(repr(k.decode("utf-8", "replace")) for k in rfields)
             raise DistStoreTimeoutError(
                 f"TCPStore {self._host}:{self._port}: timed out after {wait:g}s waiting for key(s) {missing}")
         if rstatus == ERROR:
             raise DistStoreError(f"TCPStore: {rfields[0].decode('utf-8', 'replace') if rfields else 'error'}")
+        return rfields
+
+    def _exchange_status(self, frame, wait):
+        """Send ``frame`` on the open connection and read one reply: (status, fields)."""
+        deadline = time.monotonic() + wait
+        try:
+            self._sock.settimeout(max(0.001, deadline - time.monotonic()))
+            self._sock.sendall(frame)
+            header = auth.recv_exact(self._sock, FRAME.size, deadline, "the store's reply")
+            _, rstatus, length = parse_frame_header(header, self._max_frame)
+            body = auth.recv_exact(self._sock, length, deadline, "the store's reply") if length else b""
+            return rstatus, (decode_fields(body) if length else [])
+        except (OSError, TimeoutError, FrameError) as e:
+            # The stream is in an unknown state: drop it, the next call reconnects.
+            self._drop()
+            if isinstance(e, TimeoutError):
+                raise DistStoreTimeoutError(f"TCPStore {self._host}:{self._port}: no reply: {e}") from None
+            raise DistStoreError(f"TCPStore {self._host}:{self._port}: connection lost: {e}") from None
+
+    def _exchange(self, frame, wait):
+        rstatus, rfields = self._exchange_status(frame, wait)
+        if rstatus != OK or not rfields:
+            self._drop()
+            raise DistStoreError(f"TCPStore {self._host}:{self._port}: unexpected reply to a ping (status {rstatus})")
         return rfields
 
     def _wait_keys(self, keys, timeout, op=WAIT):

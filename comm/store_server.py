@@ -33,6 +33,7 @@ import errno
 import heapq
 import itertools
 import logging
+import secrets
 import selectors
 import socket
 import struct
@@ -116,6 +117,7 @@ class StoreServer:
     def __init__(self, host: str, port: int, secret: bytes, max_frame: int, *,
                  auth_timeout: float = AUTH_TIMEOUT, max_unauthenticated: int = MAX_UNAUTHENTICATED):
         self.secret = secret
+        self.instance = secrets.token_bytes(16)  # which store this is: PING answers it (see TCPStore._connect)
         self.max_frame = max_frame
         self.auth_timeout = auth_timeout
         self.max_unauthenticated = max_unauthenticated
@@ -411,7 +413,7 @@ class StoreServer:
                 self._set(f[i], f[i + 1])
             self._reply(conn, OK, [])
         elif op == PING:
-            self._reply(conn, OK, [])
+            self._reply(conn, OK, [self.instance])
         else:
             raise ValueError(f"unknown opcode {op}")
 

@@ -23,6 +23,9 @@ def _world(rank, world, fn_name, opts_kw, *args):
     import tritensor.comm.rpc as rpc
     from tritensor.comm.rpc import api
 
+    pre_init = opts_kw.pop("pre_init", None)
+    if pre_init is not None:
+        globals()[pre_init](rank)
     chaos = opts_kw.pop("chaos", None)
     if chaos is not None:
         opts_kw["fault_injector"] = rpc.FaultInjector.chaos(chaos + rank, p=0.3, max_delay=0.01)
@@ -91,6 +94,27 @@ def drop_held():
 def takes_rref(rref):
     return (rref.is_owner(), rref.confirmed_by_owner(), rref.to_here().tag if not rref.is_owner()
             else rref.local_value().tag)
+
+
+def slow_agent_install(rank):
+    """On worker1, leave a second between the agent's rendezvous (peers can call it) and its
+    installation as the current agent: the window a loaded CI machine opened by chance."""
+    from tritensor.comm.rpc import current
+
+    real = current.set_agent
+
+    def slow(agent):
+        if agent is not None and rank == 1:
+            time.sleep(1.0)
+        real(agent)
+
+    current.set_agent = slow
+
+
+def first_call_right_after_init(rank, world):
+    import tritensor.comm.rpc as rpc
+
+    return rpc.rpc_sync("worker1", context_info)["num_owner_rrefs"] if rank == 0 else None
 
 
 def control_log():

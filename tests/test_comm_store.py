@@ -212,3 +212,29 @@ def test_master_generates_a_secret_for_its_children(monkeypatch):
         assert TCPStore("127.0.0.1", master.port, timeout=5).check([]) is True
     finally:
         master.close()
+
+
+def test_reconnect_to_another_store_on_the_same_port_is_refused():
+    """A client whose master died must not carry on in whatever store takes the port next
+    (seen in CI: a dying test's rank reconnected into the next test's store and its barrier
+    count let two ranks through without the third)."""
+    first = TCPStore("127.0.0.1", 0, is_master=True, timeout=5, secret=SECRET)
+    port = first.port
+    c = client(first)
+    c.add("barrier", 1)
+    first.close()
+    second = TCPStore("127.0.0.1", port, is_master=True, timeout=5, secret=SECRET)
+    try:
+        errors = []
+        for _ in range(3):  # the first call may only notice the dropped connection
+            try:
+                c.add("barrier", 1)
+            except DistStoreError as e:
+                errors.append(str(e))
+        assert any("different store" in e for e in errors), errors
+        assert second.add("barrier", 0) == 0  # nothing reached the new store's key space
+        # a client that joins the new store directly works as usual
+        assert client(second).add("barrier", 2) == 2
+    finally:
+        c.close()
+        second.close()

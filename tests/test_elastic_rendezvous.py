@@ -132,7 +132,8 @@ def test_c10d_node_joins_between_rounds(store):
         h.shutdown()
 
 
-def test_c10d_endpoint_not_answering():
+def test_c10d_endpoint_not_answering(monkeypatch):
+    monkeypatch.setenv("TRITENSOR_COMM_SECRET", "some-secret")  # not left to whichever test ran before
     port = _free_port()  # nothing listens there
     t0 = time.monotonic()
     with pytest.raises(RendezvousConnectionError, match=f"no store answered at 127.0.0.1:{port} within 1s"):
@@ -197,3 +198,27 @@ def test_c10d_next_round_waits_for_restarting_members(store):
     assert b.world_size == 2 and box["a"].world_size == 2
     for h in hs:
         h.shutdown()
+
+
+def test_c10d_a_node_leaving_while_another_reads_its_heartbeat(store):
+    """Reading a heartbeat is check-then-get. A leaving node used to delete its key, so a reader
+    between the two waited the store's whole timeout for it (CI: the host's shutdown hung 60 s on
+    a node that had left). Here every check of the leaver's key lets the leaver shut down
+    before the get runs."""
+    hs = [_handler(store, "leave", 2, 2) for _ in range(2)]
+    _in_threads(hs)
+    reader, leaver = hs
+    real_check = reader._store.check
+
+    def check_then_leave(keys):
+        found = real_check(keys)
+        if any(k.endswith(f"/hb/{leaver.node_id}") for k in keys):
+            leaver.shutdown()
+        return found
+
+    reader._store.check = check_then_leave
+    t0 = time.monotonic()
+    assert reader._alive(leaver.node_id) is False
+    assert time.monotonic() - t0 < 5.0  # no wait for a missing key (that took read_timeout=10 s)
+    reader._store.check = real_check
+    reader.shutdown()

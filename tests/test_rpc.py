@@ -65,6 +65,13 @@ def test_rref_context_info_and_deletion(tour):
     assert after["num_user_rrefs"] == 0 and after["num_pending_forks"] == 0 and after["num_pending_users"] == 0
 
 
+def test_no_worker_returns_from_init_before_every_agent_is_installed():
+    """worker1 installs its agent a second after publishing its address; worker0's first call,
+    made as soon as its own init_rpc returns, must still find worker1 ready."""
+    res = rpc_helpers.run_rpc(2, "first_call_right_after_init", opts={"pre_init": "slow_agent_install"})
+    assert res[0] == ("ok", (0, [])) and res[1] == ("ok", (None, [])), res
+
+
 def test_api_checks_before_init():
     import tritensor.comm.rpc as rpc
 

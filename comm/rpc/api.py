@@ -67,17 +67,27 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
         timeout = opts.rpc_timeout if opts.rpc_timeout > 0 else 300
         _store = TCPStore(host, int(port), world_size, is_master=rank == 0, timeout=max(timeout, 30))
         current.set_agent(Agent(name, rank, world_size, _store, opts))
+    # Nobody returns before every worker's agent is installed: a worker that published its
+    # address is already served requests, and a function run there (``_rref_context_info``,
+    # an RRef) needs the agent as this process's current one (CI: worker0's first call reached
+    # worker1 between its rendezvous and ``set_agent``).
+    try:
+        _barrier("init", max(timeout, 30))
+    except BaseException:
+        shutdown(graceful=False)
+        raise
 
 
 def _barrier(tag: str, timeout: float):
-    a = _require_agent("shutdown")
+    a = _require_agent(tag)
     key = f"rpc/barrier/{tag}"
     if _store.add(key, 1) == a.world_size:
         _store.set(key + "/done", "1")
     deadline = time.monotonic() + timeout
     while not _store.check([key + "/done"]):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"shutdown: timed out after {timeout:g}s waiting for every worker at '{tag}'")
+            raise TimeoutError(f"rpc: timed out after {timeout:g}s waiting for every worker at '{tag}' "
+                               f"({_store.add(key, 0)} of {a.world_size} arrived)")
         a.pump()
         time.sleep(0.01)
 

@@ -158,7 +158,10 @@ class DynamicRendezvousHandler(RendezvousHandler):
             # node's heartbeat is gone, then shuts the store down, so the heartbeat must be this
             # node's final store operation (the other order raced: CI saw set_closed hit a closed store).
             self.set_closed()
-            self._store.delete_key(f"{self._p}/hb/{self.node_id}")
+            # Leaving sets the heartbeat to the epoch (stale to everyone) instead of deleting it: a
+            # reader's check-then-get (``_get``) would otherwise wait the store's whole timeout for a
+            # key deleted between the two (CI: the host's shutdown hung 60 s on a departed node).
+            self._store.set(f"{self._p}/hb/{self.node_id}", "0")
             if self.hosts_store:  # the others still need the store to leave: wait for them, bounded
                 deadline = time.monotonic() + self.close_timeout
                 while time.monotonic() < deadline and any(self._alive(n) for n in self._members
@@ -193,6 +196,7 @@ class DynamicRendezvousHandler(RendezvousHandler):
         self._hb_thread.start()
 
     def _get(self, key: str) -> Optional[bytes]:
+        """The key's value, or None while it is unset. Keys read this way are never deleted once set."""
         return self._store.get(key) if self._store.check([key]) else None
 
     def _alive(self, node: str) -> bool:
