@@ -3,12 +3,13 @@
 Why this module exists: failure is final and loud, and its rules are the same whichever
 socket or operation hit it. A peer that closes its socket, a header that does not match,
 or a deadline that passes poisons the engine: the reason goes, in band, to every peer whose
-stream is at a message boundary (an ABORT header plus the text); then all sockets close,
-which makes every other rank fail fast instead of waiting for its timeout, and every
-pending and later operation raises naming the root cause. The reason also goes to the
-store (the first one wins, and is added to the error), but only after the engine lock is
-released and only within what is left of the operation's timeout: the store's host may be
-the process that hung, and no wait may outlast the timeout.
+stream is at a message boundary (an ABORT header plus the text), and every pending and
+later operation raises naming the root cause. The reason also goes to the store (the
+first one wins, and is added to every later rank's error), outside the engine lock and
+only within what is left of the operation's timeout (the store's host may be the process
+that hung; no wait may outlast the timeout). Then all sockets close, which makes every
+other rank fail fast instead of waiting for its timeout; closing after the report means a
+rank that only sees our sockets close finds our cause already recorded as the first.
 
 Here: the texts (:func:`peer_error`, :func:`mismatch`, :func:`timeout_message`, reading a
 peer's ABORT reason) and :class:`FailureState`, the engine's first error and its pending
@@ -165,6 +166,7 @@ class FailureState:
         self.error: BaseException | None = None
         self._report_failure = report_failure
         self._report = None  # (error, deadline) still to report to the store, outside the lock
+        self.reporting = False  # a thread is reporting right now
 
     @property
     def reports(self) -> bool:
@@ -195,13 +197,17 @@ class FailureState:
         recorded first, the error's text says so."""
         with lock:
             pending, self._report = self._report, None
-        if pending is None:
-            return
+            if pending is None:
+                return
+            self.reporting = True
         exc, deadline = pending
         budget = max(0.0, min(REPORT_TIMEOUT, deadline - time.monotonic()))
         try:
             first = self._report_failure(str(exc), budget)
         except Exception:  # the store may be gone with the rank that hosted it
             first = None
+        finally:
+            with lock:
+                self.reporting = False
         if first and first != str(exc) and exc.args:
             exc.args = (f"{exc}\n  first failure reported in this group: {first}",) + exc.args[1:]

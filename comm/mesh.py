@@ -29,7 +29,7 @@ import time
 import zlib
 
 from . import auth
-from .errors import DistNetworkError, DistStoreTimeoutError, DistTimeoutError
+from .errors import DistNetworkError, DistStoreError, DistStoreTimeoutError, DistTimeoutError
 from .peer import Peer
 
 __all__ = ["connect_mesh", "HANDSHAKE_TIMEOUT", "MAX_PENDING"]
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 ROLE = b"pg"
 HANDSHAKE_TIMEOUT = 3.0  # seconds an accepted connection has to authenticate and say hello
 MAX_PENDING = 64  # connections authenticated at once per rank, beyond the ranks still expected
+STORE_LOSS_SLACK = 1.0  # seconds before the deadline in which losing the store counts as the host's timeout
 UNIX_ENV = "TRITENSOR_COMM_UNIX"  # "0" forces TCP between ranks on the same host
 SOCKET_BUFFER = int(os.environ.get("TRITENSOR_COMM_SOCKBUF", 4 << 20))  # Unix-domain sockets
 TCP_SOCKET_BUFFER = int(os.environ.get("TRITENSOR_COMM_TCP_SOCKBUF", 0))  # 0: the kernel's autotuning
@@ -360,6 +361,15 @@ def _wait_for_rank(store, prefix, q, rank, global_ranks, deadline, timeout):
         raise DistTimeoutError(
             f"timed out after {timeout:g}s waiting for rank(s) {missing} to join the process group "
             "(they have not called init_process_group/new_group, or cannot reach the store)") from None
+    except DistStoreError as e:
+        # The store's host went away during the wait. Near our deadline that is the host giving
+        # up on the same missing rank (its timeout began a moment before ours): report it as the
+        # timeout it is. Either way, name the rank we were waiting for, not a store key.
+        why = (f"waiting for rank(s) [{global_ranks[q]}] to join the process group (and any later rank "
+               f"below {global_ranks[rank]}); the store was lost meanwhile: {e}")
+        if time.monotonic() >= deadline - STORE_LOSS_SLACK:
+            raise DistTimeoutError(f"timed out after {timeout:g}s {why}") from None
+        raise DistNetworkError(f"lost the store while {why}") from None
 
 
 def connect_mesh(store, prefix: str, rank: int, world_size: int, global_ranks: list, bind_host: str,

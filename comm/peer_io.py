@@ -391,18 +391,24 @@ class PeerIO:
         return self._busy_what()
 
     # -- closing ------------------------------------------------------------------------
-    def abort(self, notice: bytes):
-        """Close every socket, first telling each peer why (``notice``, an ABORT message) when
-        our stream to it is at a message boundary, so it reads it where it expects a header."""
+    def abort(self, notice: bytes, close: bool = True):
+        """Tell each peer why we give up (``notice``, an ABORT message) where our stream to it
+        is at a message boundary, so it reads it where it expects a header; then close every
+        socket, or leave that to :meth:`close_all` (``close=False``)."""
         self.torn_down = True
         self.anyq.clear()
         for p in self.peers.values():
+            if p.sock is not None and not (p.sendq and p.sendq[0].started) and not p.left:
+                try:
+                    p.sock.send(notice)
+                except OSError:
+                    pass
+        if close:
+            self.close_all()
+
+    def close_all(self):
+        for p in self.peers.values():
             if p.sock is not None:
-                if not (p.sendq and p.sendq[0].started) and not p.left:
-                    try:
-                        p.sock.send(notice)
-                    except OSError:
-                        pass
                 self._close(p)
 
     def say_goodbye(self, bye: bool):

@@ -70,6 +70,7 @@ class Engine:
         self.peers: dict[int, Peer] = peers
         self._driver = None  # the thread inside io.drive, if any
         self._closed = False
+        self._close_due = False  # failed: sockets to close once the store has heard why
         self._bg = None
 
     # -- posting (caller holds the lock: use `with engine.posting():`) ----------------
@@ -118,6 +119,7 @@ class Engine:
         with self._cond:
             self._fail(exc)
             self._wake()
+        self._report_then_close()
 
     # -- waiting and driving -------------------------------------------------------------
     def wait(self, work: Work, deadline: float):
@@ -171,27 +173,41 @@ class Engine:
     def _flush_notifications(self):
         """Complete futures outside the lock (user callbacks may call collectives); report a
         failure to the store first, so that the errors they see name the first failure."""
-        if self.failures.report_due:
-            self.failures.report(self._lock)
+        self._report_then_close()
         with self._lock:
             done = self.works.take_completed()
         WorkTracker.deliver(done)
 
     # -- failure and shutdown --------------------------------------------------------------
     def _fail(self, exc: BaseException, deadline: float | None = None):
-        """Poison the engine: close every socket, fail every pending work (lock held).
+        """Poison the engine: send ABORT notices, fail every pending work (lock held).
 
-        The store hears about it later, outside the lock (:meth:`_flush_notifications`),
-        within what is left until ``deadline`` (default: the earliest deadline of the failed works)."""
+        With a store, the sockets close only after the store has heard why, outside the lock
+        (:meth:`_report_then_close`, within what is left until ``deadline``, by default the
+        earliest deadline of the failed works). A peer that sees our sockets close then finds
+        our report already recorded as the group's first failure, so its error names the root
+        cause: when rank 2 dies mid-ring, rank 1 reads "rank 0 closed its connection" plus
+        "first failure: rank 2 ...", not rank 0 alone (CI saw that order race)."""
         if self.failures.error is not None:
             return
         if deadline is None and self.failures.reports:
             deadline = self.works.earliest_deadline(default=time.monotonic() + REPORT_TIMEOUT)
         self.failures.record(exc, deadline)
         log.debug("process group failed: %s", exc)
-        self.io.abort(abort_notice(exc))
+        self._close_due = self.failures.reports
+        self.io.abort(abort_notice(exc), close=not self._close_due)
         self.works.fail_all(lambda w: exc)
         self._cond.notify_all()
+
+    def _report_then_close(self):
+        """Outside the lock: tell the store why this engine failed, then close its sockets."""
+        if self.failures.report_due:
+            self.failures.report(self._lock)
+        if self._close_due:
+            with self._lock:
+                if self._close_due and not self.failures.reporting:  # else the reporting thread closes
+                    self._close_due = False
+                    self.io.close_all()
 
     def shutdown(self):
         """Say goodbye to every peer and close (destroy_process_group)."""

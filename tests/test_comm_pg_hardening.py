@@ -11,7 +11,7 @@ import pytest
 from comm_helpers import free_port, mismatch_leaves_outputs, rank_never_joins, run_world, store_host_hangs
 
 import tritensor.comm as dist
-from tritensor.comm import TCPStore, auth, mesh
+from tritensor.comm import DistNetworkError, DistTimeoutError, TCPStore, auth, mesh
 from tritensor.comm.framing import pack_data_header
 from tritensor.comm.transport import ALL_REDUCE, Engine, Peer
 
@@ -160,8 +160,28 @@ def test_rank_that_never_joins_is_named():
                         rank_env=lambda r: {"RANK": str(r)})
     for r in (0, 2):
         status, (msg, elapsed) = results[r]
+        # Rank 0 hosts the store and gives up at its own deadline; rank 2, started a moment later,
+        # may see the store vanish just before its deadline: still a timeout naming rank 1 (see
+        # test_store_lost_while_waiting_for_a_rank for the rule).
         assert "DistTimeoutError" in msg and "rank(s) [1]" in msg and "tt_pg" not in msg, (r, msg)
         assert elapsed < 3.0 + 2.0, (r, elapsed)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("lost_after,wait_for,want", [(0.3, 0.8, DistTimeoutError), (0.3, 5.0, DistNetworkError)])
+def test_store_lost_while_waiting_for_a_rank(lost_after, wait_for, want):
+    """The store's host leaving during the wait names the awaited rank, never a store key: a
+    timeout when it happens within STORE_LOSS_SLACK of the deadline (the host gave up on the
+    same rank), a lost store otherwise. CI saw a bare 'connection lost' here."""
+    master = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    store = TCPStore("127.0.0.1", master.port, timeout=10)
+    threading.Timer(lost_after, master.close).start()
+    with pytest.raises(want) as info:
+        mesh._wait_for_rank(store, "tt_pg/g/", 1, 2, [0, 5, 9], time.monotonic() + wait_for, wait_for)
+    msg = str(info.value)
+    assert "rank(s) [5]" in msg and "below 9" in msg and "tt_pg" not in msg, msg
+    assert ("timed out" in msg) == (want is DistTimeoutError), msg
+    store.close()
 
 
 @pytest.mark.timeout(30)
