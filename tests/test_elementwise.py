@@ -474,3 +474,21 @@ def test_clamp_forms_gradcheck():
     assert gradcheck(lambda a: a.clamp_max(0.4), (x,))
     assert gradcheck(lambda a, m: (a * 1).clamp_(min=m, max=0.6), (x, lo))
     assert gradcheck(lambda a: (a * 1).clip_(-0.3, 0.4), (x,))
+
+
+def test_interpreter_block_width_does_not_change_a_bit(monkeypatch):
+    """CPU mode sizes lane-independent blocks to the tensor (up to INTERPRETER_WIDE_BLOCK);
+    narrow blocks (many programs) and one wide program must give the same bytes."""
+    from tritensor.triton_kernels import _common
+
+    x = tt.from_numpy(rng.standard_normal(5003).astype(np.float32))
+    y = tt.from_numpy(rng.standard_normal(5003).astype(np.float32)[::-1].copy())
+
+    def run():
+        g = tt.Generator().manual_seed(7)
+        return [t.numpy().tobytes() for t in (x + y, x.to(tt.float16), tt.nn.functional.gelu(x), x[::2] * 3.0,
+                                              tt.rand(5003, generator=g), x.clone().mul_(0.5))]
+
+    wide = run()
+    monkeypatch.setattr(_common, "INTERPRETER_WIDE_BLOCK", 512)  # ten programs instead of one
+    assert run() == wide

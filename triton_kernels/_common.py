@@ -30,6 +30,12 @@ def per_mode(interpreter, gpu):
 
 
 ELEMENTWISE_BLOCK = per_mode(32768, 1024)
+# The interpreter's widest block for lane-independent kernels. Each program costs about a
+# millisecond of Triton front end whatever its width, and NumPy's per-lane cost stays flat up
+# to about 2**18 lanes (the temporaries still fit the cache) and doubles past it: measured with
+# a 1M-element cast/add/mul_ (ms, min of 5): 2**15: 25-27, 2**16: 16-18, 2**17: 11-13,
+# 2**18: 9-10, 2**19: 21-30, 2**20: 27-30.
+INTERPRETER_WIDE_BLOCK = 1 << 18
 
 
 def elementwise_block(n: int) -> int:
@@ -37,12 +43,12 @@ def elementwise_block(n: int) -> int:
     on its own lanes only, so the block size cannot change a result bit).
 
     GPU: always ``ELEMENTWISE_BLOCK`` (one compiled variant). Interpreter: it computes every lane
-    of a block, masked or not, so a small tensor gets the smallest power of two that covers it
-    instead of 32,768 lanes; large tensors keep ``ELEMENTWISE_BLOCK``.
+    of a block, masked or not, so a small tensor gets the smallest power of two that covers it;
+    a large one gets ``INTERPRETER_WIDE_BLOCK`` lanes a program.
     """
-    if GPU_SHAPES or n >= ELEMENTWISE_BLOCK:
+    if GPU_SHAPES:
         return ELEMENTWISE_BLOCK
-    return triton.next_power_of_2(max(n, 1))
+    return triton.next_power_of_2(max(min(n, INTERPRETER_WIDE_BLOCK), 1))
 
 
 def grid_1d(n: int, block: int) -> tuple:
