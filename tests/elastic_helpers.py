@@ -37,8 +37,10 @@ def tree_fn(pid_file):
 
 
 # A worker run as a binary: prints a line to each stream, tagged with its local rank.
+# Each line in one write: with Std.NONE both ranks share the console, and unbuffered print()
+# writes text and newline separately, so two ranks' lines could interleave ('o-r1o-r0').
 ECHO_SCRIPT = ("import os, sys; r = os.environ['LOCAL_RANK']; "
-               "print('o-r' + r); print('e-r' + r, file=sys.stderr)")
+               "sys.stdout.write('o-r' + r + '\\n'); sys.stderr.write('e-r' + r + '\\n')")
 
 # A binary that ignores SIGTERM, starts a grandchild (which inherits the ignored SIGTERM),
 # writes both pids to stdout and hangs.
