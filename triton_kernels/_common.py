@@ -36,6 +36,10 @@ ELEMENTWISE_BLOCK = per_mode(32768, 1024)
 # a 1M-element cast/add/mul_ (ms, min of 5): 2**15: 25-27, 2**16: 16-18, 2**17: 11-13,
 # 2**18: 9-10, 2**19: 21-30, 2**20: 27-30.
 INTERPRETER_WIDE_BLOCK = 1 << 18
+# What one more program costs the interpreter, in lanes' worth of work (about half a
+# millisecond, from the same measurement): a tensor just past a block boundary is cheaper in
+# three half blocks than in two full ones, the second almost all masked.
+INTERPRETER_PROGRAM_COST = 1 << 16
 
 
 def elementwise_block(n: int) -> int:
@@ -44,11 +48,19 @@ def elementwise_block(n: int) -> int:
 
     GPU: always ``ELEMENTWISE_BLOCK`` (one compiled variant). Interpreter: it computes every lane
     of a block, masked or not, so a small tensor gets the smallest power of two that covers it;
-    a large one gets ``INTERPRETER_WIDE_BLOCK`` lanes a program.
+    a large one the power of two up to ``INTERPRETER_WIDE_BLOCK`` that computes the fewest lanes,
+    counting each program as ``INTERPRETER_PROGRAM_COST`` lanes more.
     """
     if GPU_SHAPES:
         return ELEMENTWISE_BLOCK
-    return triton.next_power_of_2(max(min(n, INTERPRETER_WIDE_BLOCK), 1))
+    block = triton.next_power_of_2(max(min(n, INTERPRETER_WIDE_BLOCK), 1))
+    best, cost = block, triton.cdiv(n, block) * (block + INTERPRETER_PROGRAM_COST)
+    while block > 1024:
+        block //= 2
+        c = triton.cdiv(n, block) * (block + INTERPRETER_PROGRAM_COST)
+        if c < cost:
+            best, cost = block, c
+    return best
 
 
 def grid_1d(n: int, block: int) -> tuple:
