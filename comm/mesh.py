@@ -357,7 +357,10 @@ def _wait_for_rank(store, prefix, q, rank, global_ranks, deadline, timeout):
     try:
         store.wait([f"{prefix}addr/{q}"], max(0.001, deadline - time.monotonic()))
     except DistStoreTimeoutError:
-        missing = [global_ranks[k] for k in range(q, rank) if not store.check([f"{prefix}addr/{k}"])]
+        try:
+            missing = [global_ranks[k] for k in range(q, rank) if not store.check([f"{prefix}addr/{k}"])]
+        except DistStoreError:  # the store's host gave up at its own deadline and is gone: q at least
+            missing = [global_ranks[q]]
         raise DistTimeoutError(
             f"timed out after {timeout:g}s waiting for rank(s) {missing} to join the process group "
             "(they have not called init_process_group/new_group, or cannot reach the store)") from None

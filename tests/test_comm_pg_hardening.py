@@ -210,3 +210,20 @@ def test_reset_from_a_peer_during_an_operation_names_the_operation():
     assert "all_reduce #7" in msg and "rank 2" in msg and "idle" not in msg, msg
     eng.shutdown()
     a_remote.close()
+
+
+def test_store_lost_right_after_the_wait_times_out():
+    """The wait's own timeout arrives, then the store's host (which gave up at the same moment)
+    is gone before this rank can ask which ranks are missing (CI: a bare DistStoreError)."""
+    from tritensor.comm import DistStoreError, DistStoreTimeoutError
+
+    class GoneAfterTimeout:
+        def wait(self, keys, timeout):
+            raise DistStoreTimeoutError("TCPStore: timed out")
+
+        def check(self, keys):
+            raise DistStoreError("TCPStore 127.0.0.1:1: connection lost")
+
+    with pytest.raises(DistTimeoutError, match=r"rank\(s\) \[5\]") as info:
+        mesh._wait_for_rank(GoneAfterTimeout(), "tt_pg/g/", 1, 2, [0, 5, 9], time.monotonic() + 1, 1.0)
+    assert "tt_pg" not in str(info.value)
