@@ -209,11 +209,11 @@ class TCPStore(Store):
         machine share both), the reconnect would land in a stranger's key space: a barrier count
         there would pass without the ranks it waits for. The server's random instance id (its
         PING reply) is read on the first connection and compared on every later one."""
-        try:
-            instance = self._exchange(encode_frame(PING, []), self._auth_timeout + 5.0)[0]
-        except BaseException:
+        rstatus, rfields = self._exchange_status(encode_frame(PING, []), self._auth_timeout + 5.0)
+        if rstatus != OK or len(rfields) != 1:
             self._drop()
-            raise
+            raise DistStoreError(f"TCPStore {self._host}:{self._port}: unexpected reply to a ping (status {rstatus})")
+        instance = rfields[0]
         if self._instance is None:
             self._instance = instance
         elif instance != self._instance:
@@ -266,13 +266,6 @@ class TCPStore(Store):
             if isinstance(e, TimeoutError):
                 raise DistStoreTimeoutError(f"TCPStore {self._host}:{self._port}: no reply: {e}") from None
             raise DistStoreError(f"TCPStore {self._host}:{self._port}: connection lost: {e}") from None
-
-    def _exchange(self, frame, wait):
-        rstatus, rfields = self._exchange_status(frame, wait)
-        if rstatus != OK or not rfields:
-            self._drop()
-            raise DistStoreError(f"TCPStore {self._host}:{self._port}: unexpected reply to a ping (status {rstatus})")
-        return rfields
 
     def _wait_keys(self, keys, timeout, op=WAIT):
         ms = max(1, min(int(timeout * 1000), 0xFFFFFFFF))

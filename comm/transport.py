@@ -70,7 +70,6 @@ class Engine:
         self.peers: dict[int, Peer] = peers
         self._driver = None  # the thread inside io.drive, if any
         self._closed = False
-        self._close_due = False  # failed: sockets to close once the store has heard why
         self._bg = None
 
     # -- posting (caller holds the lock: use `with engine.posting():`) ----------------
@@ -194,8 +193,7 @@ class Engine:
             deadline = self.works.earliest_deadline(default=time.monotonic() + REPORT_TIMEOUT)
         self.failures.record(exc, deadline)
         log.debug("process group failed: %s", exc)
-        self._close_due = self.failures.reports
-        self.io.abort(abort_notice(exc), close=not self._close_due)
+        self.io.abort(abort_notice(exc), close=not self.failures.reports)
         self.works.fail_all(lambda w: exc)
         self._cond.notify_all()
 
@@ -203,11 +201,11 @@ class Engine:
         """Outside the lock: tell the store why this engine failed, then close its sockets."""
         if self.failures.report_due:
             self.failures.report(self._lock)
-        if self._close_due:
+        if self.failures.error is not None:
             with self._lock:
-                if self._close_due and not self.failures.reporting:  # else the reporting thread closes
-                    self._close_due = False
-                    self.io.close_all()
+                # a report not yet taken, or under way in another thread: that thread closes after it
+                if not self.failures.report_due and not self.failures.reporting:
+                    self.io.close_all()  # idempotent: closed sockets are skipped
 
     def shutdown(self):
         """Say goodbye to every peer and close (destroy_process_group)."""
