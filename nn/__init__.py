@@ -5,9 +5,9 @@
 it; ``import tritensor`` does, after comm, and ``from tritensor.nn.parallel import ...`` always
 works."""
 from . import functional, init
-from . import utils
+from . import attention, utils
 from .activation import ELU, Hardswish, LeakyReLU, LogSoftmax, Mish, Sigmoid, SiLU, Softmax, Softplus, Tanh
-from .attention import MultiheadAttention
+from .multihead_attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .containers import Identity, ModuleDict, ModuleList, ParameterList
 from .embedding import Embedding
@@ -21,7 +21,7 @@ from .resizing import AdaptiveAvgPool2d, Upsample
 from .transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
-           "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils",
+           "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils", "attention",
            "ModuleList", "ModuleDict", "ParameterList", "Identity", "Softmax", "LogSoftmax", "Tanh", "Sigmoid",
            "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Embedding", "BatchNorm1d", "BatchNorm2d",
            "L1Loss", "SmoothL1Loss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "GroupNorm", "RMSNorm",

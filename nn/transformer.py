@@ -16,7 +16,7 @@ import copy
 from ..core.factories import arange
 from ..core.functional import where
 from . import functional as F
-from .attention import MultiheadAttention
+from .multihead_attention import MultiheadAttention
 from .layers import Dropout, LayerNorm, Linear, Sequential
 from .module import Module
 

@@ -2,8 +2,8 @@
 against a float64 NumPy softmax(Q Kᵀ·scale + mask)·V and its gradients.
 
 Covered: dtypes (fp32/fp64/fp16/bf16), head dims 16..256 and unequal E/Ev, lengths 1/17/127
-(several key blocks and ragged tails), L ≠ S with causal masking (PyTorch's upper-left alignment,
-and the kernels' lower-right alignment through ``causal_offset``), boolean and additive masks of
+(several key blocks and ragged tails), L ≠ S with causal masking (``is_causal``: PyTorch's upper-left alignment;
+``nn.attention.bias.causal_lower_right``: the lower-right one), boolean and additive masks of
 several broadcast shapes (and the additive mask's gradient), fully masked rows, GQA and a single
 broadcast key/value head, non-contiguous and batch-broadcast inputs, empty shapes, dropout
 (statistics and forward/backward mask consistency for a fixed seed), determinism, fp64 gradcheck,
@@ -18,6 +18,8 @@ products whose terms are themselves rounded to the input dtype in fp16/bf16 (dS,
 tensor-core dots), so "attention_grad" compares them relative to the gradient's own scale:
 |err| <= c·u·max|ref|. fp64 paths without dropout rounding use the default.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -25,6 +27,7 @@ import tritensor as tt
 import tritensor.nn.functional as F
 from tritensor.autograd import gradcheck
 from tritensor.core.ops import attention as core_attn
+from tritensor.nn.attention.bias import CausalBias, CausalVariant, causal_lower_right, causal_upper_left
 from tolerances import NP, assert_close
 
 f16, bf16, f32, f64 = tt.float16, tt.bfloat16, tt.float32, tt.float64
@@ -113,19 +116,58 @@ def test_head_dims(E):
     assert_close(out, reference(q, k, v, scale=0.3), f16, "attention", k=19)
 
 
-def test_lower_right_causal_alignment_and_fully_masked_rows():
-    """The kernels' diagonal offset: S - L gives the lower-right alignment (FlashAttention-2's);
-    with L > S the first L - S rows see nothing and give 0, as PyTorch's math path does."""
-    rng = np.random.default_rng(3)
-    for L, S in ((40, 17), (9, 70)):
-        q, k, v = randn(rng, 1, 2, L, 32), randn(rng, 1, 2, S, 32), randn(rng, 1, 2, S, 32)
-        tq, tk, tv = (tensor(a, f64) for a in (q, k, v))
-        views = core_attn.prepare(tq, tk, tv, is_causal=True, causal_offset=S - L)
-        out, _ = core_attn.forward(*views)
-        ref = reference(q, k, v, causal_offset=S - L)
-        assert_close(out, ref, f64)
-        if L > S:
-            assert np.all(out.numpy()[:, :, : L - S] == 0)
+@pytest.mark.parametrize("dtype", [f64, f16], ids=str)
+@pytest.mark.parametrize("L,S", [(9, 70), (40, 17), (17, 17)])
+def test_causal_lower_right_bias(L, S, dtype):
+    """``attn_mask=causal_lower_right(L, S)`` (tritensor.nn.attention.bias): the triangle anchored
+    at the lower-right corner, key j visible from query i when j <= i + S - L, forward and
+    backward; with L > S the first L - S rows see nothing and give 0 (PyTorch's kernels: NaN, and a
+    warning says so)."""
+    rng = np.random.default_rng(L + S)
+    q, k, v, do = (rounded(randn(rng, 1, 2, n, 32), dtype) for n in (L, S, S, L))
+    tq, tk, tv = (tensor(a, dtype, True) for a in (q, k, v))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bias = causal_lower_right(L, S)
+    assert len(caught) == (L > S) and (L <= S or "attend to no key" in str(caught[0].message))
+    assert bias.variant is CausalVariant.LOWER_RIGHT and (bias.seq_len_q, bias.seq_len_kv) == (L, S)
+    np.testing.assert_array_equal(bias._materialize().numpy(), np.tril(np.ones((L, S), bool), S - L))
+    out = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=bias)
+    out.backward(tensor(do, dtype))
+    ro, dq, dk, dv, _ = reference(q, k, v, causal_offset=S - L, do=do)
+    assert_close(out.detach(), ro, dtype, "attention", k=S)
+    for got, ref, what in ((tq.grad, dq, "dq"), (tk.grad, dk, "dk"), (tv.grad, dv, "dv")):
+        assert_grad_close(got, ref, dtype, what)
+    if L > S:
+        assert np.all(out.detach().float().numpy()[:, :, : L - S] == 0)
+    # The same attention as the materialised boolean mask, bit for bit (both run the same kernel).
+    mat = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=bias._materialize())
+    np.testing.assert_array_equal(out.detach().float().numpy(), mat.detach().float().numpy())
+
+
+def test_causal_upper_left_bias_is_is_causal():
+    rng = np.random.default_rng(4)
+    tq, tk, tv = (tensor(randn(rng, 2, 3, n, 16), f32) for n in (11, 30, 30))
+    a = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=causal_upper_left(11, 30))
+    b = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True)
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(causal_upper_left((11, 30))._materialize().numpy(), np.tril(np.ones((11, 30), bool)))
+    assert "True" in repr(causal_upper_left(2, 3))  # the materialised mask's repr, as torch prints it
+
+
+def test_causal_bias_errors():
+    q = tt.zeros(1, 1, 4, 8)
+    k = tt.zeros(1, 1, 6, 8)
+    with pytest.raises(ValueError, match="CausalBias should not be used with causal=True"):
+        F.scaled_dot_product_attention(q, k, k, attn_mask=causal_lower_right(4, 6), is_causal=True)
+    with pytest.raises(RuntimeError, match="causal bias of 4 x 5 but query has 4 rows and key 6"):
+        F.scaled_dot_product_attention(q, k, k, attn_mask=causal_lower_right(4, 5))
+    with pytest.raises(ValueError, match="only supports 2D"):
+        causal_lower_right(1, 4, 6)
+    with pytest.raises(TypeError, match="seq_len_kv must be a non-negative int"):
+        causal_upper_left(4, -1)
+    with pytest.raises(TypeError, match="variant must be a CausalVariant"):
+        CausalBias(2, 4, 6)
 
 
 @pytest.mark.parametrize("mshape", [(7, 33), (2, 1, 7, 33), (1, 3, 1, 33), (33,)], ids=str)

@@ -1,4 +1,4 @@
-"""nn.MultiheadAttention, nn.TransformerEncoderLayer / TransformerEncoder (nn/attention.py, nn/transformer.py)
+"""nn.MultiheadAttention, nn.TransformerEncoderLayer / TransformerEncoder (nn/multihead_attention.py, nn/transformer.py)
 against a NumPy re-implementation of PyTorch's formulas (torch.nn.functional.multi_head_attention_forward
 and TransformerEncoderLayer.forward) given the same parameters, in float64.
 

@@ -12,7 +12,8 @@ strides, so everything PyTorch lets a caller vary is resolved here without copyi
 * ``attn_mask``, boolean (True = take part) or additive (float32 or the query's dtype), of any
   shape that broadcasts to (*batch, Hq, L, S): an ``expand``ed view, read in place;
 * ``is_causal``: PyTorch's upper-left aligned causal mask (key j <= query i); the kernels take a
-  diagonal offset, so the lower-right alignment (offset S - L) is the same code (``causal_offset``).
+  diagonal offset, so the lower-right alignment (offset S - L) is the same code: an ``attn_mask``
+  of :func:`~.attention_bias.causal_lower_right` (``tritensor.nn.attention.bias``) picks it.
 
 :func:`prepare` does all of it and returns the broadcast views and a :class:`Plan`; the autograd
 recorder calls it too, so the views are recorded and gradients of broadcast operands are summed
@@ -33,6 +34,7 @@ from ...runtime import dtype as dt
 from ..generator import take_counters
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
+from .attention_bias import CausalBias
 
 _OP = "scaled_dot_product_attention"
 
@@ -125,6 +127,15 @@ def prepare(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, s
     v = v.expand(batch + (Hk, S, Ev))
 
     mask, kind = None, None
+    if isinstance(attn_mask, CausalBias):  # a causal triangle, not data: the kernels mask by index
+        if is_causal:
+            raise ValueError("CausalBias should not be used with causal=True")
+        if (attn_mask.seq_len_q, attn_mask.seq_len_kv) != (L, S):
+            raise RuntimeError(f"{_OP}(): attn_mask is a causal bias of {attn_mask.seq_len_q} x {attn_mask.seq_len_kv}"
+                               f" but query has {L} rows and key {S}")
+        if causal_offset is None:
+            causal_offset = attn_mask.diagonal()
+        attn_mask = None
     if attn_mask is not None:
         if not isinstance(attn_mask, TensorBase):
             raise TypeError(f"{_OP}(): argument 'attn_mask' must be Tensor or None, not {type(attn_mask).__name__}")
