@@ -71,11 +71,18 @@ class _Dtype:
         return self.name
 
 
+# One dtype object per name, alive for the whole process. Triton's native binder caches a dtype's
+# type string by the object's identity: a fresh object per launch could be freed and another
+# dtype allocated at the same address, which then compiled with the dead one's type ("Both
+# operands must be same dtype. Got bf16 and fp16" for an fp16 launch, different each run).
+_DTYPES: dict[str, _Dtype] = {}
+
+
 class _Ptr:
     """A pointer argument: Triton derives ``*<type>`` from ``str(dtype)``; address 0 is 16-aligned."""
 
     def __init__(self, name):
-        self.dtype = _Dtype(name)
+        self.dtype = _DTYPES.setdefault(name, _Dtype(name))
 
     def data_ptr(self):
         return 0
