@@ -19,6 +19,19 @@ launch (``runtime/launch.py``), which makes these fix-ups safe:
   the host" and copies them back afterwards. Our arguments (:class:`HostArg`) already *are*
   host memory, so both copies are identities; :func:`skip_host_copies` skips them for launches
   whose every pointer argument is a :class:`HostArg`, and leaves any other launch to Triton.
+* **no dead overflow checks** (speed): the interpreter's options ask for Triton's integer-overflow
+  sanitizer (``sanitize_overflow=True``) but not for ``debug``, and ``device_assert`` is a no-op
+  without ``debug``. So every int32 ``+ - *`` (``pid * BLOCK + tl.arange(...)``, every index)
+  computed its operands again in int64, compared them with both bounds, and dropped the result
+  unchecked: a third of a small launch, and six extra passes over a wide block.
+  :func:`no_dead_overflow_checks` turns the sanitizer off whenever ``debug`` is off (as the GPU
+  compiler does by default); a ``debug=True`` interpreter keeps it, and checks it.
+* **bind once** (speed): every launch built a new ``GridExecutor`` (re-reading the kernel's
+  annotations) whose ``__call__`` ran ``inspect.getfullargspec`` and ``inspect.getcallargs``
+  (which runs it again): a fifth of a small launch. :func:`bind_once` keeps one executor per
+  kernel and binds arguments from the signature read once; the loop over the grid is Triton's.
+* **dtype lookups** (speed): ``_get_np_dtype`` builds a 19-entry dict (19 type hashes) at each
+  of its calls, about 17 per small launch; :func:`cached_np_dtypes` answers from a table.
 * **contiguous loads** (speed): the interpreter loads and stores lane by lane through one
   pointer per lane (about 9 ns a lane: most of a large elementwise op). :func:`contiguous_loads`
   copies a run of consecutive pointers whose masked-in lanes are a prefix as one slice; the
@@ -33,6 +46,8 @@ which is where a new Triton gets re-checked.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import inspect
 import warnings
 
 import numpy as np
@@ -40,7 +55,8 @@ import numpy as np
 CHECKED_VERSIONS = ("3.9.0",)
 
 installed: dict[str, bool] = {
-    "bf16_casts": False, "patch_once": False, "skip_host_copies": False, "contiguous_loads": False,
+    "bf16_casts": False, "patch_once": False, "skip_host_copies": False, "no_dead_overflow_checks": False,
+    "bind_once": False, "cached_np_dtypes": False, "contiguous_loads": False,
 }
 _stock: dict[str, object] = {}  # what each fix-up replaced, for remove_fixups (tests)
 
@@ -187,6 +203,128 @@ def skip_host_copies() -> None:
     installed["skip_host_copies"] = True
 
 
+def no_dead_overflow_checks() -> None:
+    """Skip the overflow sanitizer while ``debug`` is off: its checks are computed, then dropped."""
+    from triton.runtime import interpreter as interp
+
+    if installed["no_dead_overflow_checks"]:
+        return
+    builder = interp.interpreter_builder
+    _stock["no_dead_overflow_checks"] = builder.options
+    builder.options = dataclasses.replace(builder.options, sanitize_overflow=builder.options.debug)
+    installed["no_dead_overflow_checks"] = True
+
+
+class _Binder:
+    """A kernel's parameters, read once: binds a launch's arguments as ``inspect.getcallargs``."""
+
+    __slots__ = ("names", "accepted", "defaults")
+
+    def __init__(self, fn):
+        spec = inspect.getfullargspec(fn)
+        self.names = tuple(spec.args) + tuple(spec.kwonlyargs)
+        self.accepted = frozenset(self.names)
+        self.defaults = dict(zip(spec.args[len(spec.args) - len(spec.defaults or ()):], spec.defaults or ()))
+        self.defaults.update(spec.kwonlydefaults or {})
+
+    def bind(self, fn_name, args, kwargs) -> dict:
+        if len(args) > len(self.names):
+            raise TypeError(f"{fn_name}() takes {len(self.names)} arguments but {len(args)} were given")
+        bound = dict(zip(self.names, args))
+        for k, v in kwargs.items():
+            if k in bound:
+                raise TypeError(f"{fn_name}() got multiple values for argument '{k}'")
+            bound[k] = v
+        if len(bound) < len(self.names):
+            for name in self.names:
+                if name not in bound:
+                    if name not in self.defaults:
+                        raise TypeError(f"{fn_name}() missing required argument: '{name}'")
+                    bound[name] = self.defaults[name]
+        return bound
+
+
+def bind_once() -> None:
+    """One GridExecutor per kernel, and arguments bound from a signature read once."""
+    import triton
+    from triton.runtime import interpreter as interp
+
+    if installed["bind_once"]:
+        return
+    ex_cls, fn_cls = interp.GridExecutor, interp.InterpretedFunction
+    _stock["bind_once"] = (ex_cls.__call__, fn_cls.run)
+    executors: dict = {}  # rewritten kernel function -> (GridExecutor, _Binder)
+
+    def run(self, *args, grid, warmup, **kwargs):
+        if warmup:
+            return
+        fn = self.rewrite()
+        entry = executors.get(fn)
+        if entry is None or entry[0].pre_run_hooks is not self.pre_run_hooks:
+            entry = executors[fn] = (ex_cls(fn, self.arg_names, grid, self.pre_run_hooks), _Binder(fn))
+        executor = entry[0]
+        executor.grid = grid
+        return executor(*args, **kwargs)
+
+    def call(self, *args_dev, **kwargs):
+        # Triton's GridExecutor.__call__ (3.9.0), the signature read once instead of per launch.
+        binder = executors[self.fn][1] if self.fn in executors else _Binder(self.fn)
+        kwargs = {k: v for k, v in kwargs.items() if k in binder.accepted}
+        args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
+        for hook in self.pre_run_hooks:
+            hook(*args_hst, **kwargs_hst)
+        patch_scope = interp._patch_lang(self.fn)
+        try:
+            args = binder.bind(self.fn.__name__, args_hst, kwargs_hst)
+            args = {name: arg if name in self.constexprs else interp._implicit_cvt(arg) for name, arg in args.items()}
+            grid = self.grid(args) if callable(self.grid) else self.grid
+            assert len(grid) <= 3, "grid must have at most 3 dimensions"
+            grid = grid + (1, ) * (3 - len(grid))
+            interp.interpreter_builder.set_grid_dim(*grid)
+            try:
+                for x in range(grid[0]):
+                    for y in range(grid[1]):
+                        for z in range(grid[2]):
+                            interp.interpreter_builder.set_grid_idx(x, y, z)
+                            self.fn(**args)
+            except Exception as e:
+                if triton.knobs.compilation.front_end_debugging:
+                    raise
+                raise interp.InterpreterError(repr(e)) from e
+        finally:
+            patch_scope.restore()
+        self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
+
+    ex_cls.__call__, fn_cls.run = call, run
+    installed["bind_once"] = True
+
+
+def cached_np_dtypes() -> None:
+    """Answer the interpreter's Triton-dtype -> NumPy-dtype lookups from a table."""
+    import triton.language as tl
+    from triton.runtime import interpreter as interp
+
+    if installed["cached_np_dtypes"]:
+        return
+    stock = interp._get_np_dtype
+    _stock["cached_np_dtypes"] = stock
+    table: dict = {}
+    uint64 = np.dtype(np.uint64)
+
+    def _get_np_dtype(tt_dtype):
+        if isinstance(tt_dtype, tl.block_type):
+            tt_dtype = tt_dtype.element_ty
+        if isinstance(tt_dtype, tl.pointer_type):
+            return uint64
+        np_dtype = table.get(tt_dtype)
+        if np_dtype is None:
+            np_dtype = table[tt_dtype] = stock(tt_dtype)
+        return np_dtype
+
+    interp._get_np_dtype = _get_np_dtype
+    installed["cached_np_dtypes"] = True
+
+
 def _contiguous_span(ptrs, mask, itemsize):
     """``(address, k)`` when the first ``k`` lanes are the only ones masked in and their pointers
     are consecutive ``itemsize`` steps from ``address``; None otherwise (the stock path decides)."""
@@ -281,6 +419,9 @@ def apply_fixups() -> bool:
     fix_bf16_casts()
     patch_language_once()
     skip_host_copies()
+    no_dead_overflow_checks()
+    bind_once()
+    cached_np_dtypes()
     contiguous_loads()
     return True
 
@@ -294,6 +435,15 @@ def remove_fixups() -> None:
         interp.InterpreterBuilder.create_masked_load, interp.InterpreterBuilder.create_masked_store = _stock.pop(
             "contiguous_loads")
         installed["contiguous_loads"] = False
+    if installed["bind_once"]:
+        interp.GridExecutor.__call__, interp.InterpretedFunction.run = _stock.pop("bind_once")
+        installed["bind_once"] = False
+    if installed["cached_np_dtypes"]:
+        interp._get_np_dtype = _stock.pop("cached_np_dtypes")
+        installed["cached_np_dtypes"] = False
+    if installed["no_dead_overflow_checks"]:
+        interp.interpreter_builder.options = _stock.pop("no_dead_overflow_checks")
+        installed["no_dead_overflow_checks"] = False
     if installed["skip_host_copies"]:
         interp.GridExecutor._init_args_hst, interp.GridExecutor._restore_args_dev = _stock.pop("skip_host_copies")
         installed["skip_host_copies"] = False

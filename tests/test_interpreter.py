@@ -147,3 +147,69 @@ def test_contiguous_loads_match_stock(monkeypatch, dtype, n, step, holes, block)
     assert got.tobytes() == want.tobytes()
     slice_path = step == 1 and not holes and block >= interpreter._SPAN_MIN
     assert (lanes == []) == slice_path
+
+
+@triton.jit
+def _int32_math_kernel(src, dst, n, scale, BLOCK: tl.constexpr, OFFSET: tl.constexpr = 7):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(src + i, mask=i < n)
+    tl.store(dst + i, v * scale + OFFSET - i, mask=i < n)  # wraps past int32, as on the GPU
+
+
+def _int32_math(src, n, scale, block=64, **kwargs):
+    dst = tt.zeros(n, dtype=tt.int32)
+    launch(_int32_math_kernel, (triton.cdiv(n, block),), src, dst, n, scale, BLOCK=block, **kwargs)
+    return dst.numpy().copy()
+
+
+def test_overflow_checks_that_are_dropped_are_not_computed(monkeypatch):
+    src = tt.tensor([2**30, -2**30, 5, 2**31 - 1] * 25, dtype=tt.int32)
+    semantic = triton.runtime.interpreter.interpreter_semantic
+    asserts = []
+    real_assert = type(semantic).device_assert
+    monkeypatch.setattr(type(semantic), "device_assert", lambda self, *a: asserts.append(a) or real_assert(self, *a))
+    with stock_interpreter():
+        assert not triton.runtime.interpreter.interpreter_builder.options.debug
+        want = _int32_math(src, 100, 3)
+    assert asserts  # the stock interpreter builds the int32 overflow checks ...
+    assert all(real_assert(semantic, *a) is None for a in asserts)  # ... and drops them without debug
+    asserts.clear()
+    got = _int32_math(src, 100, 3)
+    assert asserts == []  # no longer built
+    assert got.tobytes() == want.tobytes()
+    ref = (src.numpy().astype(np.int64) * 3 + 7 - np.arange(100)).astype(np.int32)  # two's-complement wrap
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_np_dtype_table_answers_as_the_stock_lookup():
+    interp = triton.runtime.interpreter
+    assert interpreter.installed["cached_np_dtypes"]
+    stock = interpreter._stock["cached_np_dtypes"]
+    scalars = [tl.int1, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32, tl.int64, tl.uint64,
+               tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.float8e5, tl.float8e4nv]
+    types = scalars + [tl.pointer_type(s) for s in scalars] + [tl.block_type(s, [4, 2]) for s in scalars]
+    types += [tl.block_type(tl.pointer_type(tl.float16), [8])]
+    for _ in range(2):  # the second round answers from the table
+        for ty in types:
+            assert interp._get_np_dtype(ty) == stock(ty), ty
+
+
+def test_arguments_bound_once_as_the_stock_binder(monkeypatch):
+    src = tt.tensor(list(range(-50, 50)), dtype=tt.int32)
+    with stock_interpreter():
+        want = [_int32_math(src, 100, 3), _int32_math(src, 90, -2, block=32, OFFSET=-5)]
+    _int32_math(src, 100, 3)
+    specs = []
+    real = inspect.getfullargspec
+    monkeypatch.setattr(inspect, "getfullargspec", lambda *a: specs.append(a) or real(*a))
+    got = [_int32_math(src, 100, 3), _int32_math(src, 90, -2, block=32, OFFSET=-5)]
+    assert specs == []  # the signature was read at the first launch, not at each
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()
+    dst = tt.zeros(4, dtype=tt.int32)
+    with pytest.raises(TypeError, match="missing required argument: 'scale'"):
+        launch(_int32_math_kernel, (1,), src, dst, 4, BLOCK=4)
+    with pytest.raises(TypeError, match="multiple values for argument 'n'"):
+        launch(_int32_math_kernel, (1,), src, dst, 4, 1, n=4, BLOCK=4)
+    with pytest.raises(TypeError, match="takes 6 arguments but 7 were given"):
+        launch(_int32_math_kernel, (1,), src, dst, 4, 1, 4, 7, 0)
