@@ -203,7 +203,7 @@ def api_tour(rank, world):
         out["exc"] = (type(e).__name__, str(e), "\n".join(getattr(e, "__notes__", [])))
     start = time.monotonic()
     try:
-        rpc.rpc_sync("worker1", sleep_then, args=(3, 1), timeout=0.5)
+        rpc.rpc_sync("worker1", sleep_then, args=(1.5, 1), timeout=0.5)  # the callee still runs at 0.5 s
     except TimeoutError as e:
         out["timeout"] = (str(e), time.monotonic() - start)
     out["async_exec"] = rpc.rpc_sync("worker1", _mark_async(), args=("worker2" if world > 2 else "worker0", 2, 3))

@@ -33,7 +33,7 @@ def test_mismatch_raises_on_every_rank(kind):
 
 @pytest.mark.timeout(60)
 def test_timeout_names_the_rank_waited_for():
-    results = run_world(2, late_rank, 5.0, timeout=50, pg_timeout=1.5)
+    results = run_world(2, late_rank, 3.0, timeout=50, pg_timeout=1.5)  # rank 1 idles past rank 0's 1.5 s
     msg, elapsed = results[0][1]
     assert "DistTimeoutError" in msg and "timed out" in msg and "rank 1" in msg, msg
     assert 1.4 < elapsed < 4.0, elapsed
