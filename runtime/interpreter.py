@@ -168,9 +168,9 @@ def patch_language_once() -> None:
 
 
 def _only_host_args(values, descriptor) -> bool:
-    """True when every pointer-like value is a HostArg (a tuple's items included)."""
+    """True when every pointer-like value is a HostArg (a tuple's items and descriptors' bases included)."""
     for v in values:
-        if type(v) is HostArg:
+        if type(v) is HostArg or (isinstance(v, descriptor) and type(v.base) is HostArg):
             continue
         if hasattr(v, "data_ptr") or isinstance(v, descriptor):  # a foreign tensor: Triton copies it
             return False

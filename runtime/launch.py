@@ -15,6 +15,7 @@ tensors still work (slowly, like any host<->device round trip).
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import numpy as np
@@ -22,6 +23,7 @@ import numpy as np
 from . import cuda, interpreter, launch_log, memory, mode
 from .device import device
 from .interpreter import HostArg
+from triton.tools.tensor_descriptor import TensorDescriptor  # after .mode: it chose the interpreter or not
 
 if mode.CPU:
     interpreter.apply_fixups()
@@ -69,17 +71,12 @@ def launch(kernel, grid, *args, **kwargs) -> None:
     * ``dtype``: ``itemsize`` in bytes, and ``str(dtype)`` ends in the element type's canonical
       name (``float32``, ``bfloat16`` ...), from which Triton derives the pointer type.
 
-    Other arguments (numbers, tuples, dtypes) and every keyword argument go to Triton as given.
+    A ``triton.tools.tensor_descriptor.TensorDescriptor`` (a TMA descriptor) whose ``base`` is a
+    kernel buffer is passed with its base converted the same way. Other arguments (numbers,
+    tuples, dtypes) and every keyword argument go to Triton as given.
     """
     if mode.CPU:
-        conv = []
-        for a in args:
-            buffer = getattr(type(a), "__kernel_buffer__", None)
-            if buffer is None:
-                conv.append(a)
-            else:
-                storage, offset, shape, strides, dtype = buffer(a)
-                conv.append(HostArg(storage, dtype, offset, shape, strides))
+        conv = [_with_base(a, _host_arg) for a in args]
         if launch_log.PATH:  # TRITENSOR_RECORD_LAUNCHES: note it for tools/sm90_compile.py
             launch_log.record(kernel, conv, kwargs)
         # Masked-off lanes still compute in the interpreter (log of padding, ...): silence them.
@@ -91,25 +88,40 @@ def launch(kernel, grid, *args, **kwargs) -> None:
         _hook_triton_stream()
     stream = cuda.current_stream()  # also makes the device's context current in this thread
     staged: dict[int, tuple] = {}  # id(host storage) -> (host storage, device storage)
-    conv = []
-    for a in args:
-        buffer = getattr(type(a), "__kernel_buffer__", None)
-        if buffer is None:
-            conv.append(a)
-            continue
+
+    def dev_arg(a, buffer):
         st, offset, _shape, _strides, dtype = buffer(a)
         if st.device.type == "cpu":
             if id(st) not in staged:
                 dst = memory.CudaStorage(st.nbytes, _default_cuda(), stream)
                 memory.host_to_device(dst.data_ptr(), st.bytes_view(), stream)
                 staged[id(st)] = (st, dst)
-            conv.append(_DevArg(staged[id(st)][1].data_ptr() + offset * dtype.itemsize, dtype))
-        else:
-            st.record_stream(stream)
-            conv.append(_DevArg(st.data_ptr() + offset * dtype.itemsize, dtype))
+            return _DevArg(staged[id(st)][1].data_ptr() + offset * dtype.itemsize, dtype)
+        st.record_stream(stream)
+        return _DevArg(st.data_ptr() + offset * dtype.itemsize, dtype)
+
+    conv = [_with_base(a, dev_arg) for a in args]
     kernel[grid](*conv, **kwargs)
     for host, dev in staged.values():
         memory.device_to_host(host.bytes_view(), dev.data_ptr(), stream)
+
+
+def _host_arg(a, buffer) -> HostArg:
+    storage, offset, shape, strides, dtype = buffer(a)
+    return HostArg(storage, dtype, offset, shape, strides)
+
+
+def _with_base(a, convert):
+    """``a`` as the kernel receives it: ``convert(a, buffer)`` for a kernel buffer, a descriptor
+    over the converted base for a TensorDescriptor over one, anything else unchanged."""
+    buffer = getattr(type(a), "__kernel_buffer__", None)
+    if buffer is not None:
+        return convert(a, buffer)
+    if type(a) is TensorDescriptor:
+        base_buffer = getattr(type(a.base), "__kernel_buffer__", None)
+        if base_buffer is not None:
+            return dataclasses.replace(a, base=convert(a.base, base_buffer))
+    return a
 
 
 def _default_cuda():

@@ -10,7 +10,8 @@ without a GPU, through Triton's own JIT binder, so the specialisation is the one
 
 An entry is JSON: ``{"kernel": "module:qualname", "args": [...], "kwargs": {...}}`` where a
 buffer argument is ``{"ptr": "<element type>"}``, a ``triton.language`` dtype is
-``{"tl": "<name>"}``, a tuple is ``{"tuple": [...]}`` and numbers, strings and bools are as
+``{"tl": "<name>"}``, a tuple is ``{"tuple": [...]}``, a TMA ``TensorDescriptor`` is ``{"desc":
+{"dtype", "shape", "strides", "block_shape", "padding"}}`` and numbers, strings and bools are as
 given. Values are recorded exactly; the tool merges launches that differ only in integers of
 the same specialisation class.
 """
@@ -20,6 +21,8 @@ import atexit
 import json
 import os
 import threading
+
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 PATH = os.environ.get("TRITENSOR_RECORD_LAUNCHES") or None
 _seen: set[str] = set()
@@ -33,6 +36,9 @@ def encode(a):
         return a
     if isinstance(a, tuple):
         return {"tuple": [encode(x) for x in a]}
+    if isinstance(a, TensorDescriptor):
+        return {"desc": {"dtype": encode(a.base)["ptr"], "shape": list(a.shape), "strides": list(a.strides),
+                         "block_shape": list(a.block_shape), "padding": a.padding}}
     if hasattr(a, "data_ptr") and hasattr(a, "dtype"):
         return {"ptr": str(a.dtype).rsplit(".", 1)[-1]}
     if type(a).__name__ == "dtype" and type(a).__module__.startswith("triton"):

@@ -38,6 +38,7 @@ import triton.language as tl  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.runtime import driver  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 # Compile-time options a launcher sets only for the interpreter, and the value a GPU launch uses.
 INTERPRETER_ONLY = {"UPCAST": False}
@@ -66,6 +67,7 @@ class _FakeDriver:
 class _Dtype:
     def __init__(self, name):
         self.name = name
+        self.itemsize = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2}.get(name, 1)
 
     def __str__(self):
         return self.name
@@ -96,6 +98,9 @@ def _decode(v):
             return getattr(tl, v["tl"]) if hasattr(tl, v["tl"]) else tl.dtype(v["tl"])
         if "tuple" in v:
             return tuple(_decode(x) for x in v["tuple"])
+        if "desc" in v:
+            d = v["desc"]
+            return TensorDescriptor(_Ptr(d["dtype"]), d["shape"], d["strides"], d["block_shape"], d["padding"])
     return v
 
 
@@ -188,16 +193,19 @@ def _compile(entry: dict) -> list[tuple[str, str]]:
     kwargs = {k: _decode(v) for k, v in entry["kwargs"].items()}
     kwargs.update({k: v for k, v in INTERPRETER_ONLY.items() if k in kwargs})
     configs = _state["configs"].get(entry["kernel"])
-    variants = [("as recorded", kwargs)]
+    variants = [("as recorded", kwargs, None)]
     if configs:
         variants = []
         for c in configs:
             kw = {k: v for k, v in kwargs.items() if k not in c.kwargs and k not in ("num_warps", "num_stages")}
             kw.update(c.all_kwargs())
-            variants.append((str(c), kw))
+            variants.append((str(c), kw, c.pre_hook))
     out = []
-    for name, kw in variants:
+    names = [p.name for p in jf.params]
+    for name, kw, pre_hook in variants:
         try:
+            if pre_hook is not None:  # e.g. TMA descriptors take the config's block shapes
+                pre_hook({**dict(zip(names, args)), **kw})
             k = jf.warmup(*args, grid=(1,), **kw)
             smem = k.metadata.shared
             limit = SMEM_LIMIT.get(arch)

@@ -10,18 +10,24 @@ tile in shared memory (``.T`` is free for ``tl.dot``).
 
 Scope: 2-D problems, fp16/bf16 (fp32 tiles of these configs overflow shared memory), no epilogue, sizes large
 enough that persistence pays. Everything else goes to ``matmul.py``'s general kernel, which
-is also what CPU mode and pre-Hopper GPUs run. This file cannot run in Triton's interpreter
-(TMA is hardware), so it is only ever selected in GPU mode on compute capability 9.x.
+is also what CPU mode and pre-Hopper GPUs run: :func:`usable` selects this kernel in GPU mode
+on compute capability 9.x only. Triton's interpreter emulates descriptor loads and stores
+(zero fill and clipping at the edges included), so the tests call :func:`matmul` directly in
+CPU mode and check it against NumPy, with :data:`INTERPRET_CONFIG` in place of the autotuner and
+a few programs walking every tile (the persistent loop), and ``tests/test_sm90_compile.py``
+compiles it for sm_90 in every configuration.
 """
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
+from triton.tools.tensor_descriptor import TensorDescriptor
+
 from ..runtime import cuda, mode
 from ..runtime.launch import launch
 from .autotune import autotune
-from ._common import grouped_tile, input_precision
+from ._common import INTERPRET, grouped_tile, input_precision
 
 ENABLED = True  # set False to force the general kernel (the benchmark compares the two)
 MIN_DIM = 256  # below this a tile grid barely fills the SMs and persistence has nothing to amortise
@@ -35,11 +41,27 @@ def _set_block_shapes(nargs):
     nargs["c_desc"].block_shape = [bm, bn]
 
 
-CONFIGS = [
+# The interpreter: small tiles (its cost is per tile and per element) and two programs, so
+# each walks several tiles through the persistent loop.
+INTERPRET_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}
+INTERPRET_PROGRAMS = 2
+
+SMEM_BYTES = 232448  # sm_90's shared memory per block (the opt-in maximum)
+
+
+def _fits(conf) -> bool:
+    """Does a config's pipeline fit Hopper's shared memory? ``num_stages`` A and B tiles plus the
+    C tile the TMA store goes through, 2 bytes an element (fp16/bf16). The ones that do not fit
+    (128x128x128 or 128x256x64 at 4 stages, 128x256x128) fail with OutOfResources: the autotuner
+    would compile and discard them for every new shape (found by tools/sm90_compile.py)."""
+    m, n, k = conf.kwargs["BLOCK_M"], conf.kwargs["BLOCK_N"], conf.kwargs["BLOCK_K"]
+    return conf.num_stages * (m * k + k * n) * 2 + m * n * 2 <= SMEM_BYTES
+
+
+CONFIGS = [c for c in (
     triton.Config({"BLOCK_M": 128, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w,
                   pre_hook=_set_block_shapes)
-    for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)
-]
+    for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)) if _fits(c)]
 
 
 @autotune(configs=CONFIGS, key=["M", "N", "K", "A_T", "B_T", "INPUT_PRECISION"])
@@ -47,7 +69,7 @@ CONFIGS = [
 def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_SMS: tl.constexpr,
                                   A_T: tl.constexpr, B_T: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                                  GROUP_M: tl.constexpr):
+                                  GROUP_M: tl.constexpr, UPCAST: tl.constexpr = False):
     start_pid = tl.program_id(0)
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -69,6 +91,9 @@ def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_SMS: tl.c
                 b = b_desc.load([off_n, off_k]).T
             else:
                 b = b_desc.load([off_k, off_n])
+            if UPCAST:  # the interpreter's bf16 arithmetic is wrong: its tiles go to fp32 first
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))  # TMA clips the store at the edges
 
@@ -109,16 +134,10 @@ _num_sms: dict[int, int] = {}
 
 
 def matmul(out, a, b, allow_tf32: bool) -> None:
-    """out = a @ b for 2-D operands that :func:`usable` accepted."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
-
+    """out = a @ b for 2-D fp16/bf16 operands in the layouts :func:`_tma_layout` accepts (what
+    :func:`usable` checks on a GPU; the tests call it directly in CPU mode)."""
     M, K = a.shape
     N = b.shape[1]
-    idx = a.device.index
-    if idx not in _num_sms:
-        _num_sms[idx] = cuda.get_device_properties(idx).multi_processor_count
-    num_sms = _num_sms[idx]
     a_t, b_t = _tma_layout(a) == "t", _tma_layout(b) == "t"
     # Block shapes below are placeholders: the pre-hook sets the tuned config's before launch.
     a_desc = (TensorDescriptor(a, [K, M], [a.stride(1), 1], [64, 128]) if a_t
@@ -126,9 +145,19 @@ def matmul(out, a, b, allow_tf32: bool) -> None:
     b_desc = (TensorDescriptor(b, [N, K], [b.stride(1), 1], [128, 64]) if b_t
               else TensorDescriptor(b, [K, N], [b.stride(0), 1], [64, 128]))
     c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [128, 128])
+    meta = dict(A_T=a_t, B_T=b_t, INPUT_PRECISION=input_precision(a.dtype.name, allow_tf32))
+    if INTERPRET:
+        meta.update(INTERPRET_CONFIG, UPCAST=True)
+        num_sms = INTERPRET_PROGRAMS
+        _set_block_shapes({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **meta})
+    else:
+        idx = a.device.index
+        if idx not in _num_sms:
+            _num_sms[idx] = cuda.get_device_properties(idx).multi_processor_count
+        num_sms = _num_sms[idx]
 
     def grid(META):
         return (min(num_sms, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
 
-    launch(_matmul_tma_persistent_kernel, grid, a_desc, b_desc, c_desc, M, N, K, NUM_SMS=num_sms,
-           A_T=a_t, B_T=b_t, INPUT_PRECISION=input_precision(a.dtype.name, allow_tf32))
+    launch(_matmul_tma_persistent_kernel, grid, a_desc, b_desc, c_desc, M, N, K,
+           NUM_SMS=num_sms, **meta)
