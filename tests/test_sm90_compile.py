@@ -47,11 +47,14 @@ scaler.scale(F.cross_entropy(out.float(), target)).backward()
 scaler.unscale_(opt); scaler.step(opt); scaler.update()
 idx = tt.tensor(np.array([0, 2, 2], dtype=np.int64))
 x = tt.randn(5, 4); x[idx]; x.index_select(0, idx)
-from tritensor.triton_kernels import matmul_tma  # GPU mode selects it on sm_90: compile it too
+from tritensor.triton_kernels import attention_tma, matmul_tma  # GPU mode selects them on sm_90: compile them too
 for dt in (tt.float16, tt.bfloat16):
     a, b = tt.randn(96, 72).to(dt), tt.randn(72, 80).to(dt)
     matmul_tma.matmul(tt.empty(96, 80, dtype=dt), a, b, False)
     matmul_tma.matmul(tt.empty(96, 80, dtype=dt), a.t().contiguous().t(), b.t().contiguous().t(), False)
+for dt, D, causal in ((tt.float16, 64, True), (tt.bfloat16, 128, False)):
+    q, k = tt.randn(1, 2, 80, D).to(dt), tt.randn(1, 1, 96, D).to(dt)
+    attention_tma.forward(tt.empty(1, 2, 80, D, dtype=dt), tt.empty(2, 80), q, k, k, 2, D ** -0.5, 16, causal)
 """
 
 
@@ -69,6 +72,7 @@ def test_every_recorded_kernel_compiles_for_sm90(tmp_path):
     assert r.returncode == 0, report
     kernels = [ln for ln in r.stdout.splitlines() if ln.startswith("ok ")]
     # the families the workload touches: elementwise, reduce, softmax, layer_norm, matmul, conv,
-    # pool, loss, optim, amp, index, cast, cumsum, and the Hopper TMA matmul
-    assert len(kernels) >= 14, report
+    # pool, loss, optim, amp, index, cast, cumsum, and the Hopper TMA matmul and attention forward
+    assert len(kernels) >= 15, report
     assert any("_matmul_tma_persistent_kernel" in ln for ln in kernels), report
+    assert any("_attn_fwd_tma" in ln for ln in kernels), report

@@ -29,6 +29,7 @@ import numpy as np
 from ...backends import cuda as _backends
 from ...triton_kernels import attention as _fwd
 from ...triton_kernels import attention_bwd as _bwd
+from ...triton_kernels import attention_tma as _fwd_tma
 from ...triton_kernels._common import collapse, f64_bits, input_precision
 from ...runtime import dtype as dt
 from ..generator import take_counters
@@ -194,6 +195,9 @@ def forward(q, k, v, mask, plan):
     acc = dt.float64 if q.dtype is dt.float64 else dt.float32
     lse = TensorBase._empty((math.prod(q.shape[:-2]), L), acc, q.device)
     if out.numel() == 0:
+        return out, lse
+    if _fwd_tma.usable(out, q, k, v, plan.mask_kind, plan.dropout_p):  # Hopper, the plain case: TMA tiles
+        _fwd_tma.forward(out, lse, q, k, v, plan.group, plan.scale, plan.causal_offset, plan.is_causal)
         return out, lse
     shape, strides = _layout(q, k, v, out, mask, nb)
     scale_bits, drop_bits = _scale_bits(plan)
