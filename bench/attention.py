@@ -1,6 +1,8 @@
 """Attention family: fused ``scaled_dot_product_attention`` forward and forward+backward
 (triton_kernels/attention.py, attention_bwd.py) against torch's SDPA (flash backend) on a GPU,
-or the materialised NumPy softmax(QKᵀ)V in CPU mode.
+or the materialised NumPy softmax(QKᵀ)V in CPU mode. On a GPU the fp16/bf16 forward runs whatever the
+core entry selects (on Hopper: ``attention_tma.py``'s TMA kernel); a second row, "(general
+kernel)", times ``attention.py``'s kernel with the Hopper one switched off.
 
 Shapes follow FlashAttention's benchmark: batch 4, heads 2048 / head_dim (32 heads at 64, 16 at
 128), L = S = the size, causal and not. FLOPs: forward 4·B·H·L·S·D (two GEMMs; halved when
@@ -15,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .common import Case, Context
+from ..triton_kernels import attention_tma
+from .common import Case, Context, with_kernel_off
 
 BATCH = 4
 
@@ -115,6 +118,11 @@ def cases(ctx: Context) -> list:
                                     lambda q=q, k=k, v=v, c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c),
                                     flops=flops, peer=peer, peer_name=name + ("(flash)" if name == "torch" and dt !=
                                                                                  "float32" else "")))
+                    if ctx.gpu and dt != "float32" and D in attention_tma.HEAD_DIMS:
+                        out.append(Case("attention", "sdpa fwd (general kernel)", shape, dt, n,
+                                        with_kernel_off(attention_tma, lambda q=q, k=k, v=v, c=causal:
+                                                        F.scaled_dot_product_attention(q, k, v, is_causal=c)),
+                                        flops=flops, peer=peer, peer_name=out[-1].peer_name))
                     qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
 
                     def run(q=qg, k=kg, v=vg, do=do, c=causal):

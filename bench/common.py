@@ -111,6 +111,18 @@ class Context:
         return "numpy(fp32)" if dtype == "bfloat16" else "numpy"
 
 
+def with_kernel_off(module, fn):
+    """``fn`` run with ``module.ENABLED`` False: a Hopper variant (``matmul_tma``,
+    ``attention_tma``) switched off, so a row times the general kernel it replaces."""
+    def run():
+        module.ENABLED = False
+        try:
+            return fn()
+        finally:
+            module.ENABLED = True
+    return run
+
+
 def _import_torch():
     """torch as the GPU peer, only in the benchmark process and only if installed."""
     try:

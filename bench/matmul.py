@@ -1,7 +1,13 @@
-"""Matmul family: square GEMMs, and the fused linear + gelu epilogue (triton_kernels/matmul.py)."""
+"""Matmul family: square GEMMs, and the fused linear + gelu epilogue (triton_kernels/matmul.py).
+
+On a GPU the fp16/bf16 rows run whatever the launcher selects (on Hopper: the persistent TMA
+kernel of ``matmul_tma.py``); a second row, "(general kernel)", times ``matmul.py``'s kernel with
+the Hopper one switched off.
+"""
 from __future__ import annotations
 
-from .common import Case, Context
+from ..triton_kernels import matmul_tma
+from .common import Case, Context, with_kernel_off
 
 
 def cases(ctx: Context) -> list:
@@ -16,6 +22,10 @@ def cases(ctx: Context) -> list:
             peer, name = ctx.make_peer(dt, (a, b), lambda x, y: x @ y, lambda x, y: x @ y)
             out.append(Case("matmul", "a @ b", f"{n}x{n}x{n}", dt, n, lambda a=a, b=b: a @ b, flops=2.0 * n**3,
                             peer=peer, peer_name=name))
+            if ctx.gpu and dt != "float32":
+                out.append(Case("matmul", "a @ b (general kernel)", f"{n}x{n}x{n}", dt, n,
+                                with_kernel_off(matmul_tma, lambda a=a, b=b: a @ b), flops=2.0 * n**3,
+                                peer=peer, peer_name=name))
             if not ctx.quick:
                 bias = ctx.randn((n,), dt)
                 torch_fn = None

@@ -93,3 +93,20 @@ def test_attention_family_reports_forward_and_backward(tmp_path, capsys):
     assert ops == {(op, c) for op in ("sdpa fwd", "sdpa fwd+bwd") for c in (False, True)}
     for r in rows:
         assert r["unit"] == "TFLOP/s" and r["throughput"] > 0 and r["peer_ms"] > 0
+
+
+def test_general_kernel_rows_switch_the_hopper_kernel_off_and_back():
+    from tritensor.bench.common import with_kernel_off
+    from tritensor.triton_kernels import attention_tma, matmul_tma
+
+    for module in (attention_tma, matmul_tma):
+        seen = []
+        with_kernel_off(module, lambda: seen.append(module.ENABLED))()
+        assert seen == [False] and module.ENABLED is True
+
+        def boom():
+            raise ValueError("kernel failed")
+
+        with pytest.raises(ValueError):
+            with_kernel_off(module, boom)()
+        assert module.ENABLED is True
