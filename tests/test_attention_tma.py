@@ -4,7 +4,7 @@ Triton's interpreter.
 On a GPU ``core/ops/attention.py`` selects this kernel only on compute capability 9.x
 (``attention_tma.usable``); CPU mode never selects it. The interpreter emulates TMA descriptors
 (rows past L or S load as zeros, the O store is clipped), so these tests call the kernel's
-launcher directly: head dims 64 and 128, fp16 and bf16, ragged lengths over several key blocks,
+launcher directly, in CPU mode and on an sm_90 GPU alike: head dims 64 and 128, fp16 and bf16, ragged lengths over several key blocks,
 L != S with both causal alignments (rows that see no key give 0 and an infinite log-sum-exp),
 grouped-query heads, a strided (batch, L, heads, D) layout, and no batch dim. The log-sum-exp,
 which the backward kernels read, must equal the general kernel's; the output uses the
@@ -22,7 +22,9 @@ from tritensor.core.ops import attention as core_attn
 from tritensor.runtime import mode
 from tritensor.triton_kernels import attention_tma
 
-pytestmark = pytest.mark.skipif(mode.GPU, reason="on a GPU the core entry's own selection runs it (test_attention)")
+# CPU mode: the interpreter. GPU mode: the same tests on an sm_90 device (TMA is Hopper's).
+pytestmark = pytest.mark.skipif(mode.GPU and tt.cuda.get_device_capability()[0] != 9, reason="TMA needs sm_90")
+DEV = "cuda" if mode.GPU else "cpu"
 
 rng = np.random.default_rng(2024)
 
@@ -31,8 +33,8 @@ def _operand(shape, dtype, seq_major=False):
     """(tensor, its values in float64); ``seq_major``: a (B, L, H, D) buffer viewed as (B, H, L, D)."""
     x = rng.standard_normal(shape)
     if not seq_major:
-        return tt.tensor(x.astype(NP[dtype])), rounded(x, dtype)
-    t = tt.tensor(np.ascontiguousarray(np.swapaxes(x, 1, 2)).astype(NP[dtype])).transpose(1, 2)
+        return tt.tensor(x.astype(NP[dtype]), device=DEV), rounded(x, dtype)
+    t = tt.tensor(np.ascontiguousarray(np.swapaxes(x, 1, 2)).astype(NP[dtype]), device=DEV).transpose(1, 2)
     return t, rounded(x, dtype)
 
 
@@ -41,12 +43,16 @@ def _run(q, k, v, causal_offset=None, scale=None):
     H, L, D = q.shape[-3], q.shape[-2], q.shape[-1]
     group = H // k.shape[-3]
     sc = 1 / math.sqrt(D) if scale is None else scale
-    out = tt.empty(*q.shape, dtype=q.dtype)
-    lse = tt.empty(math.prod(q.shape[:-2]), L, dtype=tt.float32)
+    out = tt.empty(*q.shape, dtype=q.dtype, device=DEV)
+    lse = tt.empty(math.prod(q.shape[:-2]), L, dtype=tt.float32, device=DEV)
     attention_tma.forward(out, lse, q, k, v, group, sc, causal_offset or 0, causal_offset is not None)
     q2, k2, v2, mask, plan = core_attn.prepare(q, k, v, None, 0.0, False, sc, group > 1, causal_offset=causal_offset)
-    _, lse_general = core_attn.forward(q2, k2, v2, mask, plan)
-    return out, lse, lse_general
+    attention_tma.ENABLED = False  # on an sm_90 GPU the core entry would pick the TMA kernel itself
+    try:
+        _, lse_general = core_attn.forward(q2, k2, v2, mask, plan)
+    finally:
+        attention_tma.ENABLED = True
+    return out, lse, lse_general.cpu()
 
 
 @pytest.mark.parametrize("dtype", [tt.float16, tt.bfloat16])
@@ -65,7 +71,7 @@ def test_tma_forward_matches_float64(dtype, D, B, H, Hk, L, S, causal):
     assert_close(out, reference(q64, k64, v64, causal_offset=causal, group=H // Hk), dtype, "attention", k=S)
     assert_close(lse, lse_general.numpy(), tt.float32)  # what the backward kernels read
     if causal is not None and causal < 0:
-        assert np.isinf(lse.numpy()[:, :-causal]).all() and (out.float().numpy()[:, :, :-causal] == 0).all()
+        assert np.isinf(lse.cpu().numpy()[:, :-causal]).all() and (out.float().cpu().numpy()[:, :, :-causal] == 0).all()
 
 
 @pytest.mark.parametrize("dtype", [tt.float16, tt.bfloat16])
@@ -85,6 +91,6 @@ def test_strided_layout_and_no_batch_dim(dtype):
     assert_close(lse3, lse3_general.numpy(), tt.float32)
 
 
-def test_cpu_mode_never_selects_it():
-    q = tt.ones(1, 2, 256, 64, dtype=tt.float16)
-    assert not attention_tma.usable(tt.empty(1, 2, 256, 64, dtype=tt.float16), q, q, q, None, 0.0)
+def test_selected_on_hopper_only():
+    q = tt.ones(1, 2, 256, 64, dtype=tt.float16, device=DEV)
+    assert attention_tma.usable(tt.empty(1, 2, 256, 64, dtype=tt.float16, device=DEV), q, q, q, None, 0.0) == mode.GPU
