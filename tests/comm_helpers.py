@@ -18,6 +18,7 @@ a run whose environment sets one of them otherwise starts its ranks with spawn.
 from __future__ import annotations
 
 import multiprocessing as mp
+from multiprocessing import forkserver
 import os
 import queue
 import socket
@@ -44,8 +45,6 @@ def _context(env: dict):
     """The fork server's context, or spawn's when ``env`` differs from it in an import-time variable."""
     global _server_env
     if _server_env is None:  # start the server now, in this environment, with tritensor imported
-        from multiprocessing import forkserver
-
         _server_env = {k: os.environ.get(k) for k in IMPORT_TIME_ENV}
         mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
         forkserver.ensure_running()

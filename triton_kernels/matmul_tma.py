@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..runtime import cuda, mode
