@@ -111,6 +111,19 @@ def slow_agent_install(rank):
     current.set_agent = slow
 
 
+def barrier_without_the_last(rank, world):
+    """Every worker but the last reaches a barrier; the ones waiting must name the one missing."""
+    from tritensor.comm.rpc import api
+
+    if rank == world - 1:
+        return None
+    try:
+        api._barrier("probe", 1.5)
+    except TimeoutError as e:
+        return str(e)
+    return "no timeout"
+
+
 def first_call_right_after_init(rank, world):
     import tritensor.comm.rpc as rpc
 

@@ -72,6 +72,16 @@ def test_no_worker_returns_from_init_before_every_agent_is_installed():
     assert res[0] == ("ok", (0, [])) and res[1] == ("ok", (None, [])), res
 
 
+def test_barrier_timeout_names_the_workers_it_waits_for():
+    res = rpc_helpers.run_rpc(3, "barrier_without_the_last")
+    for r in (0, 1):
+        status, (msg, _leaks) = res[r]
+        assert status == "ok", res
+        assert "'probe'" in msg and "2 of 3 arrived; waiting for 'worker2' (id 2)" in msg, msg
+        assert "worker0" not in msg and "worker1" not in msg, msg
+    assert res[2][0] == "ok", res
+
+
 def test_api_checks_before_init():
     import tritensor.comm.rpc as rpc
 

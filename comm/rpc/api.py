@@ -79,15 +79,19 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
 
 
 def _barrier(tag: str, timeout: float):
+    """Wait until every worker has reached ``tag``; a timeout names the workers that have not."""
     a = _require_agent(tag)
     key = f"rpc/barrier/{tag}"
+    _store.set(f"{key}/arrived/{a.rank}", "1")  # before the count: a worker counted is a worker named
     if _store.add(key, 1) == a.world_size:
         _store.set(key + "/done", "1")
     deadline = time.monotonic() + timeout
     while not _store.check([key + "/done"]):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"rpc: timed out after {timeout:g}s waiting for every worker at '{tag}' "
-                               f"({_store.add(key, 0)} of {a.world_size} arrived)")
+            missing = [w for w in a.workers if not _store.check([f"{key}/arrived/{w.id}"])]
+            names = ", ".join(f"'{w.name}' (id {w.id})" for w in missing)
+            raise TimeoutError(f"rpc: timed out after {timeout:g}s waiting for every worker at '{tag}': "
+                               f"{a.world_size - len(missing)} of {a.world_size} arrived; waiting for {names}")
         a.pump()
         time.sleep(0.01)
 
