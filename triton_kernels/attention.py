@@ -125,6 +125,22 @@ def dropout_keep(seed, rng_base, mi, nj, S, dropout_p):
 
 
 @triton.jit
+def online_softmax_step(s, m_i, l_i, BASE2: tl.constexpr):
+    """One key block of the online softmax: the block's unnormalised probabilities ``p``, the
+    factor ``alpha`` that rescales what was accumulated under the old row maximum, and the new
+    row sum and maximum. ``BASE2``: ``s`` is in base 2 (``exp2``), else natural (``exp``)."""
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing yet: exp(-inf - 0) = 0
+    if BASE2:
+        p = tl.math.exp2(s - m_use[:, None])
+        alpha = tl.math.exp2(m_i - m_use)
+    else:
+        p = tl.exp(s - m_use[:, None])
+        alpha = tl.exp(m_i - m_use)
+    return p, alpha, l_i * alpha + tl.sum(p, 1), m_new
+
+
+@triton.jit
 def _fwd_tile(acc, l_i, m_i, q, k_base, v_base, mask_base, start_n, offs_m, L, S, scale, causal_offset,
               skn, skd, svn, svd, smm, smn, seed, rng_base, dropout_p, drop_scale,
               D: tl.constexpr, DV: tl.constexpr, EDGE: tl.constexpr, IS_CAUSAL: tl.constexpr,
@@ -145,11 +161,7 @@ def _fwd_tile(acc, l_i, m_i, q, k_base, v_base, mask_base, start_n, offs_m, L, S
     s = tl.dot(q, kt, input_precision=INPUT_PRECISION, out_dtype=acc.dtype) * scale
     s = score_mask(s, offs_m[:, None], offs_n[None, :], L, S, causal_offset,
                    mask_base + offs_m[:, None] * smm + offs_n[None, :] * smn, IS_CAUSAL, MASK_KIND, EDGE)
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing yet: exp(-inf - 0) = 0
-    p = tl.exp(s - m_use[:, None])
-    alpha = tl.exp(m_i - m_use)
-    l_i = l_i * alpha + tl.sum(p, 1)
+    p, alpha, l_i, m_new = online_softmax_step(s, m_i, l_i, False)
     acc = acc * alpha[:, None]
     if HAS_DROPOUT:
         p = tl.where(dropout_keep(seed, rng_base, offs_m[:, None], offs_n[None, :], S, dropout_p), p * drop_scale, 0.0)

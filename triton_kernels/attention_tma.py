@@ -37,7 +37,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from ..runtime import cuda, mode
 from ..runtime.launch import launch
 from ._common import INTERPRET
-from .attention import MAX_GRID_Y, causal_key_bounds, interpret_blocks, score_mask, seq_bucket
+from .attention import MAX_GRID_Y, causal_key_bounds, interpret_blocks, online_softmax_step, score_mask, seq_bucket
 from .autotune import autotune
 
 ENABLED = True  # set False to force the general kernel (the benchmark compares the two)
@@ -88,11 +88,7 @@ def _tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, L, S, qk_sca
     if EDGE:  # the causal band and the tail past S; whole blocks before them need no mask
         offs_n = start_n + tl.arange(0, BLOCK_N)
         s = score_mask(s, offs_m[:, None], offs_n[None, :], L, S, causal_offset, L, IS_CAUSAL, 0, True)
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing yet: exp2(-inf - 0) = 0
-    p = tl.math.exp2(s - m_use[:, None])
-    alpha = tl.math.exp2(m_i - m_use)
-    l_i = l_i * alpha + tl.sum(p, 1)
+    p, alpha, l_i, m_new = online_softmax_step(s, m_i, l_i, True)
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, l_i, m_new
 
