@@ -14,7 +14,10 @@ Forward and backward compute are left out, so the rows compare communication and
   through an autograd Function whose backward returns the prefilled gradients, which
   ``AccumulateGrad`` adds into the bucket views (one pass over memory, as ours).
 
-Both backends alternate in every round inside the same processes (so both see the same
+``--device cuda`` puts parameters and gradients on the GPU (every rank on device 0: two ranks
+share one GPU), as issue 12's GPU row asks: tritensor's collectives stage the buckets through
+pinned host memory, torch's gloo does the same; each timed round ends with a device
+synchronize. Both backends alternate in every round inside the same processes (so both see the same
 machine load); a row keeps each backend's best round of the slowest rank's mean step time.
 Bytes per step: the payload handed to the process group's ``all_reduce`` by the hook in one
 step (counted by wrapping it), per rank; for PowerSGD also what the formula predicts:
@@ -109,7 +112,7 @@ class _Counter:
         module.all_reduce = counting
 
 
-def _tt_setup(name, shapes, grads):
+def _tt_setup(name, shapes, grads, device):
     import numpy as np
 
     import tritensor as tt
@@ -119,7 +122,7 @@ def _tt_setup(name, shapes, grads):
 
     m = nn.Module()
     for i, s in enumerate(shapes):
-        setattr(m, f"p{i}", nn.Parameter(tt.from_numpy(np.zeros(s, np.float32))))
+        setattr(m, f"p{i}", nn.Parameter(tt.from_numpy(np.zeros(s, np.float32)).to(device)))
     ddp = DDP(m, gradient_as_bucket_view=True)
     state, hook = _tt_hook(name, dist)
     ddp.register_comm_hook(state, hook)
@@ -127,18 +130,27 @@ def _tt_setup(name, shapes, grads):
     params = red.params
     for i, p in enumerate(params):
         p.grad = red.views[i]  # gradients live in their bucket slots, as after a first backward
-    views = [red.views[i].numpy() for i in range(len(params))]
     order = list(reversed(range(len(params))))
+    if device == "cpu":
+        views = [red.views[i].numpy() for i in range(len(params))]
+
+        def fill(i):
+            np.copyto(views[i], grads[i])
+    else:  # a device-to-device copy into the bucket slot, as accumulating a gradient there is
+        src = [tt.from_numpy(g).to(device) for g in grads]
+
+        def fill(i):
+            red.views[i].copy_(src[i])
 
     def step():
         red.prepare_for_backward(set())
         for i in order:
-            np.copyto(views[i], grads[i])
+            fill(i)
             red._on_grad_ready(i)
     return step
 
 
-def _torch_setup(name, shapes, grads):
+def _torch_setup(name, shapes, grads, device):
     import torch
     from torch.nn.parallel import DistributedDataParallel as TDDP
 
@@ -154,12 +166,12 @@ def _torch_setup(name, shapes, grads):
     class M(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(s)) for s in shapes])
+            self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(s, device=device)) for s in shapes])
 
         def forward(self):
             return Filled.apply(*self.ps)
 
-    tgrads = [torch.from_numpy(g) for g in grads]
+    tgrads = [torch.from_numpy(g).to(device) for g in grads]
     ddp = TDDP(M(), gradient_as_bucket_view=True)
     state, hook = _torch_hook(name)
     ddp.register_comm_hook(state, hook)
@@ -169,12 +181,16 @@ def _torch_setup(name, shapes, grads):
     return step
 
 
-def _worker(rank, world, port, tport, hooks, target, steps, warmup, rounds, use_torch, q):
+def _worker(rank, world, port, tport, hooks, target, steps, warmup, rounds, use_torch, device, q):
     try:
         import numpy as np
 
+        import tritensor as tt
         import tritensor.comm as dist
         from tritensor.comm import collectives
+
+        if device != "cpu":
+            tt.cuda.set_device(0)
 
         dist.init_process_group("tcp", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=1200)
@@ -184,6 +200,8 @@ def _worker(rank, world, port, tport, hooks, target, steps, warmup, rounds, use_
             import torch.distributed as tdist
 
             torch.set_num_threads(1)
+            if device != "cpu":
+                torch.cuda.set_device(0)
             tdist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{tport}", rank=rank, world_size=world)
         shapes = model_shapes(target)
         rng = np.random.default_rng(rank)
@@ -193,10 +211,12 @@ def _worker(rank, world, port, tport, hooks, target, steps, warmup, rounds, use_
             counters["torch"] = _Counter(tdist)
         rows = []
         for name in hooks:
-            steppers = {"tritensor": _tt_setup(name, shapes, grads)}
+            steppers = {"tritensor": _tt_setup(name, shapes, grads, device)}
+            syncs = {"tritensor": tt.cuda.synchronize if device != "cpu" else (lambda: None)}
             if tdist is not None:
+                syncs["torch"] = torch.cuda.synchronize if device != "cpu" else (lambda: None)
                 try:
-                    steppers["torch"] = _torch_setup(name, shapes, grads)
+                    steppers["torch"] = _torch_setup(name, shapes, grads, device)
                 except Exception as e:  # e.g. a dtype gloo cannot reduce
                     steppers["torch"] = e
             best = {k: math.inf for k in steppers}
@@ -222,6 +242,7 @@ def _worker(rank, world, port, tport, hooks, target, steps, warmup, rounds, use_
                     t0 = time.perf_counter()
                     for _ in range(steps):
                         step()
+                    syncs[backend]()
                     el = (time.perf_counter() - t0) / steps
                     a = np.array([el], np.float64)
                     dist.all_reduce(a, op=dist.ReduceOp.MAX)
@@ -246,8 +267,8 @@ def _worker(rank, world, port, tport, hooks, target, steps, warmup, rounds, use_
         q.put((rank, None, traceback.format_exc()))
 
 
-def run(world, hooks, target, steps, warmup, rounds, use_torch, timeout):
-    return run_ranks(_worker, world, (hooks, target, steps, warmup, rounds, use_torch), timeout)
+def run(world, hooks, target, steps, warmup, rounds, use_torch, timeout, device="cpu"):
+    return run_ranks(_worker, world, (hooks, target, steps, warmup, rounds, use_torch, device), timeout)
 
 
 def _mb(n):
@@ -283,6 +304,8 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=5, help="timed steps per round (default 5)")
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds; best kept (default 3)")
     p.add_argument("--no-torch", action="store_true", help="do not time torch DDP even if torch is importable")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where parameters and gradients live (cuda: every rank on GPU 0)")
     p.add_argument("--json", default=None, help="also write the rows to this file")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per world size before giving up")
     args = p.parse_args(argv)
@@ -298,6 +321,11 @@ def main(argv=None) -> int:
         p.error("--world: expected world sizes >= 2")
     if args.steps < 1 or args.rounds < 1 or not args.params > 0:
         p.error("--steps, --rounds, --params: expected positive numbers")
+    if args.device == "cuda":
+        import tritensor as tt
+
+        if not tt.cuda.is_available():
+            p.error("--device cuda: no GPU here (CPU mode); leave it out to run on CPU tensors")
     target = int(0.5e6) if args.quick else int(args.params * 1e6)
     steps, rounds = (1, 2) if args.quick else (args.steps, args.rounds)
     use_torch = False
@@ -315,7 +343,7 @@ def main(argv=None) -> int:
     print(f"# command: python -m tritensor.bench ddp {' '.join(argv if argv is not None else sys.argv[1:])}")
     all_rows = []
     for w in worlds:
-        rows = run(w, hooks, target, steps, 3, rounds, use_torch, args.timeout)
+        rows = run(w, hooks, target, steps, 3, rounds, use_torch, args.timeout, args.device)
         all_rows += rows
         print(table(rows, w), flush=True)
     if args.json:

@@ -5,6 +5,9 @@ checked is what the report derives: the model sizes, PowerSGD's byte formula (by
 `python -m tritensor.bench rpc` runs two workers and prints every row."""
 import math
 
+import pytest
+
+import tritensor as tt
 from tritensor.bench import ddp, rpc
 
 
@@ -31,3 +34,11 @@ def test_bench_rpc_runs_without_peer(capsys):
     for _, name, _ in rpc.ROWS:
         assert name in out
     assert "| - |" in out  # no peer column values
+
+
+def test_bench_ddp_device_cuda_needs_a_gpu(capsys):
+    if tt.cuda.is_available():
+        pytest.skip("a GPU is here: --device cuda is valid")
+    with pytest.raises(SystemExit):
+        ddp.main(["--device", "cuda", "--quick"])
+    assert "--device cuda: no GPU here" in capsys.readouterr().err
