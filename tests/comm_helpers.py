@@ -12,7 +12,8 @@ importing tritensor again (about 0.4 s of CPU per rank, half of the suite's CPU 
 fork server is as clean as a spawned child: none of the parent's threads, sockets or test
 state, and each rank takes the parent's environment as it is at ``run_world`` (what spawn gives
 it). Only the variables tritensor reads at import (``IMPORT_TIME_ENV``) are the fork server's:
-a run whose environment sets one of them otherwise starts its ranks with spawn.
+a run whose environment sets one of them otherwise starts its ranks with spawn. In GPU mode the
+ranks are always spawned (a process forked after CUDA was initialised cannot use it).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import queue
 import socket
 import time
 import traceback
+
+from tritensor.runtime import mode
 
 SECRET = "tritensor-comm-tests-secret"
 
@@ -42,8 +45,12 @@ _server_env: dict | None = None  # IMPORT_TIME_ENV as the fork server imported t
 
 
 def _context(env: dict):
-    """The fork server's context, or spawn's when ``env`` differs from it in an import-time variable."""
+    """The fork server's context, or spawn's when ``env`` differs from it in an import-time variable,
+    and always on a GPU: importing tritensor there initialises the CUDA driver (``runtime/mode.py``),
+    and a process forked from one that has cannot use CUDA."""
     global _server_env
+    if mode.GPU:
+        return mp.get_context("spawn")
     if _server_env is None:  # start the server now, in this environment, with tritensor imported
         _server_env = {k: os.environ.get(k) for k in IMPORT_TIME_ENV}
         mp.get_context("forkserver").set_forkserver_preload(PRELOAD)
