@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import inspect
 import warnings
 
@@ -58,7 +59,27 @@ installed: dict[str, bool] = {
     "bf16_casts": False, "patch_once": False, "skip_host_copies": False, "no_dead_overflow_checks": False,
     "bind_once": False, "cached_np_dtypes": False, "contiguous_loads": False,
 }
-_stock: dict[str, object] = {}  # what each fix-up replaced, for remove_fixups (tests)
+_undo: dict[str, object] = {}  # fix-up name -> what puts back what it replaced (remove_fixups, tests)
+
+
+def _fixup(name: str):
+    """A fix-up's installer, run at most once; it returns the function that undoes it."""
+    def deco(install):
+        @functools.wraps(install)
+        def apply() -> None:
+            if not installed[name]:
+                _undo[name] = install()
+                installed[name] = True
+        return apply
+    return deco
+
+
+def _replace(obj, **new):
+    """Set attributes of ``obj`` (a Triton class or module); return what sets the old ones back."""
+    old = {k: getattr(obj, k) for k in new}
+    for k, v in new.items():
+        setattr(obj, k, v)
+    return lambda: [setattr(obj, k, v) for k, v in old.items()]
 
 
 class HostArg:
@@ -101,17 +122,15 @@ class HostArg:
         return self
 
 
-def fix_bf16_casts() -> None:
+@_fixup("bf16_casts")
+def fix_bf16_casts():
     """Make the interpreter's bf16 conversions round like the GPU (and ml_dtypes) do."""
     import ml_dtypes
     import triton.language as tl
     from triton.runtime import interpreter as interp
 
-    if installed["bf16_casts"]:
-        return
     builder = interp.InterpreterBuilder
     orig_cast, orig_fp_to_fp = builder.cast_impl, builder.create_fp_to_fp
-    _stock["bf16_casts"] = (orig_cast, orig_fp_to_fp)
 
     def _bf16_cast(src, dst_type):
         s, d = src.dtype.scalar, dst_type.scalar
@@ -130,8 +149,7 @@ def fix_bf16_casts() -> None:
             return _bf16_cast(src, dst_type)
         return orig_fp_to_fp(self, src, dst_type, rounding_mode)
 
-    builder.cast_impl, builder.create_fp_to_fp = cast_impl, create_fp_to_fp
-    installed["bf16_casts"] = True
+    return _replace(builder, cast_impl=cast_impl, create_fp_to_fp=create_fp_to_fp)
 
 
 class _NoScope:
@@ -150,21 +168,18 @@ def _sees_both_langs():
     """A function whose globals hold ``triton.language`` and ``triton.language.core``."""
 
 
-def patch_language_once() -> None:
+@_fixup("patch_once")
+def patch_language_once():
     """Apply the interpreter's ``triton.language`` patch now, for good; later patches are no-ops."""
     import triton.language as tl
     from triton.runtime import interpreter as interp
 
-    if installed["patch_once"]:
-        return
-    stock = interp._patch_lang
     # Triton's own patch, for both spellings a kernel module may import (its langs are the
     # modules among the function's globals that are tl or tl.core).
     probe = type(_sees_both_langs)(_sees_both_langs.__code__, {"tl": tl, "core": tl.core})
-    scope = stock(probe)
-    _stock["patch_once"] = (stock, scope)
-    interp._patch_lang = lambda fn: _NO_SCOPE
-    installed["patch_once"] = True
+    scope = interp._patch_lang(probe)
+    undo = _replace(interp, _patch_lang=lambda fn: _NO_SCOPE)
+    return lambda: (scope.restore(), undo())
 
 
 def _only_host_args(values, descriptor) -> bool:
@@ -179,15 +194,13 @@ def _only_host_args(values, descriptor) -> bool:
     return True
 
 
-def skip_host_copies() -> None:
+@_fixup("skip_host_copies")
+def skip_host_copies():
     """Skip the interpreter's copy-to-host and copy-back for launches made of HostArgs only."""
     from triton.runtime import interpreter as interp
 
-    if installed["skip_host_copies"]:
-        return
     ex, desc = interp.GridExecutor, interp.TensorDescriptor
     init_stock, restore_stock = ex._init_args_hst, ex._restore_args_dev
-    _stock["skip_host_copies"] = (init_stock, restore_stock)
 
     def _init_args_hst(self, args_dev, kwargs):
         if _only_host_args(args_dev, desc) and _only_host_args(kwargs.values(), desc):
@@ -199,20 +212,16 @@ def skip_host_copies() -> None:
             return
         restore_stock(self, args_dev, args_hst, kwargs, kwargs_hst)
 
-    ex._init_args_hst, ex._restore_args_dev = _init_args_hst, _restore_args_dev
-    installed["skip_host_copies"] = True
+    return _replace(ex, _init_args_hst=_init_args_hst, _restore_args_dev=_restore_args_dev)
 
 
-def no_dead_overflow_checks() -> None:
+@_fixup("no_dead_overflow_checks")
+def no_dead_overflow_checks():
     """Skip the overflow sanitizer while ``debug`` is off: its checks are computed, then dropped."""
     from triton.runtime import interpreter as interp
 
-    if installed["no_dead_overflow_checks"]:
-        return
     builder = interp.interpreter_builder
-    _stock["no_dead_overflow_checks"] = builder.options
-    builder.options = dataclasses.replace(builder.options, sanitize_overflow=builder.options.debug)
-    installed["no_dead_overflow_checks"] = True
+    return _replace(builder, options=dataclasses.replace(builder.options, sanitize_overflow=builder.options.debug))
 
 
 class _Binder:
@@ -244,15 +253,13 @@ class _Binder:
         return bound
 
 
-def bind_once() -> None:
+@_fixup("bind_once")
+def bind_once():
     """One GridExecutor per kernel, and arguments bound from a signature read once."""
     import triton
     from triton.runtime import interpreter as interp
 
-    if installed["bind_once"]:
-        return
     ex_cls, fn_cls = interp.GridExecutor, interp.InterpretedFunction
-    _stock["bind_once"] = (ex_cls.__call__, fn_cls.run)
     executors: dict = {}  # rewritten kernel function -> (GridExecutor, _Binder)
 
     def run(self, *args, grid, warmup, **kwargs):
@@ -295,19 +302,17 @@ def bind_once() -> None:
             patch_scope.restore()
         self._restore_args_dev(args_dev, args_hst, kwargs, kwargs_hst)
 
-    ex_cls.__call__, fn_cls.run = call, run
-    installed["bind_once"] = True
+    undo_call, undo_run = _replace(ex_cls, __call__=call), _replace(fn_cls, run=run)
+    return lambda: (undo_call(), undo_run())
 
 
-def cached_np_dtypes() -> None:
+@_fixup("cached_np_dtypes")
+def cached_np_dtypes():
     """Answer the interpreter's Triton-dtype -> NumPy-dtype lookups from a table."""
     import triton.language as tl
     from triton.runtime import interpreter as interp
 
-    if installed["cached_np_dtypes"]:
-        return
     stock = interp._get_np_dtype
-    _stock["cached_np_dtypes"] = stock
     table: dict = {}
     uint64 = np.dtype(np.uint64)
 
@@ -321,8 +326,7 @@ def cached_np_dtypes() -> None:
             np_dtype = table[tt_dtype] = stock(tt_dtype)
         return np_dtype
 
-    interp._get_np_dtype = _get_np_dtype
-    installed["cached_np_dtypes"] = True
+    return _replace(interp, _get_np_dtype=_get_np_dtype)
 
 
 def _contiguous_span(ptrs, mask, itemsize):
@@ -353,7 +357,8 @@ def _host_array(address: int, k: int, dtype):
     return np.frombuffer((ctypes.c_uint8 * (k * dtype.itemsize)).from_address(address), dtype=dtype)
 
 
-def contiguous_loads() -> None:
+@_fixup("contiguous_loads")
+def contiguous_loads():
     """Load and store a run of consecutive pointers as one NumPy copy instead of lane by lane.
 
     The interpreter gathers every lane through its own pointer (about 9 ns a lane). When the
@@ -363,11 +368,8 @@ def contiguous_loads() -> None:
     """
     from triton.runtime import interpreter as interp
 
-    if installed["contiguous_loads"]:
-        return
     builder = interp.InterpreterBuilder
     load_stock, store_stock = builder.create_masked_load, builder.create_masked_store
-    _stock["contiguous_loads"] = (load_stock, store_stock)
 
     def create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
         dtype_tt = ptrs.get_element_ty()
@@ -391,8 +393,7 @@ def contiguous_loads() -> None:
         address, k = span
         _host_array(address, k, v.dtype)[:] = v.reshape(-1)[:k]
 
-    builder.create_masked_load, builder.create_masked_store = create_masked_load, create_masked_store
-    installed["contiguous_loads"] = True
+    return _replace(builder, create_masked_load=create_masked_load, create_masked_store=create_masked_store)
 
 
 def checked(version: str | None = None) -> bool:
@@ -427,31 +428,7 @@ def apply_fixups() -> bool:
 
 
 def remove_fixups() -> None:
-    """Put back what :func:`apply_fixups` replaced (for tests that compare with stock behaviour)."""
-    import triton.language as tl  # noqa: F401  (the patch scope restores attributes on it)
-    from triton.runtime import interpreter as interp
-
-    if installed["contiguous_loads"]:
-        interp.InterpreterBuilder.create_masked_load, interp.InterpreterBuilder.create_masked_store = _stock.pop(
-            "contiguous_loads")
-        installed["contiguous_loads"] = False
-    if installed["bind_once"]:
-        interp.GridExecutor.__call__, interp.InterpretedFunction.run = _stock.pop("bind_once")
-        installed["bind_once"] = False
-    if installed["cached_np_dtypes"]:
-        interp._get_np_dtype = _stock.pop("cached_np_dtypes")
-        installed["cached_np_dtypes"] = False
-    if installed["no_dead_overflow_checks"]:
-        interp.interpreter_builder.options = _stock.pop("no_dead_overflow_checks")
-        installed["no_dead_overflow_checks"] = False
-    if installed["skip_host_copies"]:
-        interp.GridExecutor._init_args_hst, interp.GridExecutor._restore_args_dev = _stock.pop("skip_host_copies")
-        installed["skip_host_copies"] = False
-    if installed["patch_once"]:
-        stock, scope = _stock.pop("patch_once")
-        scope.restore()
-        interp._patch_lang = stock
-        installed["patch_once"] = False
-    if installed["bf16_casts"]:
-        interp.InterpreterBuilder.cast_impl, interp.InterpreterBuilder.create_fp_to_fp = _stock.pop("bf16_casts")
-        installed["bf16_casts"] = False
+    """Put back what :func:`apply_fixups` replaced, last first (for tests that compare with stock behaviour)."""
+    for name in reversed(list(_undo)):
+        _undo.pop(name)()
+        installed[name] = False
