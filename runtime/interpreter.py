@@ -30,6 +30,10 @@ launch (``runtime/launch.py``), which makes these fix-ups safe:
   annotations) whose ``__call__`` ran ``inspect.getfullargspec`` and ``inspect.getcallargs``
   (which runs it again): a fifth of a small launch. :func:`bind_once` keeps one executor per
   kernel and binds arguments from the signature read once; the loop over the grid is Triton's.
+* **pointer arithmetic in place** (speed): ``ptr + offsets`` computed ``ptr + size * offsets``
+  as three fresh arrays (the offsets widened to uint64, the product, the sum: a block of 2**18
+  lanes allocates and faults in 6 MB for it); :func:`addptr_in_place` widens once and scales and
+  adds into that array. The same uint64 arithmetic, wrap-around included.
 * **dtype lookups** (speed): ``_get_np_dtype`` builds a 19-entry dict (19 type hashes) at each
   of its calls, about 17 per small launch; :func:`cached_np_dtypes` answers from a table.
 * **contiguous loads** (speed): the interpreter loads and stores lane by lane through one
@@ -57,7 +61,7 @@ CHECKED_VERSIONS = ("3.9.0",)
 
 installed: dict[str, bool] = {
     "bf16_casts": False, "patch_once": False, "skip_host_copies": False, "no_dead_overflow_checks": False,
-    "bind_once": False, "cached_np_dtypes": False, "contiguous_loads": False,
+    "bind_once": False, "cached_np_dtypes": False, "addptr_in_place": False, "contiguous_loads": False,
 }
 _undo: dict[str, object] = {}  # fix-up name -> what puts back what it replaced (remove_fixups, tests)
 
@@ -329,6 +333,26 @@ def cached_np_dtypes():
     return _replace(interp, _get_np_dtype=_get_np_dtype)
 
 
+@_fixup("addptr_in_place")
+def addptr_in_place():
+    """``ptr + offsets`` into one new uint64 array instead of three."""
+    from triton.runtime import interpreter as interp
+
+    stock = interp.InterpreterBuilder.create_addptr
+
+    def create_addptr(self, ptr, offset):
+        if ptr.data.shape != offset.data.shape:  # not what the semantics hand over: the stock path decides
+            return stock(self, ptr, offset)
+        out = offset.data.astype(np.uint64)  # a new array (a copy even when already uint64)
+        size = max(1, ptr.get_element_ty().primitive_bitwidth // 8)  # int1 is addressed by bytes
+        if size != 1:
+            out *= np.uint64(size)
+        out += ptr.data
+        return interp.TensorHandle(out, ptr.dtype)
+
+    return _replace(interp.InterpreterBuilder, create_addptr=create_addptr)
+
+
 def _contiguous_span(ptrs, mask, itemsize):
     """``(address, k)`` when the first ``k`` lanes are the only ones masked in and their pointers
     are consecutive ``itemsize`` steps from ``address``; None otherwise (the stock path decides)."""
@@ -423,6 +447,7 @@ def apply_fixups() -> bool:
     no_dead_overflow_checks()
     bind_once()
     cached_np_dtypes()
+    addptr_in_place()
     contiguous_loads()
     return True
 

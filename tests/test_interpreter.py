@@ -214,3 +214,28 @@ def test_arguments_bound_once_as_the_stock_binder(monkeypatch):
         launch(_int32_math_kernel, (1,), src, dst, 4, 1, n=4, BLOCK=4)
     with pytest.raises(TypeError, match="takes 6 arguments but 7 were given"):
         launch(_int32_math_kernel, (1,), src, dst, 4, 1, 4, 7, 0)
+
+
+@triton.jit
+def _gather_kernel(src, dst, idx, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    j = tl.load(idx + i, mask=i < n, other=0)  # negative offsets from the middle, repeats, any order
+    tl.store(dst + i, tl.load(src + 50 + j, mask=i < n), mask=i < n)
+
+
+@pytest.mark.parametrize("dtype", [tt.float16, tt.float64, tt.bool, tt.int32])
+def test_pointer_arithmetic_in_place_matches_stock(dtype):
+    rng = np.random.default_rng(7)
+    src = tt.tensor(rng.standard_normal(100) * 9, dtype=tt.float64).to(dtype)
+    idx = tt.tensor(rng.integers(-50, 50, 70), dtype=tt.int64)
+
+    def run():
+        dst = tt.zeros(70, dtype=dtype)
+        launch(_gather_kernel, (1,), src, dst, idx, 70, BLOCK=128)
+        return dst.numpy().copy()
+
+    with stock_interpreter():
+        want = run()
+    got = run()
+    assert got.tobytes() == want.tobytes()
+    np.testing.assert_array_equal(got, src.numpy()[50 + idx.numpy()])
