@@ -93,11 +93,13 @@ def _tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, L, S, qk_sca
     return acc, l_i, m_new
 
 
-@autotune(configs=CONFIGS, key=["D", "IS_CAUSAL", "SEQ_BUCKET"])
+@autotune(configs=CONFIGS, key=["D", "IS_CAUSAL", "SEQ_BUCKET", "DTYPE"])
 @triton.jit(do_not_specialize=["causal_offset"])
 def _attn_fwd_tma(q_desc, k_desc, v_desc, o_desc, LSE, H, GROUP, L, S, qk_scale, causal_offset, SEQ_BUCKET,
-                  D: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+                  D: tl.constexpr, IS_CAUSAL: tl.constexpr, UPCAST: tl.constexpr, DTYPE: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # DTYPE (the operands' dtype name) only keys the autotuner: it adds the dtypes of arguments
+    # that have one, and descriptors have none, so fp16 and bf16 would share one tuning.
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
     b = bh // H
@@ -170,7 +172,7 @@ def forward(out, lse, q, k, v, group: int, scale: float, causal_offset: int, is_
         dims = _desc_dims(t, nb, nbatch)
         assert dims is not None, "attention_tma.forward: an operand TMA cannot address (see usable())"
         descs.append(TensorDescriptor(t, dims[0], dims[1], [1, 1, 64, D]))  # blocks: set per config
-    meta = dict(D=D, IS_CAUSAL=bool(is_causal), UPCAST=INTERPRET)
+    meta = dict(D=D, IS_CAUSAL=bool(is_causal), UPCAST=INTERPRET, DTYPE=q.dtype.name)
     if INTERPRET:
         meta.update(interpret_blocks(L, S))
         _set_block_shapes({"q_desc": descs[0], "k_desc": descs[1], "v_desc": descs[2], "o_desc": descs[3], **meta})

@@ -63,12 +63,14 @@ CONFIGS = [c for c in (
     for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)) if _fits(c)]
 
 
-@autotune(configs=CONFIGS, key=["M", "N", "K", "A_T", "B_T", "INPUT_PRECISION"])
+@autotune(configs=CONFIGS, key=["M", "N", "K", "A_T", "B_T", "INPUT_PRECISION", "DTYPE"])
 @triton.jit
 def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_SMS: tl.constexpr,
                                   A_T: tl.constexpr, B_T: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                                  GROUP_M: tl.constexpr, UPCAST: tl.constexpr = False):
+                                  GROUP_M: tl.constexpr, DTYPE: tl.constexpr = "", UPCAST: tl.constexpr = False):
+    # DTYPE (the operands' dtype name) only keys the autotuner: it adds the dtypes of arguments
+    # that have one, and descriptors have none, so fp16 and bf16 would share one tuning.
     start_pid = tl.program_id(0)
     num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -144,7 +146,7 @@ def matmul(out, a, b, allow_tf32: bool) -> None:
     b_desc = (TensorDescriptor(b, [N, K], [b.stride(1), 1], [128, 64]) if b_t
               else TensorDescriptor(b, [K, N], [b.stride(0), 1], [64, 128]))
     c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [128, 128])
-    meta = dict(A_T=a_t, B_T=b_t, INPUT_PRECISION=input_precision(a.dtype.name, allow_tf32))
+    meta = dict(A_T=a_t, B_T=b_t, INPUT_PRECISION=input_precision(a.dtype.name, allow_tf32), DTYPE=a.dtype.name)
     if INTERPRET:
         meta.update(INTERPRET_CONFIG, UPCAST=True)
         num_sms = INTERPRET_PROGRAMS
