@@ -41,6 +41,11 @@ launch (``runtime/launch.py``), which makes these fix-ups safe:
   copies a run of consecutive pointers whose masked-in lanes are a prefix as one slice; the
   same bytes move, and lanes masked off are not touched.
 
+One setting is not a fix-up of Triton's and holds on any version: :func:`keep_heap_pad` asks
+glibc to keep 64 MB of freed heap (``M_TOP_PAD``) instead of returning it to the system at each
+free. A block of 2**18 lanes makes megabyte-sized NumPy temporaries at every step; returned
+and mapped again, each cost its page faults anew, a third of a wide elementwise kernel's time.
+
 Each fix-up patches private interpreter internals, so each is pinned to the Triton versions it
 was checked on (:data:`CHECKED_VERSIONS`; ``tests/test_interpreter.py`` checks each one). On any
 other version :func:`apply_fixups` applies none of them and warns once: kernels then run on the stock
@@ -50,6 +55,7 @@ which is where a new Triton gets re-checked.
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import dataclasses
 import functools
 import inspect
@@ -418,6 +424,20 @@ def contiguous_loads():
         _host_array(address, k, v.dtype)[:] = v.reshape(-1)[:k]
 
     return _replace(builder, create_masked_load=create_masked_load, create_masked_store=create_masked_store)
+
+
+HEAP_PAD = 64 << 20  # bytes of freed heap glibc keeps for the next temporaries
+_M_TOP_PAD = -2  # mallopt's parameter number, from glibc's malloc.h
+
+
+def keep_heap_pad() -> bool:
+    """Have glibc keep :data:`HEAP_PAD` bytes of freed heap (CPU mode); False where there is no
+    glibc ``mallopt`` (macOS, musl): nothing to tune there."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    return mallopt(_M_TOP_PAD, HEAP_PAD) == 1
 
 
 def checked(version: str | None = None) -> bool:

@@ -27,6 +27,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor  # after .mode: it c
 
 if mode.CPU:
     interpreter.apply_fixups()
+    HEAP_PAD_KEPT = interpreter.keep_heap_pad()
 
 _interp_lock = threading.Lock()
 _hooked = False

@@ -239,3 +239,16 @@ def test_pointer_arithmetic_in_place_matches_stock(dtype):
     got = run()
     assert got.tobytes() == want.tobytes()
     np.testing.assert_array_equal(got, src.numpy()[50 + idx.numpy()])
+
+
+def test_heap_pad_is_kept_where_glibc_is():
+    import ctypes.util
+
+    from tritensor.runtime import launch as launch_module
+
+    try:
+        has_mallopt = hasattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), "mallopt")
+    except OSError:
+        has_mallopt = False
+    assert launch_module.HEAP_PAD_KEPT == has_mallopt
+    assert interpreter.keep_heap_pad() == has_mallopt  # idempotent: setting it again succeeds as well
