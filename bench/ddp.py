@@ -209,12 +209,15 @@ def _worker(rank, world, port, tport, hooks, target, steps, warmup, rounds, use_
         counters = {"tritensor": _Counter(collectives)}
         if tdist is not None:
             counters["torch"] = _Counter(tdist)
+        syncs = {"tritensor": tt.cuda.synchronize}
+        if tdist is not None:
+            syncs["torch"] = torch.cuda.synchronize
+        if device == "cpu":  # nothing queued on a device to wait for
+            syncs = dict.fromkeys(syncs, lambda: None)
         rows = []
         for name in hooks:
             steppers = {"tritensor": _tt_setup(name, shapes, grads, device)}
-            syncs = {"tritensor": tt.cuda.synchronize if device != "cpu" else (lambda: None)}
             if tdist is not None:
-                syncs["torch"] = torch.cuda.synchronize if device != "cpu" else (lambda: None)
                 try:
                     steppers["torch"] = _torch_setup(name, shapes, grads, device)
                 except Exception as e:  # e.g. a dtype gloo cannot reduce

@@ -270,22 +270,23 @@ def bind_once():
     from triton.runtime import interpreter as interp
 
     ex_cls, fn_cls = interp.GridExecutor, interp.InterpretedFunction
-    executors: dict = {}  # rewritten kernel function -> (GridExecutor, _Binder)
+    executors: dict = {}  # rewritten kernel function -> its GridExecutor (which holds its _Binder)
 
     def run(self, *args, grid, warmup, **kwargs):
         if warmup:
             return
         fn = self.rewrite()
-        entry = executors.get(fn)
-        if entry is None or entry[0].pre_run_hooks is not self.pre_run_hooks:
-            entry = executors[fn] = (ex_cls(fn, self.arg_names, grid, self.pre_run_hooks), _Binder(fn))
-        executor = entry[0]
+        executor = executors.get(fn)
+        if executor is None or executor.pre_run_hooks is not self.pre_run_hooks:
+            executor = executors[fn] = ex_cls(fn, self.arg_names, grid, self.pre_run_hooks)
+            executor.binder = _Binder(fn)
         executor.grid = grid
         return executor(*args, **kwargs)
 
     def call(self, *args_dev, **kwargs):
-        # Triton's GridExecutor.__call__ (3.9.0), the signature read once instead of per launch.
-        binder = executors[self.fn][1] if self.fn in executors else _Binder(self.fn)
+        # Triton's GridExecutor.__call__ (3.9.0), the signature read once instead of per launch
+        # (an executor made elsewhere than run() reads it at its launch).
+        binder = getattr(self, "binder", None) or _Binder(self.fn)
         kwargs = {k: v for k, v in kwargs.items() if k in binder.accepted}
         args_hst, kwargs_hst = self._init_args_hst(args_dev, kwargs)
         for hook in self.pre_run_hooks:

@@ -13,8 +13,10 @@ It prints one line per kernel and exits non-zero if any launch failed to compile
 
 While recording, the launchers use the GPU's tuning constants (``per_mode`` in
 ``triton_kernels/_common.py``), and options set only for the interpreter (``INTERPRETER_ONLY``)
-are compiled with their GPU value. What it cannot see: launches made only in GPU mode (the
-Hopper TMA matmul).
+are compiled with their GPU value. What it cannot see: launches a CPU-mode run never makes.
+The Hopper TMA kernels are selected only on a GPU, so a workload records them by calling their
+launchers directly (``tests/test_sm90_compile.py`` does); their descriptors' block shapes are set
+per configuration by the configuration's pre-hook, as the GPU autotuner does.
 
 It lives outside the package because it must import Triton before tritensor does: tritensor
 puts Triton in interpreter mode on a machine without a GPU, and Triton's own library functions
@@ -64,27 +66,16 @@ class _FakeDriver:
         return True
 
 
-class _Dtype:
-    def __init__(self, name):
-        self.name = name
-        self.itemsize = {"float64": 8, "int64": 8, "float32": 4, "int32": 4, "float16": 2, "bfloat16": 2}.get(name, 1)
-
-    def __str__(self):
-        return self.name
-
-
-# One dtype object per name, alive for the whole process. Triton's native binder caches a dtype's
-# type string by the object's identity: a fresh object per launch could be freed and another
-# dtype allocated at the same address, which then compiled with the dead one's type ("Both
-# operands must be same dtype. Got bf16 and fp16" for an fp16 launch, different each run).
-_DTYPES: dict[str, _Dtype] = {}
-
-
 class _Ptr:
-    """A pointer argument: Triton derives ``*<type>`` from ``str(dtype)``; address 0 is 16-aligned."""
+    """A pointer argument: Triton derives ``*<type>`` from ``str(dtype)``; address 0 is 16-aligned.
+
+    Its dtype is tritensor's own, one object per name for the whole process: Triton's native
+    binder caches a dtype's type string by the object's identity, so a fresh object per launch
+    could be freed and another allocated at its address, which then compiled with the dead one's
+    type ("Both operands must be same dtype. Got bf16 and fp16" for an fp16 launch)."""
 
     def __init__(self, name):
-        self.dtype = _DTYPES.setdefault(name, _Dtype(name))
+        self.dtype = _state["to_dtype"](name)
 
     def data_ptr(self):
         return 0
@@ -136,12 +127,13 @@ _state = {}
 def _init(arch):
     import tritensor  # noqa: F401  (CPU mode: kernels become interpreter functions; rebuilt below)
     from tritensor.runtime import interpreter
+    from tritensor.runtime.dtype import to_dtype
     from tritensor.triton_kernels import autotune
 
     interpreter.remove_fixups()  # CPU mode patched triton.language for the interpreter: undo it
     os.environ["TRITON_INTERPRET"] = "0"
     driver.set_active(_FakeDriver(GPUTarget("cuda", arch, 32)))
-    _state.update(arch=arch, rebuild=_Rebuilder(), configs=autotune.GPU_CONFIGS)
+    _state.update(arch=arch, rebuild=_Rebuilder(), configs=autotune.GPU_CONFIGS, to_dtype=to_dtype)
 
 
 def _int_class(v: int) -> int:

@@ -181,6 +181,10 @@ def strided_offset4(lin, shape, sa, sb, sc, sd, NDIM: tl.constexpr):
     return oa, ob, oc, od
 
 
+# Hopper's (sm_90) shared memory per block, the opt-in maximum: what an autotune config of the
+# TMA kernels (matmul_tma.py, attention_tma.py) may use.
+HOPPER_SMEM_BYTES = 232448
+
 # Shared by the GEMM-shaped kernels (matmul.py, matmul_tma.py, conv.py).
 
 

@@ -36,7 +36,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..runtime import cuda, mode
 from ..runtime.launch import launch
-from ._common import INTERPRET
+from ._common import HOPPER_SMEM_BYTES, INTERPRET
 from .attention import MAX_GRID_Y, causal_key_bounds, interpret_blocks, online_softmax_step, score_mask, seq_bucket
 from .autotune import autotune
 
@@ -55,9 +55,6 @@ def _set_block_shapes(nargs):
     nargs["v_desc"].block_shape = [1, 1, bn, d]
 
 
-SMEM_BYTES = 232448  # sm_90's shared memory per block (the opt-in maximum)
-
-
 def _keep(conf):
     """Drop 8-warp configs on small tiles (too little work per warp), as ``attention.py`` does, and
     pipelines that do not fit Hopper's shared memory at the largest head dim: ``num_stages`` K and
@@ -66,7 +63,7 @@ def _keep(conf):
     bm, bn, d = conf.kwargs["BLOCK_M"], conf.kwargs["BLOCK_N"], max(HEAD_DIMS)
     if bm * bn < 128 * 128 and conf.num_warps == 8:
         return False
-    return conf.num_stages * 2 * bn * d * 2 + bm * d * 2 <= SMEM_BYTES
+    return conf.num_stages * 2 * bn * d * 2 + bm * d * 2 <= HOPPER_SMEM_BYTES
 
 
 CONFIGS = [c for c in (triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w,

@@ -26,7 +26,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from ..runtime import cuda, mode
 from ..runtime.launch import launch
 from .autotune import autotune
-from ._common import INTERPRET, grouped_tile, input_precision
+from ._common import HOPPER_SMEM_BYTES, INTERPRET, grouped_tile, input_precision
 
 ENABLED = True  # set False to force the general kernel (the benchmark compares the two)
 MIN_DIM = 256  # below this a tile grid barely fills the SMs and persistence has nothing to amortise
@@ -45,16 +45,13 @@ def _set_block_shapes(nargs):
 INTERPRET_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2}
 INTERPRET_PROGRAMS = 2
 
-SMEM_BYTES = 232448  # sm_90's shared memory per block (the opt-in maximum)
-
-
 def _fits(conf) -> bool:
     """Does a config's pipeline fit Hopper's shared memory? ``num_stages`` A and B tiles plus the
     C tile the TMA store goes through, 2 bytes an element (fp16/bf16). The ones that do not fit
     (128x128x128 or 128x256x64 at 4 stages, 128x256x128) fail with OutOfResources: the autotuner
     would compile and discard them for every new shape (found by tools/sm90_compile.py)."""
     m, n, k = conf.kwargs["BLOCK_M"], conf.kwargs["BLOCK_N"], conf.kwargs["BLOCK_K"]
-    return conf.num_stages * (m * k + k * n) * 2 + m * n * 2 <= SMEM_BYTES
+    return conf.num_stages * (m * k + k * n) * 2 + m * n * 2 <= HOPPER_SMEM_BYTES
 
 
 CONFIGS = [c for c in (
