@@ -5,22 +5,31 @@ offers the buffer protocol below, and is passed to the kernel as a pointer; anyt
 (ints, floats, tuples, dtypes) goes to Triton unchanged.
 
 CPU mode: Triton's interpreter runs the kernel on host memory through :class:`HostArg`
-(``runtime/interpreter.py``, which also holds every fix-up tritensor makes to the interpreter).
+(``runtime/interpreter.py``, which applies tritensor's fix-ups to the interpreter: those of
+``interpreter_gpu.py``, which make it compute what a GPU computes, and ``interpreter_speed.py``).
 The interpreter keeps global state and is not thread-safe, so launches are serialised by a lock.
 
 GPU mode: kernels compile for the device and go on ``tritensor.cuda.current_stream()``:
 Triton's ``driver.active.get_current_stream`` is pointed at it once. A host buffer handed to a
 kernel in GPU mode is staged through a temporary device buffer and copied back, so ops on CPU
 tensors still work (slowly, like any host<->device round trip).
+
+Multi-tensor kernels (GradScaler's unscale, clip_grad_norm_, the optimizers' step counts) read
+the addresses of many buffers from a table: an :class:`AddressTable` argument. Its addresses are
+taken here, from each buffer as the kernel will see it (staged like any host buffer in GPU
+mode), so a host address never reaches a device kernel; the device copy of a table is cached
+by its bytes, so a training step with a stable parameter list copies no table after its first.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import threading
 
 import numpy as np
 
-from . import cuda, interpreter, launch_log, memory, mode
+from . import cuda, interpreter, interpreter_gpu, interpreter_speed, launch_log, memory, mode  # noqa: F401 (the fix-up modules register themselves)
+from . import dtype as dt
 from .device import device
 from .interpreter import HostArg
 from triton.tools.tensor_descriptor import TensorDescriptor  # after .mode: it chose the interpreter or not
@@ -43,6 +52,82 @@ class _DevArg:
 
     def data_ptr(self) -> int:
         return self._ptr
+
+
+class AddressTable:
+    """An int64 table of buffer addresses for a multi-tensor kernel, filled in at launch.
+
+    ``AddressTable(buffers, block)``: a row of three int64 per ``block`` elements of each buffer,
+    (address of the buffer's element 0, the block's start, the buffer's element count): a program
+    per row. ``block=None``: one int64 per buffer, its address. Buffers are kernel buffers (see
+    :func:`launch`), contiguous; a launch converts each as it converts any argument, so the table
+    holds host addresses in CPU mode and device addresses (host buffers staged) in GPU mode.
+    """
+
+    __slots__ = ("buffers", "block", "_sizes")
+
+    def __init__(self, buffers, block: int | None = None):
+        self.buffers, self.block = list(buffers), block
+        self._sizes = []
+        for i, b in enumerate(self.buffers):
+            _st, _off, shape, strides, _dt = type(b).__kernel_buffer__(b)
+            n = 1
+            for d in shape:
+                n *= d
+            expect, contiguous = 1, True
+            for d, st in zip(reversed(shape), reversed(strides)):
+                contiguous &= d == 1 or st == expect
+                expect *= d
+            if not contiguous:
+                raise ValueError(f"AddressTable: buffers[{i}] is not contiguous (shape {tuple(shape)}, "
+                                 f"strides {tuple(strides)}): a table names flat buffers")
+            self._sizes.append(n)
+
+    def __len__(self) -> int:
+        """Rows: programs of ``block`` elements (or buffers, without a block)."""
+        if self.block is None:
+            return len(self.buffers)
+        return sum(-(-n // self.block) for n in self._sizes)
+
+    def entries(self, addresses) -> np.ndarray:
+        """The table's int64 values given each buffer's address as the kernel sees it."""
+        if self.block is None:
+            return np.asarray(addresses, dtype=np.int64)
+        rows = [(a, s, n) for a, n in zip(addresses, self._sizes) for s in range(0, n, self.block)]
+        return np.asarray(rows, dtype=np.int64).reshape(-1)
+
+
+def _host_table(table: AddressTable) -> HostArg:
+    """CPU mode: the table in host memory, over the buffers' host addresses."""
+    values = table.entries([_with_base(b, _host_arg).data_ptr() for b in table.buffers])
+    st = memory.HostStorage(values.nbytes)
+    st.bytes_view()[...] = values.view(np.uint8)
+    return HostArg(st, dt.int64, 0, values.shape, (1,))
+
+
+_TABLES_KEPT = 64  # device tables cached per process (a few hundred bytes each)
+_device_tables: collections.OrderedDict = collections.OrderedDict()  # (device index, bytes) -> CudaStorage
+_tables_lock = threading.Lock()
+
+
+def _device_table(values: np.ndarray, stream):
+    """GPU mode: device memory holding ``values``; the same bytes give the same (cached) storage,
+    so a stable parameter list pays one host-to-device copy, at its first step."""
+    dev = _default_cuda()
+    key = (dev.index, values.tobytes())
+    with _tables_lock:
+        st = _device_tables.get(key)
+        if st is not None:
+            _device_tables.move_to_end(key)
+    if st is None:
+        st = memory.CudaStorage(values.nbytes, dev, stream)
+        memory.host_to_device(st.data_ptr(), values.view(np.uint8), stream)
+        with _tables_lock:
+            _device_tables[key] = st
+            while len(_device_tables) > _TABLES_KEPT:
+                _device_tables.popitem(last=False)
+    st.record_stream(stream)
+    return _DevArg(st.data_ptr(), dt.int64)
 
 
 def _hook_triton_stream() -> None:
@@ -77,7 +162,7 @@ def launch(kernel, grid, *args, **kwargs) -> None:
     tuples, dtypes) and every keyword argument go to Triton as given.
     """
     if mode.CPU:
-        conv = [_with_base(a, _host_arg) for a in args]
+        conv = [_host_table(a) if type(a) is AddressTable else _with_base(a, _host_arg) for a in args]
         if launch_log.PATH:  # TRITENSOR_RECORD_LAUNCHES: note it for tools/sm90_compile.py
             launch_log.record(kernel, conv, kwargs)
         # Masked-off lanes still compute in the interpreter (log of padding, ...): silence them.
@@ -101,7 +186,8 @@ def launch(kernel, grid, *args, **kwargs) -> None:
         st.record_stream(stream)
         return _DevArg(st.data_ptr() + offset * dtype.itemsize, dtype)
 
-    conv = [_with_base(a, dev_arg) for a in args]
+    conv = [_device_table(a.entries([_with_base(b, dev_arg).data_ptr() for b in a.buffers]), stream)
+            if type(a) is AddressTable else _with_base(a, dev_arg) for a in args]
     kernel[grid](*conv, **kwargs)
     for host, dev in staged.values():
         memory.device_to_host(host.bytes_view(), dev.data_ptr(), stream)

@@ -135,3 +135,13 @@ def test_all_float64_grads_keep_float64_precision():
     assert_close(got, total, tt.float64)
     for p, r in zip(ps, refs):
         assert_close(p.grad, r * (1.0 / (total + 1e-6)), tt.float64)
+
+
+def test_fp64_norm_with_an_exponent_fp32_cannot_hold():
+    # p = 0.3 is not an fp32 number: as an fp32 kernel argument it would be 0.30000001192...,
+    # which moves an fp64 norm by ~1e-8 relative. The exponent reaches the kernel as fp64.
+    rng = np.random.default_rng(3)
+    g = rng.standard_normal(2000) * 3
+    total = foreach.multi_tensor_norm([tt.from_numpy(g)], 0.3)
+    assert total.dtype is tt.float64
+    assert_close(total, (np.abs(g) ** 0.3).sum() ** (1 / 0.3), tt.float64, "accumulate", k=2000)

@@ -1,4 +1,5 @@
-"""Each fix-up runtime/interpreter.py makes to Triton's interpreter: still needed, still right.
+"""Each fix-up tritensor makes to Triton's interpreter (runtime/interpreter_gpu.py, interpreter_speed.py):
+still needed, still right.
 
 The fix-ups patch private interpreter internals, so they are pinned to the Triton versions they
 were checked on. On a new Triton, test_installed_triton_is_checked fails first; the others say
@@ -16,7 +17,7 @@ import triton
 import triton.language as tl
 
 import tritensor as tt
-from tritensor.runtime import interpreter, mode
+from tritensor.runtime import interpreter, interpreter_gpu, interpreter_speed, mode
 from tritensor.runtime.launch import launch
 
 pytestmark = pytest.mark.skipif(mode.GPU, reason="the interpreter runs in CPU mode only")
@@ -145,7 +146,7 @@ def test_contiguous_loads_match_stock(monkeypatch, dtype, n, step, holes, block)
     monkeypatch.setattr(triton.runtime.interpreter, "_interpreter", Counting())
     got = _load_store(src, n, step, holes, block)
     assert got.tobytes() == want.tobytes()
-    slice_path = step == 1 and not holes and block >= interpreter._SPAN_MIN
+    slice_path = step == 1 and not holes and block >= interpreter_speed._SPAN_MIN
     assert (lanes == []) == slice_path
 
 
@@ -252,3 +253,67 @@ def test_heap_pad_is_kept_where_glibc_is():
         has_mallopt = False
     assert launch_module.HEAP_PAD_KEPT == has_mallopt
     assert interpreter.keep_heap_pad() == has_mallopt  # idempotent: setting it again succeeds as well
+
+
+@triton.jit
+def _scale_kernel(src, dst, n, s, t: tl.float64, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    x = tl.load(src + i, mask=i < n)
+    tl.store(dst + i, x * s + t, mask=i < n)
+
+
+def test_scalars_are_typed_as_the_compiler_types_them():
+    # A Python float is an fp32 value in a compiled kernel; an annotated tl.float64 one stays fp64.
+    s, t = 0.1, 1 / 3  # neither is an fp32 number
+    x = tt.tensor([1.0, 3.0, -7.5], dtype=tt.float64)
+
+    def run(src):
+        dst = tt.empty(3, dtype=tt.float64)
+        launch(_scale_kernel, (1,), src, dst, 3, s, t, BLOCK=4)
+        return dst.numpy().copy()
+
+    want = x.numpy() * np.float64(np.float32(s)) + t
+    np.testing.assert_array_equal(run(x), want)
+    with stock_interpreter():  # the stock interpreter kept the float at double precision
+        assert not np.array_equal(run(x), want)
+    # fp16 data times a float scalar computes in fp32, as compiled (not in fp16)
+    h = tt.tensor([1.0, 3.0, -7.5], dtype=tt.float16)
+    want16 = (h.numpy().astype(np.float32) * np.float32(s)).astype(np.float64) + t
+    np.testing.assert_array_equal(run(h), want16)
+
+
+@triton.jit
+def _desc_store_kernel(desc, M: tl.constexpr, N: tl.constexpr):
+    desc.store([0, 0], tl.full((M, N), 1.0, tl.float16))
+
+
+@pytest.mark.parametrize("cols,written", [(45, 48), (48, 48), (3, 8), (17, 24)])
+def test_descriptor_store_writes_whole_16_byte_chunks(cols, written):
+    # fp16 rows padded to 64 elements; a store of a 4 x 64 block through a (4, cols) descriptor
+    # writes up to the next 16-byte boundary of the rows, as TMA does (triton-lang/triton#11583).
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    def run():
+        base = tt.zeros(4, 64, dtype=tt.float16)
+        launch(_desc_store_kernel, (1,), TensorDescriptor(base, [4, cols], [64, 1], [4, 64]), M=4, N=64)
+        return base.numpy()
+
+    got = run()
+    assert (got[:, :written] == 1).all() and (got[:, written:] == 0).all()
+    with stock_interpreter():  # the stock interpreter clips at the extent exactly
+        stock = run()
+    assert (stock[:, :cols] == 1).all() and (stock[:, cols:] == 0).all()
+
+
+@triton.jit
+def _program_order_kernel(dst):
+    tl.store(dst, tl.program_id(0))  # every program writes one place: the last to run wins
+
+
+def test_reverse_grid_runs_programs_last_first(monkeypatch):
+    dst = tt.zeros(1, dtype=tt.int32)
+    launch(_program_order_kernel, (5,), dst)
+    assert dst.item() == 4
+    monkeypatch.setattr(interpreter_gpu, "REVERSE_GRID", True)
+    launch(_program_order_kernel, (5,), dst)
+    assert dst.item() == 0

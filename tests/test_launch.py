@@ -88,3 +88,67 @@ def _imports(path):
 def test_launch_does_not_import_tensor(module):
     for name, names in _imports(ROOT / module):
         assert not name.endswith("tensor") and "Tensor" not in names, (module, name, names)
+
+
+@triton.jit
+def _sum_through_table_kernel(table, out, BLOCK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    ptr = tl.load(table + pid * 3).to(tl.pointer_type(tl.float32))
+    start = tl.load(table + pid * 3 + 1)
+    n = tl.load(table + pid * 3 + 2)
+    offs = start + tl.arange(0, BLOCK)
+    tl.atomic_add(out, tl.sum(tl.load(ptr + offs, mask=offs < n, other=0), axis=0))
+
+
+def test_address_table_rows_and_launch():
+    xs = [tt.arange(n, dtype=tt.float32) for n in (0, 5, 17, 8)]
+    table = launch_mod.AddressTable(xs, 8)
+    assert len(table) == 0 + 1 + 3 + 1  # a row per block of 8
+    assert table.entries([100, 200, 300, 400]).reshape(-1, 3).tolist() == [
+        [200, 0, 5], [300, 0, 17], [300, 8, 17], [300, 16, 17], [400, 0, 8]]
+    assert launch_mod.AddressTable(xs).entries([1, 2, 3, 4]).tolist() == [1, 2, 3, 4]
+    out = tt.zeros(1, dtype=tt.float32)
+    launch(_sum_through_table_kernel, (len(table),), table, out, BLOCK=8)
+    assert out.item() == sum(n * (n - 1) / 2 for n in (0, 5, 17, 8))
+
+
+def test_address_table_refuses_a_strided_buffer():
+    x = tt.zeros(4, 6)
+    with pytest.raises(ValueError, match=r"buffers\[1\] is not contiguous"):
+        launch_mod.AddressTable([x, x.t()], 8)
+    launch_mod.AddressTable([x[1:3], x[:, :1][:1]], 8)  # contiguous views are fine
+
+
+def _launched_addresses(monkeypatch, module):
+    """Every launch of ``module``: its arguments as the launch received them."""
+    seen = []
+    real = module.launch
+    monkeypatch.setattr(module, "launch", lambda kernel, grid, *args, **kw: seen.append(args) or
+                        real(kernel, grid, *args, **kw))
+    return seen
+
+
+def test_multi_tensor_kernels_take_their_addresses_at_launch(monkeypatch):
+    # The tables of GradScaler's unscale, clip_grad_norm_ and the optimizers' step counts name
+    # their tensors, not addresses read on the host: in GPU mode the launch takes each address
+    # from the tensor as the kernel sees it (a host tensor is staged), so no host address can
+    # reach a device kernel. A table of data_ptr() values built by the caller (the H100's
+    # illegal address) fails here.
+    from tritensor.core.ops import amp as amp_ops, foreach, optim as optim_ops
+    from tritensor.triton_kernels import amp as amp_k, foreach as foreach_k, optim as optim_k
+
+    grads = [tt.ones(5), tt.ones(3, 4)]
+    steps = [tt.zeros(1), tt.zeros(1)]
+    calls = [_launched_addresses(monkeypatch, m) for m in (amp_k, foreach_k, optim_k)]
+    amp_ops.unscale_and_check_(grads, tt.zeros(1), tt.full((1,), 0.5))
+    foreach.multi_tensor_norm(grads, 2.0)
+    optim_ops.advance_steps_(steps)
+    tables = [a for c in calls for args in c for a in args if isinstance(a, launch_mod.AddressTable)]
+    assert [[b for b in t.buffers] for t in tables] == [grads, grads, steps]
+    addresses = {t.data_ptr() for t in grads + steps}
+    for c in calls:
+        for args in c:
+            for a in args:
+                if isinstance(a, tt.Tensor) and a.dtype is tt.int64:
+                    assert not addresses & set(a.cpu().numpy().ravel().tolist()), "a table of host addresses"
+    assert grads[1].numpy().tolist() == [[0.5] * 4] * 3 and steps[0].item() == 1.0

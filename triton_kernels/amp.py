@@ -1,9 +1,10 @@
 """AMP kernels: the fused multi-tensor unscale-and-check, and the loss-scale update.
 
 ``unscale``: one launch over every gradient of one dtype and device (PyTorch's
-``_amp_foreach_non_finite_check_and_unscale_``). The launch gets a *block table*, an int64 array
-of three columns per program: the address of the gradient's first element, the offset of the
-program's block inside it, and the gradient's element count. A program loads its row, turns the
+``_amp_foreach_non_finite_check_and_unscale_``). The launch gets a *block table*
+(``runtime/launch.py: AddressTable``), an int64 array of three columns per program: the address of
+the gradient's first element as the kernel sees it, the offset of the program's block inside it,
+and the gradient's element count. A program loads its row, turns the
 address into a pointer of the gradients' dtype, loads BLOCK values, computes in fp32: a value that
 is not finite sets ``found_inf[0] = 1`` (a plain store of 1.0: every writer writes the same), and
 every value is multiplied by ``inv_scale[0]`` and stored back in place. Nothing is read back on the
@@ -20,12 +21,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..runtime.launch import launch
-from ._common import INTERPRET, per_mode
+from ..runtime.launch import AddressTable, launch
+from ._common import per_mode
 
 # Elements per program. The interpreter pays per program: wide blocks there.
 UNSCALE_BLOCK = per_mode(8192, 2048)
-ROW = 3  # int64 columns per block-table row: address, block start, numel
 
 
 @triton.jit
@@ -66,12 +66,13 @@ def _update_scale_kernel(scale, growth_tracker, found_inf, growth_factor, backof
             tl.store(growth_tracker, succ)
 
 
-def unscale(table, n_blocks: int, found_inf, inv_scale, dtype_name: str) -> None:
-    """Unscale in place every block the (n_blocks, 3) int64 ``table`` names (``inv_scale=None``:
-    only check them); see the module doc."""
-    if n_blocks == 0:
+def unscale(grads, found_inf, inv_scale, dtype_name: str) -> None:
+    """Unscale in place every contiguous tensor of ``grads`` (one dtype, one device; ``inv_scale=None``:
+    only check them), one launch through a block table; see the module doc."""
+    table = AddressTable(grads, UNSCALE_BLOCK)
+    if len(table) == 0:
         return
-    launch(_unscale_kernel, (n_blocks,), table, found_inf, found_inf if inv_scale is None else inv_scale,
+    launch(_unscale_kernel, (len(table),), table, found_inf, found_inf if inv_scale is None else inv_scale,
            DTYPE=getattr(tl, dtype_name), UNSCALE=inv_scale is not None, BLOCK=UNSCALE_BLOCK)
 
 

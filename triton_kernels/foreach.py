@@ -1,6 +1,6 @@
 """Multi-tensor ("foreach") kernels: one launch over many tensors of one dtype and device.
 
-As amp's unscale kernel (``amp.py``), a launch gets a *block table*: an int64 array of three
+As amp's unscale kernel (``amp.py``), a launch gets a *block table* (``AddressTable``): an int64 array of three
 columns per program, (address of the tensor's first element, the program's block start, the
 tensor's element count). ``norm_partials`` stores one partial per program (sum of squares, sum of
 |x|^p, count of non-zeros or max |x|, in fp32; fp64 for fp64 tensors), which the caller reduces
@@ -13,11 +13,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..runtime.launch import launch
+from ..runtime.launch import AddressTable, launch
 from ._common import per_mode
 
 BLOCK = per_mode(8192, 2048)
-ROW = 3  # int64 columns per block-table row: address, block start, numel
 
 
 @triton.jit
@@ -31,7 +30,7 @@ def _row(table, DTYPE: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _norm_partials_kernel(table, partials, p, KIND: tl.constexpr, DTYPE: tl.constexpr, COMPUTE: tl.constexpr,
+def _norm_partials_kernel(table, partials, p: tl.float64, KIND: tl.constexpr, DTYPE: tl.constexpr, COMPUTE: tl.constexpr,
                           BLOCK: tl.constexpr):
     pid, ptr, offs, mask = _row(table, DTYPE, BLOCK)
     a = tl.abs(tl.load(ptr + offs, mask=mask, other=0).to(COMPUTE))
@@ -45,7 +44,7 @@ def _norm_partials_kernel(table, partials, p, KIND: tl.constexpr, DTYPE: tl.cons
         r = tl.sum(a * a, axis=0)
     else:
         tl.static_assert(KIND == "p")
-        r = tl.sum(tl.where(a > 0, tl.exp2(p * tl.log2(a)), 0.0), axis=0)
+        r = tl.sum(tl.where(a > 0, tl.exp2(p.to(COMPUTE) * tl.log2(a)), 0.0), axis=0)  # p in fp64 for fp64
     # NaN is kept (max drops it, sums keep it): a non-finite gradient must show in the norm.
     bad = tl.sum(tl.where(a != a, 1, 0), axis=0)
     r = tl.where(bad > 0, float("nan"), r)
@@ -60,8 +59,16 @@ def _scale_kernel(table, coef, DTYPE: tl.constexpr, COMPUTE: tl.constexpr, BLOCK
     tl.store(ptr + offs, (v * k).to(DTYPE), mask=mask)
 
 
-def norm_partials(table, n_blocks: int, partials, kind: str, p: float, dtype_name: str) -> None:
-    """partials[i] = the block-i partial of ``kind`` ("two", "one", "inf", "zero", "p" with ``p``)."""
+def blocks(tensors) -> int:
+    """How many programs (and partials) a launch over ``tensors`` has."""
+    return len(AddressTable(tensors, BLOCK))
+
+
+def norm_partials(tensors, partials, kind: str, p: float, dtype_name: str) -> None:
+    """partials[i] = the block-i partial of ``kind`` ("two", "one", "inf", "zero", "p" with ``p``)
+    over the contiguous ``tensors`` (one dtype and device); ``partials`` holds :func:`blocks` values."""
+    table = AddressTable(tensors, BLOCK)
+    n_blocks = len(table)
     if n_blocks == 0:
         return
     compute = tl.float64 if dtype_name == "float64" else tl.float32
@@ -69,8 +76,10 @@ def norm_partials(table, n_blocks: int, partials, kind: str, p: float, dtype_nam
            COMPUTE=compute, BLOCK=BLOCK)
 
 
-def scale_(table, n_blocks: int, coef, dtype_name: str) -> None:
-    """Every block the table names, in place: x *= coef[0]."""
+def scale_(tensors, coef, dtype_name: str) -> None:
+    """Every contiguous tensor of ``tensors`` (one dtype and device), in place: x *= coef[0]."""
+    table = AddressTable(tensors, BLOCK)
+    n_blocks = len(table)
     if n_blocks == 0:
         return
     compute = tl.float64 if dtype_name == "float64" else tl.float32

@@ -12,7 +12,9 @@ Scope: 2-D problems, fp16/bf16 (fp32 tiles of these configs overflow shared memo
 enough that persistence pays. Everything else goes to ``matmul.py``'s general kernel, which
 is also what CPU mode and pre-Hopper GPUs run: :func:`usable` selects this kernel in GPU mode
 on compute capability 9.x only. Triton's interpreter emulates descriptor loads and stores
-(zero fill and clipping at the edges included), so the tests call :func:`matmul` directly in
+(zero fill and clipping at the edges included; ``runtime/interpreter_gpu.py`` makes its stores
+write whole 16-byte chunks of a row, as the hardware does, so an output whose rows do not end on a
+16-byte boundary takes a masked pointer store instead), so the tests call :func:`matmul` directly in
 CPU mode and check it against NumPy, with :data:`INTERPRET_CONFIG` in place of the autotuner and
 a few programs walking every tile (the persistent loop), and ``tests/test_sm90_compile.py``
 compiles it for sm_90 in every configuration.
@@ -60,10 +62,11 @@ CONFIGS = [c for c in (
     for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)) if _fits(c)]
 
 
-@autotune(configs=CONFIGS, key=["M", "N", "K", "A_T", "B_T", "INPUT_PRECISION", "DTYPE"])
+@autotune(configs=CONFIGS, key=["M", "N", "K", "A_T", "B_T", "C_TMA", "INPUT_PRECISION", "DTYPE"])
 @triton.jit
-def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_SMS: tl.constexpr,
-                                  A_T: tl.constexpr, B_T: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, c_ptr, stride_cm, M, N, K, NUM_SMS: tl.constexpr,
+                                  A_T: tl.constexpr, B_T: tl.constexpr, C_TMA: tl.constexpr,
+                                  INPUT_PRECISION: tl.constexpr,
                                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                                   GROUP_M: tl.constexpr, DTYPE: tl.constexpr = "", UPCAST: tl.constexpr = False):
     # DTYPE (the operands' dtype name) only keys the autotuner: it adds the dtypes of arguments
@@ -93,7 +96,17 @@ def _matmul_tma_persistent_kernel(a_desc, b_desc, c_desc, M, N, K, NUM_SMS: tl.c
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
-        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))  # TMA clips the store at the edges
+        if C_TMA:
+            c_desc.store([off_m, off_n], acc.to(c_desc.dtype))  # TMA clips the store at the edges
+        else:
+            # A row of N elements does not end on a 16-byte boundary: TMA would write the
+            # elements after it up to that boundary (whole 16-byte chunks), past the view into
+            # the caller's memory. A masked store writes exactly the tile's elements inside it.
+            offs_m = off_m + tl.arange(0, BLOCK_M)
+            offs_n = off_n + tl.arange(0, BLOCK_N)
+            mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
+            tl.store(c_ptr + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :],
+                     acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
 def _tma_layout(t):
@@ -143,7 +156,9 @@ def matmul(out, a, b, allow_tf32: bool) -> None:
     b_desc = (TensorDescriptor(b, [N, K], [b.stride(1), 1], [128, 64]) if b_t
               else TensorDescriptor(b, [K, N], [b.stride(0), 1], [64, 128]))
     c_desc = TensorDescriptor(out, [M, N], [out.stride(0), 1], [128, 128])
-    meta = dict(A_T=a_t, B_T=b_t, INPUT_PRECISION=input_precision(a.dtype.name, allow_tf32), DTYPE=a.dtype.name)
+    # TMA stores whole 16-byte chunks of a row: only rows that end on a 16-byte boundary take it.
+    c_tma = (N * out.dtype.itemsize) % 16 == 0
+    meta = dict(A_T=a_t, B_T=b_t, C_TMA=c_tma, INPUT_PRECISION=input_precision(a.dtype.name, allow_tf32), DTYPE=a.dtype.name)
     if INTERPRET:
         meta.update(INTERPRET_CONFIG, UPCAST=True)
         num_sms = INTERPRET_PROGRAMS
@@ -157,5 +172,5 @@ def matmul(out, a, b, allow_tf32: bool) -> None:
     def grid(META):
         return (min(num_sms, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
 
-    launch(_matmul_tma_persistent_kernel, grid, a_desc, b_desc, c_desc, M, N, K,
+    launch(_matmul_tma_persistent_kernel, grid, a_desc, b_desc, c_desc, out, out.stride(0), M, N, K,
            NUM_SMS=num_sms, **meta)

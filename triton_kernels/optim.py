@@ -1,8 +1,10 @@
 """Fused optimiser updates: one kernel per parameter per step does the whole update
 (weight decay, momentum / moments, bias correction, the write), reading each state once.
 
-Parameters and states are contiguous and updated in place. Hyper-parameters arrive as fp32
-scalars; arithmetic is fp32 (fp64 for fp64 parameters), cast on store.
+Parameters and states are contiguous and updated in place. Hyper-parameters arrive as fp64
+scalars (parameters annotated ``tl.float64``: a plain Python float would reach a compiled kernel
+as fp32 and cost fp64 parameters their precision) and are rounded once to the compute dtype:
+arithmetic is fp32 (fp64 for fp64 parameters), cast on store.
 
 The AMP inputs (PyTorch's ``fused=True`` path, fed by ``GradScaler.step``), each optional:
 
@@ -16,8 +18,8 @@ The AMP inputs (PyTorch's ``fused=True`` path, fed by ``GradScaler.step``), each
 * ``step`` (fp32, one element, Adam): the step count on the device, already advanced for this
   step by ``advance_steps`` (ONE launch for all the counts of a parameter group: a table of
   their addresses, each ``+= 1`` unless ``found_inf`` is set). The update computes
-  ``lr / (1 - beta1^t)`` and ``sqrt(1 - beta2^t)`` from it in fp64 (lr and log(beta) passed as
-  float64 bits), then rounds them to fp32, as the host path rounds the same values computed in
+  ``lr / (1 - beta1^t)`` and ``sqrt(1 - beta2^t)`` from it in fp64 (from lr and log(beta)),
+  then rounds them to the compute dtype, as the host path rounds the same values computed in
   fp64 on the host.
 """
 from __future__ import annotations
@@ -27,8 +29,8 @@ import math
 import triton
 import triton.language as tl
 
-from ..runtime.launch import launch
-from ._common import elementwise_block, f64_bits, grid_1d, load_f64_scalar
+from ..runtime.launch import AddressTable, launch
+from ._common import elementwise_block, grid_1d
 
 
 @triton.jit
@@ -48,11 +50,13 @@ def _amp_inputs(g, offs, n, found_inf, grad_scale, F: tl.constexpr, HAS_FOUND_IN
 
 
 @triton.jit
-def _sgd_kernel(p, g, buf, found_inf, grad_scale, n, lr, weight_decay, momentum, dampening,
+def _sgd_kernel(p, g, buf, found_inf, grad_scale, n, lr: tl.float64, weight_decay: tl.float64, momentum: tl.float64,
+                dampening: tl.float64,
                 HAS_MOMENTUM: tl.constexpr, FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr,
                 HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
+    lr, weight_decay, momentum, dampening = lr.to(F), weight_decay.to(F), momentum.to(F), dampening.to(F)
     mask, d = _amp_inputs(g, offs, n, found_inf, grad_scale, F, HAS_FOUND_INF, HAS_GRAD_SCALE)
     w = tl.load(p + offs, mask=mask).to(F)
     if MAXIMIZE:
@@ -72,18 +76,22 @@ def _sgd_kernel(p, g, buf, found_inf, grad_scale, n, lr, weight_decay, momentum,
 
 
 @triton.jit
-def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scale, step, n, lr, beta1, beta2,
-                 eps, weight_decay, step_size, bias_c2_sqrt, lr_bits, log_beta1_bits, log_beta2_bits,
+def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scale, step, n, lr: tl.float64,
+                 beta1: tl.float64, beta2: tl.float64, eps: tl.float64, weight_decay: tl.float64,
+                 step_size: tl.float64, bias_c2_sqrt: tl.float64, log_beta1: tl.float64, log_beta2: tl.float64,
                  DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
                  HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, STEP_ON_DEVICE: tl.constexpr,
                  BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
     mask, d = _amp_inputs(g, offs, n, found_inf, grad_scale, F, HAS_FOUND_INF, HAS_GRAD_SCALE)
-    if STEP_ON_DEVICE:  # lr / (1 - b1^t) and sqrt(1 - b2^t) in fp64, rounded to fp32 as the host's are
+    if STEP_ON_DEVICE:  # lr / (1 - b1^t) and sqrt(1 - b2^t) in fp64, as the host computes them
         t = tl.load(step).to(tl.float64)
-        step_size = (load_f64_scalar(lr_bits) / (1.0 - tl.exp(t * load_f64_scalar(log_beta1_bits)))).to(tl.float32)
-        bias_c2_sqrt = tl.sqrt(1.0 - tl.exp(t * load_f64_scalar(log_beta2_bits))).to(tl.float32)
+        step_size = lr / (1.0 - tl.exp(t * log_beta1))
+        bias_c2_sqrt = tl.sqrt(1.0 - tl.exp(t * log_beta2))
+    # One rounding of each fp64 hyper-parameter to the compute dtype (none for fp64 parameters).
+    step_size, bias_c2_sqrt, lr, eps = step_size.to(F), bias_c2_sqrt.to(F), lr.to(F), eps.to(F)
+    beta1, beta2, weight_decay = beta1.to(F), beta2.to(F), weight_decay.to(F)
     w = tl.load(p + offs, mask=mask).to(F)
     if MAXIMIZE:
         d = -d
@@ -129,13 +137,15 @@ def sgd_step(p, g, buf, *, lr, weight_decay, momentum, dampening, nesterov, maxi
            HAS_FOUND_INF=found_inf is not None, HAS_GRAD_SCALE=grad_scale is not None, BLOCK=block)
 
 
-def advance_steps(table, n: int, found_inf=None) -> None:
-    """``+= 1`` (unless ``found_inf`` is set) on the ``n`` fp32 step counts whose addresses the int64
-    ``table`` holds; one launch."""
+def advance_steps(steps, found_inf=None) -> None:
+    """``+= 1`` (unless ``found_inf`` is set) on every one-element fp32 step count of ``steps`` (one
+    device); one launch through a table of their addresses."""
+    table = AddressTable(steps)
+    n = len(table)
     if n == 0:
         return
     block = min(triton.next_power_of_2(n), 1024)
-    launch(_advance_steps_kernel, (triton.cdiv(n, block),), table, n, table if found_inf is None else found_inf,
+    launch(_advance_steps_kernel, (triton.cdiv(n, block),), table, n, steps[0] if found_inf is None else found_inf,
            HAS_FOUND_INF=found_inf is not None, BLOCK=block)
 
 
@@ -163,18 +173,20 @@ def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_
     launch(_adam_kernel, grid_1d(n, block), p, g, exp_avg, exp_avg_sq, max_exp_avg_sq if ams else exp_avg_sq,
            p if found_inf is None else found_inf, p if grad_scale is None else grad_scale,
            step if on_device else p, n, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay),
-           float(step_size), float(bias_c2_sqrt), f64_bits(lr), f64_bits(log_b1), f64_bits(log_b2),
+           float(step_size), float(bias_c2_sqrt), float(log_b1), float(log_b2),
            DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams, HAS_FOUND_INF=found_inf is not None,
            HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, BLOCK=block)
 
 
 # ----- issue 15 (nn15): RMSprop and Adagrad, torch's update rules in one pass each ------------------
 @triton.jit
-def _rmsprop_kernel(p, g, square_avg, grad_avg, buf, n, lr, alpha, eps, weight_decay, momentum,
+def _rmsprop_kernel(p, g, square_avg, grad_avg, buf, n, lr: tl.float64, alpha: tl.float64, eps: tl.float64,
+                    weight_decay: tl.float64, momentum: tl.float64,
                     CENTERED: tl.constexpr, HAS_MOMENTUM: tl.constexpr, MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
+    lr, alpha, eps, weight_decay, momentum = lr.to(F), alpha.to(F), eps.to(F), weight_decay.to(F), momentum.to(F)
     w = tl.load(p + offs, mask=mask).to(F)
     d = tl.load(g + offs, mask=mask).to(F)
     if MAXIMIZE:
@@ -199,10 +211,12 @@ def _rmsprop_kernel(p, g, square_avg, grad_avg, buf, n, lr, alpha, eps, weight_d
 
 
 @triton.jit
-def _adagrad_kernel(p, g, state_sum, n, clr, eps, weight_decay, MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
+def _adagrad_kernel(p, g, state_sum, n, clr: tl.float64, eps: tl.float64, weight_decay: tl.float64,
+                    MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
+    clr, eps, weight_decay = clr.to(F), eps.to(F), weight_decay.to(F)
     w = tl.load(p + offs, mask=mask).to(F)
     d = tl.load(g + offs, mask=mask).to(F)
     if MAXIMIZE:

@@ -3,16 +3,13 @@
 ``unscale_and_check_(grads, found_inf, inv_scale)``: every tensor in ``grads`` (one floating dtype,
 one device) is multiplied by ``inv_scale`` in place, and ``found_inf`` (fp32, one element) is set
 to 1.0 when any value was inf or NaN: ONE kernel launch for all of them (a multi-tensor launch
-through a block table of addresses), no host synchronisation. ``check_finite_(grads, found_inf)``:
+through a block table of addresses, ``runtime/launch.py: AddressTable``), no host synchronisation. ``check_finite_(grads, found_inf)``:
 the same launch reading only (the check a fused optimizer step needs). ``update_scale_(...)``: the scaler's
 scale/growth-tracker rule, one single-program launch.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ...runtime import dtype as dt
-from ...runtime.device import device
 from ...triton_kernels import amp as _k
 from ..tensor_base import TensorBase
 
@@ -56,14 +53,7 @@ def _multi_tensor(where, grads, found_inf, inv_scale) -> None:
             raise ValueError(f"{where}: {name} is on {t.device}, the grads on {first.device}")
     # Non-contiguous grads: unscale (or check) a contiguous copy, then write it back.
     work = [g if g.is_contiguous() else g.contiguous() for g in grads]
-    block = _k.UNSCALE_BLOCK
-    rows = [(w.data_ptr(), s, w.numel()) for w in work for s in range(0, w.numel(), block)]
-    if rows:
-        table = TensorBase._empty((len(rows), _k.ROW), dt.int64, device("cpu"))
-        table.untyped_storage().bytes_view()[...] = np.asarray(rows, dtype=np.int64).view(np.uint8).ravel()
-        if first.device.type != "cpu":
-            table = table.to(first.device)
-        _k.unscale(table, len(rows), found_inf, inv_scale, first.dtype.name)
+    _k.unscale(work, found_inf, inv_scale, first.dtype.name)
     for g, w in zip(grads, work):
         if w is not g and inv_scale is not None:
             g.copy_(w)

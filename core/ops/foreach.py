@@ -7,10 +7,7 @@ from __future__ import annotations
 import math
 import numbers
 
-import numpy as np
-
 from ...runtime import dtype as dt
-from ...runtime.device import device
 from ...triton_kernels import foreach as _k
 from ..tensor_base import TensorBase
 
@@ -33,16 +30,6 @@ def _groups(ts):
     for t in ts:
         out.setdefault((t.dtype, t.device), []).append(t)
     return out
-
-
-def _table(work, dev):
-    block = _k.BLOCK
-    rows = [(w.data_ptr(), s, w.numel()) for w in work for s in range(0, w.numel(), block)]
-    if not rows:
-        return None, 0
-    table = TensorBase._empty((len(rows), _k.ROW), dt.int64, device("cpu"))
-    table.untyped_storage().bytes_view()[...] = np.asarray(rows, dtype=np.int64).view(np.uint8).ravel()
-    return (table if dev.type == "cpu" else table.to(dev)), len(rows)
 
 
 def _kind(p: float) -> str:
@@ -70,11 +57,11 @@ def multi_tensor_norm(tensors, norm_type=2.0):
     totals = []
     for (d, dev), group in _groups(ts).items():
         work = [t if t.is_contiguous() else t.contiguous() for t in group]
-        table, n = _table(work, dev)
+        n = _k.blocks(work)
         if n == 0:
             continue
         partials = TensorBase._empty((n,), dt.float64 if d is dt.float64 else dt.float32, dev)
-        _k.norm_partials(table, n, partials, kind, p, d.name)
+        _k.norm_partials(work, partials, kind, p, d.name)
         part = partials.amax() if kind == "inf" else partials.sum()
         totals.append(part.to(out_dtype))
     first = ts[0].device
@@ -98,10 +85,9 @@ def multi_tensor_scale_(tensors, scale) -> None:
         raise TypeError(f"{where}: scale must be a one-element Tensor")
     for (d, dev), group in _groups(ts).items():
         work = [t if t.is_contiguous() else t.contiguous() for t in group]
-        table, n = _table(work, dev)
-        if n:
+        if _k.blocks(work):
             coef = scale.to(device=dev, dtype=dt.float64 if d is dt.float64 else dt.float32).contiguous()
-            _k.scale_(table, n, coef, d.name)
+            _k.scale_(work, coef, d.name)
         for t, w in zip(group, work):
             if w is not t:
                 t.copy_(w)

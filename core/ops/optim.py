@@ -13,10 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 
-import numpy as np
-
 from ...runtime import dtype as dt
-from ...runtime.device import device
 from ...triton_kernels import optim as _k
 from ..tensor_base import TensorBase
 
@@ -101,12 +98,7 @@ def advance_steps_(steps, found_inf=None) -> None:
             raise TypeError(f"advance_steps_: 'steps[{i}]' must be a tensor, got {type(t).__name__}")
         _check_scalar("advance_steps_", first, **{f"steps[{i}]": t})
     _check_scalar("advance_steps_", first, found_inf=found_inf)
-    table = TensorBase._empty((len(steps),), dt.int64, device("cpu"))
-    table.untyped_storage().bytes_view()[...] = np.asarray([t.data_ptr() for t in steps], dtype=np.int64).view(
-        np.uint8)
-    if first.device.type != "cpu":
-        table = table.to(first.device)
-    _k.advance_steps(table, len(steps), found_inf)
+    _k.advance_steps(steps, found_inf)
 
 
 # ----- issue 15 (nn15) ---------------------------------------------------------------------------------
