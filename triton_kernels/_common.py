@@ -115,6 +115,27 @@ def load_f64_scalar(bits):
 
 
 @triton.jit
+def float_to_int(v, DST: tl.constexpr):
+    """A floating value as the integer dtype ``DST`` (int32 or int64), the same in both modes:
+    truncation toward zero, saturated at the type's limits (inf -> max, -inf -> min), NaN -> 0.
+
+    That is what the GPU's conversion (``cvt.rzi.s32.f32`` and kin) does; NumPy, and so the
+    interpreter, gives INT_MIN for all three. torch leaves it undefined (and differs between CPU
+    and CUDA); tritensor defines it, as the hardware does.
+    """
+    tl.static_assert(DST == tl.int32 or DST == tl.int64, "float_to_int: int32 or int64")
+    if v.dtype.primitive_bitwidth < 32:
+        v = v.to(tl.float32)  # fp16/bf16: exact in fp32, and 2**31 / 2**63 are fp32 numbers
+    if DST == tl.int32:
+        r = tl.where(v >= 2147483648.0, 2147483647, tl.where(v < -2147483648.0, -2147483648, v.to(tl.int32)))
+    else:
+        big = v >= 9223372036854775808.0
+        r = tl.where(big, 9223372036854775807, tl.where(v < -9223372036854775808.0, -9223372036854775808,
+                                                         v.to(tl.int64)))
+    return tl.where(v != v, 0, r).to(DST)
+
+
+@triton.jit
 def linear_index(BLOCK: tl.constexpr, INT64: tl.constexpr):
     pid = tl.program_id(0)
     if INT64:

@@ -2,7 +2,9 @@
 ``.to(dtype)`` run, plus ``fill_``.
 
 Conversions are Triton's ``.to``: float narrowing rounds to nearest even, keeps inf/NaN and
-overflows to inf; float -> int truncates toward zero; anything -> bool is ``!= 0``.
+overflows to inf; float -> int truncates toward zero and saturates (inf and values past the range
+give the type's max or min, NaN gives 0: ``_common.float_to_int``, what the GPU does, in both
+modes); anything -> bool is ``!= 0``.
 """
 from __future__ import annotations
 
@@ -10,8 +12,8 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import (collapse, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar, needs_int64,
-                      strided_offset, strided_offset2)
+from ._common import (collapse, elementwise_block, f64_bits, float_to_int, grid_1d, linear_index, load_f64_scalar,
+                      needs_int64, strided_offset, strided_offset2)
 
 
 @triton.jit
@@ -29,6 +31,8 @@ def _copy_kernel(src, dst, n, shape, s_src, s_dst,
         if v.dtype.is_floating():
             v = v.to(tl.float32) if v.dtype.primitive_bitwidth < 32 else v  # compare in fp32: -0.0 is 0
         v = v != 0
+    elif v.dtype.is_floating() and dst.dtype.element_ty.is_int():
+        v = float_to_int(v, dst.dtype.element_ty)
     tl.store(dst + o_dst, v.to(dst.dtype.element_ty), mask=mask)
 
 
@@ -56,6 +60,8 @@ def _fill_kernel(dst, n, shape, s_dst, fbits, ival,
         v = ival.to(tl.int64)
     if dst.dtype.element_ty == tl.int1:
         v = v != 0
+    elif IS_FLOAT and dst.dtype.element_ty.is_int():
+        v = float_to_int(v, dst.dtype.element_ty)
     tl.store(dst + o, tl.broadcast_to(v.to(dst.dtype.element_ty), (BLOCK,)), mask=mask)
 
 
