@@ -3,6 +3,13 @@
 Importing picks the execution mode first (``runtime/mode.py``): GPU mode when a CUDA driver and
 device answer, otherwise CPU mode, where the same kernels run in Triton's interpreter.
 """
+if __name__ != "tritensor":
+    # Imported by path under another name: pytest imports a folder's __init__.py so, under the
+    # folder's name, and this folder is the package. Relative imports then resolve against the
+    # installed tritensor, so a process never holds a second copy of the library (its own state,
+    # its own fix-ups to Triton's interpreter).
+    __package__ = "tritensor"
+
 from .runtime import mode as _mode  # noqa: F401  (must run before any Triton kernel is defined)
 
 import sys as _sys

@@ -191,3 +191,15 @@ def test_every_package_is_listed_in_pyproject():
     packages = {_fmt(name) for name, (is_pkg, _) in MODULES.items() if is_pkg}
     assert packages - listed == set(), f"packages missing from pyproject.toml: {sorted(packages - listed)}"
     assert listed - packages == set(), f"pyproject.toml lists packages that do not exist: {sorted(listed - packages)}"
+
+
+def test_the_test_process_holds_one_copy_of_the_library():
+    # pytest imports the root __init__.py by path under the folder's name (the root is the
+    # package); it must resolve against the installed tritensor, not load every module again.
+    import sys
+
+    sources = {path.resolve() for _is_pkg, path in MODULES.values()} - {ROOT / "__init__.py"}
+    ours = {id(m) for name, m in list(sys.modules.items()) if name.startswith("tritensor")}
+    second = [name for name, m in list(sys.modules.items())
+              if id(m) not in ours and getattr(m, "__file__", None) and pathlib.Path(m.__file__).resolve() in sources]
+    assert second == [], f"modules loaded a second time under another name: {second[:5]}"
