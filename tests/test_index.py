@@ -113,6 +113,35 @@ def test_setitem_matches_numpy(dtype):
     _eq(x, ref)
 
 
+@pytest.mark.parametrize("reverse", [False, True], ids=["programs-in-order", "programs-last-first"])
+@pytest.mark.parametrize("dtype", [tt.float32, tt.int64, tt.int32, tt.bool])
+def test_setitem_duplicates_write_the_last_value(dtype, reverse, monkeypatch):
+    # Index rows naming one position: NumPy writes the last. A GPU runs programs in no order (the
+    # H100 got 8 of 210 elements "wrong" for int64): the kernel resolves duplicates itself, so
+    # the last value wins however the programs run. REVERSE_GRID runs them last first.
+    from tritensor.runtime import interpreter_gpu
+    from tritensor.triton_kernels._common import ELEMENTWISE_BLOCK
+
+    monkeypatch.setattr(interpreter_gpu, "REVERSE_GRID", reverse)
+    n = 2 * ELEMENTWISE_BLOCK + 9  # rows in three programs
+    idx = rng.integers(0, 7, n)
+    idx[[0, ELEMENTWISE_BLOCK, n - 1]] = 3  # position 3: first, middle and last program
+    v = (np.arange(n) % 100 + 1).astype(np.float64)
+    if dtype is tt.bool:
+        v = (np.arange(n) % 3) == 0
+    x, ref = _t(np.zeros(7), dtype), np.zeros(7).astype(NP[dtype])
+    x[tt.tensor(idx)] = _t(v, dtype)
+    ref[idx] = v.astype(NP[dtype])
+    _eq(x, ref)
+    # two index tensors, broadcast: (i, j) pairs repeat too; the rows keep a trailing dim
+    x2, ref2 = _t(np.zeros((3, 4, 2)), dtype), np.zeros((3, 4, 2)).astype(NP[dtype])
+    i, j = np.array([[0], [2], [0]]), np.array([1, 1, 3])
+    w = _data((3, 3, 2), dtype)
+    x2[tt.tensor(i), tt.tensor(j)] = _t(w, dtype)
+    ref2[i, j] = w.astype(NP[dtype])
+    _eq(x2, ref2)
+
+
 def test_setitem_noncontiguous_target_and_version():
     a = rng.standard_normal((4, 6)).astype(np.float32)
     base = tt.tensor(a)

@@ -6,7 +6,8 @@ Two index layouts cover every op:
 - ``index_nd``: the indexed tensor ``base`` has K dims picked by K index tensors broadcast to a
   shape B (passed as one contiguous int64 buffer of shape (K, *B)) and R dims kept as they are.
   The "dense" operand has shape B + R (any strides). MODE "gather": dense = base[idx] (``x[idx]``,
-  ``index_select``); "put": base[idx] = dense (``x[idx] = v``); "add": base[idx] += dense with
+  ``index_select``); "put": base[idx] = dense (``x[idx] = v``; where index rows repeat, the last
+  row's value is written, as in NumPy); "add": base[idx] += dense with
   atomics (``index_add``, the backward of ``x[idx]``).
 - ``index_dim``: ``gather``/``scatter_add``: one index tensor with the dense operand's shape
   picks the position along one dim of ``base``.
@@ -35,9 +36,27 @@ def _store_as(ptr, val, mask):
 
 
 @triton.jit
-def _index_nd_kernel(dense, base, idx, n, numel_r, numel_b, shape, dense_strides, shape_r, base_strides_r,
+def _target(idx, b, mask, numel_b, adv_sizes, K: tl.constexpr):
+    """The position index row ``b`` names in the indexed dims' grid, row-major (int64)."""
+    t = tl.zeros(b.shape, tl.int64)
+    for k in tl.static_range(K):
+        i = tl.load(idx + k * numel_b + b, mask=mask, other=0)
+        t = t * adv_sizes[k] + tl.where(i < 0, i + adv_sizes[k], i)
+    return t
+
+
+@triton.jit
+def _claim_kernel(idx, winner, numel_b, adv_sizes, K: tl.constexpr, BLOCK: tl.constexpr):
+    b = linear_index(BLOCK, True)
+    mask = b < numel_b
+    t = _target(idx, b, mask, numel_b, adv_sizes, K)
+    tl.atomic_max(winner + t, b.to(winner.dtype.element_ty), mask=mask, sem="relaxed")
+
+
+@triton.jit
+def _index_nd_kernel(dense, base, idx, winner, n, numel_r, numel_b, shape, dense_strides, shape_r, base_strides_r,
                      adv_strides, adv_sizes, MODE: tl.constexpr, K: tl.constexpr, NDIM: tl.constexpr,
-                     NDIM_R: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
+                     NDIM_R: tl.constexpr, INT64: tl.constexpr, LAST_WINS: tl.constexpr, BLOCK: tl.constexpr):
     lin = linear_index(BLOCK, INT64)
     mask = lin < n
     b = lin // numel_r
@@ -51,6 +70,9 @@ def _index_nd_kernel(dense, base, idx, n, numel_r, numel_b, shape, dense_strides
     if MODE == "gather":
         _store_as(dense + od, tl.load(base + ob, mask=mask), mask)
     elif MODE == "put":
+        if LAST_WINS:  # of the index rows naming one position, only the last (the claim's winner) writes
+            t = _target(idx, b, mask, numel_b, adv_sizes, K)
+            mask = mask & (tl.load(winner + t, mask=mask, other=-1) == b)
         _store_as(base + ob, tl.load(dense + od, mask=mask), mask)
     else:
         tl.static_assert(MODE == "add")
@@ -100,8 +122,15 @@ def _shape_or_one(shape, strides):
     return (tuple(shape), tuple(strides)) if len(shape) else ((1,), (0,))
 
 
-def index_nd(mode: str, dense, base, idx, adv_strides, adv_sizes, rest_shape, base_rest_strides) -> None:
-    """See the module docstring. ``dense`` has shape B + rest_shape; ``idx`` is contiguous int64 (K, *B)."""
+def index_nd(mode: str, dense, base, idx, adv_strides, adv_sizes, rest_shape, base_rest_strides,
+             winner=None) -> None:
+    """See the module docstring. ``dense`` has shape B + rest_shape; ``idx`` is contiguous int64 (K, *B).
+
+    ``winner`` ("put" only): a contiguous int32/int64 buffer of prod(adv_sizes) elements, all -1,
+    given when index rows may repeat: a first launch has every row claim its position with an
+    atomic max of its number, then only the claiming (last) row writes, so duplicates resolve to
+    the last value as in NumPy, whatever order the GPU runs the programs in.
+    """
     n = dense.numel()
     if n == 0:
         return
@@ -111,9 +140,13 @@ def index_nd(mode: str, dense, base, idx, adv_strides, adv_sizes, rest_shape, ba
     shape, dstr = _shape_or_one(dense.shape, dense.stride())
     shape_r, bstr = _shape_or_one(rest_shape, base_rest_strides)
     int64 = needs_int64(dense.shape, dense.stride()) or needs_int64(rest_shape, base_rest_strides)
-    launch(_index_nd_kernel, grid_1d(n, ELEMENTWISE_BLOCK), dense, base, idx, n, numel_r, numel_b, shape, dstr,
-           shape_r, bstr, tuple(adv_strides), tuple(adv_sizes), MODE=mode, K=k, NDIM=len(shape),
-           NDIM_R=len(shape_r), INT64=int64, BLOCK=ELEMENTWISE_BLOCK)
+    last_wins = winner is not None
+    if last_wins:
+        launch(_claim_kernel, grid_1d(numel_b, ELEMENTWISE_BLOCK), idx, winner, numel_b, tuple(adv_sizes), K=k,
+               BLOCK=ELEMENTWISE_BLOCK)
+    launch(_index_nd_kernel, grid_1d(n, ELEMENTWISE_BLOCK), dense, base, idx, winner if last_wins else idx, n,
+           numel_r, numel_b, shape, dstr, shape_r, bstr, tuple(adv_strides), tuple(adv_sizes), MODE=mode, K=k,
+           NDIM=len(shape), NDIM_R=len(shape_r), INT64=int64, LAST_WINS=last_wins, BLOCK=ELEMENTWISE_BLOCK)
 
 
 def index_dim(mode: str, dense, base, idx, dim: int) -> None:

@@ -95,7 +95,7 @@ class Plan:
     """Where ``x[index]`` reads: ``view`` (x after the basic indices), the advanced dims of the
     view with their checked index buffer (int64 (K, *B)), and the result's layout."""
 
-    __slots__ = ("basic", "adv_dims", "idx", "B", "out_shape", "perm", "rest_dims")
+    __slots__ = ("basic", "adv_dims", "idx", "B", "out_shape", "perm", "rest_dims", "unique")
 
     def dense_view(self, t: Tensor) -> Tensor:
         """``t`` (shaped like the result) seen in B + rest order, the kernels' dense layout."""
@@ -103,9 +103,17 @@ class Plan:
 
     def run(self, mode: str, x: Tensor, dense: Tensor) -> None:
         v = _views.basic_getitem(x, self.basic)
+        sizes = [v.shape[d] for d in self.adv_dims]
+        winner = None
+        rows = int(np.prod(self.B, dtype=np.int64))
+        if mode == "put" and not self.unique and rows > 1 and dense.numel():
+            # Index rows may repeat: the kernel resolves them to the last row, whatever the order
+            # of the GPU's programs (one int per position of the indexed dims, all -1 at first).
+            cells = int(np.prod(sizes, dtype=np.int64))
+            winner = TensorBase._empty((cells,), dt.int32 if rows < 2**31 else dt.int64, x.device).fill_(-1)
         _k.index_nd(mode, self.dense_view(dense), v, self.idx,
-                    [v.stride(d) for d in self.adv_dims], [v.shape[d] for d in self.adv_dims],
-                    [v.shape[d] for d in self.rest_dims], [v.stride(d) for d in self.rest_dims])
+                    [v.stride(d) for d in self.adv_dims], sizes,
+                    [v.shape[d] for d in self.rest_dims], [v.stride(d) for d in self.rest_dims], winner)
 
 
 def plan(x: Tensor, index) -> Plan:
@@ -132,9 +140,10 @@ def plan(x: Tensor, index) -> Plan:
     for i in items:
         expanded.extend([slice(None)] * (x.ndim - n_real) if i is Ellipsis else [i])
     # Masks become their coordinate tensors (one per mask dim); x's dims are tracked to check shapes.
-    flat, d = [], 0
+    flat, d, n_masks = [], 0, 0
     for i in expanded:
         if isinstance(i, TensorBase) and i.dtype is dt.bool_:
+            n_masks += 1
             for j, s in enumerate(i.shape):
                 if s != x.shape[d + j]:
                     raise IndexError(f"The shape of the mask {list(i.shape)} at index {j} does not match the shape "
@@ -175,6 +184,8 @@ def plan(x: Tensor, index) -> Plan:
         if idx[k].numel():
             idx[k].copy_(t.expand(B))
     p.idx, p.B = idx, tuple(B)
+    # One mask and nothing else advanced: its coordinates name each position once.
+    p.unique = len(adv) == sum(1 for _vd, i in adv if isinstance(i, tuple)) and n_masks == 1
     nb, a = len(B), p.adv_dims[0]
     adjacent = p.adv_dims == tuple(range(a, a + len(p.adv_dims)))
     rest = [view.shape[k] for k in p.rest_dims]
@@ -217,8 +228,9 @@ def _value_tensor(value, like: Tensor, shape, what: str) -> Tensor:
 
 
 def setitem(x: Tensor, index, value) -> None:
-    """``x[index] = value`` with advanced indices (``index_put_`` without accumulate). With
-    duplicate indices one of the written values wins, unspecified which (as in PyTorch)."""
+    """``x[index] = value`` with advanced indices (``index_put_`` without accumulate). Where
+    indices repeat, the last value is written, as in NumPy, in both modes (PyTorch leaves it
+    unspecified, and its CUDA kernel's pick varies)."""
     p = plan(x, index)
     value = _value_tensor(value, x, p.out_shape, "index_put_")
     _check_writable(_views.basic_getitem(x, p.basic), "index_put_")
