@@ -7,9 +7,14 @@ sys.path.insert(0, os.path.dirname(__file__))
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# GPU mode: every autotuned kernel takes its first configuration (triton_kernels/autotune.py), so
+# the suite's hundreds of shapes are compiled once each, not timed in every configuration.
+os.environ.setdefault("TRITENSOR_AUTOTUNE", "0")
+
 # tritensor picks the execution mode (TRITON_INTERPRET in CPU mode) before Triton is first imported;
 # a test module that imports triton itself must not be the first to do so.
 import tritensor  # noqa: E402,F401
+from gpu_guard import pytest_runtest_teardown  # noqa: E402,F401  (GPU mode: a sticky CUDA error ends the worker)
 
 
 @pytest.fixture

@@ -7,9 +7,16 @@ kernels with ``tritensor.cuda.Event`` and flushes L2 with a tritensor buffer ins
 In CPU mode the kernels run in Triton's interpreter, where timing configurations is both
 meaningless (it measures Python, not a GPU) and slow, so :func:`autotune` returns the plain
 ``@triton.jit`` function and the launcher passes one interpreter-friendly configuration.
+
+``TRITENSOR_AUTOTUNE=0`` (read at import) pins every autotuned kernel to its first
+configuration: no configuration is timed, so a new shape costs one compile, not one per
+configuration plus their timing runs. The GPU-mode test suite sets it (its hundreds of shapes
+spent minutes autotuning); results do not depend on the configuration, and every configuration
+is compiled for Hopper by ``tests/test_sm90_compile.py``.
 """
 from __future__ import annotations
 
+import os
 import statistics
 
 import triton
@@ -17,6 +24,7 @@ import triton
 from ..runtime import cuda, memory
 from ._common import INTERPRET
 
+PINNED = os.environ.get("TRITENSOR_AUTOTUNE", "1").strip() == "0"  # every kernel takes its first configuration
 _L2_FLUSH_BYTES = 256 * 1024 * 1024  # larger than any current L2 (H100: 50 MB, B200: 126 MB)
 _flush_buf = None
 
@@ -95,6 +103,8 @@ def autotune(configs, key, **kwargs):
         if INTERPRET:
             GPU_CONFIGS[f"{fn.fn.__module__}:{fn.fn.__qualname__}"] = list(configs)
             return fn
-        return triton.autotune(configs=configs, key=key, do_bench=do_bench, **kwargs)(fn)
+        # One configuration: Triton's autotuner runs it (pre-hooks included) and times nothing.
+        return triton.autotune(configs=list(configs)[:1] if PINNED else configs, key=key, do_bench=do_bench,
+                               **kwargs)(fn)
 
     return deco
