@@ -9,6 +9,9 @@ interpreter on torch CPU tensors; GPU mode: compiled, on CUDA tensors), with the
 that covers the tensor.
 
 Times are wall clock: the minimum and the median of ``--repeat`` calls after warm-up.
+
+``--host-only``: tritensor's host path per op alone, every launch a no-op (``bench/host_only.py``),
+beside torch CPU eager with ``--peer-python``.
 """
 from __future__ import annotations
 
@@ -20,6 +23,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+from . import host_only
 
 # The peer runs in its own process; it prints {"rows": {name: [min_ms, median_ms]}}.
 _PEER = r'''
@@ -110,6 +115,9 @@ def main(argv=None) -> int:
     p.add_argument("--peer-python", metavar="PATH",
                    help="a Python with torch and Triton: also time stock Triton's add kernel on torch tensors")
     p.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
+    p.add_argument("--host-only", action="store_true",
+                   help="time tritensor's host path per op with every kernel launch a no-op (bench/host_only.py); "
+                        "with --peer-python, beside torch CPU eager on the same rows")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be a positive integer")
@@ -118,6 +126,18 @@ def main(argv=None) -> int:
 
     gpu = tt.cuda.is_available()
     stamp = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    if args.host_only:
+        print(f"tritensor {tt.__version__} host path per op, launches replaced by a no-op -- "
+              f"{'GPU' if gpu else 'CPU mode'} -- {stamp}")
+        rows = host_only.measure(max(3, args.repeat // 20))
+        peer = host_only.run_peer(args.peer_python, max(3, args.repeat // 20)) if args.peer_python else None
+        print(host_only.report(rows, peer))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"date": stamp, "mode": "gpu" if gpu else "cpu", "host_only": rows, "peer": peer}, f,
+                          indent=1)
+            print(f"wrote {args.json}")
+        return 0
     print(f"tritensor {tt.__version__} launch overhead -- {'GPU' if gpu else 'CPU mode (Triton interpreter)'} -- {stamp}")
     rows = measure(args.repeat)
     peer = run_peer(args.peer_python, gpu, args.repeat) if args.peer_python else None

@@ -39,6 +39,24 @@ class _InferenceState(threading.local):
 inference_state = _InferenceState()
 
 
+_contiguous: dict = {}  # shape (as given) -> (Size, contiguous strides, numel)
+_CONTIGUOUS_KEPT = 4096
+
+
+def _contiguous_layout(shape):
+    """Check a shape for ``_empty`` and lay it out contiguously; remember it (hashable shapes)."""
+    size = Size(int(s) for s in shape)
+    for s in size:
+        if s < 0:
+            raise RuntimeError(f"negative dimension {s} in shape {list(size)}")
+    layout = (size, contiguous_strides(size), math.prod(size))
+    if isinstance(shape, tuple) and all(type(s) is int for s in shape):
+        if len(_contiguous) >= _CONTIGUOUS_KEPT:
+            _contiguous.clear()
+        _contiguous[shape] = layout
+    return layout
+
+
 class TensorBase:
     __slots__ = (
         "_storage", "_shape", "_stride", "_offset", "dtype", "device", "_version_counter",
@@ -56,9 +74,9 @@ class TensorBase:
 
     def __init__(self, storage, shape, stride, offset, dtype_, base=None):
         self._storage = storage
-        self._shape = Size(shape)
-        self._stride = tuple(stride)
-        self._offset = int(offset)
+        self._shape = shape if type(shape) is Size else Size(shape)
+        self._stride = stride if type(stride) is tuple else tuple(stride)
+        self._offset = offset if type(offset) is int else int(offset)
         self.dtype = dtype_
         self.device = storage.device
         self._base = base
@@ -75,18 +93,18 @@ class TensorBase:
     @staticmethod
     def _empty(shape, dtype_, dev):
         """A new, uninitialised, contiguous Tensor of ``shape`` on ``dev``."""
-        shape = tuple(int(s) for s in shape)
-        for s in shape:
-            if s < 0:
-                raise RuntimeError(f"negative dimension {s} in shape {list(shape)}")
-        nbytes = math.prod(shape) * dtype_.itemsize
+        layout = _contiguous.get(shape) if isinstance(shape, tuple) else None  # seen before: checked, laid out
+        if layout is None:
+            layout = _contiguous_layout(shape)
+        size, strides, numel = layout
+        nbytes = numel * dtype_.itemsize
         if dev.type == "cpu":
             storage = memory.HostStorage(nbytes)
         else:
             idx = cuda.current_device() if dev.index is None else dev.index
             dev = device("cuda", idx)
             storage = memory.CudaStorage(nbytes, dev, cuda.current_stream(idx))
-        return TensorBase._result_class(storage, shape, contiguous_strides(shape), 0, dtype_)
+        return TensorBase._result_class(storage, size, strides, 0, dtype_)
 
     def __kernel_buffer__(self):
         """The kernel-buffer protocol ``runtime.launch.launch`` passes by pointer (see its docstring)."""

@@ -162,12 +162,12 @@ def launch(kernel, grid, *args, **kwargs) -> None:
     tuples, dtypes) and every keyword argument go to Triton as given.
     """
     if mode.CPU:
-        conv = [_host_table(a) if type(a) is AddressTable else _with_base(a, _host_arg) for a in args]
+        conv = _convert(args, _host_arg, _host_table)
         if launch_log.PATH:  # TRITENSOR_RECORD_LAUNCHES: note it for tools/sm90_compile.py
             launch_log.record(kernel, conv, kwargs)
         # Masked-off lanes still compute in the interpreter (log of padding, ...): silence them.
         with _interp_lock, np.errstate(all="ignore"):
-            kernel[grid](*conv, **kwargs)
+            _final(kernel, grid, conv, kwargs)
         return
 
     if not _hooked:
@@ -186,11 +186,21 @@ def launch(kernel, grid, *args, **kwargs) -> None:
         st.record_stream(stream)
         return _DevArg(st.data_ptr() + offset * dtype.itemsize, dtype)
 
-    conv = [_device_table(a.entries([_with_base(b, dev_arg).data_ptr() for b in a.buffers]), stream)
-            if type(a) is AddressTable else _with_base(a, dev_arg) for a in args]
-    kernel[grid](*conv, **kwargs)
+    def dev_table(a):
+        return _device_table(a.entries([_with_base(b, dev_arg).data_ptr() for b in a.buffers]), stream)
+
+    conv = _convert(args, dev_arg, dev_table)
+    _final(kernel, grid, conv, kwargs)
     for host, dev in staged.values():
         memory.device_to_host(host.bytes_view(), dev.data_ptr(), stream)
+
+
+def triton_launch(kernel, grid, args, kwargs) -> None:
+    """The last step of every launch: Triton runs the kernel on the converted arguments."""
+    kernel[grid](*args, **kwargs)
+
+
+_final = triton_launch  # ``bench launch --host-only`` swaps in a no-op to time everything before it
 
 
 def _host_arg(a, buffer) -> HostArg:
@@ -198,13 +208,35 @@ def _host_arg(a, buffer) -> HostArg:
     return HostArg(storage, dtype, offset, shape, strides)
 
 
+_PLAIN = frozenset((int, float, bool, tuple, str, type(None)))  # passed to Triton as they are
+_buffer_of: dict = {}  # argument type -> its __kernel_buffer__ (None: not a kernel buffer)
+
+
+def _convert(args, convert, table) -> list:
+    """Every argument as the kernel receives it (see :func:`_with_base`; ``table`` converts an
+    AddressTable). One loop over the arguments: this runs at every launch."""
+    out = []
+    for a in args:
+        t = type(a)
+        if t in _PLAIN:
+            out.append(a)
+        elif t is AddressTable:
+            out.append(table(a))
+        else:
+            out.append(_with_base(a, convert))
+    return out
+
+
 def _with_base(a, convert):
     """``a`` as the kernel receives it: ``convert(a, buffer)`` for a kernel buffer, a descriptor
     over the converted base for a TensorDescriptor over one, anything else unchanged."""
-    buffer = getattr(type(a), "__kernel_buffer__", None)
+    t = type(a)
+    buffer = _buffer_of.get(t, _with_base)
+    if buffer is _with_base:  # a type not seen before
+        buffer = _buffer_of[t] = getattr(t, "__kernel_buffer__", None)
     if buffer is not None:
         return convert(a, buffer)
-    if type(a) is TensorDescriptor:
+    if t is TensorDescriptor:
         base_buffer = getattr(type(a.base), "__kernel_buffer__", None)
         if base_buffer is not None:
             return dataclasses.replace(a, base=convert(a.base, base_buffer))

@@ -51,11 +51,13 @@ class HostStorage:
         self.nbytes = int(nbytes)
         if owner is None:
             raw = np.empty(self.nbytes + _ALIGN, dtype=np.uint8)
-            start = (-raw.ctypes.data) % _ALIGN
+            address = raw.ctypes.data  # a ctypes lookup costs a microsecond and a half: once
+            start = (-address) % _ALIGN
             self._bytes = raw[start : start + self.nbytes]  # its base is raw
+            self._ptr = address + start
         else:
             self._bytes = np.asarray(_Borrowed(owner, int(ptr), self.nbytes))
-        self._ptr = self._bytes.ctypes.data
+            self._ptr = self._bytes.ctypes.data
 
     def data_ptr(self) -> int:
         return self._ptr

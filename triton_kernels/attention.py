@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, load_f64_scalar
+from ._common import INTERPRET, cdiv, load_f64_scalar, next_pow2
 from .autotune import autotune
 
 MASK_KINDS = {None: 0, "bool": 1, "additive": 2}
@@ -54,8 +54,8 @@ def interpret_blocks(L: int, S: int) -> dict:
     """The interpreter pays per program and per loop trip: the fewest tiles that cover the problem
     (at least 16, what ``tl.dot`` needs on a GPU; at most 64 so long sequences still take several
     key blocks and exercise the online rescaling)."""
-    return {"BLOCK_M": min(64, max(16, triton.next_power_of_2(max(L, 1)))),
-            "BLOCK_N": min(64, max(16, triton.next_power_of_2(max(S, 1))))}
+    return {"BLOCK_M": min(64, max(16, next_pow2(max(L, 1)))),
+            "BLOCK_N": min(64, max(16, next_pow2(max(S, 1))))}
 
 
 @triton.jit
@@ -226,12 +226,12 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, batch_shape, sqb, skb, svb, sob, smb,
 
 def block_dims(D: int, DV: int) -> tuple[int, int]:
     """Head dims padded to a power of two, at least 16 (``tl.dot``'s minimum)."""
-    return max(16, triton.next_power_of_2(max(D, 1))), max(16, triton.next_power_of_2(max(DV, 1)))
+    return max(16, next_pow2(max(D, 1))), max(16, next_pow2(max(DV, 1)))
 
 
 def seq_bucket(L: int, S: int) -> int:
     """Autotuning key for the sequence lengths: their power-of-two bucket (tuned once per bucket)."""
-    return triton.next_power_of_2(max(L, S, 1))
+    return next_pow2(max(L, S, 1))
 
 
 def forward(out, lse, q, k, v, mask, mask_kind, batch_shape, strides, H, group, scale_bits, causal_offset,
@@ -251,7 +251,7 @@ def forward(out, lse, q, k, v, mask, mask_kind, batch_shape, strides, H, group, 
     (sqb, sq), (skb, sk), (svb, sv), (sob, so), (smb, sm) = strides
     block_d, block_dv = block_dims(D, DV)
     meta = interpret_blocks(L, S) if INTERPRET else {}
-    grid = lambda META: (triton.cdiv(L, META["BLOCK_M"]), nbh)  # noqa: E731
+    grid = lambda META: (cdiv(L, META["BLOCK_M"]), nbh)  # noqa: E731
     launch(_attn_fwd, grid, q, k, v, out, lse, mask if mask is not None else q, batch_shape, sqb, skb, svb, sob, smb,
            *sq, *sk, *sv, *so, *sm, H, group, L, S, scale_bits, causal_offset, seed, rng_offset, float(dropout_p),
            drop_scale_bits, seq_bucket(L, S), D=D, DV=DV, NBATCH=len(batch_shape), IS_CAUSAL=bool(is_causal),

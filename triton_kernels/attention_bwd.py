@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, load_f64_scalar
+from ._common import INTERPRET, cdiv, load_f64_scalar
 from .attention import (MASK_KINDS, batch_offsets, block_dims, causal_key_bounds, dropout_keep, interpret_blocks,
                         score_mask, seq_bucket)
 from .autotune import autotune
@@ -260,12 +260,12 @@ def backward(dq, dk, dv, dmask, delta, do, q, k, v, out, lse, mask, mask_kind, b
     tail = (scale_bits, causal_offset, seed, rng_offset, float(dropout_p), drop_scale_bits, seq_bucket(L, S))
     mask_arg = mask if mask is not None else q
     if nbh and L:
-        launch(_bwd_delta, (triton.cdiv(L, DELTA_BLOCK), nbh), out, do, delta, L, DV=DV, BLOCK_M=DELTA_BLOCK,
+        launch(_bwd_delta, (cdiv(L, DELTA_BLOCK), nbh), out, do, delta, L, DV=DV, BLOCK_M=DELTA_BLOCK,
                BLOCK_DV=block_dv)
     if nbk and S:
-        launch(_bwd_dkdv, lambda META: (triton.cdiv(S, META["BLOCK_N"]), nbk), q, k, v, mask_arg, do, lse, delta, dk,
+        launch(_bwd_dkdv, lambda META: (cdiv(S, META["BLOCK_N"]), nbk), q, k, v, mask_arg, do, lse, delta, dk,
                dv, batch_shape, sqb, skb, svb, smb, *sq, *sk, *sv, *sm, H, hk, group, L, S, *tail, **common)
     if nbh and L:
-        launch(_bwd_dq, lambda META: (triton.cdiv(L, META["BLOCK_M"]), nbh), q, k, v, mask_arg, do, lse, delta, dq,
+        launch(_bwd_dq, lambda META: (cdiv(L, META["BLOCK_M"]), nbh), q, k, v, mask_arg, do, lse, delta, dq,
                dmask if dmask is not None else dq, batch_shape, sqb, skb, svb, smb, *sq, *sk, *sv, *sm, H, group, L, S,
                *tail, MASK_GRAD=dmask is not None, **common)

@@ -36,7 +36,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..runtime import cuda, mode
 from ..runtime.launch import launch
-from ._common import HOPPER_SMEM_BYTES, INTERPRET
+from ._common import HOPPER_SMEM_BYTES, INTERPRET, cdiv
 from .attention import MAX_GRID_Y, causal_key_bounds, interpret_blocks, online_softmax_step, score_mask, seq_bucket
 from .autotune import autotune
 
@@ -173,6 +173,6 @@ def forward(out, lse, q, k, v, group: int, scale: float, causal_offset: int, is_
     if INTERPRET:
         meta.update(interpret_blocks(L, S))
         _set_block_shapes({"q_desc": descs[0], "k_desc": descs[1], "v_desc": descs[2], "o_desc": descs[3], **meta})
-    grid = lambda META: (triton.cdiv(L, META["BLOCK_M"]), nbatch * H)  # noqa: E731
+    grid = lambda META: (cdiv(L, META["BLOCK_M"]), nbatch * H)  # noqa: E731
     launch(_attn_fwd_tma, grid, *descs, lse, H, group, L, S, float(scale * LOG2E), int(causal_offset),
            seq_bucket(L, S), **meta)

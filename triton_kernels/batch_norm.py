@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import f64_bits, load_f64_scalar, per_mode
+from ._common import f64_bits, load_f64_scalar, next_pow2, per_mode
 
 MAX_BLOCK = per_mode(16384, 1024)
 
@@ -130,7 +130,7 @@ def _bn_bwd_kernel(x, dy, dx, w, mean_, rstd_, dw, db, M, S, sN, sC, sS, gN, gC,
 
 
 def _block(M: int) -> int:
-    return max(16, min(MAX_BLOCK, triton.next_power_of_2(max(M, 1))))
+    return max(16, min(MAX_BLOCK, next_pow2(max(M, 1))))
 
 
 def _compute(dtype_name: str):

@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, needs_int64, per_mode
+from ._common import INTERPRET, cdiv, needs_int64, per_mode
 from .autotune import autotune
 from ._common import grouped_tile, input_precision
 
@@ -229,7 +229,7 @@ def _conv2d_bwd_weight_kernel(x, dy, dw, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH, O
 # ----- launchers: tensors are seen only as pointers, shapes and strides ---------------------------
 def _gemm_grid(gm, gn, groups):
     def grid(META):
-        return (triton.cdiv(gm, META["BLOCK_M"]) * triton.cdiv(gn, META["BLOCK_N"]), groups)
+        return (cdiv(gm, META["BLOCK_M"]) * cdiv(gn, META["BLOCK_N"]), groups)
 
     return grid
 
@@ -259,7 +259,7 @@ def conv2d_forward(y, x, w, bias, stride, padding, dilation, groups, allow_tf32=
     bias_arg = bias if bias is not None else y
     if OCg < MIN_DOT or Cg * KH * KW < MIN_DOT:
         total = y.numel()
-        launch(_conv2d_direct_kernel, (triton.cdiv(total, DIRECT_BLOCK),), x, w, bias_arg, y, total, Cg, OCg, H, W,
+        launch(_conv2d_direct_kernel, (cdiv(total, DIRECT_BLOCK),), x, w, bias_arg, y, total, Cg, OCg, H, W,
                OC, OH, OW, KH, KW, *x.stride(), *w.stride(), *y.stride(), sb, *geo,
                HAS_BIAS=bias is not None, INT64=_int64(x, w, y), BLOCK=DIRECT_BLOCK)
         return

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import needs_int64, per_mode
+from ._common import cdiv, needs_int64, next_pow2, per_mode
 
 # The interpreter pays per program and per loop trip, not per element: wide tiles.
 MAX_TILE = per_mode(65536, 2048)
@@ -49,9 +49,9 @@ def tiling(dims, x_strides, out_strides):
     """The (O, N, I) scan layout's launch: ``(grid, n_iblocks, meta)`` for a kernel taking
     ``INT64``, ``BLOCK_N`` and ``BLOCK_I`` (cumsum here, cumprod/logcumsumexp in ``scan.py``)."""
     O, N, I = dims
-    block_n = min(triton.next_power_of_2(N), MAX_BLOCK_N)
-    block_i = min(triton.next_power_of_2(I), max(1, MAX_TILE // block_n))
-    n_iblocks = triton.cdiv(I, block_i)
+    block_n = min(next_pow2(N), MAX_BLOCK_N)
+    block_i = min(next_pow2(I), max(1, MAX_TILE // block_n))
+    n_iblocks = cdiv(I, block_i)
     int64 = needs_int64(dims, x_strides, out_strides) or O * n_iblocks >= 2**31 - 1
     return (O * n_iblocks,), n_iblocks, dict(INT64=int64, BLOCK_N=block_n, BLOCK_I=block_i)
 

@@ -210,30 +210,58 @@ def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, sca
     tl.store(out + oo, r.to(out.dtype.element_ty), mask=mask)
 
 
+_layouts: dict = {}  # (n-d shape, strides per operand) -> (n, grid, block, shape, 4 stride tuples, contiguous, int64)
+_LAYOUTS_KEPT = 4096
+
+
+def _layout(shape, strides):
+    """The launch geometry of one layout, computed once: collapsed dims, strides, grid, block."""
+    key = (shape, strides)
+    hit = _layouts.get(key)
+    if hit is None:
+        n = 1
+        for d in shape:
+            n *= d
+        cshape, cstrides, contig = collapse(shape, *strides)
+        so = cstrides[-1]
+        padded = list(cstrides[:-1]) + [so] * (4 - len(cstrides))  # absent operands read the output's strides
+        block = elementwise_block(n)
+        hit = (n, grid_1d(n, block), block, cshape, padded[0], padded[1], padded[2], so, contig,
+               needs_int64(cshape, *cstrides))
+        if len(_layouts) >= _LAYOUTS_KEPT:
+            _layouts.clear()
+        _layouts[key] = hit
+    return hit
+
+
 def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None) -> None:
     """out = op(a[, b or scalar][, c]); every tensor already has ``out``'s shape (stride-0 broadcast).
 
     ``compute`` names the dtype arithmetic happens in ("float32", "float64", "int32" or
-    "int64"); ``scalar`` (a Python number) replaces ``b`` for binary ops.
+    "int64"); ``scalar`` (a Python number) replaces ``b`` for binary ops. The layout's geometry
+    (collapsed shape and strides, grid, block) is computed once per layout and kept.
     """
-    n = out.numel()
+    shape = tuple(out.shape)
+    if b is None:
+        strides = (a.stride(), out.stride()) if c is None else (a.stride(), c.stride(), out.stride())
+    else:
+        strides = (a.stride(), b.stride(), out.stride()) if c is None else (a.stride(), b.stride(), c.stride(),
+                                                                             out.stride())
+    n, grid, block, cshape, sa, sb, sc, so, contig, int64 = _layout(shape, strides)
     if n == 0:
         return
-    nargs = 1 if op in UNARY else (3 if op == "where" else 2)
-    tensors = [a] + ([b] if b is not None else []) + ([c] if c is not None else [])
-    shape, strides, contig = collapse(out.shape, *(t.stride() for t in tensors), out.stride())
-    so = strides[-1]
-    sa = strides[0]
-    sb = strides[1] if len(tensors) > 1 else so
-    sc = strides[2] if len(tensors) > 2 else so
+    nargs = 1 if op in _UNARY_SET else (3 if op == "where" else 2)
     b_kind, bits, ival = 0, 0, 0
     if scalar is not None:
         if isinstance(scalar, float):
             b_kind, bits = 1, f64_bits(scalar)
         else:
             b_kind, ival = 2, int(scalar)
-    block = elementwise_block(n)
-    launch(_elementwise_kernel, grid_1d(n, block),
-           a, b if b is not None else out, c if c is not None else out, out, n, shape, sa, sb, sc, so, bits, ival,
-           OP=op, NARGS=nargs, B_SCALAR=b_kind, COMPUTE=getattr(tl, compute), NDIM=len(shape), CONTIG=contig,
-           INT64=needs_int64(shape, *strides), BLOCK=block)
+    launch(_elementwise_kernel, grid,
+           a, b if b is not None else out, c if c is not None else out, out, n, cshape, sa, sb, sc, so, bits, ival,
+           OP=op, NARGS=nargs, B_SCALAR=b_kind, COMPUTE=_TL_DTYPES[compute], NDIM=len(cshape), CONTIG=contig,
+           INT64=int64, BLOCK=block)
+
+
+_UNARY_SET = frozenset(UNARY)
+_TL_DTYPES = {name: getattr(tl, name) for name in ("float32", "float64", "int32", "int64")}

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import collapse, f64_bits, load_f64_scalar, needs_int64, per_mode, strided_offset
+from ._common import cdiv, collapse, f64_bits, load_f64_scalar, needs_int64, next_pow2, per_mode, strided_offset
 from .reduce import _col_offsets  # the same strided walk of a collapsed reduced extent
 
 TILE = per_mode(32768, 4096)
@@ -117,13 +117,13 @@ def layer_norm(y, x, n_norm_dims: int, weight, bias, eps: float, mean=None, rstd
     kshape, (kstrides,), _ = collapse(shape[:lead], stride[:lead])
     rshape, (rstrides,), rcontig = collapse(shape[lead:], stride[lead:])
     single = n <= MAX_SINGLE_N
-    block_n = triton.next_power_of_2(n) if single else CHUNK_N
-    block_m = max(1, min(TILE // block_n, triton.next_power_of_2(n_rows)))
+    block_n = next_pow2(n) if single else CHUNK_N
+    block_m = max(1, min(TILE // block_n, next_pow2(n_rows)))
     int64 = needs_int64(tuple(kshape) + tuple(rshape), tuple(kstrides) + tuple(rstrides)) or n_rows * n >= 2**31
     compute = tl.float64 if x.dtype.name == "float64" else tl.float32
     elems = block_m * block_n
     stats = mean is not None
-    launch(_layer_norm_fwd_kernel, (triton.cdiv(n_rows, block_m),),
+    launch(_layer_norm_fwd_kernel, (cdiv(n_rows, block_m),),
            x, weight if weight is not None else y, bias if bias is not None else y, y,
            mean if stats else y, rstd if stats else y, n_rows, n, kshape, kstrides, rshape, rstrides, f64_bits(eps),
            HAS_W=weight is not None, HAS_B=bias is not None, STATS=stats, COMPUTE=compute, KNDIM=len(kshape),

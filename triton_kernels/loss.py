@@ -37,8 +37,8 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import (INTERPRET, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar, needs_int64,
-                      strided_offset)
+from ._common import (INTERPRET, cdiv, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar,
+                      needs_int64, next_pow2, strided_offset)
 from .elementwise import _log1p, _sigmoid
 
 
@@ -135,8 +135,8 @@ def _hi_lo(v: float):
 
 
 def _blocks(N, C):
-    block_c = min(triton.next_power_of_2(max(C, 1)), 4096 if INTERPRET else 1024)
-    block_m = max(1, min(triton.next_power_of_2(max(N, 1)), (16384 if INTERPRET else 4096) // block_c))
+    block_c = min(next_pow2(max(C, 1)), 4096 if INTERPRET else 1024)
+    block_m = max(1, min(next_pow2(max(N, 1)), (16384 if INTERPRET else 4096) // block_c))
     return block_m, block_c
 
 
@@ -150,7 +150,7 @@ def cross_entropy_forward(loss, lse, x, target, ignore_index: int, weight=None, 
         return
     bm, bc = _blocks(N, C)
     has_w = weight is not None
-    launch(_cross_entropy_fwd_kernel, (triton.cdiv(N, bm),), x, target, loss, lse, weight if has_w else loss,
+    launch(_cross_entropy_fwd_kernel, (cdiv(N, bm),), x, target, loss, lse, weight if has_w else loss,
            wsum if has_w else loss, wt if has_w else loss, *_hi_lo(label_smoothing), N, C, x.stride(0), x.stride(1),
            ignore_index, HAS_WEIGHT=has_w, SMOOTH=label_smoothing != 0.0, BLOCK_M=bm, BLOCK_C=bc)
 
@@ -165,7 +165,7 @@ def cross_entropy_backward(dx, x, target, lse, g, scale: float, ignore_index: in
     bm, bc = _blocks(N, C)
     g_stride = 0 if g.ndim == 0 else g.stride(0)
     has_w = weight is not None
-    launch(_cross_entropy_bwd_kernel, (triton.cdiv(N, bm),), dx, x, target, lse, g, g_stride, *_hi_lo(scale),
+    launch(_cross_entropy_bwd_kernel, (cdiv(N, bm),), dx, x, target, lse, g, g_stride, *_hi_lo(scale),
            weight if has_w else lse, wsum if has_w else lse, *_hi_lo(label_smoothing), N, C,
            x.stride(0), x.stride(1), dx.stride(0), dx.stride(1), ignore_index, HAS_WEIGHT=has_w,
            SMOOTH=label_smoothing != 0.0, BLOCK_M=bm, BLOCK_C=bc)

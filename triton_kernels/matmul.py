@@ -26,7 +26,7 @@ import triton.language as tl
 
 from ..runtime.launch import launch
 from . import matmul_tma
-from ._common import INTERPRET, collapse, grouped_tile, input_precision, needs_int64
+from ._common import INTERPRET, cdiv, collapse, grouped_tile, input_precision, needs_int64
 from .autotune import autotune
 
 ACTIVATIONS = (None, "relu", "gelu")
@@ -140,7 +140,7 @@ def matmul(out, a, b, bias=None, activation=None, allow_tf32: bool = False) -> N
     meta = dict(INTERPRET_CONFIG) if INTERPRET else {}
 
     def grid(META):
-        return (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]), min(n_batch, MAX_GRID_Y))
+        return (cdiv(M, META["BLOCK_M"]) * cdiv(N, META["BLOCK_N"]), min(n_batch, MAX_GRID_Y))
 
     launch(_matmul_kernel, grid, a, b, out, bias if bias is not None else out, M, N, K, n_batch,
            bshape, sab, sbb, scb, sa[0], sa[1], sb[0], sb[1], so[0], so[1],

@@ -28,7 +28,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from ..runtime import cuda, mode
 from ..runtime.launch import launch
 from .autotune import autotune
-from ._common import HOPPER_SMEM_BYTES, INTERPRET, grouped_tile, input_precision
+from ._common import HOPPER_SMEM_BYTES, INTERPRET, cdiv, grouped_tile, input_precision
 
 ENABLED = True  # set False to force the general kernel (the benchmark compares the two)
 MIN_DIM = 256  # below this a tile grid barely fills the SMs and persistence has nothing to amortise
@@ -170,7 +170,7 @@ def matmul(out, a, b, allow_tf32: bool) -> None:
         num_sms = _num_sms[idx]
 
     def grid(META):
-        return (min(num_sms, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
+        return (min(num_sms, cdiv(M, META["BLOCK_M"]) * cdiv(N, META["BLOCK_N"])),)
 
     launch(_matmul_tma_persistent_kernel, grid, a_desc, b_desc, c_desc, out, out.stride(0), M, N, K,
            NUM_SMS=num_sms, **meta)

@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import AddressTable, launch
-from ._common import elementwise_block, grid_1d
+from ._common import cdiv, elementwise_block, grid_1d, next_pow2
 
 
 @triton.jit
@@ -144,8 +144,8 @@ def advance_steps(steps, found_inf=None) -> None:
     n = len(table)
     if n == 0:
         return
-    block = min(triton.next_power_of_2(n), 1024)
-    launch(_advance_steps_kernel, (triton.cdiv(n, block),), table, n, steps[0] if found_inf is None else found_inf,
+    block = min(next_pow2(n), 1024)
+    launch(_advance_steps_kernel, (cdiv(n, block),), table, n, steps[0] if found_inf is None else found_inf,
            HAS_FOUND_INF=found_inf is not None, BLOCK=block)
 
 

@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, f64_bits, load_f64_scalar, per_mode
+from ._common import f64_bits, load_f64_scalar, next_pow2, per_mode
 
 __all__ = ["gram_schmidt_", "DTYPES"]
 
@@ -76,6 +76,6 @@ def gram_schmidt_(a, batch: int, n_rows: int, n_cols: int, strides: tuple, eps: 
     if batch == 0 or n_rows == 0 or n_cols == 0:
         return
     compute = tl.float64 if a.dtype.name == "float64" else tl.float32
-    block = min(ROW_BLOCK, triton.next_power_of_2(n_rows))
+    block = min(ROW_BLOCK, next_pow2(n_rows))
     launch(_gram_schmidt_kernel, (batch,), a, n_rows, n_cols, strides[0], strides[1], strides[2], f64_bits(eps),
            COMPUTE=compute, BLOCK=block, num_warps=4)

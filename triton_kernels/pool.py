@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, grid_1d, needs_int64, per_mode
+from ._common import grid_1d, needs_int64, per_mode
 
 POOL_BLOCK = per_mode(16384, 256)
 

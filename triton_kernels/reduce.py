@@ -29,7 +29,7 @@ import triton.language as tl
 
 from ..runtime import dtype as dt
 from ..runtime.launch import launch
-from ._common import collapse, f64_bits, load_f64_scalar, needs_int64, strided_offset, per_mode
+from ._common import cdiv, collapse, f64_bits, load_f64_scalar, needs_int64, next_pow2, per_mode, strided_offset
 
 OPS = ("sum", "mean", "prod", "max", "min", "var", "std", "all", "any")
 
@@ -286,7 +286,7 @@ def _combine_kernel(p0, p1, out, out2, n_rows, nsplit, split_len, n_red, corr_bi
 # Launcher
 # --------------------------------------------------------------------------------------------
 def _pow2(n: int) -> int:
-    return triton.next_power_of_2(max(1, n))
+    return next_pow2(max(1, n))
 
 
 def _num_warps(elems: int) -> int:
@@ -330,10 +330,10 @@ def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: f
 
     split = n_rows < SPLIT_MAX_ROWS and n_red >= SPLIT_MIN_LEN and n_red > 0
     if split:
-        want = max(2, min(triton.cdiv(n_red, SPLIT_BLOCK_N), SPLIT_TARGET // n_rows))
-        block_n = min(_pow2(triton.cdiv(n_red, want)), SPLIT_BLOCK_N)
-        split_len = triton.cdiv(triton.cdiv(n_red, want), block_n) * block_n
-        nsplit = triton.cdiv(n_red, split_len)
+        want = max(2, min(cdiv(n_red, SPLIT_BLOCK_N), SPLIT_TARGET // n_rows))
+        block_n = min(_pow2(cdiv(n_red, want)), SPLIT_BLOCK_N)
+        split_len = cdiv(cdiv(n_red, want), block_n) * block_n
+        nsplit = cdiv(n_red, split_len)
         split = nsplit > 1
     if not split:
         if kstrides[-1] == 1 and not rcontig:
@@ -344,7 +344,7 @@ def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: f
         else:
             block_n = min(_pow2(n_red), MAX_BLOCK_N)
             block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
-        launch(_reduce_kernel, (triton.cdiv(n_rows, block_m), 1),
+        launch(_reduce_kernel, (cdiv(n_rows, block_m), 1),
                x, out if out is not None else indices, indices if indices is not None else out,
                n_rows, n_red, max(n_red, 1), kshape, kstrides, rshape, rstrides, corr_bits,
                CAST=_TL[cast], SPLIT=False, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig, INT64=int64,
@@ -354,13 +354,13 @@ def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: f
     p0 = x.new_empty((n_rows * nsplit,), dtype=acc)
     p1 = x.new_empty((n_rows * nsplit,), dtype=dt.int64 if op in ("max", "min") else acc)
     block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
-    launch(_reduce_kernel, (triton.cdiv(n_rows, block_m), nsplit),
+    launch(_reduce_kernel, (cdiv(n_rows, block_m), nsplit),
            x, p0, p1, n_rows, n_red, split_len, kshape, kstrides, rshape, rstrides, corr_bits,
            CAST=_TL[cast], SPLIT=True, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig, INT64=int64,
            BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n), **common)
     block_s = _pow2(nsplit)
     block_m = max(1, min(TILE // block_s, _pow2(n_rows)))
     target = out if out is not None else indices
-    launch(_combine_kernel, (triton.cdiv(n_rows, block_m),),
+    launch(_combine_kernel, (cdiv(n_rows, block_m),),
            p0, p1, target, indices if indices is not None else target, n_rows, nsplit, split_len, n_red, corr_bits,
            BLOCK_M=block_m, BLOCK_S=block_s, num_warps=_num_warps(block_m * block_s), **common)

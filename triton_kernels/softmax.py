@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, collapse, needs_int64, strided_offset2, per_mode
+from ._common import cdiv, collapse, needs_int64, next_pow2, per_mode, strided_offset2
 
 # Elements per tile; the longest row loaded whole (one read) and the chunk for longer rows.
 TILE = per_mode(32768, 4096)
@@ -101,18 +101,18 @@ def softmax(out, x, dim: int, *, log: bool = False, cast=None) -> None:
         # The kept dim is the contiguous one (softmax over dim 0 of a row-major matrix): a tile
         # wide in rows makes each load a coalesced segment; long rows then take the chunked
         # schedule rather than a tall, uncoalesced single tile.
-        block_m = min(triton.next_power_of_2(n_rows), KEPT_CONTIG_BLOCK_M)
-        block_n = max(1, min(triton.next_power_of_2(n), TILE // block_m))
+        block_m = min(next_pow2(n_rows), KEPT_CONTIG_BLOCK_M)
+        block_n = max(1, min(next_pow2(n), TILE // block_m))
     else:
-        block_n = triton.next_power_of_2(n) if n <= MAX_SINGLE_N else CHUNK_N
-        block_m = max(1, min(TILE // block_n, triton.next_power_of_2(n_rows)))
+        block_n = next_pow2(n) if n <= MAX_SINGLE_N else CHUNK_N
+        block_m = max(1, min(TILE // block_n, next_pow2(n_rows)))
     single = n <= block_n
     int64 = needs_int64(tuple(kshape) + (n,), tuple(kx) + (sx,), tuple(ky) + (sy,))
     cast = cast or x.dtype
     compute = "float64" if cast.name == "float64" else "float32"
     elems = block_m * block_n
 
-    launch(_softmax_kernel, (triton.cdiv(n_rows, block_m),), x, out, n_rows, n, kshape, kx, ky, sx, sy,
+    launch(_softmax_kernel, (cdiv(n_rows, block_m),), x, out, n_rows, n, kshape, kx, ky, sx, sy,
            LOG=log, CAST=getattr(tl, cast.name), COMPUTE=getattr(tl, compute), KNDIM=len(kshape), SINGLE=single,
            INT64=int64, BLOCK_M=block_m, BLOCK_N=block_n,
            num_warps=4 if elems <= 2048 else (8 if elems <= 8192 else 16))

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, elementwise_block, grid_1d, linear_index, per_mode
+from ._common import INTERPRET, cdiv, elementwise_block, grid_1d, linear_index, next_pow2, per_mode
 
 MAX_SORT_BLOCK = 2048
 # The interpreter runs tl.sort's bitonic network through a generic reduce, element by element in
@@ -139,7 +139,7 @@ def _merge_kernel(src_v, src_i, dst_v, dst_i, total, N, I, W, steps, DESC: tl.co
 def _uses_tl_sort(itemsize: int, dims) -> bool:
     O, N, I = dims
     small = itemsize <= 4 and N <= MAX_SORT_BLOCK
-    return small and (not INTERPRET or O * I * triton.next_power_of_2(N) <= INTERP_SORT_ELEMS)
+    return small and (not INTERPRET or O * I * next_pow2(N) <= INTERP_SORT_ELEMS)
 
 
 def merge_passes(itemsize: int, dims) -> int:
@@ -147,7 +147,7 @@ def merge_passes(itemsize: int, dims) -> int:
     if dims[0] * dims[1] * dims[2] == 0 or _uses_tl_sort(itemsize, dims):
         return 0
     N = dims[1]
-    return (triton.cdiv(N, min(RANK_TILE, triton.next_power_of_2(N))) - 1).bit_length()
+    return (cdiv(N, min(RANK_TILE, next_pow2(N))) - 1).bit_length()
 
 
 def sort(vals, idx, x, dims, x_strides, descending: bool, scratch=None) -> None:
@@ -156,16 +156,16 @@ def sort(vals, idx, x, dims, x_strides, descending: bool, scratch=None) -> None:
     O, N, I = dims
     if O * N * I == 0:
         return
-    block_n = triton.next_power_of_2(N)
+    block_n = next_pow2(N)
     if _uses_tl_sort(x.dtype.itemsize, dims):
-        rows = min(triton.next_power_of_2(O * I), max(1, SORT_TILE // block_n))
-        launch(_sort_kernel, (triton.cdiv(O * I, rows),), x, vals, idx, O * I, N, I, *x_strides,
+        rows = min(next_pow2(O * I), max(1, SORT_TILE // block_n))
+        launch(_sort_kernel, (cdiv(O * I, rows),), x, vals, idx, O * I, N, I, *x_strides,
                DESC=bool(descending), IS_FLOAT=x.dtype.is_floating_point, ROWS=rows, BLOCK_N=block_n)
         return
     # Runs of ``tile`` sorted by rank, then merged pairwise (log2(N / tile) passes), ping-ponging
     # between the outputs and the scratch pair so that the last pass lands in the outputs.
     tile = min(RANK_TILE, block_n)
-    n_runs = triton.cdiv(N, tile)
+    n_runs = cdiv(N, tile)
     passes = merge_passes(x.dtype.itemsize, dims)
     bufs = [(vals, idx), scratch]
     compute = tl.float64 if x.dtype.is_floating_point else tl.int64

@@ -15,6 +15,7 @@ from ...runtime import dtype as dt
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
 from . import _check_writable, _overlaps
+from . import views as _views
 
 # Unary ops that keep an integer input's dtype; the rest turn integers into the default float.
 _INT_PRESERVING = {"neg", "abs", "relu", "square", "sign", "floor", "ceil", "trunc"}
@@ -74,6 +75,12 @@ def _prepare_out(out, shape, result: dt.dtype, dev, op: str):
     return out
 
 
+def _broadcast(x, shape):
+    """``x`` seen with ``shape`` (stride 0 along broadcast dims) for the kernel: itself when it has
+    that shape already, else the core view (below autograd: the kernel reads it, nobody keeps it)."""
+    return x if x._shape == shape else _views.expand(x, shape)
+
+
 def _unalias(out, *xs):
     """Inputs that partly overlap the output (x.add_(x.T)) are read from a copy first."""
     return [x.clone() if isinstance(x, TensorBase) and _overlaps(out, x) else x for x in xs]
@@ -95,20 +102,79 @@ def unary(op: str, x, out=None) -> Tensor:
     else:
         result = dt.get_default_dtype()
         compute = "float32"
-    out = _prepare_out(out, x.shape, result, x.device, op)
-    (x,) = _unalias(out, x)
+    if out is None:
+        out = TensorBase._empty(x._shape, result, x.device)
+    else:
+        out = _prepare_out(out, x.shape, result, x.device, op)
+        (x,) = _unalias(out, x)
     _k.elementwise(op, out, x, compute=compute)
     return out
 
 
+_SWAPPABLE = frozenset(("add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or"))
+_INT_DIVISOR_OPS = frozenset(("floor_divide", "remainder"))  # an integer divisor is checked at every call
+_binary_plans: dict = {}  # signature of (op, operands, default dtype) -> _BinaryPlan
+_PLANS_KEPT = 4096
+
+
+class _BinaryPlan:
+    """What a binary op's checks decide from its operands' signature (dtypes, shapes, devices,
+    scalar types), kept per signature so a repeated call skips straight to allocating and launching."""
+
+    __slots__ = ("dev", "result", "compute", "shape", "scalar_first", "swap")
+
+    def __init__(self, dev, result, compute, shape, scalar_first, swap):
+        self.dev, self.result, self.compute, self.shape = dev, result, compute, shape
+        self.scalar_first, self.swap = scalar_first, swap
+
+
+def _signature(x):
+    return (x.dtype, x._shape, x.device) if isinstance(x, TensorBase) else type(x)
+
+
 def binary(op: str, a, b, out=None) -> Tensor:
+    key = (op, _signature(a), _signature(b), dt.default_float) if out is None else None
+    plan = _binary_plans.get(key) if key is not None else None
+    if plan is None:
+        plan, a, b, cacheable = _plan_binary(op, a, b)
+        if key is not None and cacheable:
+            if len(_binary_plans) >= _PLANS_KEPT:
+                _binary_plans.clear()
+            _binary_plans[key] = plan
+    compute, shape = plan.compute, plan.shape
+    if plan.scalar_first:  # scalar op tensor: swap where the op allows, else materialise
+        a, b = (b, a) if plan.swap else (full_like_scalar(a, b, getattr(dt, compute)), b)
+    if op in _INT_DIVISOR_OPS and not compute.startswith("float"):
+        _check_integer_divisor(b)
+    if out is None:
+        out = TensorBase._empty(shape, plan.result, plan.dev)
+    else:
+        out = _prepare_out(out, shape, plan.result, plan.dev, op)
+        a, b = _unalias(out, a, b)
+    scalar = None
+    if isinstance(b, TensorBase):
+        b = _broadcast(b, shape)
+    else:
+        scalar = float(b) if compute.startswith("float") else int(b)
+        b = None
+    _k.elementwise(op, out, _broadcast(a, shape), b, scalar=scalar, compute=compute)
+    return out
+
+
+def _plan_binary(op: str, a, b):
+    """The checks and decisions of a binary op: (plan, a, b, cacheable). 0-d CPU tensors beside
+    tensors on another device become Python scalars (``a``/``b`` as returned); such a call is not
+    cacheable, its operands' values decide."""
     _check_operand(a, "input", op)
     _check_operand(b, "other", op)
     if not isinstance(a, TensorBase) and not isinstance(b, TensorBase):
         raise TypeError(f"{op}(): at least one argument must be a Tensor")
-    # 0-d CPU tensors beside tensors on another device act as Python scalars.
     dev = _common_device(op, a, b)
-    a, b = [x.item() if isinstance(x, TensorBase) and x.device != dev else x for x in (a, b)]
+    cacheable = True
+    if isinstance(a, TensorBase) and a.device != dev:
+        a, cacheable = a.item(), False
+    if isinstance(b, TensorBase) and b.device != dev:
+        b, cacheable = b.item(), False
     promoted = dt.result_type(a, b)
     if op in ("div",) and not promoted.is_floating_point:
         compute_in, result = dt.get_default_dtype(), dt.get_default_dtype()
@@ -122,24 +188,11 @@ def binary(op: str, a, b, out=None) -> Tensor:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.")
     compute = compute_dtype(compute_in)
-    if op in ("floor_divide", "remainder") and not compute.startswith("float"):
-        _check_integer_divisor(b)
-    if not isinstance(a, TensorBase):  # scalar op tensor: swap where the op allows, else materialise
-        if op in ("add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or"):
-            a, b = b, a
-        else:
-            a = full_like_scalar(a, b, getattr(dt, compute))
-    shape = broadcast_shapes(a.shape, b.shape) if isinstance(b, TensorBase) else tuple(a.shape)
-    out = _prepare_out(out, shape, result, dev, op)
-    a, b = _unalias(out, a, b)
-    scalar = None
-    if isinstance(b, TensorBase):
-        b = b.expand(shape)
-    else:
-        scalar = float(b) if compute.startswith("float") else int(b)
-        b = None
-    _k.elementwise(op, out, a.expand(shape), b, scalar=scalar, compute=compute)
-    return out
+    scalar_first = not isinstance(a, TensorBase)
+    tensor_a = b if scalar_first else a
+    other = a if scalar_first else b
+    shape = broadcast_shapes(tensor_a.shape, other.shape) if isinstance(other, TensorBase) else tuple(tensor_a.shape)
+    return _BinaryPlan(dev, result, compute, shape, scalar_first, op in _SWAPPABLE), a, b, cacheable
 
 
 def _check_integer_divisor(b) -> None:
@@ -173,7 +226,8 @@ def where(condition, input, other, *, out=None) -> Tensor:
     shape = broadcast_shapes(cond.shape, x.shape, y.shape)
     out = _prepare_out(out, shape, result, dev, "where")
     cond, x, y = _unalias(out, cond, x, y)
-    _k.elementwise("where", out, cond.expand(shape), x.expand(shape), y.expand(shape), compute=compute_dtype(result))
+    _k.elementwise("where", out, _broadcast(cond, shape), _broadcast(x, shape), _broadcast(y, shape),
+                   compute=compute_dtype(result))
     return out
 
 

@@ -1,0 +1,111 @@
+"""``python -m tritensor.bench launch --host-only``: what tritensor's host side costs per op.
+
+On a GPU a training step is a thousand small launches, and the host time around each launch
+(dispatch, autograd, checks, allocation, argument conversion) decides the step's speed. This
+benchmark times that host path alone: the last step of every launch (Triton running the kernel,
+``runtime/launch.py: triton_launch``) is swapped for a no-op here, and only here, so the figures
+are measurable without a GPU and are not swamped by the interpreter in CPU mode.
+
+Rows, on one-element fp32 tensors (matmul: 64 x 64): ``a + b``; ``(a * b + c).relu()`` (three
+ops); ``a.sum()``; ``m @ m``; a recorded ``(a * b).sum().backward()`` on leaves that require
+grad; ``tt.empty(1)``. The peer, in its own process with the same rows: torch CPU eager (real
+arithmetic; on one element it is nearly all host time). Times are microseconds per call: the
+fastest of ``--repeat`` batches, each the mean of a batch of calls.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+# (name, ops in the row, statement, setup), shared by both sides: ``T`` is tritensor or torch.
+ROWS = [
+    ("add", 1, "a + b", "a = T.ones(1); b = T.ones(1)"),
+    ("mul-add-relu", 3, "(a * b + c).relu()", "a = T.ones(1); b = T.ones(1); c = T.ones(1)"),
+    ("sum", 1, "a.sum()", "a = T.ones(1)"),
+    ("matmul 64x64", 1, "m @ m", "m = T.ones(64, 64)"),
+    ("recorded (a*b).sum().backward()", 3, "(a * b).sum().backward()",
+     "a = T.ones(1, requires_grad=True); b = T.ones(1, requires_grad=True)"),
+    ("empty", 1, "T.empty(1)", ""),
+]
+
+_BATCH_US = 20_000  # each timed batch lasts about this long
+
+
+def time_rows(T, repeat: int) -> dict:
+    """{name: [ops, microseconds per call]} for module ``T`` (tritensor or torch)."""
+    out = {}
+    for name, ops, stmt, setup in ROWS:
+        scope = {"T": T}
+        exec(setup, scope)
+        fn = eval(f"lambda: {stmt}", scope)
+        for _ in range(20):
+            fn()
+        t0 = time.perf_counter()
+        fn()
+        one = max(time.perf_counter() - t0, 1e-7)
+        batch = max(1, int(_BATCH_US * 1e-6 / one))
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                fn()
+            best = min(best, (time.perf_counter() - t0) / batch)
+        out[name] = [ops, best * 1e6]
+    return out
+
+
+def measure(repeat: int) -> dict:
+    """tritensor's rows with every kernel launch a no-op (restored afterwards)."""
+    import tritensor as tt
+    from tritensor.runtime import launch as launch_mod
+
+    real = launch_mod._final
+    launch_mod._final = lambda kernel, grid, args, kwargs: None
+    try:
+        return time_rows(tt, repeat)
+    finally:
+        launch_mod._final = real
+
+
+# The peer: torch CPU eager, in its own process (tritensor never imports torch).
+_PEER = r"""
+import json, sys, torch
+sys.path.insert(0, sys.argv[2])
+import host_only_rows
+torch.set_num_threads(1)
+rows = host_only_rows.time_rows(torch, int(sys.argv[1]))
+print(json.dumps({"peer": f"torch {torch.__version__} CPU eager", "rows": rows}))
+"""
+
+
+def run_peer(python: str, repeat: int) -> dict:
+    """torch's rows, timed by this very file's :func:`time_rows` in ``python``'s process."""
+    import os
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copy(__file__, os.path.join(d, "host_only_rows.py"))  # this file has no tritensor import at its top
+        env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
+        proc = subprocess.run([python, "-c", _PEER, str(repeat), d], capture_output=True, text=True, env=env,
+                              timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the peer ({python}) failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def report(rows: dict, peer: dict | None) -> str:
+    head = f"{'host path, per call':<34}{'ops':>4}{'us/call':>10}{'us/op':>8}"
+    if peer:
+        head += f"{'torch us/call':>15}{'ours/torch':>12}"
+    lines = [head]
+    for name, (ops, us) in rows.items():
+        line = f"{name:<34}{ops:>4}{us:>10.2f}{us / ops:>8.2f}"
+        if peer and name in peer["rows"]:
+            _, pus = peer["rows"][name]
+            line += f"{pus:>15.2f}{us / pus:>12.2f}"
+        lines.append(line)
+    if peer:
+        lines.append(f"peer: {peer['peer']} on the same rows, real arithmetic; ours/torch < 1: tritensor's host path is cheaper")
+    return "\n".join(lines)
