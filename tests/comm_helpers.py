@@ -365,6 +365,10 @@ def mismatched(rank, world, kind):
         dist.broadcast(tt.ones(n), src=0)
     elif kind == "all_gather_size":
         dist.all_gather([tt.zeros(n) for _ in range(world)], tt.ones(n))
+    elif kind == "reduce_op":
+        dist.all_reduce(tt.ones(10), op=dist.ReduceOp.MAX if rank == 1 else dist.ReduceOp.SUM)
+    elif kind == "broadcast_src":
+        dist.broadcast(tt.ones(1 << 18), src=1 if rank == 1 else 0)
     elif kind == "op_order":
         if rank == 1:
             dist.broadcast(tt.ones(10), src=0)
