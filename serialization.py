@@ -8,9 +8,11 @@ A ``{name: Tensor}`` state dict keeps its own names, so the file is an ordinary 
 dict any tool reads. Loading parses JSON and copies bytes; nothing is unpickled, so a file from a
 stranger cannot run code (``weights_only`` is accepted and changes nothing).
 
-Saving to a path is atomic: the bytes go to a temporary file in the same directory, which is
-flushed, fsync'ed and renamed over the target (then the directory is fsync'ed). A crash or kill
-mid-save leaves the previous checkpoint intact (and at worst a stale ``.<name>.*.tmp`` file).
+Saving to a path is atomic: the bytes go to a temporary file in the same directory
+(``.<name>.<pid>.<hex>.tmp``), which is flushed, fsync'ed and renamed over the target (then the
+directory is fsync'ed). A crash or kill mid-save leaves the previous checkpoint intact and its
+temporary file behind; the next save to the same path removes the temporary files whose writer
+is gone (:func:`_remove_stale_temps`), so a crash-looping job does not fill the disk.
 
 Differences from ``torch.save``: arbitrary Python objects (pickled by torch) are refused with a
 TypeError naming where they are; tensors that share storage are saved (and loaded) as separate
@@ -19,9 +21,11 @@ tensors unless they are the same object; NumPy scalars are saved as Python numbe
 from __future__ import annotations
 
 import collections
+import fcntl
 import json
 import math
 import os
+import re
 import secrets
 import struct
 
@@ -129,14 +133,55 @@ def save(obj, f, metadata: dict | None = None) -> None:
         f.write(bytes(serialize(specs, metadata=meta)))
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: someone else's process
+        return True
+    return True
+
+
+def _remove_stale_temps(directory: str, base: str) -> None:
+    """Remove the temporary files of earlier saves to ``base`` whose writer is gone: its pid (in
+    the name) is not a live process here, and nobody holds the lock a writer keeps on its file
+    until the rename (which also keeps a writer on another host of a shared file system safe).
+    Best effort: anything that cannot be checked or removed is left alone."""
+    pattern = re.compile(re.escape(f".{base}.") + r"(\d+)\.[0-9a-f]{8}\.tmp")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m is None or int(m.group(1)) in (0, os.getpid()) or _pid_alive(int(m.group(1))):
+            continue
+        full = os.path.join(directory, name)
+        try:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(full)
+        except OSError:  # locked by a live writer (elsewhere), or not ours to remove
+            pass
+        finally:
+            os.close(fd)
+
+
 def _atomic_write(path: str, specs: dict, meta: dict) -> None:
     """Write to a temporary file beside ``path``, fsync it, rename it over ``path``, fsync the
-    directory: readers (and a crash) see the old file or the new one, never half of one."""
+    directory: readers (and a crash) see the old file or the new one, never half of one. The
+    temporary file is locked (flock) until the rename, which tells later saves it is in use."""
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 & ~umask, as open() would
+    base = os.path.basename(path)
+    _remove_stale_temps(directory, base)
+    tmp = os.path.join(directory, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    lock = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # 0o666 & ~umask, as open() would
     try:
-        os.close(fd)
+        fcntl.flock(lock, fcntl.LOCK_EX)
         serialize_file(specs, tmp, metadata=meta)
         fd = os.open(tmp, os.O_RDONLY)
         try:
@@ -150,6 +195,8 @@ def _atomic_write(path: str, specs: dict, meta: dict) -> None:
         except OSError:
             pass
         raise
+    finally:
+        os.close(lock)
     try:
         dfd = os.open(directory, os.O_RDONLY)
     except OSError:  # a directory that cannot be opened (some platforms): the rename is done anyway
