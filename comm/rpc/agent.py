@@ -30,7 +30,7 @@ from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import auth
-from ..mesh import _host_id, _unix_listener
+from ..gate import host_id, unix_listener
 from ...futures import Future
 from . import wire
 from .channel import ControlChannel
@@ -83,7 +83,7 @@ class Agent:
         self.port = self._listener.getsockname()[1]
         # Peers on this machine connect over a Unix-domain socket (same handshake, fewer
         # copies and no TCP stack: the 1 MB round trip is the win); TRITENSOR_COMM_UNIX=0 disables it.
-        self._ulistener, self._upath = _unix_listener()
+        self._ulistener, self._upath = unix_listener()
         self.stats: Counter = Counter()
         self.control_log: deque = deque(maxlen=100000)
         self.channel = ControlChannel(rank, self._queue_control, time.monotonic, injector=options.fault_injector,
@@ -113,7 +113,7 @@ class Agent:
 
     # -- rendezvous ------------------------------------------------------------------
     def _rendezvous(self, host):
-        me = _host_id()
+        me = host_id()
         self.store.set(f"rpc/worker/{self.rank}", f"{self.name}\t{host}\t{self.port}\t{me}\t{self._upath or ''}")
         self.workers, self.addrs, self.unix_paths, seen = [], [], [], {}
         for r in range(self.world_size):
