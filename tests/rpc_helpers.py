@@ -401,7 +401,7 @@ def fuzz_agent(rank, world, n, seed):
     return {"before": before, "after": after, "ok": ok, "kinds": kinds, "stats": rpc.rpc_sync("worker1", agent_stats)}
 
 
-# ------------------------------------------------------------------ issue 22: strangers
+# ------------------------------------------------------------ issue 22: strangers, dead peers
 
 def _all_reach(key, n):
     from tritensor.comm.rpc import api
@@ -477,4 +477,42 @@ def crowded_out(rank, world, n):
             s.close()
         out += (rpc.rpc_sync("worker1", operator.add, args=(2, 2)),)
     _all_reach("crowd/done", world)
+    return out
+
+
+def _dead(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def call_killed_worker(rank, world):
+    """worker1 is SIGKILLed after serving a call; worker0's next calls to it fail at once, each
+    with one error naming the worker and what happened."""
+    import signal
+
+    import tritensor.comm.rpc as rpc
+
+    if rank == 1:
+        _all_reach("kill/armed", world)
+        while True:
+            time.sleep(1)
+    victim = rpc.rpc_sync("worker1", pid)  # the connection to worker1 exists now
+    _all_reach("kill/armed", world)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not _dead(victim) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the kernel closes its sockets
+    out = []
+    for _ in range(2):
+        start = time.monotonic()
+        try:
+            rpc.rpc_sync("worker1", operator.add, args=(1, 2), timeout=10)
+            out.append(("no error", "", time.monotonic() - start))
+        except Exception as e:  # asserted by the test
+            out.append((type(e).__name__, str(e), time.monotonic() - start))
+    rpc.shutdown(graceful=False)
     return out

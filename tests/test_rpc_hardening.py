@@ -1,4 +1,4 @@
-"""Issue 22, RPC's part: idle strangers on a worker's listener.
+"""Issue 22, RPC's part: idle strangers on a worker's listener, and calls to a worker that died.
 
 Every scenario runs real workers in subprocesses over loopback (``rpc_helpers.run_rpc``)."""
 
@@ -36,3 +36,18 @@ def test_crowded_out_call_says_so_within_its_timeout():
     assert "worker1" in msg and "crowded out" in msg and "secret" not in msg, msg
     assert elapsed < 4.0, elapsed  # within its 2 s timeout (and the retry's last sleep)
     assert after == 4
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("unix", [True, False], ids=["unix", "tcp"])
+def test_call_to_a_killed_worker_names_it(unix):
+    """rpc_sync to a SIGKILLed peer raised a bare BrokenPipeError, then ConnectionRefusedError
+    (over TCP the first call waited out its timeout), naming no worker."""
+    res = rpc_helpers.run_rpc(2, "call_killed_worker", env=None if unix else {"TRITENSOR_COMM_UNIX": "0"},
+                              timeout=100)
+    assert res[1][0] == "died", res
+    assert res[0][0] == "ok", res
+    for name, msg, elapsed in res[0][1][0]:
+        assert name == "DistNetworkError", (name, msg)
+        assert "worker 'worker1' (id 1)" in msg and "not running" in msg, msg
+        assert elapsed < 5.0, (elapsed, msg)  # at once, not at the call's 10 s timeout

@@ -4,7 +4,7 @@
 ``WorkerInfo``, ``functions.async_execution``, ``shutdown``, ``TensorPipeRpcBackendOptions``;
 ``FaultInjector``/``FaultRule`` inject faults into RRef control messages for tests.
 Modules: :mod:`.api` (the functions), :mod:`.agent` (sockets and threads), :mod:`.links`
-(outgoing connections: made on first use, retried while crowded out), :mod:`.wire`
+(outgoing connections: made, checked, remade, failures named), :mod:`.wire`
 (frames), :mod:`.rref` (the RRef handle), :mod:`.rref_context` (the RRef protocol),
 :mod:`.channel` (retried, acknowledged control messages), :mod:`.faults` (the injector).
 

@@ -15,9 +15,11 @@ Threads: an accept thread (the gate), one reader per authenticated incoming conn
 decodes frames and hands requests to the ``num_worker_threads`` pool), and a housekeeping
 thread that sends queued control frames, ticks the :class:`~.channel.ControlChannel`
 (retries), applies dead RRef handles (:meth:`RRefContext.process`) and fails timed-out RPCs.
-Each worker sends over its own outgoing connection to each peer (:mod:`.links`, connected
-lazily); responses travel the responder's outgoing connection. User functions are run exactly
-once and never retried.
+Each worker sends over its own outgoing connection to each peer (connected lazily, checked
+for a close by the peer before each send, remade once when it was lost); responses travel
+the responder's outgoing connection. A worker that cannot be reached raises
+:class:`~tritensor.comm.DistNetworkError` naming it and what happened. User functions are run
+exactly once and never retried (a frame cut short by a lost connection is discarded unread).
 """
 
 from __future__ import annotations

@@ -1,9 +1,14 @@
-"""A worker's outgoing RPC connections: one per peer, made on first use.
+"""A worker's outgoing RPC connections: one per peer, made on first use, checked, remade once.
 
-Why a module of its own: connecting is where a worker meets a listener crowded by strangers,
-which turns the connection away before authenticating; the connection is retried until the
-send's deadline (:func:`tritensor.comm.gate.connect`), then reported as crowded out, naming
-the peer, rather than as a bad secret.
+Why a module of its own: sending is where a worker meets the two ways a peer can be out of
+reach, and each must end in one clear error naming the peer rather than a bare socket error.
+A listener crowded by strangers turns the connection away before authenticating; the
+connection is retried until the send's deadline (:func:`tritensor.comm.gate.connect`), then
+reported as crowded out. A peer that died leaves a connection its kernel closed: it is
+noticed before the send (:func:`still_open`; over TCP a send would still succeed once and its
+reply never come), and the reconnection is refused, "the worker is not running". A send that
+fails on a connection that had worked is retried once on a new one; the peer discards a frame
+cut short, so nothing runs twice.
 """
 
 from __future__ import annotations
@@ -14,9 +19,10 @@ import threading
 import time
 
 from .. import auth, gate
+from ..errors import DistNetworkError
 from . import wire
 
-__all__ = ["Links", "tune", "ROLE", "SOCKET_BUFFER"]
+__all__ = ["Links", "tune", "still_open", "ROLE", "SOCKET_BUFFER"]
 
 ROLE = b"rpc"
 SOCKET_BUFFER = int(os.environ.get("TRITENSOR_RPC_SOCKBUF", 4 << 20))
@@ -31,6 +37,16 @@ def tune(sock):
     if SOCKET_BUFFER > 0:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+
+
+def still_open(sock) -> bool:
+    """Whether the peer has not closed this connection (on which it never sends anything)."""
+    try:
+        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+    except (BlockingIOError, InterruptedError):
+        return True
+    except OSError:
+        return False
 
 
 class Links:
@@ -50,13 +66,18 @@ class Links:
 
     def send(self, dst, head_env, bufs, deadline=None):
         """Send one frame to ``dst``; ``deadline`` (time.monotonic) bounds making a connection."""
-        sock, lock = self._get(dst, deadline or time.monotonic() + self.connect_timeout)
-        try:
-            with lock:
-                wire.send_frame(sock, head_env, bufs)
-        except BaseException:
-            self._drop(dst, sock)
-            raise
+        deadline = deadline or time.monotonic() + self.connect_timeout
+        for attempt in (0, 1):
+            sock, lock, fresh = self._get(dst, deadline)
+            try:
+                with lock:
+                    wire.send_frame(sock, head_env, bufs)
+                return
+            except OSError as e:
+                self._drop(dst, sock)
+                if fresh or attempt:
+                    raise DistNetworkError(f"RPC to {self.who(dst)}: the connection was lost while sending "
+                                           f"({type(e).__name__}: {e}); the worker may have died") from None
 
     def close(self):
         with self._lock:
@@ -65,14 +86,17 @@ class Links:
             self.out.clear()
 
     def _get(self, dst, deadline):
-        """(socket, send lock) of the connection to ``dst``, made on first use."""
+        """(socket, send lock, fresh) of the connection to ``dst``: the open one, or a new one."""
         with self._connecting[dst]:
             c = self.out.get(dst)
-            if c is None:
-                c = (self._connect(dst, deadline), threading.Lock())
-                with self._lock:
-                    self.out[dst] = c
-            return c
+            if c is not None and still_open(c[0]):
+                return c + (False,)
+            if c is not None:
+                self._drop(dst, c[0])
+            c = (self._connect(dst, deadline), threading.Lock())
+            with self._lock:
+                self.out[dst] = c
+            return c + (True,)
 
     def _drop(self, dst, sock):
         with self._lock:
@@ -108,3 +132,10 @@ class Links:
             return gate.connect(open_socket, handshake, deadline, who, timeout, self.cap)
         except auth.AuthenticationError as e:
             raise auth.AuthenticationError(f"{who}: {e}") from None
+        except ConnectionRefusedError as e:
+            raise DistNetworkError(f"could not connect to {who}: {e}: nothing listens there, the worker is not "
+                                   "running (it may have died)") from None
+        except TimeoutError:
+            raise DistNetworkError(f"could not connect to {who}: no answer within {timeout:.3g}s") from None
+        except OSError as e:
+            raise DistNetworkError(f"could not connect to {who}: {type(e).__name__}: {e}") from None
