@@ -280,7 +280,7 @@ def _passthrough(batch):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("ctx", [None, "spawn"])
+@pytest.mark.parametrize("ctx", [None, pytest.param("spawn", marks=pytest.mark.slow)])  # spawn: the queue pickled
 def test_worker_that_cannot_send_its_batch_reports_it(ctx):
     """Issue 22: the worker's send failed in the queue's feeder thread, which only printed the
     error; the main process waited forever (torch does too). Now the failure comes back to the
