@@ -7,8 +7,9 @@ Use it as PyTorch users use ``torch.distributed``::
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
 
 Modules: :mod:`.auth` (shared-secret HMAC handshake), :mod:`.framing` (binary frames),
-:mod:`.store` (TCPStore), :mod:`.future` (Future), :mod:`.mesh` (connecting and
-authenticating the ranks of a group), :mod:`.transport` (the progress engine, composing
+:mod:`.store` (TCPStore), :mod:`.future` (Future), :mod:`.gate` (letting authenticated peers
+in through a listener strangers can reach: process groups' and RPC's), :mod:`.mesh` (connecting
+and authenticating the ranks of a group), :mod:`.transport` (the progress engine, composing
 :mod:`.peer_io` (peer sockets, the poll loop; :mod:`.peer` holds a peer and its posted
 requests), :mod:`.work` (Work, completion) and :mod:`.failures` (aborts, error texts,
 reporting to the store)), :mod:`.process_group` (init/new_group/ranks),

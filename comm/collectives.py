@@ -131,7 +131,7 @@ def broadcast(tensor, src, group=None, async_op=False):
     buf = HostBuffer(tensor, "tensor", write=pg.rank() != root)
 
     def build():
-        o = Plan(pg, BROADCAST, "broadcast", buf.dtype, buf.numel, 0, [tensor])
+        o = Plan(pg, BROADCAST, "broadcast", buf.dtype, buf.numel, 0, [tensor], root=root)
         direct.broadcast(o, root, buf)
         return o
 
@@ -148,7 +148,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     op = _check_op(op, buf.dtype, "reduce")
 
     def build():
-        o = Plan(pg, REDUCE, "reduce", buf.dtype, buf.numel, op, [tensor])
+        o = Plan(pg, REDUCE, "reduce", buf.dtype, buf.numel, op, [tensor], root=root)
         direct.reduce(o, root, buf, UFUNCS[op], op == ReduceOp.AVG)
         return o
 
@@ -180,7 +180,7 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
     outs = _rooted_list(pg, root, gather_list, "gather_list", "gather", True, buf)
 
     def build():
-        o = Plan(pg, GATHER, "gather", buf.dtype, buf.numel, 0, gather_list)
+        o = Plan(pg, GATHER, "gather", buf.dtype, buf.numel, 0, gather_list, root=root)
         direct.gather_or_scatter(o, root, buf, outs, to_root=True)
         return o
 
@@ -197,7 +197,7 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
     ins = _rooted_list(pg, root, scatter_list, "scatter_list", "scatter", False, buf)
 
     def build():
-        o = Plan(pg, SCATTER, "scatter", buf.dtype, buf.numel, 0, [tensor])
+        o = Plan(pg, SCATTER, "scatter", buf.dtype, buf.numel, 0, [tensor], root=root)
         direct.gather_or_scatter(o, root, buf, ins, to_root=False)
         return o
 

@@ -24,8 +24,8 @@ import socket
 import time
 
 from .errors import DistBackendError
-from .framing import (ABORT, BYE, DATA, DATA_MAGIC, DTYPE_NAMES, OP_NAMES, P2P, describe_data_header,
-                      pack_data_header)
+from .framing import (ABORT, BYE, DATA, DATA_MAGIC, DTYPE_NAMES, OP_NAMES, P2P, ROOTED, describe_data_header,
+                      pack_data_header, redop_name)
 
 __all__ = ["FailureState", "REPORT_TIMEOUT", "MAX_REASON", "abort_notice", "mismatch", "peer_error",
            "pending_abort", "read_reason", "timeout_message"]
@@ -123,6 +123,11 @@ def mismatch(p, req, global_rank: int, have: bytes = b"") -> DistBackendError:
         return DistBackendError(
             f"{req.work.what}: ranks disagree on the order of operations: {p.name()} is at "
             f"{OP_NAMES.get(g_op, g_op)} #{got[7]} while {me} is at {OP_NAMES.get(e_op, e_op)} #{exp[7]}")
+    if got[5] != exp[5] and g_op in ROOTED:
+        side = ROOTED[g_op]
+        return DistBackendError(
+            f"{req.work.what}: ranks disagree on the {side} of {OP_NAMES[g_op]}: {p.name()} named "
+            f"{side}={got[5]}, {me} named {side}={exp[5]}")
     gdt, edt = DTYPE_NAMES.get(got[3], got[3]), DTYPE_NAMES.get(exp[3], exp[3])
     if got[3] != exp[3] or got[8] != exp[8]:
         return DistBackendError(
@@ -130,7 +135,7 @@ def mismatch(p, req, global_rank: int, have: bytes = b"") -> DistBackendError:
             f"{got[8]} elements of {gdt}, {me} has {exp[8]} elements of {edt}")
     if got[4] != exp[4]:
         return DistBackendError(f"{req.work.what}: ranks use different reduce ops "
-                                f"({p.name()}: {got[4]}, {me}: {exp[4]})")
+                                f"({p.name()}: {redop_name(got[4])}, {me}: {redop_name(exp[4])})")
     if got[6] != exp[6] and g_op == P2P:
         return DistBackendError(f"{req.work.what}: {p.name()} sent tag {got[6]} but this rank "
                                 f"receives tag {exp[6]} (messages between two ranks match in order)")

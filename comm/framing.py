@@ -10,17 +10,21 @@ Two formats live here:
 * **Store frames** (``FRAME``): ``magic "TS" | version | opcode | status | length`` then
   ``length`` bytes holding a list of byte strings (:func:`encode_fields`).
 * **Data headers** (``DATA``): 32 bytes in front of every message between process-group
-  peers: which collective (op code and sequence number), the dtype, the reduce op, a tag
-  (chunk index or user tag), the element count of the whole operation on the sender and the
-  payload length of this message. The receiver compares the header with
-  what it expects, so ranks whose sizes, dtypes or call order disagree get a clear error.
+  peers: which collective (op code and sequence number), the dtype, the reduce op
+  (:class:`ReduceOp`, whose values are these wire codes), the root of a rooted collective
+  (its ``src``/``dst``), a tag (chunk index or user tag), the element count of the whole
+  operation on the sender and the payload length of this message. The receiver compares the
+  header with what it expects, so ranks whose sizes, dtypes, reduce ops, roots or call order
+  disagree get a clear error.
 """
 
 from __future__ import annotations
 
+import enum
 import struct
 
 __all__ = [
+    "ReduceOp",
     "FrameError",
     "FRAME",
     "FRAME_MAGIC",
@@ -34,6 +38,8 @@ __all__ = [
     "DATA_VERSION",
     "pack_data_header",
     "OP_NAMES",
+    "ROOTED",
+    "redop_name",
     "DTYPE_CODES",
     "DTYPE_NAMES",
     "describe_data_header",
@@ -101,14 +107,31 @@ def decode_fields(body: bytes, max_fields: int = 1 << 20) -> list[bytes]:
     return out
 
 
+class ReduceOp(enum.IntEnum):
+    """Reduction operations, as ``torch.distributed.ReduceOp``; the values are the codes data
+    headers carry, so a rank can name the op a peer used."""
+
+    SUM = 0
+    AVG = 1
+    PRODUCT = 2
+    MIN = 3
+    MAX = 4
+    BAND = 5
+    BOR = 6
+    BXOR = 7
+
+
 DATA_MAGIC = b"TD"
-DATA_VERSION = 1
-# magic(2) version(1) op(1) dtype(1) redop(1) pad(2) tag(i32) seq(u32) total(u64) nbytes(u64)
+DATA_VERSION = 2  # 2: the root of rooted collectives in the former padding
+# magic(2) version(1) op(1) dtype(1) redop(1) root(u16) tag(i32) seq(u32) total(u64) nbytes(u64)
 DATA = struct.Struct("!2sBBBBHiIQQ")  # 32 bytes
+ROOT_MASK = 0xFFFF  # the root field holds the global rank modulo 2**16
 
 
-def pack_data_header(op: int, dtype: int, redop: int, tag: int, seq: int, total: int, nbytes: int) -> bytes:
-    return DATA.pack(DATA_MAGIC, DATA_VERSION, op, dtype, redop, 0, tag, seq & 0xFFFFFFFF, total, nbytes)
+def pack_data_header(op: int, dtype: int, redop: int, tag: int, seq: int, total: int, nbytes: int,
+                     root: int = 0) -> bytes:
+    return DATA.pack(DATA_MAGIC, DATA_VERSION, op, dtype, redop, root & ROOT_MASK, tag, seq & 0xFFFFFFFF, total,
+                     nbytes)
 
 
 # Operation codes in data headers.
@@ -121,10 +144,19 @@ OP_NAMES = {
     BARRIER: "barrier", P2P: "send/recv", BYE: "destroy_process_group",
     ABORT: "abort",
 }
+ROOTED = {BROADCAST: "src", REDUCE: "dst", GATHER: "dst", SCATTER: "src"}  # ops whose header names a root
 # dtype codes in data headers (by NumPy dtype name; bfloat16 is ml_dtypes')
 DTYPE_CODES = {"bool": 1, "uint8": 2, "int8": 3, "int16": 4, "int32": 5, "int64": 6,
                "float16": 7, "bfloat16": 8, "float32": 9, "float64": 10}
 DTYPE_NAMES = {v: k for k, v in DTYPE_CODES.items()}
+
+
+def redop_name(code: int) -> str:
+    """``ReduceOp.MAX`` for a header's reduce-op code (or the raw code, if it is none)."""
+    try:
+        return f"ReduceOp.{ReduceOp(code).name}"
+    except ValueError:
+        return f"reduce op code {code}"
 
 
 def describe_data_header(h) -> str:

@@ -2,14 +2,11 @@
 
 Why a module of its own: a rank's listener is reachable by every process that can reach its
 port, so setting up the mesh is the one place where an unauthenticated stranger can make a
-rank wait. The listener therefore never waits on one connection: every accepted connection
-runs the HMAC handshake of :mod:`.auth` and the hello exchange *concurrently*, non-blocking
-under one :mod:`selectors` loop, each with a short deadline (:data:`HANDSHAKE_TIMEOUT`). An
-idle or garbage-sending connection costs one slot for at most that long and delays no real
-peer. At most :data:`MAX_PENDING` connections beyond the ranks still expected are
-authenticated at once; one more is closed before the challenge is sent, which the
-connecting rank recognises ("crowded out"): it retries until the group's deadline and then
-says so, instead of reporting a misleading authentication failure.
+rank wait. Connections come in through a :class:`.gate.Gate`: every one runs the HMAC
+handshake of :mod:`.auth` and the hello exchange concurrently, each with a short deadline
+(:data:`HANDSHAKE_TIMEOUT`), at most :data:`MAX_PENDING` beyond the ranks still expected at
+once; a connecting rank crowded out by strangers retries until the group's deadline and then
+says so (:func:`.gate.connect`), instead of reporting a misleading authentication failure.
 
 Ranks find each other through the store: each rank publishes its addresses under
 ``prefix + "addr/<rank>"``; rank i connects to every lower rank and accepts every higher one,
@@ -20,16 +17,14 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
-import selectors
 import socket
 import struct
-import tempfile
 import time
 import zlib
 
-from . import auth
+from . import auth, gate
 from .errors import DistNetworkError, DistStoreError, DistStoreTimeoutError, DistTimeoutError
+from .gate import UNIX_ENV, host_id, unix_listener
 from .peer import Peer
 
 __all__ = ["connect_mesh", "HANDSHAKE_TIMEOUT", "MAX_PENDING"]
@@ -37,10 +32,9 @@ __all__ = ["connect_mesh", "HANDSHAKE_TIMEOUT", "MAX_PENDING"]
 log = logging.getLogger(__name__)
 
 ROLE = b"pg"
-HANDSHAKE_TIMEOUT = 3.0  # seconds an accepted connection has to authenticate and say hello
-MAX_PENDING = 64  # connections authenticated at once per rank, beyond the ranks still expected
+HANDSHAKE_TIMEOUT = gate.HANDSHAKE_TIMEOUT  # seconds an accepted connection has to authenticate and say hello
+MAX_PENDING = gate.MAX_PENDING  # connections authenticated at once per rank, beyond the ranks still expected
 STORE_LOSS_SLACK = 1.0  # seconds before the deadline in which losing the store counts as the host's timeout
-UNIX_ENV = "TRITENSOR_COMM_UNIX"  # "0" forces TCP between ranks on the same host
 SOCKET_BUFFER = int(os.environ.get("TRITENSOR_COMM_SOCKBUF", 4 << 20))  # Unix-domain sockets
 TCP_SOCKET_BUFFER = int(os.environ.get("TRITENSOR_COMM_TCP_SOCKBUF", 0))  # 0: the kernel's autotuning
 
@@ -65,39 +59,7 @@ def _tune(sock: socket.socket):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
 
 
-def _host_id() -> str:
-    """Identifies this machine (and boot): ranks with equal ids try Unix sockets first."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-    except OSError:
-        boot = ""
-    return f"{socket.gethostname()}/{boot}"
-
-
-def _unix_listener():
-    """A Unix-domain listener in a private (0700) directory, or None where unavailable."""
-    if not hasattr(socket, "AF_UNIX") or os.environ.get(UNIX_ENV, "1") == "0":
-        return None, None
-    try:
-        d = os.path.join(tempfile.gettempdir(), f"tritensor-{os.getuid()}")
-        os.makedirs(d, mode=0o700, exist_ok=True)
-        if os.stat(d).st_uid != os.getuid():
-            return None, None
-        path = os.path.join(d, f"pg-{os.getpid()}-{secrets.token_hex(6)}.sock")
-        lst = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        lst.bind(path)
-        lst.listen(socket.SOMAXCONN)
-        return lst, path
-    except OSError:
-        return None, None
-
-
 # ------------------------------------------------------------------------ connecting side
-
-
-class _CrowdedOut(Exception):
-    """The listener closed our connection before its challenge: it is full."""
 
 
 def _connect_once(tcp_addr: str, qpath: str, same_host: bool, deadline: float, grank: int):
@@ -129,17 +91,11 @@ def _connect_retry(host, port, deadline, grank):
 def _handshake_client(sock, secret, deadline, rank, world_size, token, q, grank, addr, timeout):
     """Authenticate to rank ``grank``'s listener and exchange hellos (blocking, until ``deadline``)."""
     _tune(sock)
-    # The first byte of the challenge, or EOF if the listener turned us away because it is full.
-    sock.settimeout(max(0.01, deadline - time.monotonic()))
     try:
-        first = sock.recv(1, socket.MSG_PEEK)
+        gate.await_challenge(sock, deadline)  # CrowdedOut if the listener turned us away because it is full
     except socket.timeout:
         raise DistTimeoutError(f"timed out after {timeout:g}s waiting for rank {grank} at {addr} to accept "
                                "the connection (it has not reached process-group setup)") from None
-    except ConnectionResetError:
-        first = b""
-    if not first:
-        raise _CrowdedOut()
     try:
         auth.client_handshake(sock, secret, ROLE, max(0.01, deadline - time.monotonic()))
         sock.settimeout(max(0.01, deadline - time.monotonic()))
@@ -155,197 +111,39 @@ def _handshake_client(sock, secret, deadline, rank, world_size, token, q, grank,
 
 def _connect_peer(q, tcp_addr, qpath, same_host, secret, deadline, rank, world_size, token, grank, timeout):
     """Connect to lower rank ``q``; retry while its listener is crowded out by other connections."""
-    crowded = 0
-    delay = 0.02
-    while True:
-        sock, addr = _connect_once(tcp_addr, qpath, same_host, deadline, grank)
-        try:
-            _handshake_client(sock, secret, deadline, rank, world_size, token, q, grank, addr, timeout)
-            return Peer(q, grank, sock, addr)
-        except _CrowdedOut:
-            sock.close()
-            crowded += 1
-        except BaseException:
-            sock.close()
-            raise
-        if time.monotonic() + delay >= deadline:
-            raise DistNetworkError(
-                f"could not connect to rank {grank} at {tcp_addr} within {timeout:g}s: its listener closed "
-                f"the connection before authenticating {crowded} time(s); this rank was crowded out by other "
-                f"connections waiting to authenticate there (more than {MAX_PENDING} at once: is something "
-                "else flooding that port?)")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.5)
+    addr = []
+
+    def open_socket():
+        sock, a = _connect_once(tcp_addr, qpath, same_host, deadline, grank)
+        addr[:] = [a]
+        return sock
+
+    def handshake(sock):
+        _handshake_client(sock, secret, deadline, rank, world_size, token, q, grank, addr[0], timeout)
+
+    sock = gate.connect(open_socket, handshake, deadline, f"rank {grank} at {tcp_addr}", timeout, MAX_PENDING)
+    return Peer(q, grank, sock, addr[0])
 
 
-# ------------------------------------------------------------------------- listening side
+class _Hellos:
+    """This rank's side of the hello exchange, for the gate: who may connect, and our answer."""
 
-
-class _Pending:
-    """A connection being authenticated: what we still have to send and how much we want to read."""
-
-    __slots__ = ("sock", "name", "deadline", "out", "inbuf", "want", "stage", "nonce", "qr")
-
-    def __init__(self, sock, name, deadline):
-        self.sock = sock
-        self.name = name
-        self.deadline = deadline
-        self.out, self.nonce = auth.server_challenge()
-        self.inbuf = b""
-        self.want = auth.CLIENT_REPLY_LEN
-        self.stage = "reply"  # then "hello", then "done" (our hello still being sent)
-        self.qr = -1  # the group rank its hello claims
-
-
-class _Listener:
-    """Authenticates every connection to this rank's listeners at once (see the module docstring)."""
-
-    def __init__(self, listeners, secret, rank, global_ranks, token, bind_host):
-        self.sel = selectors.DefaultSelector()
-        self.secret = secret
-        self.rank = rank
-        self.global_ranks = global_ranks
+    def __init__(self, rank, global_ranks, token, peers):
+        self.rank, self.global_ranks, self.token, self.peers = rank, global_ranks, token, peers
         self.world_size = len(global_ranks)
-        self.token = token
-        self.bind_host = bind_host
-        self.pending: dict[int, _Pending] = {}
-        self.peers: dict[int, Peer] = {}
-        self.crowded = 0  # connections turned away because too many were authenticating
-        self.refused = 0  # connections that failed the handshake or the hello
-        for lst in listeners:
-            lst.setblocking(False)
-            self.sel.register(lst, selectors.EVENT_READ, None)
+        self.gate = None
 
-    def close(self):
-        for pc in list(self.pending.values()):
-            self._drop(pc)
-        self.sel.close()
+    def on_hello(self, msg):
+        magic, qr, ws, tok = _HELLO.unpack(msg)
+        if magic != _HELLO_MAGIC or ws != self.world_size or tok != self.token or not self.rank < qr < ws:
+            raise gate.Refused("it is not a rank of this group")
+        if qr in self.peers or qr in self.gate.finishing():
+            raise gate.Refused(f"rank {qr} is already connecting")
+        return _HELLO.pack(_HELLO_MAGIC, self.rank, self.world_size, self.token), qr
 
-    def _refuse(self, pc: _Pending, why: str):
-        self.refused += 1
-        (log.warning if self.refused == 1 else log.debug)(
-            "rank %d: refused a connection from %s: %s%s", self.rank, pc.name, why,
-            " (further refusals are logged at debug level)" if self.refused == 1 else "")
-        self._drop(pc)
-
-    def _drop(self, pc: _Pending):
-        self.pending.pop(pc.sock.fileno(), None)
-        try:
-            self.sel.unregister(pc.sock)
-        except (KeyError, ValueError):
-            pass
-        pc.sock.close()
-
-    def summary(self) -> str:
-        parts = []
-        if self.crowded:
-            parts.append(f"{self.crowded} connection(s) were turned away because too many were waiting to "
-                         "authenticate")
-        if self.refused:
-            parts.append(f"{self.refused} connection(s) failed authentication or were not ranks of this group")
-        return f" ({'; '.join(parts)})" if parts else ""
-
-    def serve(self, peers: dict, deadline: float) -> None:
-        """Accept and authenticate until every higher rank is in ``peers`` or ``deadline`` passes."""
-        expected = self.world_size - 1 - self.rank
-        self.peers = peers
-        while sum(1 for q in peers if q > self.rank) < expected:
-            now = time.monotonic()
-            if now >= deadline:
-                return
-            for pc in [pc for pc in self.pending.values() if pc.deadline <= now]:
-                self._refuse(pc, f"it did not authenticate within {HANDSHAKE_TIMEOUT:g}s")
-            wake = min([deadline] + [pc.deadline for pc in self.pending.values()])
-            for key, events in self.sel.select(max(0.0, wake - time.monotonic())):
-                if key.data is None:
-                    self._accept(key.fileobj, deadline, cap=MAX_PENDING + expected)
-                    continue
-                pc = key.data
-                if pc.sock.fileno() not in self.pending:
-                    continue  # dropped earlier in this round
-                try:
-                    if events & selectors.EVENT_WRITE:
-                        self._write(pc)
-                    if events & selectors.EVENT_READ and pc.sock.fileno() in self.pending:
-                        self._read(pc)
-                except (OSError, struct.error) as e:
-                    self._refuse(pc, str(e) or type(e).__name__)
-
-    def _accept(self, lst, deadline, cap):
-        while True:
-            try:
-                sock, addr = lst.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError as e:  # e.g. out of descriptors: retry on the next round
-                log.debug("rank %d: accept failed: %s", self.rank, e)
-                return
-            unix = lst.family == getattr(socket, "AF_UNIX", None)
-            name = f"{self.bind_host} via unix socket" if unix else f"{addr[0]}:{addr[1]}"
-            if len(self.pending) >= cap:
-                self.crowded += 1
-                if self.crowded == 1:
-                    log.warning("rank %d: %d connections are waiting to authenticate; turning new ones away "
-                                "(is something flooding this port?)", self.rank, len(self.pending))
-                sock.close()
-                continue
-            sock.setblocking(False)
-            pc = _Pending(sock, name, min(deadline, time.monotonic() + HANDSHAKE_TIMEOUT))
-            self.pending[sock.fileno()] = pc
-            self.sel.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, pc)
-
-    def _write(self, pc: _Pending):
-        if pc.out:
-            try:
-                n = pc.sock.send(pc.out)
-            except (BlockingIOError, InterruptedError):
-                return
-            pc.out = pc.out[n:]
-        if not pc.out:
-            if pc.stage == "done":  # our hello is out: this is a peer now
-                self._drop_keep_socket(pc)
-                _tune(pc.sock)
-                pc.sock.setblocking(True)
-                self.peers[pc.qr] = Peer(pc.qr, self.global_ranks[pc.qr], pc.sock, pc.name)
-            else:
-                self.sel.modify(pc.sock, selectors.EVENT_READ, pc)
-
-    def _drop_keep_socket(self, pc: _Pending):
-        self.pending.pop(pc.sock.fileno(), None)
-        self.sel.unregister(pc.sock)
-
-    def _read(self, pc: _Pending):
-        try:
-            data = pc.sock.recv(pc.want - len(pc.inbuf))  # never more than the step needs
-        except (BlockingIOError, InterruptedError):
-            return
-        if not data:
-            self._refuse(pc, "it closed the connection during the handshake")
-            return
-        pc.inbuf += data
-        if len(pc.inbuf) < pc.want:
-            return
-        msg, pc.inbuf = pc.inbuf, b""
-        if pc.stage == "reply":
-            proof = auth.server_verify(self.secret, ROLE, pc.nonce, msg)
-            if proof is None:
-                self._refuse(pc, "it failed authentication (wrong or missing secret)")
-                return
-            pc.out, pc.stage, pc.want = proof, "hello", _HELLO.size
-        elif pc.stage == "hello":
-            magic, qr, ws, tok = _HELLO.unpack(msg)
-            if magic != _HELLO_MAGIC or ws != self.world_size or tok != self.token or not self.rank < qr < ws:
-                self._refuse(pc, "it is not a rank of this group")
-                return
-            if qr in self.peers or any(p.qr == qr for p in self.pending.values() if p.stage == "done"):
-                self._refuse(pc, f"rank {qr} is already connecting")
-                return
-            pc.qr = qr
-            pc.out, pc.stage = _HELLO.pack(_HELLO_MAGIC, self.rank, self.world_size, self.token), "done"
-        else:
-            self._refuse(pc, "it sent bytes before the handshake finished")
-            return
-        self.sel.modify(pc.sock, selectors.EVENT_WRITE, pc)
+    def on_ready(self, sock, qr, name):
+        _tune(sock)
+        self.peers[qr] = Peer(qr, self.global_ranks[qr], sock, name)
 
 
 # ------------------------------------------------------------------------------- the mesh
@@ -392,13 +190,13 @@ def connect_mesh(store, prefix: str, rank: int, world_size: int, global_ranks: l
     listeners = []
     upath = None
     server = None
-    me = _host_id()
+    me = host_id()
     try:
         if rank < world_size - 1:
             tcp = socket.create_server((bind_host, 0), backlog=socket.SOMAXCONN)
             listeners.append(tcp)
             host, port = tcp.getsockname()[:2]
-            ulst, upath = _unix_listener()
+            ulst, upath = unix_listener()
             if ulst is not None:
                 listeners.append(ulst)
             store.set(f"{prefix}addr/{rank}", f"{host}:{port}\n{me}\n{upath or ''}")
@@ -408,8 +206,11 @@ def connect_mesh(store, prefix: str, rank: int, world_size: int, global_ranks: l
             peers[q] = _connect_peer(q, tcp_addr, qpath, hid == me, secret, deadline, rank, world_size, token,
                                      global_ranks[q], timeout)
         if listeners:
-            server = _Listener(listeners, secret, rank, global_ranks, token, bind_host)
-            server.serve(peers, deadline)
+            hellos = _Hellos(rank, global_ranks, token, peers)
+            server = hellos.gate = gate.Gate(listeners, secret, ROLE, _HELLO.size, hellos.on_hello, hellos.on_ready,
+                                             describe=f"rank {rank}", bind_host=bind_host, timeout=HANDSHAKE_TIMEOUT)
+            expected = world_size - 1 - rank
+            server.serve(lambda: sum(1 for q in peers if q > rank) >= expected, deadline, MAX_PENDING + expected)
             if len(peers) < world_size - 1:
                 missing = [global_ranks[q] for q in range(world_size) if q != rank and q not in peers]
                 raise DistTimeoutError(f"timed out after {timeout:g}s waiting for rank(s) {missing} to "

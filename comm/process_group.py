@@ -14,7 +14,6 @@ overrides both.
 
 from __future__ import annotations
 
-import enum
 import ipaddress
 import os
 import socket
@@ -27,6 +26,7 @@ from .errors import DistError
 from .mesh import connect_mesh
 from .store import Store, TCPStore, _seconds
 from .failures import REPORT_TIMEOUT
+from .framing import ReduceOp
 from .transport import Engine
 
 __all__ = [
@@ -38,19 +38,6 @@ __all__ = [
 
 default_pg_timeout = timedelta(minutes=30)  # torch's default
 BIND_ENV = "TRITENSOR_COMM_BIND_ADDR"
-
-
-class ReduceOp(enum.IntEnum):
-    """Reduction operations, as ``torch.distributed.ReduceOp``."""
-
-    SUM = 0
-    AVG = 1
-    PRODUCT = 2
-    MIN = 3
-    MAX = 4
-    BAND = 5
-    BOR = 6
-    BXOR = 7
 
 
 class Backend(str):

@@ -9,6 +9,10 @@ completes (:class:`HostBuffer`), or, for the ring all_reduce, staged segment by 
 a helper thread so device-to-host transfer overlaps the network (:class:`SegmentStager`).
 NumPy arrays are accepted too. Building a :class:`HostBuffer` is also the argument check
 for a tensor (its type, dtype, writability), done before any byte is sent.
+
+Collectives act on a tensor's data, as torch's do: a tensor that requires grad (a parameter)
+is read and written through ``detach()``, which shares its memory and version counter, so an
+in-place collective on a leaf is not recorded by autograd and ``no_grad`` is not needed.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ class HostBuffer:
     def __init__(self, obj, name: str, write: bool, defer: bool = False):
         """``defer``: for a CUDA tensor, allocate the host buffer but copy nothing yet; the
         caller stages it (:meth:`stage_all`, or segment by segment with :class:`SegmentStager`)."""
+        if getattr(obj, "requires_grad", False):
+            obj = obj.detach()  # the same memory, no history: see the module docstring
         self.obj = obj
         self._writeback = None
         self.deferred = False

@@ -365,6 +365,10 @@ def mismatched(rank, world, kind):
         dist.broadcast(tt.ones(n), src=0)
     elif kind == "all_gather_size":
         dist.all_gather([tt.zeros(n) for _ in range(world)], tt.ones(n))
+    elif kind == "reduce_op":
+        dist.all_reduce(tt.ones(10), op=dist.ReduceOp.MAX if rank == 1 else dist.ReduceOp.SUM)
+    elif kind == "broadcast_src":
+        dist.broadcast(tt.ones(1 << 18), src=1 if rank == 1 else 0)
     elif kind == "op_order":
         if rank == 1:
             dist.broadcast(tt.ones(10), src=0)
@@ -398,6 +402,41 @@ def env_init(rank, world):
     t = tt.full((4,), float(dist.get_rank()))
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t.tolist(), dist.get_rank(), dist.get_world_size()
+
+
+def tensors_requiring_grad(rank, world):
+    """Issue 22: collectives on parameters and other leaves that require grad act on their data
+    (torch's gloo accepts them), with or without no_grad, and autograd records nothing."""
+    import numpy as np
+    import tritensor as tt
+    import tritensor.comm as dist
+    from tritensor import nn
+
+    total = float(sum(range(world)))
+    lin = nn.Linear(3, 2)
+    for p in lin.parameters():
+        dist.broadcast(p, 0)  # what user code does at start-up
+    w0 = lin.weight.detach().numpy().copy()
+    dist.broadcast(lin.weight.detach(), 0)
+    assert np.array_equal(lin.weight.detach().numpy(), w0)
+    leaf = tt.full((5,), float(rank), requires_grad=True)
+    dist.all_reduce(leaf)
+    big = nn.Parameter(tt.full((70_000,), float(rank)))  # the ring path
+    dist.all_reduce(big, op=dist.ReduceOp.MAX)
+    with tt.no_grad():
+        under = tt.full((3,), float(rank), requires_grad=True)
+        dist.all_reduce(under)
+    strided = tt.full((4, 6), float(rank), requires_grad=True)
+    dist.all_reduce(strided.detach().t())  # a non-contiguous view of a leaf's data
+    outs = [tt.zeros(2, requires_grad=True) for _ in range(world)]
+    dist.all_gather(outs, tt.full((2,), float(rank), requires_grad=True))
+    for t, want in ((leaf, total), (big, float(world - 1)), (under, total), (strided, total)):
+        assert t.is_leaf and t.requires_grad and t.grad_fn is None, t
+        assert np.all(t.detach().numpy() == want), (t, want)
+    assert [o.tolist() for o in outs] == [[float(q)] * 2 for q in range(world)]
+    (leaf * leaf).sum().backward()  # the reduced value is an ordinary leaf: d/dx x^2 = 2x
+    assert leaf.grad.tolist() == [2 * total] * 5, leaf.grad
+    return [w.tolist() for w in (lin.weight.detach(),)] + [lin.bias.tolist()]
 
 
 # --------------------------------------------------------------------- device tensors

@@ -35,7 +35,10 @@ def _world(rank, world, fn_name, opts_kw, *args):
     try:
         value = globals()[fn_name](rank, world, *args)
     finally:
-        rpc.shutdown()
+        from tritensor.comm.rpc import current
+
+        if current.agent() is not None:  # unless the scenario shut down itself (a peer died)
+            rpc.shutdown()
     return value, api._last_shutdown_leaks()
 
 
@@ -234,7 +237,7 @@ def api_tour(rank, world):
     out["self_remote"] = rpc.remote("worker0", operator.mul, args=(6, 7)).to_here()
     from tritensor.comm.rpc import current
 
-    out["socket_families"] = sorted({c[0].family.name for c in current.agent()._out.values()})
+    out["socket_families"] = sorted({c[0].family.name for c in current.agent().links.out.values()})
     out["info_before"] = api._rref_context_info()
     del r, mine
     out["deleted"] = wait_until(lambda: "a" in rpc.rpc_sync("worker1", deleted_tags))
@@ -396,3 +399,120 @@ def fuzz_agent(rank, world, n, seed):
     after = rpc.rpc_sync("worker1", unpickle_count)
     ok = rpc.rpc_sync("worker1", operator.add, args=(20, 22))
     return {"before": before, "after": after, "ok": ok, "kinds": kinds, "stats": rpc.rpc_sync("worker1", agent_stats)}
+
+
+# ------------------------------------------------------------ issue 22: strangers, dead peers
+
+def _all_reach(key, n):
+    from tritensor.comm.rpc import api
+
+    api._store.add(key, 1)
+    deadline = time.monotonic() + 60
+    while int(api._store.add(key, 0)) < n:
+        assert time.monotonic() < deadline, f"timed out waiting for {n} workers at {key}"
+        time.sleep(0.01)
+
+
+def _strangers(agent, dst, n):
+    """``n`` idle, unauthenticated TCP connections to worker ``dst``'s RPC listener (and one on
+    its Unix socket, which shares the budget)."""
+    import socket
+
+    host, port = agent.addrs[dst]
+    socks = [socket.create_connection((host, port), timeout=10) for _ in range(n)]
+    if agent.unix_paths[dst]:
+        u = socket.socket(socket.AF_UNIX)
+        u.connect(agent.unix_paths[dst])
+        socks.append(u)
+    return socks
+
+
+def idle_strangers(rank, world, n):
+    """Rank 0 holds ``n`` idle strangers on worker1's listener while every worker but worker1
+    makes its first calls to it: each must succeed (the strangers are dropped at their
+    handshake deadline; a crowded-out caller retries until then)."""
+    import tritensor.comm.rpc as rpc
+    from tritensor.comm.rpc import current
+
+    _all_reach("flood/ready", world)
+    held = _strangers(current.agent(), 1, n) if rank == 0 else []
+    _all_reach("flood/on", world)
+    results = []
+    if rank != 1:
+        start = time.monotonic()
+        results = [rpc.rpc_sync("worker1", operator.add, args=(i, 1)) for i in range(5)]
+        results.append(time.monotonic() - start)
+    _all_reach("flood/calls_done", world)
+    stats = rpc.rpc_sync("worker1", agent_stats) if rank == 0 else None
+    for s in held:
+        s.close()
+    return results, stats
+
+
+def hold_strangers_long(rank):
+    """pre_init: worker1 gives connections 30 s to authenticate, so strangers outlast a call's timeout."""
+    from tritensor.comm.rpc import agent
+
+    if rank == 1:
+        agent.AUTH_TIMEOUT = 30.0
+
+
+def crowded_out(rank, world, n):
+    """Worker1's listener is full of strangers for longer than worker0's call may wait: the call
+    fails within its timeout saying it was crowded out; once they leave, calls succeed."""
+    import tritensor.comm.rpc as rpc
+    from tritensor.comm.rpc import current
+
+    _all_reach("crowd/ready", world)
+    out = None
+    if rank == 0:
+        held = _strangers(current.agent(), 1, n)
+        start = time.monotonic()
+        try:
+            rpc.rpc_sync("worker1", operator.add, args=(1, 1), timeout=2.0)
+            out = ("no error", None, time.monotonic() - start)
+        except Exception as e:  # asserted by the test
+            out = (type(e).__name__, str(e), time.monotonic() - start)
+        for s in held:
+            s.close()
+        out += (rpc.rpc_sync("worker1", operator.add, args=(2, 2)),)
+    _all_reach("crowd/done", world)
+    return out
+
+
+def _dead(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
+def call_killed_worker(rank, world):
+    """worker1 is SIGKILLed after serving a call; worker0's next calls to it fail at once, each
+    with one error naming the worker and what happened."""
+    import signal
+
+    import tritensor.comm.rpc as rpc
+
+    if rank == 1:
+        _all_reach("kill/armed", world)
+        while True:
+            time.sleep(1)
+    victim = rpc.rpc_sync("worker1", pid)  # the connection to worker1 exists now
+    _all_reach("kill/armed", world)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not _dead(victim) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # the kernel closes its sockets
+    out = []
+    for _ in range(2):
+        start = time.monotonic()
+        try:
+            rpc.rpc_sync("worker1", operator.add, args=(1, 2), timeout=10)
+            out.append(("no error", "", time.monotonic() - start))
+        except Exception as e:  # asserted by the test
+            out.append((type(e).__name__, str(e), time.monotonic() - start))
+    rpc.shutdown(graceful=False)
+    return out

@@ -62,6 +62,16 @@ def test_bad_arguments_raise_before_sending(monkeypatch):
         dist.init_process_group("nccl", init_method="tcp://127.0.0.1:1", rank=0, world_size=1)
 
 
+@pytest.mark.timeout(120)
+def test_collectives_accept_tensors_that_require_grad():
+    """Issue 22: broadcast/all_reduce of a parameter raised "Can't call numpy() on Tensor that
+    requires grad", with or without no_grad; torch (gloo) acts on the data."""
+    from comm_helpers import tensors_requiring_grad
+
+    out = assert_all_ok(run_world(3, tensors_requiring_grad, timeout=100))
+    assert out[0] == out[1] == out[2]  # every rank holds rank 0's parameters
+
+
 @pytest.mark.timeout(200)
 def test_device_tensors_are_staged_and_written_back():
     from comm_helpers import fake_cuda

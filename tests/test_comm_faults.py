@@ -22,13 +22,24 @@ def test_rank_killed_mid_collective():
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind", ["all_reduce_size", "all_reduce_size_large", "dtype", "broadcast_size",
-                                  "all_gather_size", "op_order"])
+                                  "all_gather_size", "op_order", "reduce_op", "broadcast_src"])
 def test_mismatch_raises_on_every_rank(kind):
     results = run_world(3, mismatched, kind, timeout=100, pg_timeout=PG_TIMEOUT)
-    want = {"op_order": "order of operations", "dtype": "dtypes disagree"}.get(kind, "sizes or dtypes disagree")
+    want = {"op_order": "order of operations", "dtype": "dtypes disagree",
+            # issue 22: the ops by name, not "rank 1: 4, this rank (0): 0"
+            "reduce_op": "ranks use different reduce ops",
+            # issue 22: which ranks named which source, not "expected ... message 1048576, 0 bytes"
+            "broadcast_src": "ranks disagree on the src of broadcast"}.get(kind, "sizes or dtypes disagree")
     for r, res in results.items():
         assert res[0] == "err", (r, res)
         assert "DistBackendError" in res[1] and want in res[1], (r, res[1])  # the root cause, on every rank
+    if kind == "reduce_op":
+        msgs = [res[1] for res in results.values()]
+        assert any("ReduceOp.MAX" in m and "ReduceOp.SUM" in m for m in msgs), msgs
+        assert not any("rank 1: 4" in m for m in msgs), msgs
+    if kind == "broadcast_src":
+        msgs = [res[1] for res in results.values()]
+        assert any("src=1" in m and "src=0" in m for m in msgs), msgs
 
 
 @pytest.mark.timeout(60)

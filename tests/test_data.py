@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import os
 import signal
+import threading
 
 import numpy as np
 import pytest
@@ -262,6 +263,38 @@ def test_worker_errors(monkeypatch):
     monkeypatch.setattr(_dl, "_WATCHDOG_S", 0.2)
     with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"):
         list(DataLoader(Failing(), batch_size=1, sampler=[3], num_workers=1))
+
+
+class Unpicklable(Dataset):
+    """Sample 1 cannot cross the process boundary (a lock is not picklable)."""
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return threading.Lock() if i == 1 else i
+
+
+def _passthrough(batch):
+    return batch
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("ctx", [None, pytest.param("spawn", marks=pytest.mark.slow)])  # spawn: the queue pickled
+def test_worker_that_cannot_send_its_batch_reports_it(ctx):
+    """Issue 22: the worker's send failed in the queue's feeder thread, which only printed the
+    error; the main process waited forever (torch does too). Now the failure comes back to the
+    main process and is raised there with the worker's traceback, and the other batches arrive."""
+    dl = DataLoader(Unpicklable(), batch_size=1, collate_fn=_passthrough, num_workers=1, timeout=30,
+                    multiprocessing_context=ctx)
+    it = iter(dl)
+    assert next(it) == [0]
+    with pytest.raises(TypeError, match=r"(?s)Caught TypeError in DataLoader worker process 0 while sending "
+                                        r"batch 1 to the main process.*pickle.*lock"):
+        next(it)
+    assert next(it) == [2]  # the loader goes on, as after any worker exception
+    with pytest.raises(StopIteration):
+        next(it)
 
 
 def test_loader_argument_errors():

@@ -34,7 +34,9 @@ LOW_PRECISION = ("float16", "bfloat16")
 class Plan:
     """Posting context of one operation: its work, header factory and peers."""
 
-    def __init__(self, pg, opcode, what, dtype, total, redop=0, result=None, seq=None):
+    def __init__(self, pg, opcode, what, dtype, total, redop=0, result=None, seq=None, root=0):
+        """``root``: the group rank of a rooted collective's ``src``/``dst``; its global rank goes
+        into every header, so ranks that named different roots are told so."""
         self.pg = pg
         self.eng = pg.engine
         self.opcode = opcode
@@ -42,6 +44,7 @@ class Plan:
         self.work = self.eng.new_work(f"{what} #{self.seq}", pg.timeout, result)
         self.dt = DTYPE_CODES[dtype.name]
         self.redop = int(redop)
+        self.root = pg.global_ranks[root]
         self.total = total
         self.r = pg.rank()
         self.n = pg.size()
@@ -49,7 +52,7 @@ class Plan:
 
     def hdr(self, tag, nbytes, total=None):
         return pack_data_header(self.opcode, self.dt, self.redop, tag, self.seq,
-                                self.total if total is None else total, nbytes)
+                                self.total if total is None else total, nbytes, self.root)
 
     def send(self, peer, tag, arr=None, ready=True, on_done=None, total=None):
         payload = as_bytes(arr) if arr is not None else None

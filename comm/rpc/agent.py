@@ -1,19 +1,25 @@
 """The RPC agent: one authenticated listener per worker, request/response matching, RRef upkeep.
 
-Security: every accepted connection first passes the HMAC handshake of
-:mod:`tritensor.comm.auth` (role ``b"rpc"``) and then a binary HELLO frame naming the peer's
-rank; until both succeed nothing is unpickled (:func:`.wire.unpickle` is only called by
-:meth:`Agent._serve` after them). At most :data:`MAX_UNAUTHENTICATED` connections are
-authenticating at once (more are closed at once), each for at most :data:`AUTH_TIMEOUT`
-seconds; a frame that breaks the protocol closes its connection only. The listener binds to
-``options.bind_addr``, else ``$TRITENSOR_COMM_BIND_ADDR``, else loopback.
+Security: connections come in through a :class:`tritensor.comm.gate.Gate`, the process
+group's gate: every one first passes the HMAC handshake of :mod:`tritensor.comm.auth` (role
+``b"rpc"``) and a binary HELLO frame naming the peer's rank, concurrently and non-blocking,
+each within :data:`AUTH_TIMEOUT` seconds, at most :data:`MAX_UNAUTHENTICATED` (plus one per
+peer) at once; until both succeed nothing is unpickled (:func:`.wire.unpickle` is only called
+by :meth:`Agent._serve` after them). Idle strangers therefore cost a slot for a few seconds
+and never a peer its call: a peer turned away by a full listener retries until its call's
+timeout and then says it was crowded out. A frame that breaks the protocol closes its
+connection only. The listener binds to ``options.bind_addr``, else
+``$TRITENSOR_COMM_BIND_ADDR``, else loopback.
 
-Threads: an accept thread, one reader per authenticated incoming connection (it decodes
-frames and hands requests to the ``num_worker_threads`` pool), and a housekeeping thread that
-sends queued control frames, ticks the :class:`~.channel.ControlChannel` (retries), applies
-dead RRef handles (:meth:`RRefContext.process`) and fails timed-out RPCs. Each worker sends
-over its own outgoing connection to each peer (connected lazily); responses travel the
-responder's outgoing connection. User functions are run exactly once and never retried.
+Threads: an accept thread (the gate), one reader per authenticated incoming connection (it
+decodes frames and hands requests to the ``num_worker_threads`` pool), and a housekeeping
+thread that sends queued control frames, ticks the :class:`~.channel.ControlChannel`
+(retries), applies dead RRef handles (:meth:`RRefContext.process`) and fails timed-out RPCs.
+Each worker sends over its own outgoing connection to each peer (connected lazily, checked
+for a close by the peer before each send, remade once when it was lost); responses travel
+the responder's outgoing connection. A worker that cannot be reached raises
+:class:`~tritensor.comm.DistNetworkError` naming it and what happened. User functions are run
+exactly once and never retried (a frame cut short by a lost connection is discarded unread).
 """
 
 from __future__ import annotations
@@ -29,11 +35,12 @@ import traceback
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import auth
-from ..mesh import _host_id, _unix_listener
+from .. import auth, gate
+from ..gate import host_id, unix_listener
 from ...futures import Future
 from . import wire
 from .channel import ControlChannel
+from .links import ROLE, Links, tune
 from .options import WorkerInfo
 from .rref import RRef
 from .rref_context import RRefContext
@@ -41,25 +48,12 @@ from .rref_context import RRefContext
 __all__ = ["Agent", "MAX_UNAUTHENTICATED", "AUTH_TIMEOUT", "RemoteTimeoutError"]
 
 log = logging.getLogger(__name__)
-ROLE = b"rpc"
-MAX_UNAUTHENTICATED = 64
-AUTH_TIMEOUT = 3.0
-SOCKET_BUFFER = int(os.environ.get("TRITENSOR_RPC_SOCKBUF", 4 << 20))
+MAX_UNAUTHENTICATED = gate.MAX_PENDING  # connections authenticating at once, beyond one per peer
+AUTH_TIMEOUT = gate.HANDSHAKE_TIMEOUT  # seconds a connection has to authenticate and say hello
 
 
 class RemoteTimeoutError(TimeoutError):
     """An RPC's reply did not come within its timeout."""
-
-
-def _tune(sock):
-    """No Nagle delay for small frames; socket buffers that hold a 1 MB tensor whole, so a
-    sender hands it to the kernel in one call instead of waking up as the reader drains it
-    (the kernel caps them at net.core.{w,r}mem_max)."""
-    if sock.family != getattr(socket, "AF_UNIX", None):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if SOCKET_BUFFER > 0:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
 
 
 def _rebuild_error(payload, worker):
@@ -79,12 +73,15 @@ class Agent:
         self.name, self.rank, self.world_size, self.store, self.options = name, rank, world_size, store, options
         self._secret = auth.get_secret()
         bind = options.bind_addr or os.environ.get("TRITENSOR_COMM_BIND_ADDR", "127.0.0.1")
-        self._listener = socket.create_server((bind, 0))
+        self._listener = socket.create_server((bind, 0), backlog=socket.SOMAXCONN)
         self.port = self._listener.getsockname()[1]
         # Peers on this machine connect over a Unix-domain socket (same handshake, fewer
         # copies and no TCP stack: the 1 MB round trip is the win); TRITENSOR_COMM_UNIX=0 disables it.
-        self._ulistener, self._upath = _unix_listener()
-        self.stats: Counter = Counter()
+        self._ulistener, self._upath = unix_listener()
+        self._gate = gate.Gate([lst for lst in (self._listener, self._ulistener) if lst], self._secret, ROLE,
+                               wire.HEADER.size, self._on_hello, self._on_ready, describe=f"RPC worker {name!r}",
+                               bind_host=bind, timeout=AUTH_TIMEOUT)
+        self._stats: Counter = Counter()
         self.control_log: deque = deque(maxlen=100000)
         self.channel = ControlChannel(rank, self._queue_control, time.monotonic, injector=options.fault_injector,
                                       base_delay=options.control_retry_delay,
@@ -94,26 +91,25 @@ class Agent:
         self._pending: dict = {}
         self._pending_lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._out: dict = {}
-        self._conn_lock = threading.Lock()
         self._ctl_q: deque = deque()
         self._wake = threading.Event()
         self._closing = False
-        self._unauth = 0
         self.active = 0  # requests being run
-        self._incoming: list = []
-        self._threads = [threading.Thread(target=self._accept_loop, args=(lst,), name=f"rpc-accept-{name}",
-                                          daemon=True) for lst in (self._listener, self._ulistener) if lst]
-        for t in self._threads:
-            t.start()
+        self._incoming: set = set()
+        self._accept_thread = threading.Thread(target=self._accept_loop, name=f"rpc-accept-{name}", daemon=True)
+        self._accept_thread.start()
+        self._threads = [self._accept_thread]
         self._rendezvous(bind)
+        t = options.rpc_timeout  # how long a send that is not a call may take to connect
+        self.links = Links(rank, self.workers, self.addrs, self.unix_paths, self._secret,
+                           max(t, 5.0) if t > 0 else 60.0, MAX_UNAUTHENTICATED)
         hk = threading.Thread(target=self._housekeeping, name=f"rpc-house-{name}", daemon=True)
         self._threads.append(hk)
         hk.start()
 
     # -- rendezvous ------------------------------------------------------------------
     def _rendezvous(self, host):
-        me = _host_id()
+        me = host_id()
         self.store.set(f"rpc/worker/{self.rank}", f"{self.name}\t{host}\t{self.port}\t{me}\t{self._upath or ''}")
         self.workers, self.addrs, self.unix_paths, seen = [], [], [], {}
         for r in range(self.world_size):
@@ -138,49 +134,51 @@ class Agent:
         raise ValueError(f"to: expected a worker name, WorkerInfo or id in [0, {self.world_size}), got {to!r}")
 
     # -- incoming connections --------------------------------------------------------
-    def _accept_loop(self, listener):
-        while not self._closing:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                if self._closing:
-                    return
-                time.sleep(0.01)
-                continue
-            if self._unauth >= MAX_UNAUTHENTICATED:
-                self.stats["refused_crowded"] += 1
-                conn.close()
-                continue
-            self._unauth += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+    @property
+    def stats(self) -> Counter:
+        """Connection counts: ``refused_unauthenticated`` (strangers turned away, for any reason),
+        ``refused_crowded`` (those of them turned away because the listener was full),
+        ``closed`` and ``closed_bad_frame`` (authenticated connections that ended)."""
+        c = Counter(self._stats)
+        c["refused_unauthenticated"] += self._gate.refused + self._gate.crowded
+        c["refused_crowded"] += self._gate.crowded
+        return c
 
-    def _serve(self, conn):
-        authed = False
+    def _accept_loop(self):
         try:
-            try:
-                auth.server_handshake(conn, self._secret, ROLE, AUTH_TIMEOUT)
-                conn.settimeout(AUTH_TIMEOUT)
-                kind, src, env_len_check, bufs = wire.read_frame(conn, max_envelope=0)
-                if kind != wire.HELLO or bufs or env_len_check or not 0 <= src < self.world_size:
-                    raise wire.FrameError("expected a HELLO frame")
-            except Exception as e:
-                self.stats["refused_unauthenticated"] += 1
-                log.debug("RPC listener of %s refused a connection: %s", self.name, e)
-                return
-            finally:
-                self._unauth -= 1
-            authed = True
-            conn.settimeout(None)
-            _tune(conn)
-            self._incoming.append(conn)
+            self._gate.serve(lambda: self._closing, float("inf"), MAX_UNAUTHENTICATED + self.world_size - 1)
+        except Exception:
+            if not self._closing:
+                log.exception("%s: the RPC listener failed", self.name)
+        finally:
+            self._gate.close()
+
+    def _on_hello(self, msg):
+        """The gate's check of a peer's HELLO frame: it names a worker of this group, and nothing more."""
+        magic, version, kind, src, env_len, nbufs = wire.HEADER.unpack(msg)
+        if magic != wire.MAGIC or version != wire.VERSION or kind != wire.HELLO or env_len or nbufs \
+                or not 0 <= src < self.world_size:
+            raise gate.Refused("expected a HELLO frame naming a worker")
+        return b"", src
+
+    def _on_ready(self, conn, src, _name):
+        tune(conn)
+        self._incoming.add(conn)
+        threading.Thread(target=self._serve, args=(conn, src), name=f"rpc-read-{self.name}-{src}",
+                         daemon=True).start()
+
+    def _serve(self, conn, src):
+        """Read an authenticated peer's frames until it closes the connection."""
+        try:
             while not self._closing:
                 kind, msg_id, env, bufs = wire.read_frame(conn)
                 self._dispatch(src, kind, msg_id, env, bufs)
         except (ConnectionError, OSError, wire.FrameError) as e:
-            if authed and not self._closing:
-                self.stats["closed_bad_frame" if isinstance(e, wire.FrameError) else "closed"] += 1
+            if not self._closing:
+                self._stats["closed_bad_frame" if isinstance(e, wire.FrameError) else "closed"] += 1
                 log.debug("RPC connection to %s closed: %s", self.name, e)
         finally:
+            self._incoming.discard(conn)
             conn.close()
 
     def _unfork_hook(self, recs):
@@ -291,37 +289,9 @@ class Agent:
             log.warning("%s: could not answer worker %s: %s", self.name, dst, e)
 
     # -- sending ---------------------------------------------------------------------
-    def _conn(self, dst):
-        with self._conn_lock:
-            c = self._out.get(dst)
-            if c is not None:
-                return c
-            host, port = self.addrs[dst]
-            t = max(self.options.rpc_timeout, 5.0) if self.options.rpc_timeout > 0 else 60.0
-            sock = None
-            if self.unix_paths[dst]:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    sock.settimeout(t)
-                    sock.connect(self.unix_paths[dst])
-                except OSError:  # gone or not ours to reach: TCP as across hosts
-                    sock.close()
-                    sock = None
-            if sock is None:
-                sock = socket.create_connection((host, port), timeout=t)
-            try:
-                _tune(sock)
-                auth.client_handshake(sock, self._secret, ROLE, t)
-                sock.sendall(wire.HEADER.pack(wire.MAGIC, wire.VERSION, wire.HELLO, self.rank, 0, 0))
-                sock.settimeout(None)
-            except BaseException:
-                sock.close()
-                raise
-            c = self._out[dst] = (sock, threading.Lock())
-            return c
-
-    def send(self, dst, kind, msg_id, obj):
-        """Pickle ``obj`` (forking the RRefs in it for ``dst``) and send it; undo forks on failure."""
+    def send(self, dst, kind, msg_id, obj, deadline=None):
+        """Pickle ``obj`` (forking the RRefs in it for ``dst``) and send it; undo forks on failure.
+        ``deadline`` (time.monotonic) bounds making a connection (:meth:`.links.Links.send`)."""
         forks = []
 
         def fork_hook(o):
@@ -337,17 +307,10 @@ class Agent:
                 env = head_env[wire.HEADER.size + 8 * len(bufs):]
                 self.executor.submit(self._dispatch, dst, kind, msg_id, env, [bytearray(b) for b in bufs])
                 return
-            sock, lock = self._conn(dst)
-            with lock:
-                wire.send_frame(sock, head_env, bufs)
+            self.links.send(dst, head_env, bufs, deadline)
         except BaseException:
             for data in forks:
                 self.ctx.fork_failed(data)
-            if dst != self.rank:
-                with self._conn_lock:
-                    c = self._out.pop(dst, None)
-                if c is not None:
-                    c[0].close()
             raise
 
     def call(self, dst, msg, timeout) -> Future:
@@ -360,7 +323,7 @@ class Agent:
             self._pending[msg_id] = (fut, dst, start, deadline, timeout)
         self._record("send", self.rank, dst, msg[0].upper(), None)
         try:
-            self.send(dst, wire.REQUEST, msg_id, msg)
+            self.send(dst, wire.REQUEST, msg_id, msg, None if deadline == float("inf") else deadline)
         except BaseException:
             with self._pending_lock:
                 self._pending.pop(msg_id, None)
@@ -430,6 +393,8 @@ class Agent:
     def close(self):
         self._closing = True
         self._wake.set()
+        self._gate.wake()
+        self._accept_thread.join(5.0)  # the gate stops accepting before its listeners close
         for lst in (self._listener, self._ulistener):
             try:
                 if lst is not None:
@@ -441,11 +406,8 @@ class Agent:
                 os.unlink(self._upath)
             except OSError:
                 pass
-        with self._conn_lock:
-            for sock, _ in self._out.values():
-                sock.close()
-            self._out.clear()
-        for c in self._incoming:
+        self.links.close()
+        for c in list(self._incoming):
             try:
                 c.shutdown(socket.SHUT_RDWR)
             except OSError:

@@ -5,7 +5,8 @@ With ``num_workers > 0`` the loader starts that many processes (the default mult
 context, or ``multiprocessing_context``); batches are dealt to them round-robin, at most
 ``prefetch_factor`` per worker in flight, and handed back **in sampler order**, so a loader with
 workers yields exactly the batches a loader without them does. Tensors cross the process boundary
-by value (pickled bytes); a worker that dies is reported instead of waited on forever.
+by value (pickled bytes); a worker that dies is reported instead of waited on forever, and a
+batch a worker cannot send (it does not pickle) is raised as that worker's exception.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from . import _random
 from .collate import default_collate, default_convert
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
-from .worker import ExceptionWrapper, Fetcher, _IterableDatasetStopIteration, worker_loop
+from .worker import ExceptionWrapper, Fetcher, ResultQueue, _IterableDatasetStopIteration, worker_loop
 
 _WATCHDOG_S = 5.0  # how often a waiting main process checks that its workers are alive
 
@@ -209,7 +210,7 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
         self._prefetch = loader.prefetch_factor
         self._persistent = loader.persistent_workers
         self._timeout = loader.timeout
-        self._result_queue = ctx.Queue()
+        self._result_queue = ResultQueue(ctx=ctx.get_context())
         self._index_queues, self._workers = [], []
         self._shutdown = False
         fetcher = loader._fetcher()

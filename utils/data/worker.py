@@ -2,12 +2,13 @@
 
 A worker takes ``(epoch, send_idx, indices)`` tasks from its index queue, fetches and collates
 the samples, and puts ``(epoch, send_idx, batch)`` on the shared result queue; ``None`` ends it.
-An exception travels back as an :class:`ExceptionWrapper` and is re-raised in the main process.
-For an iterable dataset each worker iterates its own copy, restarted when a task of a new epoch
+An exception travels back as an :class:`ExceptionWrapper` and is re-raised in the main process,
+and so does a batch that cannot be sent (:class:`ResultQueue`). For an iterable dataset each worker iterates its own copy, restarted when a task of a new epoch
 arrives; an exhausted copy answers :class:`_IterableDatasetStopIteration`.
 """
 from __future__ import annotations
 
+import multiprocessing.queues
 import random
 import sys
 import traceback
@@ -49,6 +50,28 @@ class ExceptionWrapper:
         except Exception:  # an exception type with a different constructor
             exc = RuntimeError(msg)
         raise exc
+
+
+class ResultQueue(multiprocessing.queues.Queue):
+    """The queue workers put ``(epoch, send_idx, data)`` on.
+
+    A queue pickles what is put on it in a background thread of the putting process; when that
+    fails (an unpicklable sample passed through ``collate_fn``), ``multiprocessing`` only prints
+    the error there, and the main process would wait forever for the lost batch (torch's does).
+    This queue sends the pickling error back in the batch's place, as the worker's exception,
+    so the main process raises it with the worker's traceback (the hook is the one
+    ``concurrent.futures`` overrides for the same reason)."""
+
+    def _on_queue_feeder_error(self, e, obj):
+        if not (isinstance(obj, tuple) and len(obj) == 3):
+            return super()._on_queue_feeder_error(e, obj)
+        epoch, idx, data = obj
+        where = (f"in DataLoader worker process {_worker_info.id if _worker_info else '?'} while sending batch "
+                 f"{idx} to the main process")
+        err = ExceptionWrapper((type(e), e, e.__traceback__), where)
+        if isinstance(data, ExceptionWrapper):  # the worker's own exception did not pickle: its text does
+            err.exc_type, err.exc_msg = RuntimeError, f"{data.where}: {data.exc_msg}\nand sending it failed: {err.exc_msg}"
+        self.put((epoch, idx, err))
 
 
 @dataclass(frozen=True)
