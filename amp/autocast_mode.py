@@ -42,6 +42,7 @@ def _cuda_available() -> bool:
 class _State(threading.local):
     def __init__(self):
         self.enabled = {d: False for d in lists.DEVICE_TYPES}
+        self.any = False  # some device type's region is enabled (the dispatcher's gate)
         self.dtype = dict(_DEFAULT_DTYPE)
         self.cache_enabled = True
         self.depth = 0
@@ -101,6 +102,7 @@ class autocast:
         s = _state
         self._saved.append((s.enabled[self.device], s.dtype[self.device], s.cache_enabled))
         s.enabled[self.device] = self._enabled
+        s.any = any(s.enabled.values())
         s.dtype[self.device] = self.fast_dtype
         s.cache_enabled = self._cache_enabled
         s.depth += 1
@@ -112,6 +114,7 @@ class autocast:
         if s.depth == 0:
             s.cache.clear()  # the cast cache lives as long as the outermost region
         s.enabled[self.device], s.dtype[self.device], s.cache_enabled = self._saved.pop()
+        s.any = any(s.enabled.values())
         return False
 
     def __call__(self, func):
@@ -193,4 +196,9 @@ def autocast_layer(op, args, kwargs, next):
     return next(op, args, kwargs)
 
 
-dispatch.register_layer("autocast", autocast_layer)
+def needed(op, args, kwargs) -> bool:
+    """Whether an autocast region is enabled in this thread (else the dispatcher skips the layer)."""
+    return _state.any
+
+
+dispatch.register_layer("autocast", autocast_layer, needed)

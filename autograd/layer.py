@@ -38,4 +38,10 @@ def autograd_layer(op, args, kwargs, next):
     return next(op, args, kwargs)
 
 
-dispatch.register_layer("autograd", autograd_layer)
+def needed(op, args, kwargs) -> bool:
+    """Whether the layer has anything to do with this call (else the dispatcher skips it)."""
+    name = op.name
+    return name in TENSOR_API or (_state.enabled and name in DERIVATIVES and _wants_grad(args, kwargs))
+
+
+dispatch.register_layer("autograd", autograd_layer, needed)

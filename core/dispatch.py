@@ -13,12 +13,20 @@ autograd <- nn/optim/amp), so those packages *register* their layer here when th
 the way PyTorch's dispatcher takes a kernel per dispatch key. A layer is
 ``fn(op, args, kwargs, next)``: it either answers the call itself or hands it on with
 ``next(op, args, kwargs)``. A layer nobody registered passes the call straight through.
+
+The fast path: each layer also says, cheaply, whether it has anything to do with a call
+(``needed(op, args, kwargs)``: autocast, a region is active in this thread; autograd, the op is
+Tensor autograd API or an input requires grad with grad mode on). A call no layer needs goes
+straight to the core entry, which is what almost every op of an inference step, or of code
+under ``no_grad``, is.
 """
 from __future__ import annotations
 
 ORDER = ("autocast", "autograd")  # the layers above core, outermost first
 
 _layers: dict = {}
+_needed: dict = {}  # layer name -> needed(op, args, kwargs)
+_gates: tuple = ()  # the registered layers' ``needed``, outermost first
 
 
 def core(op, args, kwargs):
@@ -39,15 +47,24 @@ def _chain(i: int):
 _entry = _chain(0)
 
 
-def register_layer(name: str, fn) -> None:
-    """Install ``fn(op, args, kwargs, next)`` as layer ``name`` (one of :data:`ORDER`)."""
-    global _entry
+def _always(op, args, kwargs) -> bool:
+    return True
+
+
+def register_layer(name: str, fn, needed=None) -> None:
+    """Install ``fn(op, args, kwargs, next)`` as layer ``name`` (one of :data:`ORDER`);
+    ``needed(op, args, kwargs)`` says whether it has anything to do with a call (None: always)."""
+    global _entry, _gates
     if name not in ORDER:
         raise ValueError(f"register_layer: name must be one of {ORDER}, got {name!r}")
     if not callable(fn):
         raise TypeError(f"register_layer: fn must be callable, got {type(fn).__name__}")
+    if needed is not None and not callable(needed):
+        raise TypeError(f"register_layer: needed must be callable or None, got {type(needed).__name__}")
     _layers[name] = fn
+    _needed[name] = needed or _always
     _entry = _chain(0)
+    _gates = tuple(_needed[n] for n in ORDER if n in _needed)
 
 
 def registered(name: str):
@@ -56,5 +73,8 @@ def registered(name: str):
 
 
 def call(op, *args, **kwargs):
-    """Run ``op`` on the arguments through every registered layer, then its core entry."""
-    return _entry(op, args, kwargs)
+    """Run ``op`` on the arguments through every registered layer that is needed, then its core entry."""
+    for needed in _gates:
+        if needed(op, args, kwargs):
+            return _entry(op, args, kwargs)
+    return op.impl(*args, **kwargs)

@@ -165,9 +165,7 @@ def launch(kernel, grid, *args, **kwargs) -> None:
         conv = _convert(args, _host_arg, _host_table)
         if launch_log.PATH:  # TRITENSOR_RECORD_LAUNCHES: note it for tools/sm90_compile.py
             launch_log.record(kernel, conv, kwargs)
-        # Masked-off lanes still compute in the interpreter (log of padding, ...): silence them.
-        with _interp_lock, np.errstate(all="ignore"):
-            _final(kernel, grid, conv, kwargs)
+        _final(kernel, grid, conv, kwargs)
         return
 
     if not _hooked:
@@ -196,8 +194,14 @@ def launch(kernel, grid, *args, **kwargs) -> None:
 
 
 def triton_launch(kernel, grid, args, kwargs) -> None:
-    """The last step of every launch: Triton runs the kernel on the converted arguments."""
-    kernel[grid](*args, **kwargs)
+    """The last step of every launch: Triton runs the kernel on the converted arguments. In CPU
+    mode that is the interpreter: one launch at a time (it is not thread-safe), and masked-off
+    lanes still compute there (log of padding ...), so NumPy's warnings are silenced."""
+    if mode.CPU:
+        with _interp_lock, np.errstate(all="ignore"):
+            kernel[grid](*args, **kwargs)
+    else:
+        kernel[grid](*args, **kwargs)
 
 
 _final = triton_launch  # ``bench launch --host-only`` swaps in a no-op to time everything before it
@@ -214,16 +218,23 @@ _buffer_of: dict = {}  # argument type -> its __kernel_buffer__ (None: not a ker
 
 def _convert(args, convert, table) -> list:
     """Every argument as the kernel receives it (see :func:`_with_base`; ``table`` converts an
-    AddressTable). One loop over the arguments: this runs at every launch."""
+    AddressTable). One flat loop over the arguments: this runs at every launch."""
     out = []
+    append = out.append
     for a in args:
         t = type(a)
         if t in _PLAIN:
-            out.append(a)
+            append(a)
+            continue
+        buffer = _buffer_of.get(t, _convert)
+        if buffer is _convert:  # a type not seen before
+            buffer = _buffer_of[t] = getattr(t, "__kernel_buffer__", None)
+        if buffer is not None:
+            append(convert(a, buffer))
         elif t is AddressTable:
-            out.append(table(a))
+            append(table(a))
         else:
-            out.append(_with_base(a, convert))
+            append(_with_base(a, convert))  # a TMA descriptor, or passed as it is
     return out
 
 

@@ -15,6 +15,7 @@ import inspect
 import pathlib
 import re
 
+import numpy as np
 import pytest
 
 import tritensor as tt
@@ -296,6 +297,8 @@ def test_dispatch_layers_run_in_the_declared_order(monkeypatch):
         return real_autograd(op, args, kwargs, next)
 
     monkeypatch.setattr(dispatch, "_layers", {})
+    monkeypatch.setattr(dispatch, "_needed", {})
+    monkeypatch.setattr(dispatch, "_gates", ())
     monkeypatch.setattr(dispatch, "_entry", dispatch._chain(0))
     dispatch.register_layer("autograd", autograd)  # registered in the "wrong" order on purpose
     dispatch.register_layer("autocast", autocast)
@@ -309,12 +312,45 @@ def test_dispatch_layers_run_in_the_declared_order(monkeypatch):
 
 def test_an_unregistered_layer_passes_through(monkeypatch):
     monkeypatch.setattr(dispatch, "_layers", {})
+    monkeypatch.setattr(dispatch, "_needed", {})
+    monkeypatch.setattr(dispatch, "_gates", ())
     monkeypatch.setattr(dispatch, "_entry", dispatch._chain(0))
     x = tt.ones(3, requires_grad=True)
     y = x * 2  # no autograd layer: the core entry alone, nothing recorded
     assert y.grad_fn is None and not y.requires_grad and y.tolist() == [2.0, 2.0, 2.0]
     with pytest.raises(RuntimeError, match="served by tritensor.autograd"):
         y.backward()
+
+
+def test_a_call_no_layer_needs_goes_straight_to_the_core_entry(monkeypatch):
+    # No input requires grad and no autocast region: the layers are skipped (the fast path),
+    # and the result is bit for bit the layered path's.
+    rng = np.random.default_rng(5)
+    a = tt.tensor(rng.standard_normal((3, 4)).astype(np.float32))
+    b = tt.tensor(rng.standard_normal((4,)).astype(np.float32))
+    calls = []
+    for name in dispatch.ORDER:
+        real = dispatch.registered(name)
+        monkeypatch.setitem(dispatch._layers, name, lambda op, args, kwargs, next, real=real, name=name:
+                            calls.append((name, op.name)) or real(op, args, kwargs, next))
+    monkeypatch.setattr(dispatch, "_entry", dispatch._chain(0))
+    fast = [(a * b + 1.5).relu(), a.sum(dim=1), a @ b, (a > b).float()]
+    assert calls == []
+    with tt.autocast("cpu", dtype=tt.bfloat16, enabled=False):  # a region, but not an enabled one
+        a + b
+    assert calls == []
+    leaf = tt.ones(4, requires_grad=True)
+    (b * leaf).sum()
+    assert ("autograd", "mul") in calls and ("autograd", "sum") in calls
+    with tt.no_grad():
+        calls.clear()
+        b * leaf
+        assert calls == []
+    monkeypatch.setattr(dispatch, "_gates", tuple(dispatch._always for _ in dispatch.ORDER))  # every call layered
+    layered = [(a * b + 1.5).relu(), a.sum(dim=1), a @ b, (a > b).float()]
+    assert len(calls) > 0
+    for f, l in zip(fast, layered):
+        assert f.dtype is l.dtype and f.numpy().tobytes() == l.numpy().tobytes()
 
 
 def test_derivatives_launch_kernels_only_through_core_entries():

@@ -114,6 +114,21 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, n_batch, batch_shape,
         tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
+_geometries: dict = {}  # (a's shape and strides, b's, out's strides) -> the launch geometry
+_GEOMETRIES_KEPT = 4096
+
+
+def _geometry(a_shape, a_stride, b_shape, b_stride, out_stride, out_shape):
+    """Batch dims collapsed, per-operand strides, whether offsets need int64: once per layout."""
+    nb = len(a_shape) - 2
+    bshape, (sab, sbb, scb), _ = collapse(tuple(a_shape[:nb]), a_stride[:nb], b_stride[:nb], out_stride[:nb])
+    n_batch = 1
+    for s in bshape:
+        n_batch *= s
+    int64 = needs_int64(a_shape, a_stride) or needs_int64(b_shape, b_stride) or needs_int64(out_shape, out_stride)
+    return n_batch, bshape, sab, sbb, scb, a_stride[nb:], b_stride[nb:], out_stride[nb:], int64
+
+
 def matmul(out, a, b, bias=None, activation=None, allow_tf32: bool = False) -> None:
     """out[..., M, N] = act(a[..., M, K] @ b[..., K, N] + bias[N]).
 
@@ -130,13 +145,13 @@ def matmul(out, a, b, bias=None, activation=None, allow_tf32: bool = False) -> N
         if matmul_tma.usable(out, a, b):
             matmul_tma.matmul(out, a, b, allow_tf32)
             return
-    nb = len(batch)
-    bshape, (sab, sbb, scb), _ = collapse(tuple(batch), a.stride()[:nb], b.stride()[:nb], out.stride()[:nb])
-    n_batch = 1
-    for s in bshape:
-        n_batch *= s
-    sa, sb, so = a.stride()[nb:], b.stride()[nb:], out.stride()[nb:]
-    int64 = needs_int64(a.shape, a.stride()) or needs_int64(b.shape, b.stride()) or needs_int64(out.shape, out.stride())
+    key = (tuple(a.shape), a.stride(), tuple(b.shape), b.stride(), out.stride())
+    geometry = _geometries.get(key)
+    if geometry is None:
+        geometry = _geometries[key] = _geometry(*key, out.shape)
+        if len(_geometries) > _GEOMETRIES_KEPT:
+            _geometries.clear()
+    n_batch, bshape, sab, sbb, scb, sa, sb, so, int64 = geometry
     meta = dict(INTERPRET_CONFIG) if INTERPRET else {}
 
     def grid(META):

@@ -299,11 +299,50 @@ def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: f
     ``out``/``indices`` are contiguous with the kept dims' shape (keepdim is the caller's view).
     ``cast`` (a dtype) rounds every input element to it before accumulating, which is what
     PyTorch's ``dtype=`` argument means. ``indices`` (int64) only for max/min: the first index
-    of the extreme within the flattened reduced dims. ``correction`` only for var/std.
+    of the extreme within the flattened reduced dims. ``correction`` only for var/std. The
+    launch geometry is planned once per (op, layout, dims, outputs, dtypes) and kept.
     """
     if op not in OPS:
         raise ValueError(f"reduce: unknown op {op!r}; expected one of {OPS}")
-    shape, stride = tuple(x.shape), tuple(x.stride())
+    cast = cast or x.dtype
+    key = (op, tuple(x.shape), x.stride(), tuple(dims), out is not None, indices is not None, cast)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plan(*key)
+        if len(_plans) >= _PLANS_KEPT:
+            _plans.clear()
+        _plans[key] = plan
+    if plan is _EMPTY:
+        return
+    corr_bits = f64_bits(correction)
+    n_rows, n_red, kshape, kstrides, rshape, rstrides = plan.geometry
+    if plan.nsplit == 1:
+        launch(_reduce_kernel, plan.grid, x, out if out is not None else indices,
+               indices if indices is not None else out, n_rows, n_red, max(n_red, 1), kshape, kstrides, rshape,
+               rstrides, corr_bits, **plan.meta)
+        return
+    p0 = x.new_empty((n_rows * plan.nsplit,), dtype=plan.acc)
+    p1 = x.new_empty((n_rows * plan.nsplit,), dtype=dt.int64 if op in ("max", "min") else plan.acc)
+    launch(_reduce_kernel, plan.grid, x, p0, p1, n_rows, n_red, plan.split_len, kshape, kstrides, rshape, rstrides,
+           corr_bits, **plan.meta)
+    target = out if out is not None else indices
+    launch(_combine_kernel, plan.combine_grid, p0, p1, target, indices if indices is not None else target, n_rows,
+           plan.nsplit, plan.split_len, n_red, corr_bits, **plan.combine_meta)
+
+
+class _Plan:
+    """How one reduction launches: its geometry, grid and compile-time arguments (one pass, or a
+    split pass and a combine pass)."""
+
+    __slots__ = ("geometry", "acc", "nsplit", "split_len", "grid", "meta", "combine_grid", "combine_meta")
+
+
+_EMPTY = _Plan()  # nothing to launch: no output rows
+_plans: dict = {}  # (op, shape, strides, dims, has out, has indices, cast) -> _Plan
+_PLANS_KEPT = 4096
+
+
+def _plan(op, shape, stride, dims, has_out, has_indices, cast) -> _Plan:
     kept = [d for d in range(len(shape)) if d not in dims]
     n_rows = 1
     for d in kept:
@@ -312,21 +351,21 @@ def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: f
     for d in dims:
         n_red *= shape[d]
     if n_rows == 0:
-        return
-    cast = cast or x.dtype
+        return _EMPTY
     acc = accumulator_dtype(op, cast)
     kshape, (kstrides,), _ = collapse([shape[d] for d in kept], [stride[d] for d in kept])
     rdims = list(dims)
-    if indices is None:
+    if not has_indices:
         # Without indices the visiting order is free: walk the smallest stride innermost.
         rdims.sort(key=lambda d: -abs(stride[d]))
     rshape, (rstrides,), rcontig = collapse([shape[d] for d in rdims], [stride[d] for d in rdims])
     int64 = needs_int64(tuple(kshape) + tuple(rshape), tuple(kstrides) + tuple(rstrides)) or n_rows * n_red >= 2**31
     lowest, highest = _extremes(acc)
     sentinel = lowest if op == "max" else highest
-    common = dict(OP=op, ACC=_TL[acc], SENTINEL=sentinel, STORE_VALUES=out is not None,
-                  STORE_INDEX=indices is not None)
-    corr_bits = f64_bits(correction)
+    common = dict(OP=op, ACC=_TL[acc], SENTINEL=sentinel, STORE_VALUES=has_out, STORE_INDEX=has_indices)
+    plan = _Plan()
+    plan.geometry = (n_rows, n_red, kshape, kstrides, rshape, rstrides)
+    plan.acc, plan.nsplit, plan.split_len = acc, 1, max(n_red, 1)
 
     split = n_rows < SPLIT_MAX_ROWS and n_red >= SPLIT_MIN_LEN and n_red > 0
     if split:
@@ -344,23 +383,19 @@ def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: f
         else:
             block_n = min(_pow2(n_red), MAX_BLOCK_N)
             block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
-        launch(_reduce_kernel, (cdiv(n_rows, block_m), 1),
-               x, out if out is not None else indices, indices if indices is not None else out,
-               n_rows, n_red, max(n_red, 1), kshape, kstrides, rshape, rstrides, corr_bits,
-               CAST=_TL[cast], SPLIT=False, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig, INT64=int64,
-               BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n), **common)
-        return
+        plan.grid = (cdiv(n_rows, block_m), 1)
+        plan.meta = dict(CAST=_TL[cast], SPLIT=False, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig,
+                         INT64=int64, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n),
+                         **common)
+        return plan
 
-    p0 = x.new_empty((n_rows * nsplit,), dtype=acc)
-    p1 = x.new_empty((n_rows * nsplit,), dtype=dt.int64 if op in ("max", "min") else acc)
+    plan.nsplit, plan.split_len = nsplit, split_len
     block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
-    launch(_reduce_kernel, (cdiv(n_rows, block_m), nsplit),
-           x, p0, p1, n_rows, n_red, split_len, kshape, kstrides, rshape, rstrides, corr_bits,
-           CAST=_TL[cast], SPLIT=True, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig, INT64=int64,
-           BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n), **common)
+    plan.grid = (cdiv(n_rows, block_m), nsplit)
+    plan.meta = dict(CAST=_TL[cast], SPLIT=True, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig, INT64=int64,
+                     BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n), **common)
     block_s = _pow2(nsplit)
     block_m = max(1, min(TILE // block_s, _pow2(n_rows)))
-    target = out if out is not None else indices
-    launch(_combine_kernel, (cdiv(n_rows, block_m),),
-           p0, p1, target, indices if indices is not None else target, n_rows, nsplit, split_len, n_red, corr_bits,
-           BLOCK_M=block_m, BLOCK_S=block_s, num_warps=_num_warps(block_m * block_s), **common)
+    plan.combine_grid = (cdiv(n_rows, block_m),)
+    plan.combine_meta = dict(BLOCK_M=block_m, BLOCK_S=block_s, num_warps=_num_warps(block_m * block_s), **common)
+    return plan

@@ -75,12 +75,6 @@ def _prepare_out(out, shape, result: dt.dtype, dev, op: str):
     return out
 
 
-def _broadcast(x, shape):
-    """``x`` seen with ``shape`` (stride 0 along broadcast dims) for the kernel: itself when it has
-    that shape already, else the core view (below autograd: the kernel reads it, nobody keeps it)."""
-    return x if x._shape == shape else _views.expand(x, shape)
-
-
 def _unalias(out, *xs):
     """Inputs that partly overlap the output (x.add_(x.T)) are read from a copy first."""
     return [x.clone() if isinstance(x, TensorBase) and _overlaps(out, x) else x for x in xs]
@@ -133,11 +127,11 @@ def _signature(x):
 
 
 def binary(op: str, a, b, out=None) -> Tensor:
-    key = (op, _signature(a), _signature(b), dt.default_float) if out is None else None
-    plan = _binary_plans.get(key) if key is not None else None
+    key = (op, _signature(a), _signature(b), dt.default_float)
+    plan = _binary_plans.get(key)
     if plan is None:
         plan, a, b, cacheable = _plan_binary(op, a, b)
-        if key is not None and cacheable:
+        if cacheable:
             if len(_binary_plans) >= _PLANS_KEPT:
                 _binary_plans.clear()
             _binary_plans[key] = plan
@@ -153,11 +147,11 @@ def binary(op: str, a, b, out=None) -> Tensor:
         a, b = _unalias(out, a, b)
     scalar = None
     if isinstance(b, TensorBase):
-        b = _broadcast(b, shape)
+        b = _views.broadcast_view(b, shape)
     else:
         scalar = float(b) if compute.startswith("float") else int(b)
         b = None
-    _k.elementwise(op, out, _broadcast(a, shape), b, scalar=scalar, compute=compute)
+    _k.elementwise(op, out, _views.broadcast_view(a, shape), b, scalar=scalar, compute=compute)
     return out
 
 
@@ -226,7 +220,7 @@ def where(condition, input, other, *, out=None) -> Tensor:
     shape = broadcast_shapes(cond.shape, x.shape, y.shape)
     out = _prepare_out(out, shape, result, dev, "where")
     cond, x, y = _unalias(out, cond, x, y)
-    _k.elementwise("where", out, _broadcast(cond, shape), _broadcast(x, shape), _broadcast(y, shape),
+    _k.elementwise("where", out, _views.broadcast_view(cond, shape), _views.broadcast_view(x, shape), _views.broadcast_view(y, shape),
                    compute=compute_dtype(result))
     return out
 

@@ -14,6 +14,7 @@ from ...triton_kernels import matmul as _k
 from ...runtime import dtype as dt
 from ..shape import broadcast_shapes, view_strides
 from ..tensor_base import TensorBase
+from .views import broadcast_view
 
 
 def _check_pair(op: str, a, b, names=("input", "other")) -> None:
@@ -46,8 +47,8 @@ def _run(a: Tensor, b: Tensor, bias=None, activation=None) -> Tensor:
             out2 = _run(a._view((math.prod(batch) * M, K), st), b, bias, activation)
             return out2.view(*batch, M, N)
     out = TensorBase._empty(batch + (M, N), a.dtype, a.device)
-    _k.matmul(out, a.expand(batch + (M, K)), b.expand(batch + (K, N)), bias=bias, activation=activation,
-              allow_tf32=_backends.matmul.allow_tf32)
+    _k.matmul(out, broadcast_view(a, batch + (M, K)), broadcast_view(b, batch + (K, N)), bias=bias,
+              activation=activation, allow_tf32=_backends.matmul.allow_tf32)
     return out
 
 

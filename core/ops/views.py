@@ -91,6 +91,13 @@ def expand(input, *sizes):
     return input._view(shape, stride)
 
 
+def broadcast_view(x, shape):
+    """``x`` as a kernel reads it with ``shape``: itself when it has that shape already, else the
+    stride-0 view ``expand`` makes. Core-level (ops that call it are below autograd: the view is
+    read by their kernel, never returned), so it is not dispatched."""
+    return x if x._shape == shape else expand(x, shape)
+
+
 def squeeze(input, dim=None):
     if dim is None:
         dims = {i for i, s in enumerate(input._shape) if s == 1}
