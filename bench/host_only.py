@@ -62,7 +62,7 @@ def measure(repeat: int) -> dict:
     from tritensor.runtime import launch as launch_mod
 
     real = launch_mod._final
-    launch_mod._final = lambda kernel, grid, args, kwargs: None
+    launch_mod._final = lambda kernel, grid, args, kwargs, stream: None
     try:
         return time_rows(tt, repeat)
     finally:

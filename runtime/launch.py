@@ -29,6 +29,7 @@ import threading
 import numpy as np
 
 from . import cuda, interpreter, interpreter_gpu, interpreter_speed, launch_log, memory, mode  # noqa: F401 (the fix-up modules register themselves)
+from . import direct
 from . import dtype as dt
 from .device import device
 from .interpreter import HostArg
@@ -52,6 +53,9 @@ class _DevArg:
 
     def data_ptr(self) -> int:
         return self._ptr
+
+
+direct.POINTER_TYPES.add(_DevArg)
 
 
 class AddressTable:
@@ -165,7 +169,7 @@ def launch(kernel, grid, *args, **kwargs) -> None:
         conv = _convert(args, _host_arg, _host_table)
         if launch_log.PATH:  # TRITENSOR_RECORD_LAUNCHES: note it for tools/sm90_compile.py
             launch_log.record(kernel, conv, kwargs)
-        _final(kernel, grid, conv, kwargs)
+        _final(kernel, grid, conv, kwargs, None)
         return
 
     if not _hooked:
@@ -188,20 +192,26 @@ def launch(kernel, grid, *args, **kwargs) -> None:
         return _device_table(a.entries([_with_base(b, dev_arg).data_ptr() for b in a.buffers]), stream)
 
     conv = _convert(args, dev_arg, dev_table)
-    _final(kernel, grid, conv, kwargs)
+    _final(kernel, grid, conv, kwargs, stream)
     for host, dev in staged.values():
         memory.device_to_host(host.bytes_view(), dev.data_ptr(), stream)
 
 
-def triton_launch(kernel, grid, args, kwargs) -> None:
-    """The last step of every launch: Triton runs the kernel on the converted arguments. In CPU
-    mode that is the interpreter: one launch at a time (it is not thread-safe), and masked-off
-    lanes still compute there (log of padding ...), so NumPy's warnings are silenced."""
+def triton_launch(kernel, grid, args, kwargs, stream) -> None:
+    """The last step of every launch: the kernel runs on the converted arguments.
+
+    GPU mode: on ``stream``, through its direct launcher (``runtime/direct.py``) where it has one.
+    CPU mode: Triton's interpreter, one launch at a time (it is not thread-safe); masked-off lanes
+    still compute there (log of padding ...), so NumPy's warnings are silenced."""
     if mode.CPU:
         with _interp_lock, np.errstate(all="ignore"):
             kernel[grid](*args, **kwargs)
-    else:
+        return
+    fast = direct.launcher_for(kernel) if direct.ENABLED else None
+    if fast is None:
         kernel[grid](*args, **kwargs)
+    else:
+        fast.launch(grid, args, kwargs, stream.cuda_stream)
 
 
 _final = triton_launch  # ``bench launch --host-only`` swaps in a no-op to time everything before it

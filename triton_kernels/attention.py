@@ -33,11 +33,11 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, cdiv, load_f64_scalar, next_pow2
+from . import attention_tma
+from ._common import INTERPRET, cdiv, f64_bits, load_f64_scalar
+from .attention_common import (MASK_KINDS, batch_offsets, block_dims, causal_key_bounds, dropout_keep,
+                               interpret_blocks, online_softmax_step, score_mask, seq_bucket)
 from .autotune import autotune
-
-MASK_KINDS = {None: 0, "bool": 1, "additive": 2}
-MAX_GRID_Y = 65535  # batch * heads go on grid axis 1
 
 
 def _keep(conf):
@@ -48,96 +48,6 @@ def _keep(conf):
 FWD_CONFIGS = [c for c in (triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w)
                            for bm in (64, 128) for bn in (32, 64, 128) for s in (2, 3, 4) for w in (4, 8)
                            if bn <= bm) if _keep(c)]
-
-
-def interpret_blocks(L: int, S: int) -> dict:
-    """The interpreter pays per program and per loop trip: the fewest tiles that cover the problem
-    (at least 16, what ``tl.dot`` needs on a GPU; at most 64 so long sequences still take several
-    key blocks and exercise the online rescaling)."""
-    return {"BLOCK_M": min(64, max(16, next_pow2(max(L, 1)))),
-            "BLOCK_N": min(64, max(16, next_pow2(max(S, 1))))}
-
-
-@triton.jit
-def batch_offsets(bh, H, GROUP, batch_shape, sqb, skb, svb, sob, smb, sqh, skh, svh, soh, smh,
-                  NBATCH: tl.constexpr):
-    """Element offsets of (batch, head) ``bh`` in Q, K, V, O and the mask (K/V use head h // GROUP)."""
-    h = bh % H
-    rem = (bh // H).to(tl.int64)
-    oq = h.to(tl.int64) * sqh
-    ok = (h // GROUP).to(tl.int64) * skh
-    ov = (h // GROUP).to(tl.int64) * svh
-    oo = h.to(tl.int64) * soh
-    om = h.to(tl.int64) * smh
-    for d in tl.static_range(NBATCH - 1, -1, -1):
-        i = rem % batch_shape[d]
-        rem = rem // batch_shape[d]
-        oq += i * sqb[d]
-        ok += i * skb[d]
-        ov += i * svb[d]
-        oo += i * sob[d]
-        om += i * smb[d]
-    return oq, ok, ov, oo, om
-
-
-@triton.jit
-def causal_key_bounds(start_m, L, S, causal_offset, IS_CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                      BLOCK_N: tl.constexpr):
-    """For query rows [start_m, start_m + BLOCK_M): (end of the key blocks every row sees whole,
-    end of the key range any row sees). Blocks before the first need no mask; none after the second run."""
-    if IS_CAUSAL:
-        hi = tl.minimum(S, tl.minimum(start_m + BLOCK_M, L) - 1 + causal_offset + 1)
-        full = tl.minimum(S, start_m + causal_offset + 1)
-    else:
-        hi = S
-        full = S
-    hi = tl.maximum(hi, 0)
-    full = tl.maximum(full, 0) // BLOCK_N * BLOCK_N
-    return tl.minimum(full, hi), hi
-
-
-@triton.jit
-def score_mask(s, mi, nj, L, S, causal_offset, mask_ptrs, IS_CAUSAL: tl.constexpr, MASK_KIND: tl.constexpr,
-               EDGE: tl.constexpr):
-    """Apply attn_mask to a score tile, then (EDGE tiles only) the key tail and the causal band.
-
-    ``mi``/``nj`` are the tile's query/key indices, broadcast to 2-D ((BM, 1) and (1, BN), or
-    transposed for the backward's Sᵀ tiles); ``mask_ptrs`` point at the tile's mask entries.
-    """
-    if MASK_KIND == 1:
-        keep = tl.load(mask_ptrs, mask=(mi < L) & (nj < S), other=0)
-        s = tl.where(keep != 0, s, float("-inf"))
-    elif MASK_KIND == 2:
-        s = s + tl.load(mask_ptrs, mask=(mi < L) & (nj < S), other=0.0).to(s.dtype)
-    if EDGE:
-        ok = nj < S
-        if IS_CAUSAL:
-            ok = ok & (nj <= mi + causal_offset)
-        s = tl.where(ok, s, float("-inf"))
-    return s
-
-
-@triton.jit
-def dropout_keep(seed, rng_base, mi, nj, S, dropout_p):
-    """Philox keep-mask of a tile (True: kept, with probability 1 - p). Element (bh, i, j) draws
-    counter ``rng_base + i·S + j`` where ``rng_base = rng_offset + bh·L·S``, whatever the tiling."""
-    return tl.rand(seed, rng_base + mi.to(tl.int64) * S + nj) >= dropout_p
-
-
-@triton.jit
-def online_softmax_step(s, m_i, l_i, BASE2: tl.constexpr):
-    """One key block of the online softmax: the block's unnormalised probabilities ``p``, the
-    factor ``alpha`` that rescales what was accumulated under the old row maximum, and the new
-    row sum and maximum. ``BASE2``: ``s`` is in base 2 (``exp2``), else natural (``exp``)."""
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row with nothing yet: exp(-inf - 0) = 0
-    if BASE2:
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-    else:
-        p = tl.exp(s - m_use[:, None])
-        alpha = tl.exp(m_i - m_use)
-    return p, alpha, l_i * alpha + tl.sum(p, 1), m_new
 
 
 @triton.jit
@@ -224,30 +134,26 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, batch_shape, sqb, skb, svb, sob, smb,
              mask=m_ok[:, None] & (offs_dv[None, :] < DV))
 
 
-def block_dims(D: int, DV: int) -> tuple[int, int]:
-    """Head dims padded to a power of two, at least 16 (``tl.dot``'s minimum)."""
-    return max(16, next_pow2(max(D, 1))), max(16, next_pow2(max(DV, 1)))
-
-
-def seq_bucket(L: int, S: int) -> int:
-    """Autotuning key for the sequence lengths: their power-of-two bucket (tuned once per bucket)."""
-    return next_pow2(max(L, S, 1))
-
-
-def forward(out, lse, q, k, v, mask, mask_kind, batch_shape, strides, H, group, scale_bits, causal_offset,
-            is_causal, seed, rng_offset, dropout_p, drop_scale_bits, input_precision) -> None:
+def forward(out, lse, q, k, v, mask, mask_kind, batch_shape, strides, H, group, scale, causal_offset,
+            is_causal, seed, rng_offset, dropout_p, input_precision) -> None:
     """out[..., h, L, DV] = attention(q, k, v); lse[(batch, h), L] = its log-sum-exp.
 
     ``q``/``k``/``v``/``out``/``mask`` are the 4 tensors (mask may be any tensor when
     ``mask_kind`` is None); ``strides`` holds, per operand (q, k, v, out, mask), the tuple of its
     outer-batch strides and its (head, row, col) strides. Checking and broadcasting are
-    ``core/ops/attention.py``'s job.
+    ``core/ops/attention.py``'s job; picking the kernel is this launcher's: the Hopper TMA
+    forward (``attention_tma.py``) where it applies, this file's kernel everywhere else.
     """
     L, D = q.shape[-2], q.shape[-1]
     S, DV = k.shape[-2], v.shape[-1]
     nbh = lse.shape[0]
     if nbh == 0 or L == 0:
         return
+    if attention_tma.usable(out, q, k, v, mask_kind, dropout_p):  # Hopper, the plain case: TMA tiles
+        attention_tma.forward(out, lse, q, k, v, group, scale, causal_offset, is_causal)
+        return
+    scale_bits = f64_bits(scale)
+    drop_scale_bits = f64_bits(0.0 if dropout_p >= 1.0 else 1.0 / (1.0 - dropout_p))
     (sqb, sq), (skb, sk), (svb, sv), (sob, so), (smb, sm) = strides
     block_d, block_dv = block_dims(D, DV)
     meta = interpret_blocks(L, S) if INTERPRET else {}

@@ -23,8 +23,8 @@ import triton.language as tl
 
 from ..runtime.launch import launch
 from ._common import INTERPRET, cdiv, load_f64_scalar
-from .attention import (MASK_KINDS, batch_offsets, block_dims, causal_key_bounds, dropout_keep, interpret_blocks,
-                        score_mask, seq_bucket)
+from .attention_common import (MASK_KINDS, batch_offsets, block_dims, causal_key_bounds, dropout_keep,
+                               interpret_blocks, score_mask, seq_bucket)
 from .autotune import autotune
 
 KEY = ["BLOCK_D", "BLOCK_DV", "IS_CAUSAL", "MASK_KIND", "HAS_DROPOUT", "SEQ_BUCKET"]

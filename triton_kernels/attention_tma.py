@@ -37,7 +37,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from ..runtime import cuda, mode
 from ..runtime.launch import launch
 from ._common import HOPPER_SMEM_BYTES, INTERPRET, cdiv
-from .attention import MAX_GRID_Y, causal_key_bounds, interpret_blocks, online_softmax_step, score_mask, seq_bucket
+from .attention_common import (MAX_GRID_Y, causal_key_bounds, interpret_blocks, online_softmax_step, score_mask,
+                               seq_bucket)
 from .autotune import autotune
 
 ENABLED = True  # set False to force the general kernel (the benchmark compares the two)

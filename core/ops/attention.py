@@ -29,7 +29,6 @@ import numpy as np
 from ...backends import cuda as _backends
 from ...triton_kernels import attention as _fwd
 from ...triton_kernels import attention_bwd as _bwd
-from ...triton_kernels import attention_tma as _fwd_tma
 from ...triton_kernels._common import collapse, f64_bits, input_precision
 from ...runtime import dtype as dt
 from ..generator import take_counters
@@ -190,19 +189,15 @@ def _scale_bits(plan):
 def forward(q, k, v, mask, plan):
     """Run the forward kernel on :func:`prepare`'s views: ``(out, lse)``; out is (*B, Hq, L, Ev)."""
     nb = q.ndim - 3
-    L, S, Ev = q.shape[-2], k.shape[-2], v.shape[-1]
+    L, Ev = q.shape[-2], v.shape[-1]
     out = TensorBase._empty(q.shape[:-1] + (Ev,), q.dtype, q.device)
     acc = dt.float64 if q.dtype is dt.float64 else dt.float32
     lse = TensorBase._empty((math.prod(q.shape[:-2]), L), acc, q.device)
     if out.numel() == 0:
         return out, lse
-    if _fwd_tma.usable(out, q, k, v, plan.mask_kind, plan.dropout_p):  # Hopper, the plain case: TMA tiles
-        _fwd_tma.forward(out, lse, q, k, v, plan.group, plan.scale, plan.causal_offset, plan.is_causal)
-        return out, lse
     shape, strides = _layout(q, k, v, out, mask, nb)
-    scale_bits, drop_bits = _scale_bits(plan)
-    _fwd.forward(out, lse, q, k, v, mask, plan.mask_kind, shape, strides, plan.heads, plan.group, scale_bits,
-                 plan.causal_offset, plan.is_causal, plan.seed, plan.rng_offset, plan.dropout_p, drop_bits,
+    _fwd.forward(out, lse, q, k, v, mask, plan.mask_kind, shape, strides, plan.heads, plan.group, plan.scale,
+                 plan.causal_offset, plan.is_causal, plan.seed, plan.rng_offset, plan.dropout_p,
                  input_precision(q.dtype.name, _backends.matmul.allow_tf32))
     return out, lse
 

@@ -1,0 +1,207 @@
+"""Direct launch (GPU mode): call a compiled kernel's launcher, not Triton's binder, at every launch.
+
+``kernel[grid](*args)`` costs about 15 us on the host in Triton 3.9 (JITFunction.run: its binder
+specialises every argument, builds a string key, checks globals), where the compiled kernel's
+own launcher, ``CompiledKernel.run`` with raw ints, costs about 5 us (H100, 2026-11-25). A step
+of a thousand launches pays the difference a thousand times.
+
+:class:`DirectLauncher` keeps, per kernel, a map from a cheap *key* of the converted arguments to
+the compiled kernel (and, for an autotuned kernel, its chosen configuration). The key is built
+from what a launch already has: each pointer's dtype and 16-byte alignment, each int's range
+class, its divisibility by 16 and whether it is 1, floats and bools by type, None, tuples item by
+item, descriptors by dtype, block shape and geometry, and the keyword arguments (constexprs and
+options) by value; an autotuned kernel's ints by value (its configuration may depend on them).
+That key is never coarser than Triton's own specialisation (``tests/test_direct_launch.py``
+proves it over a battery against Triton's ``native_specialize_impl``), so one key never meets
+two compiled kernels.
+
+A key is trusted only after checks on the real thing. Its first launch goes through Triton,
+which compiles (and autotunes) as usual and returns the compiled kernel; the launcher then binds
+the arguments itself and compares them with Triton's binder's, value for value. Its second
+launch goes through Triton too, and must return the very same compiled kernel. From the third
+launch on the key runs direct. A kernel whose binding or kernel identity ever disagrees is sent
+through Triton for good, with one warning: slower, never wrong.
+
+What cannot run direct goes through Triton as before: an argument kind the key does not know,
+a kernel that is neither a JITFunction nor an Autotuner over one, and Triton's launch hooks.
+``TRITENSOR_DIRECT_LAUNCH=0`` turns the whole path off.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+ENABLED = os.environ.get("TRITENSOR_DIRECT_LAUNCH", "1").strip() != "0"
+
+_UNKNOWN = object()  # an argument the key cannot describe: the launch goes through Triton
+POINTER_TYPES: set = set()  # argument types that are pointers (runtime/launch.py adds its own)
+_CHECKS = 2  # launches of a key that go through Triton (and are checked) before it runs direct
+
+
+def int_key(v: int):
+    """What Triton's specialisation can tell apart in an int (value 1, divisibility by 16, i32 /
+    i64 / u64 range), as one small int. Finer than Triton's key wherever the two differ."""
+    if v == 1:
+        return 1
+    cls = 0 if -2147483648 <= v < 2147483648 else (1 if -9223372036854775808 <= v < 9223372036854775808 else 2)
+    return 2 | ((v & 15) == 0) << 2 | cls << 3
+
+
+def arg_key(a, exact_ints: bool):
+    """The key of one converted argument, or :data:`_UNKNOWN`."""
+    t = type(a)
+    if t is int:
+        return a if exact_ints else int_key(a)
+    if t in POINTER_TYPES or (hasattr(a, "data_ptr") and hasattr(a, "dtype")):  # element type and alignment
+        return (a.dtype, a.data_ptr() & 15 == 0)
+    if t is float:
+        return float
+    if t is bool:
+        return (bool, a)  # not a bare True: True == 1, and 1 is an int's key
+    if a is None:
+        return None
+    if t is tuple:
+        parts = tuple(arg_key(x, exact_ints) for x in a)
+        return _UNKNOWN if _UNKNOWN in parts else parts
+    if t is TensorDescriptor:
+        base = a.base
+        return (TensorDescriptor, base.dtype, base.data_ptr() & 15 == 0, tuple(a.shape), tuple(a.strides),
+                tuple(a.block_shape), a.padding, a.round_f32_to_tf32)
+    return _UNKNOWN
+
+
+def launch_key(args, kwargs, exact_ints: bool):
+    """The key of one launch: its arguments' keys and its keyword arguments, or None."""
+    key = [arg_key(a, exact_ints) for a in args]
+    if _UNKNOWN in key:
+        return None
+    kw = tuple(kwargs.items())
+    try:
+        hash(kw)
+    except TypeError:  # an unhashable keyword argument
+        return None
+    key.append(kw)
+    return tuple(key)
+
+
+class _Entry:
+    """One key of one kernel: its compiled kernel, configuration and how often it was checked."""
+
+    __slots__ = ("compiled", "config", "seen")
+
+    def __init__(self, compiled, config):
+        self.compiled, self.config, self.seen = compiled, config, 1
+
+
+class DirectLauncher:
+    """Direct launches of one kernel (a JITFunction, or an Autotuner over one)."""
+
+    def __init__(self, kernel, jit_fn, autotuned: bool, triton_bind, hooks):
+        """``triton_bind(args, kwargs)``: Triton's binder's values for a call (the check);
+        ``hooks()``: Triton's launch enter and exit hooks (None and None unless a profiler set them)."""
+        self.kernel, self.jit_fn, self.autotuned = kernel, jit_fn, autotuned
+        self.triton_bind, self.hooks = triton_bind, hooks
+        params = jit_fn.signature.parameters
+        self.names = tuple(params)
+        self.defaults = {n: p.default for n, p in params.items() if p.default is not p.empty}
+        self.entries: dict = {}
+        self.off = False  # a check failed: every launch goes through Triton
+
+    def bind(self, args, kwargs) -> list:
+        """Every parameter's value in signature order, as Triton's binder gives them."""
+        names = self.names
+        bound = list(args)
+        for name in names[len(bound):]:
+            if name in kwargs:
+                bound.append(kwargs[name])
+            elif name in self.defaults:
+                bound.append(self.defaults[name])
+            else:
+                raise TypeError(f"{self.jit_fn.__name__}() missing required argument: '{name}'")
+        return bound
+
+    def launch(self, grid, args, kwargs, stream) -> None:
+        """Launch on ``stream`` (a raw handle), direct when this launch's key is trusted; else
+        through Triton, learning the key."""
+        key = None if self.off else launch_key(args, kwargs, self.autotuned)
+        entry = self.entries.get(key) if key is not None else None
+        if entry is not None and entry.seen >= _CHECKS:
+            config = entry.config
+            if config is not None:
+                kwargs = {**kwargs, **config.all_kwargs()}
+                if config.pre_hook is not None:
+                    config.pre_hook({**dict(zip(self.kernel.arg_names, args)), **kwargs})
+            bound = self.bind(args, kwargs)
+            if callable(grid):
+                grid = grid(dict(zip(self.names, bound)))
+            compiled = entry.compiled
+            enter, exit_ = self.hooks()
+            meta = None if enter is None else compiled.launch_metadata(grid, stream, *bound)
+            compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
+                         compiled.function, compiled.packed_metadata, meta, enter, exit_, *bound)
+            return
+        compiled = self.kernel[grid](*args, **kwargs)
+        if key is None or self.off:
+            return
+        config = self.kernel.best_config if self.autotuned else None
+        full = {**kwargs, **config.all_kwargs()} if config is not None else kwargs
+        if entry is None:
+            mine = self.bind(args, full)
+            theirs = self.triton_bind(args, full)
+            if len(mine) != len(theirs) or any(m is not t and m != t for m, t in zip(mine, theirs)):
+                self._give_up("its arguments bind differently from Triton's binder")
+                return
+            self.entries[key] = _Entry(compiled, config)
+        elif compiled is not entry.compiled or config is not entry.config:
+            self._give_up("one launch key met two compiled kernels")
+        else:
+            entry.seen += 1
+
+    def _give_up(self, why: str) -> None:
+        self.off = True
+        self.entries.clear()
+        warnings.warn(f"tritensor: direct launch of {self.jit_fn.__name__} is off ({why}); it launches "
+                      "through Triton's binder from now on (slower, same results)", RuntimeWarning, stacklevel=3)
+
+
+_launchers: dict = {}  # id(kernel object) -> DirectLauncher, or None where none applies
+
+
+def launcher_for(kernel):
+    """The DirectLauncher of a kernel object, or None (not a JITFunction or an Autotuner over one)."""
+    found = _launchers.get(id(kernel), _UNKNOWN)
+    if found is not _UNKNOWN:
+        return found
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    made = None
+    if type(kernel) is JITFunction:
+        jit_fn, autotuned = kernel, False
+    elif type(kernel) is Autotuner and type(kernel.fn) is JITFunction:
+        jit_fn, autotuned = kernel.fn, True
+    else:
+        jit_fn = None
+    if jit_fn is not None and not jit_fn.pre_run_hooks:
+        made = DirectLauncher(kernel, jit_fn, autotuned, _triton_binder(jit_fn), _triton_hooks)
+    _launchers[id(kernel)] = made  # kernels are module-level objects: they live as long as the process
+    return made
+
+
+def _triton_binder(jit_fn):
+    """Triton's own binder of ``jit_fn`` for the current device (made by its first launch there)."""
+    from triton.runtime import driver
+
+    def bind(args, kwargs) -> list:
+        binder = jit_fn.device_caches[driver.active.get_current_device()][4]
+        return list(binder(*args, **kwargs)[0].values())
+
+    return bind
+
+
+def _triton_hooks():
+    from triton import knobs
+
+    return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
