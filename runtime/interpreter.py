@@ -62,6 +62,9 @@ def replace(obj, **new):
     return lambda: [setattr(obj, k, v) for k, v in old.items()]
 
 
+HOST_TYPES: set = set()  # argument types whose memory is host memory as they are (HostArg; launch.py adds)
+
+
 class HostArg:
     """A kernel argument over host memory: what the interpreter needs from a tensor.
 
@@ -100,6 +103,9 @@ class HostArg:
 
     def copy_(self, other):
         return self
+
+
+HOST_TYPES.add(HostArg)
 
 
 HEAP_PAD = 64 << 20  # bytes of freed heap glibc keeps for the next temporaries

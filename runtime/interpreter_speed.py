@@ -11,9 +11,10 @@ checked against the stock interpreter in ``tests/test_interpreter.py``.
   only work inside a kernel), and stock Triton already leaves ``triton.language.core`` patched
   for good after the first helper call from its standard library.
 * **no host copies**: before each launch the interpreter "copies tensor arguments to the host"
-  and copies them back afterwards. Our arguments (:class:`HostArg`) already *are* host memory,
-  so both copies are identities; :func:`skip_host_copies` skips them for launches whose every
-  pointer argument is a :class:`HostArg`, and leaves any other launch to Triton.
+  and copies them back afterwards. Our arguments (:class:`HostArg`, and the buffer types
+  ``runtime/launch.py`` passes as they are: :data:`interpreter.HOST_TYPES`) already *are* host
+  memory, so both copies are identities; :func:`skip_host_copies` skips them for launches whose
+  every pointer argument is one of those, and leaves any other launch to Triton.
 * **no dead overflow checks**: the interpreter's options ask for Triton's integer-overflow
   sanitizer (``sanitize_overflow=True``) but not for ``debug``, and ``device_assert`` is a no-op
   without ``debug``. So every int32 ``+ - *`` (``pid * BLOCK + tl.arange(...)``, every index)
@@ -45,7 +46,7 @@ import inspect
 
 import numpy as np
 
-from .interpreter import HostArg, fixup, replace
+from .interpreter import HOST_TYPES, fixup, replace
 from . import interpreter_gpu
 
 
@@ -80,9 +81,9 @@ def patch_language_once():
 
 
 def _only_host_args(values, descriptor) -> bool:
-    """True when every pointer-like value is a HostArg (a tuple's items and descriptors' bases included)."""
+    """True when every pointer-like value is host memory as it is (a tuple's items and descriptors' bases included)."""
     for v in values:
-        if type(v) is HostArg or (isinstance(v, descriptor) and type(v.base) is HostArg):
+        if type(v) in HOST_TYPES or (isinstance(v, descriptor) and type(v.base) in HOST_TYPES):
             continue
         if hasattr(v, "data_ptr") or isinstance(v, descriptor):  # a foreign tensor: Triton copies it
             return False
@@ -93,7 +94,7 @@ def _only_host_args(values, descriptor) -> bool:
 
 @fixup("skip_host_copies")
 def skip_host_copies():
-    """Skip the interpreter's copy-to-host and copy-back for launches made of HostArgs only."""
+    """Skip the interpreter's copy-to-host and copy-back for launches of host buffers only."""
     from triton.runtime import interpreter as interp
 
     ex, desc = interp.GridExecutor, interp.TensorDescriptor

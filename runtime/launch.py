@@ -4,7 +4,8 @@
 offers the buffer protocol below, and is passed to the kernel as a pointer; anything else
 (ints, floats, tuples, dtypes) goes to Triton unchanged.
 
-CPU mode: Triton's interpreter runs the kernel on host memory through :class:`HostArg`
+CPU mode: Triton's interpreter runs the kernel on host memory: a buffer whose ``data_ptr()`` and
+``dtype`` are its own (a Tensor) as it is, any other through a :class:`HostArg`
 (``runtime/interpreter.py``, which applies tritensor's fix-ups to the interpreter: those of
 ``interpreter_gpu.py``, which make it compute what a GPU computes, and ``interpreter_speed.py``).
 The interpreter keeps global state and is not thread-safe, so launches are serialised by a lock.
@@ -217,9 +218,33 @@ def triton_launch(kernel, grid, args, kwargs, stream) -> None:
 _final = triton_launch  # ``bench launch --host-only`` swaps in a no-op to time everything before it
 
 
-def _host_arg(a, buffer) -> HostArg:
+def _host_arg(a, buffer):
+    """CPU mode: ``a`` as the interpreter takes it. A buffer type that already speaks the
+    interpreter's language (its ``data_ptr()`` and ``dtype`` are the buffer's: Tensor's are) goes
+    as it is, its memory being host memory in CPU mode; any other is wrapped in a HostArg."""
+    t = type(a)
+    ready = _interp_ready.get(t)
+    if ready is None:
+        ready = _interp_ready[t] = _speaks_interpreter(a, buffer)
+        if ready:
+            interpreter.HOST_TYPES.add(t)
+    if ready and _fixups_installed["skip_host_copies"]:  # the stock interpreter would copy it through torch's API
+        return a
     storage, offset, shape, strides, dtype = buffer(a)
     return HostArg(storage, dtype, offset, shape, strides)
+
+
+_interp_ready: dict = {}  # buffer type -> passed to the interpreter as it is (see _host_arg)
+_fixups_installed = interpreter.installed
+
+
+def _speaks_interpreter(a, buffer) -> bool:
+    """Does ``a``'s type report the address and element type its buffer describes?"""
+    storage, offset, _shape, _strides, dtype = buffer(a)
+    try:
+        return a.data_ptr() == storage.data_ptr() + offset * dtype.itemsize and a.dtype is dtype
+    except AttributeError:
+        return False
 
 
 _PLAIN = frozenset((int, float, bool, tuple, str, type(None)))  # passed to Triton as they are

@@ -152,3 +152,30 @@ def test_multi_tensor_kernels_take_their_addresses_at_launch(monkeypatch):
                 if isinstance(a, tt.Tensor) and a.dtype is tt.int64:
                     assert not addresses & set(a.cpu().numpy().ravel().tolist()), "a table of host addresses"
     assert grads[1].numpy().tolist() == [[0.5] * 4] * 3 and steps[0].item() == 1.0
+
+
+@pytest.mark.skipif(mode.GPU, reason="CPU mode: what the interpreter receives")
+def test_cpu_mode_passes_tensors_to_the_interpreter_as_they_are(monkeypatch):
+    # A Tensor already speaks the interpreter's language (data_ptr, dtype): no HostArg per launch.
+    # A buffer type that does not (NumpyBuffer) is wrapped, and so is everything while the
+    # stock interpreter (which copies through torch's storage API) runs.
+    from tritensor.runtime import interpreter
+
+    seen = []
+    real = launch_mod._final
+    monkeypatch.setattr(launch_mod, "_final", lambda k, g, args, kw, s: seen.append(args) or real(k, g, args, kw, s))
+    x, y, out = tt.arange(8, dtype=tt.float32), tt.ones(8), tt.zeros(8)
+    launch(_axpy_kernel, (1,), x, y, out, 3.0, 8, BLOCK=8)
+    assert [type(a) for a in seen[-1][:3]] == [tt.Tensor] * 3
+    np.testing.assert_array_equal(out.numpy(), 3 * np.arange(8) + 1)
+    host = np.zeros(8, dtype=np.float32)
+    launch(_axpy_kernel, (1,), x, y, NumpyBuffer(host), 2.0, 8, BLOCK=8)
+    assert type(seen[-1][2]) is interpreter.HostArg
+    np.testing.assert_array_equal(host, 2 * np.arange(8) + 1)
+    interpreter.remove_fixups()
+    try:
+        launch(_axpy_kernel, (1,), x, y, out, 1.0, 8, BLOCK=8)
+    finally:
+        assert interpreter.apply_fixups()
+    assert type(seen[-1][0]) is interpreter.HostArg
+    np.testing.assert_array_equal(out.numpy(), np.arange(8) + 1)
