@@ -3,13 +3,15 @@
 The fake hands out fake addresses, logs every call, and its events complete when a test says so,
 so each rule of ``runtime/allocator.py`` is checked exactly: reuse without a backend call,
 streams and ``record_stream``, torch's statistics, ``empty_cache``, out-of-memory retries, private
-pools, no growth over 1,000 training-like steps, threads, bad input.
+pools, no growth over 1,000 training-like steps, threads, bad input. ``tritensor.cuda``'s memory
+functions in CPU mode are at the end; test_cuda.py checks them on a device.
 """
 import threading
 
 import pytest
 
-from tritensor.runtime import allocator
+import tritensor as tt
+from tritensor.runtime import allocator, memory
 from tritensor.runtime.allocator import CachingAllocator, OutOfMemoryError
 
 MiB = 1 << 20
@@ -375,3 +377,105 @@ def test_bad_input_raises_a_clear_error(fake):
     with pytest.raises(ValueError, match="pool: the default pool"):
         alloc.release_pool(0)
     assert alloc.memory_stats()["allocation.all.allocated"] == 0
+
+
+# ----- runtime/memory.py's glue, over fakes of the cuda.core calls it makes (cuda-core 1.2's API:
+# MemoryResource.allocate(size, *, stream) -> Buffer; Buffer.handle, Buffer.close(stream);
+# Stream.record() -> Event, Stream.wait(event); Event.is_done). test_cuda.py runs the real ones.
+class FakeCuEvent:
+    is_done = False
+
+
+class FakeCuStream:
+    def __init__(self, log):
+        self.log = log
+
+    def record(self):
+        self.log.append("record")
+        event = FakeCuEvent()
+        self.log.append(event)
+        return event
+
+    def wait(self, event):
+        self.log.append(("wait", event))
+
+
+class FakeBuffer:
+    def __init__(self, handle, log):
+        self.handle, self.log = handle, log
+
+    def close(self, stream):
+        self.log.append(("close", self.handle, stream))
+
+
+class FakePool:
+    def __init__(self, log, full=False):
+        self.log, self.full, self.next = log, full, 4096
+
+    def allocate(self, size, *, stream):
+        if self.full:
+            raise RuntimeError("CUDA_ERROR_OUT_OF_MEMORY: out of memory")  # cuda.core's CUDAError text
+        self.log.append(("allocate", size, stream))
+        self.next += size
+        return FakeBuffer(self.next, self.log)
+
+
+class FakeTTStream:  # runtime/cuda.py's Stream: the cuda.core stream and its device's pool
+    def __init__(self, log, pool):
+        self._cu, self.memory_resource = FakeCuStream(log), pool
+
+
+@pytest.fixture
+def fake_device(monkeypatch):
+    monkeypatch.setattr(memory, "_allocators", {})
+    log = []
+    pool = FakePool(log)
+    return log, pool, FakeTTStream(log, pool), tt.device("cuda", 0)
+
+
+def test_cuda_storage_allocates_and_frees_through_the_allocator(fake_device):
+    log, pool, s, dev = fake_device
+    st = memory.CudaStorage(1000, dev, s)
+    assert log == [("allocate", 1024, s._cu)] and st.nbytes == 1000
+    ptr = st.data_ptr()
+    del st
+    again = memory.CudaStorage(900, dev, s)
+    assert again.data_ptr() == ptr and len(log) == 1  # cached: no cuda.core call
+    assert memory.device_allocator(0).memory_stats()["allocated_bytes.all.current"] == 1024
+    del again
+    memory.device_allocator(0).empty_cache()
+    assert log[1:] == [("close", ptr, s._cu)]
+
+
+def test_cuda_storage_record_stream_waits_for_the_other_streams_event(fake_device):
+    log, pool, s, dev = fake_device
+    side = FakeTTStream(log, pool)
+    st = memory.CudaStorage(4096, dev, s)
+    ptr = st.data_ptr()
+    st.record_stream(s)  # its own stream: nothing to wait for
+    st.record_stream(side)
+    del st
+    assert log[-2] == "record"  # recorded on the side stream
+    event = log[-1]
+    held = memory.CudaStorage(4096, dev, s)
+    assert held.data_ptr() != ptr
+    event.is_done = True
+    assert memory.CudaStorage(4096, dev, s).data_ptr() == ptr
+
+
+def test_the_pools_out_of_memory_error_becomes_torchs(fake_device):
+    log, pool, s, dev = fake_device
+    pool.full = True
+    with pytest.raises(tt.cuda.OutOfMemoryError, match="CUDA out of memory. Tried to allocate"):
+        memory.CudaStorage(4096, dev, s)
+    assert memory.device_allocator(0).memory_stats()["num_ooms"] == 1
+
+
+@pytest.mark.skipif(tt.cuda.is_available(), reason="CPU mode's answers; test_cuda.py checks a device")
+def test_cuda_memory_functions_in_cpu_mode_answer_zero():
+    assert tt.cuda.memory_stats() == {}
+    assert [tt.cuda.memory_allocated(), tt.cuda.max_memory_allocated(), tt.cuda.memory_reserved(),
+            tt.cuda.max_memory_reserved()] == [0, 0, 0, 0]
+    assert tt.cuda.reset_peak_memory_stats() is None and tt.cuda.reset_accumulated_memory_stats() is None
+    assert tt.cuda.empty_cache() is None
+    assert issubclass(tt.cuda.OutOfMemoryError, RuntimeError)
