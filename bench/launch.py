@@ -2,7 +2,8 @@
 
 Rows: a one-element ``x + 0.0`` (nearly all launch overhead), a 1M-element ``x + y`` (the
 interpreter's per-lane cost in CPU mode), one autograd node forward and backward on one
-element. With ``--peer-python PATH`` (an interpreter that has torch and Triton, never this
+element, and 100 ``empty(1024)`` calls with one synchronize (the allocator's host cost: the peer
+row is ``torch.empty``; issue 23's target is <= 1.5x). With ``--peer-python PATH`` (an interpreter that has torch and Triton, never this
 process: tritensor does not import torch), the same run also times a peer: Triton's own
 ``@triton.jit`` add kernel of five lines launched on torch tensors (CPU mode: stock Triton's
 interpreter on torch CPU tensors; GPU mode: compiled, on CUDA tensors), with the smallest block
@@ -62,7 +63,11 @@ repeat = int(sys.argv[2])
 x1, y1 = torch.ones(1, device=dev), torch.zeros(1, device=dev)
 xb, yb = torch.ones(1 << 20, device=dev), torch.ones(1 << 20, device=dev)
 assert add(x1, y1).item() == 1.0 and bool((add(xb, yb) == 2).all())
-rows = {"add [1]": timed(lambda: add(x1, y1), repeat), "add [1048576]": timed(lambda: add(xb, yb), max(3, repeat // 20))}
+def empties():
+    for _ in range(100):
+        torch.empty(1024, device=dev)
+rows = {"add [1]": timed(lambda: add(x1, y1), repeat), "add [1048576]": timed(lambda: add(xb, yb), max(3, repeat // 20)),
+        "empty [1024] x100": timed(empties, max(3, repeat // 10))}
 print(json.dumps({"peer": f"stock Triton {triton.__version__} on torch {torch.__version__}", "rows": rows}))
 '''
 
@@ -93,10 +98,15 @@ def measure(repeat: int) -> dict:
     def node():
         (leaf * 2.0).backward(g)
 
+    def empties():
+        for _ in range(100):
+            tt.empty(1024, device=dev)
+
     return {
         "add [1]": _timed(lambda: x1 + 0.0, repeat, sync),
         "add [1048576]": _timed(lambda: xb + yb, max(3, repeat // 20), sync),
         "autograd mul [1] fwd+bwd": _timed(node, repeat, sync),
+        "empty [1024] x100": _timed(empties, max(3, repeat // 10), sync),
     }
 
 

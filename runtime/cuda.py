@@ -12,6 +12,7 @@ import threading
 from collections import namedtuple
 
 from . import memory, mode
+from .allocator import OutOfMemoryError  # noqa: F401  (tritensor.cuda.OutOfMemoryError, as torch's)
 from .device import device as _device
 
 _lock = threading.Lock()
@@ -78,10 +79,12 @@ def _cu_device(index: int | None = None):
 
 
 def _keep_pool_cached(d) -> None:
-    """Let the device's pool keep freed memory (PyTorch's caching behaviour).
+    """Let the device's pool keep the memory the caching allocator gives back to it.
 
     A CUDA memory pool's default release threshold is 0: every synchronize hands unused memory
-    back to the driver and the next allocation pays for it again. ``empty_cache()`` trims.
+    back to the driver and the next allocation pays for it again. The allocator (``memory.py``)
+    caches tensors' blocks itself and gives them back to the pool only in ``empty_cache()``, which
+    then trims the pool, and when the device is full (the retry reuses them at once).
     """
     from cuda.bindings import driver
 
@@ -283,35 +286,52 @@ def synchronize(device=None) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Memory: the statistics of the device's caching allocator (``runtime/allocator.py``), torch's
+# names and keys. CPU mode has no device memory: torch's answers without CUDA ({}, 0, no-ops).
+
+
+def memory_stats(device=None) -> dict:
+    """The caching allocator's statistics, flat and sorted as torch's: ``allocated_bytes.all.current``,
+    ``reserved_bytes.large_pool.peak``, ``num_alloc_retries`` ... (see ``runtime/allocator.py``)."""
+    return memory.device_allocator(_index(device)).memory_stats() if mode.GPU else {}
+
+
 def memory_allocated(device=None) -> int:
-    """Bytes held by live tensors on ``device`` (not what the pool has cached)."""
-    return memory.stats(_index(device)).allocated if mode.GPU else 0
+    """Bytes in blocks held by live tensors on ``device`` (each rounded up to its size class)."""
+    return memory_stats(device).get("allocated_bytes.all.current", 0)
 
 
 def max_memory_allocated(device=None) -> int:
-    return memory.stats(_index(device)).peak if mode.GPU else 0
+    return memory_stats(device).get("allocated_bytes.all.peak", 0)
+
+
+def memory_reserved(device=None) -> int:
+    """Bytes the caching allocator holds from the device's pool: live blocks and cached ones."""
+    return memory_stats(device).get("reserved_bytes.all.current", 0)
+
+
+def max_memory_reserved(device=None) -> int:
+    return memory_stats(device).get("reserved_bytes.all.peak", 0)
 
 
 def reset_peak_memory_stats(device=None) -> None:
     if mode.GPU:
-        st = memory.stats(_index(device))
-        with st.lock:
-            st.peak = st.allocated
+        memory.device_allocator(_index(device)).reset_peak_memory_stats()
 
 
-def memory_reserved(device=None) -> int:
-    """Bytes the device's memory pool holds from the driver, cached blocks included."""
-    if not mode.GPU:
-        return 0
-    return int(_cu_device(_index(device)).memory_resource.attributes.reserved_mem_current)
+def reset_accumulated_memory_stats(device=None) -> None:
+    if mode.GPU:
+        memory.device_allocator(_index(device)).reset_accumulated_memory_stats()
 
 
 def empty_cache() -> None:
-    """Give cached, unused pool memory back to the driver."""
+    """Give the cached blocks of every device's allocator back to its pool, and the pool's unused
+    memory back to the driver (live tensors keep theirs)."""
     if not mode.GPU:
         return
     from cuda.bindings import driver
 
     for idx, d in list(_devices.items()):
+        memory.device_allocator(idx).empty_cache()
         d.sync()
         memory._check(driver.cuMemPoolTrimTo(d.memory_resource.handle, 0))

@@ -1,5 +1,5 @@
 """Storages: the bytes a Tensor views. Host storages are NumPy buffers; device storages are
-cuda.core ``Buffer`` objects from the device's stream-ordered memory pool.
+blocks of the device's caching allocator (``allocator.py``), over cuda.core's stream-ordered pool.
 
 A storage also satisfies the small protocol Triton's interpreter copies arguments through
 (``data_ptr()``, ``cpu()``, ``copy_()``); host storages already live on the host, so both are
@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 
+from .allocator import Backend, CachingAllocator, OutOfMemoryError
 from .device import CPU, device
 
 _ALIGN = 64  # bytes; Triton specialises pointers on 16-byte alignment, vector loads like more
@@ -105,45 +106,65 @@ def _host_storage_from_bytes(data: bytes) -> HostStorage:
     return storage
 
 
-class _Stats:
-    def __init__(self):
-        self.allocated = 0
-        self.peak = 0
-        self.lock = threading.Lock()
+class CudaPoolBackend(Backend):
+    """The caching allocator's backend in GPU mode: blocks from cuda.core's stream-ordered pool
+    of the stream's device (``Stream.memory_resource``), ordered on the stream; events from
+    cuda.core. Every method is a driver call: the allocator makes them on its cold paths only."""
+
+    def allocate(self, nbytes: int, stream):
+        try:
+            buf = stream.memory_resource.allocate(nbytes, stream=stream._cu)
+        except Exception as e:  # cuda.core's CUDAError is not public; its message starts with the name
+            if "CUDA_ERROR_OUT_OF_MEMORY" in str(e):
+                raise OutOfMemoryError(str(e)) from e
+            raise
+        return int(buf.handle), buf
+
+    def free(self, handle, stream) -> None:
+        handle.close(stream._cu)
+
+    def record_event(self, stream):
+        return stream._cu.record()
+
+    def event_done(self, event) -> bool:
+        return bool(event.is_done)
+
+    def wait_event(self, stream, event) -> None:
+        stream._cu.wait(event)
 
 
-_stats: dict[int, _Stats] = {}
+_allocators: dict[int, CachingAllocator] = {}
+_allocators_lock = threading.Lock()
 
 
-def stats(index: int) -> _Stats:
-    s = _stats.get(index)
-    if s is None:
-        s = _stats.setdefault(index, _Stats())
-    return s
+def device_allocator(index: int) -> CachingAllocator:
+    """The caching allocator of CUDA device ``index`` (made on first use)."""
+    a = _allocators.get(index)
+    if a is None:
+        with _allocators_lock:
+            a = _allocators.get(index)
+            if a is None:
+                a = _allocators[index] = CachingAllocator(CudaPoolBackend())
+    return a
 
 
 class CudaStorage:
-    """Device memory from cuda.core's stream-ordered pool.
+    """Device memory: a block of the device's caching allocator (``runtime/allocator.py``).
 
-    The allocation is ordered on the stream current at allocation time. If the memory is used
-    on other streams, ``record_stream`` notes them; on free, the allocating stream waits on an
-    event recorded on each of them, so the pool cannot hand the bytes out again before those
-    streams finish reading (PyTorch's ``record_stream`` semantics).
+    The block is ordered on the stream current at allocation time. If the memory is used on
+    other streams, ``record_stream`` notes them; when the storage is freed, the allocator does
+    not reuse the block before work queued on those streams has run (PyTorch's ``record_stream``
+    semantics).
     """
 
-    __slots__ = ("nbytes", "device", "_buf", "_ptr", "_stream", "_other_streams", "__weakref__")
+    __slots__ = ("nbytes", "device", "_block", "_ptr", "_allocator", "__weakref__")
 
     def __init__(self, nbytes: int, dev: device, stream):
         self.nbytes = int(nbytes)
         self.device = dev
-        self._stream = stream
-        self._other_streams = None
-        self._buf = stream.memory_resource.allocate(max(self.nbytes, 1), stream=stream._cu)
-        self._ptr = int(self._buf.handle)
-        st = stats(dev.index)
-        with st.lock:
-            st.allocated += self.nbytes
-            st.peak = max(st.peak, st.allocated)
+        self._allocator = alloc = _allocators.get(dev.index) or device_allocator(dev.index)
+        self._block = alloc.malloc(self.nbytes, stream)
+        self._ptr = self._block.ptr
 
     def data_ptr(self) -> int:
         return self._ptr
@@ -153,25 +174,16 @@ class CudaStorage:
                         "pickle or deepcopy the tensor, which copies its values")
 
     def record_stream(self, stream) -> None:
-        if stream is self._stream or stream == self._stream:
-            return
-        if self._other_streams is None:
-            self._other_streams = []
-        if stream not in self._other_streams:
-            self._other_streams.append(stream)
+        if stream is not self._block.stream:
+            self._allocator.record_stream(self._block, stream)
 
     def __del__(self):
-        buf = getattr(self, "_buf", None)
-        if buf is None:
+        block = getattr(self, "_block", None)
+        if block is None:
             return
         try:
-            for s in self._other_streams or ():
-                self._stream._cu.wait(s._cu.record())
-            buf.close(self._stream._cu)
-            st = stats(self.device.index)
-            with st.lock:
-                st.allocated -= self.nbytes
-        except Exception:  # interpreter shutdown: the context may already be gone
+            self._allocator.free(block)
+        except Exception:  # interpreter shutdown: the allocator's module may already be gone
             pass
 
 

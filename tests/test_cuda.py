@@ -76,3 +76,44 @@ def test_memory_freed_while_another_stream_reads_stays_valid():
     z = tt.full((1 << 22,), 5.0, device="cuda")  # would reuse x's bytes if the free were not ordered
     s.synchronize()
     assert y[0].item() == 3.0 and z[0].item() == 5.0
+
+
+def test_caching_allocator_reuses_a_freed_block_without_the_driver():
+    x = tt.empty(1000, device="cuda")
+    ptr, before = x.data_ptr(), tt.cuda.memory_stats()
+    del x
+    y = tt.empty(1000, device="cuda")
+    after = tt.cuda.memory_stats()
+    assert y.data_ptr() == ptr and after["num_device_alloc"] == before["num_device_alloc"]
+    assert after["allocated_bytes.all.current"] == before["allocated_bytes.all.current"]
+    assert after["allocation.all.allocated"] == before["allocation.all.allocated"] + 1
+
+
+def test_empty_cache_leaves_only_live_blocks_reserved():
+    x = tt.empty(1 << 20, device="cuda")
+    tmp = tt.empty(3 << 20, device="cuda")
+    del tmp
+    assert tt.cuda.memory_reserved() >= tt.cuda.memory_allocated() + (12 << 20)
+    tt.cuda.empty_cache()
+    assert tt.cuda.memory_reserved() == tt.cuda.memory_allocated() and x.data_ptr() != 0
+    assert tt.cuda.max_memory_reserved() >= tt.cuda.memory_reserved()
+
+
+def test_a_training_loop_does_not_grow_reserved_memory():
+    w = tt.randn(256, 256, device="cuda", requires_grad=True)
+    x = tt.randn(64, 256, device="cuda")
+
+    def step():
+        (x @ w).relu().sum().backward()
+        w.grad = None
+
+    for _ in range(5):
+        step()
+    tt.cuda.synchronize()
+    before = tt.cuda.memory_stats()
+    for _ in range(1000):
+        step()
+    tt.cuda.synchronize()
+    after = tt.cuda.memory_stats()
+    for key in ("reserved_bytes.all.current", "num_device_alloc", "allocated_bytes.all.current"):
+        assert after[key] == before[key], key
