@@ -15,7 +15,6 @@ from .runtime import mode as _mode  # noqa: F401  (must run before any Triton ke
 import sys as _sys
 
 from . import backends
-from .runtime import cuda
 from .runtime.device import device
 from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, int32, int64, dtype,
                          get_default_dtype, promote_types, result_type)
@@ -40,6 +39,8 @@ from . import futures  # torch.futures; tritensor.comm.Future is the same class
 from . import utils  # tritensor.utils.data: datasets, samplers, DataLoader (its DistributedSampler sits on comm)
 
 half, float, double, long, int = float16, float32, float64, int64, int32
+
+from . import gpu as cuda  # tritensor.cuda: devices, streams, memory, CUDA graphs (gpu.py says why the name)
 
 _sys.modules[__name__ + ".cuda"] = cuda
 from .core import linalg  # tritensor.linalg (torch.linalg): vector_norm, matrix_norm

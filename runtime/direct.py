@@ -166,6 +166,20 @@ class DirectLauncher:
                       "through Triton's binder from now on (slower, same results)", RuntimeWarning, stacklevel=3)
 
 
+def needs_autotuning(kernel, args, kwargs) -> bool:
+    """Would launching an autotuned kernel with these arguments time its configurations first?
+    (Triton 3.9's Autotuner key: its key arguments' values, then every argument's dtype.)"""
+    configs = getattr(kernel, "configs", None)
+    cache = getattr(kernel, "cache", None)
+    if configs is None or cache is None or len(configs) <= 1:
+        return False
+    named = {**dict(zip(kernel.arg_names, args)), **kwargs}
+    named = {k: v for k, v in named.items() if k in kernel.arg_names}
+    key = [named[k] for k in kernel.keys if k in named]
+    key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
+    return tuple(key) not in cache
+
+
 _launchers: dict = {}  # id(kernel object) -> DirectLauncher, or None where none applies
 
 

@@ -125,6 +125,9 @@ def _device_table(values: np.ndarray, stream):
         if st is not None:
             _device_tables.move_to_end(key)
     if st is None:
+        memory.refuse_while_capturing(
+            stream, "the address table of a multi-tensor kernel (GradScaler's unscale, clip_grad_norm_, "
+            "the optimizers' step counts)", "it is copied from the host the first time these tensors are seen")
         st = memory.CudaStorage(values.nbytes, dev, stream)
         memory.host_to_device(st.data_ptr(), values.view(np.uint8), stream)
         with _tables_lock:
@@ -181,6 +184,10 @@ def launch(kernel, grid, *args, **kwargs) -> None:
     def dev_arg(a, buffer):
         st, offset, _shape, _strides, dtype = buffer(a)
         if st.device.type == "cpu":
+            if memory.capturing:
+                memory.refuse_while_capturing(
+                    stream, f"{_kernel_name(kernel)}: a host (CPU) tensor argument",
+                    "it is staged through host memory at every launch; move it to the GPU first")
             if id(st) not in staged:
                 dst = memory.CudaStorage(st.nbytes, _default_cuda(), stream)
                 memory.host_to_device(dst.data_ptr(), st.bytes_view(), stream)
@@ -208,6 +215,9 @@ def triton_launch(kernel, grid, args, kwargs, stream) -> None:
         with _interp_lock, np.errstate(all="ignore"):
             kernel[grid](*args, **kwargs)
         return
+    if memory.capturing and direct.needs_autotuning(kernel, args, kwargs):
+        memory.refuse_while_capturing(stream, f"autotuning {_kernel_name(kernel)} for a new shape",
+                                      "it times every configuration and waits for each on the host")
     fast = direct.launcher_for(kernel) if direct.ENABLED else None
     if fast is None:
         kernel[grid](*args, **kwargs)
@@ -287,6 +297,11 @@ def _with_base(a, convert):
         if base_buffer is not None:
             return dataclasses.replace(a, base=convert(a.base, base_buffer))
     return a
+
+
+def _kernel_name(kernel) -> str:
+    fn = getattr(kernel, "fn", kernel)
+    return getattr(getattr(fn, "fn", fn), "__name__", repr(kernel))
 
 
 def _default_cuda():

@@ -106,12 +106,30 @@ def _host_storage_from_bytes(data: bytes) -> HostStorage:
     return storage
 
 
+# Streams capturing a CUDA graph now (``runtime/graphs.py``): id(stream) -> (stream, private pool
+# id). Allocations on such a stream come from the graph's pool; host copies on it are refused.
+capturing: dict = {}
+
+
+class CaptureError(RuntimeError):
+    """An operation that cannot be recorded into a CUDA graph was run while capturing one."""
+
+
+def refuse_while_capturing(stream, what: str, why: str) -> None:
+    """Raise :class:`CaptureError` naming ``what`` when ``stream`` is capturing a graph."""
+    if capturing and id(stream) in capturing:
+        raise CaptureError(f"{what} cannot run while a CUDA graph is being captured on {stream}: {why}. Run it "
+                           "before capture_begin() or after capture_end() (warm up on the capture stream first).")
+
+
 class CudaPoolBackend(Backend):
     """The caching allocator's backend in GPU mode: blocks from cuda.core's stream-ordered pool
     of the stream's device (``Stream.memory_resource``), ordered on the stream; events from
     cuda.core. Every method is a driver call: the allocator makes them on its cold paths only."""
 
     def allocate(self, nbytes: int, stream):
+        if capturing and id(stream) in capturing:
+            return self._allocate_outside_capture(nbytes)
         try:
             buf = stream.memory_resource.allocate(nbytes, stream=stream._cu)
         except Exception as e:  # cuda.core's CUDAError is not public; its message starts with the name
@@ -120,8 +138,29 @@ class CudaPoolBackend(Backend):
             raise
         return int(buf.handle), buf
 
+    @staticmethod
+    def _allocate_outside_capture(nbytes: int):
+        """A block for a graph's private pool: ``cuMemAlloc`` (not stream-ordered, so not recorded
+        into the graph: the memory outlives every replay, as the graph's tensors must), with this
+        thread's capture mode relaxed for the call, as PyTorch's allocator does."""
+        from cuda.bindings import driver
+
+        relaxed = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+        _err, previous = driver.cuThreadExchangeStreamCaptureMode(relaxed)
+        try:
+            err, ptr = driver.cuMemAlloc(nbytes)
+        finally:
+            driver.cuThreadExchangeStreamCaptureMode(previous)
+        if err == driver.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+            raise OutOfMemoryError(f"CUDA_ERROR_OUT_OF_MEMORY allocating {nbytes} bytes for a CUDA graph's pool")
+        _check((err,))
+        return int(ptr), _RawBlock(int(ptr))
+
     def free(self, handle, stream) -> None:
-        handle.close(stream._cu)
+        if type(handle) is _RawBlock:
+            handle.free()
+        else:
+            handle.close(stream._cu)
 
     def record_event(self, stream):
         return stream._cu.record()
@@ -131,6 +170,20 @@ class CudaPoolBackend(Backend):
 
     def wait_event(self, stream, event) -> None:
         stream._cu.wait(event)
+
+
+class _RawBlock:
+    """A block from ``cuMemAlloc`` (a graph's private pool): freed with ``cuMemFree``."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def free(self) -> None:
+        from cuda.bindings import driver
+
+        _check(driver.cuMemFree(self.ptr))
 
 
 _allocators: dict[int, CachingAllocator] = {}
@@ -163,7 +216,8 @@ class CudaStorage:
         self.nbytes = int(nbytes)
         self.device = dev
         self._allocator = alloc = _allocators.get(dev.index) or device_allocator(dev.index)
-        self._block = alloc.malloc(self.nbytes, stream)
+        graph = capturing.get(id(stream)) if capturing else None  # a capture: the graph's private pool
+        self._block = alloc.malloc(self.nbytes, stream, graph[1] if graph is not None else 0)
         self._ptr = self._block.ptr
 
     def data_ptr(self) -> int:
@@ -224,6 +278,7 @@ def host_to_device(dst_ptr: int, src: np.ndarray, stream) -> None:
     n = src.nbytes
     if n == 0:
         return
+    refuse_while_capturing(stream, "a host-to-device copy", "it waits for the copy on the host")
     pin = _pinned(n)
     ctypes.memmove(pin, src.ctypes.data, n)
     _check(driver.cuMemcpyHtoDAsync(dst_ptr, pin, n, stream.cuda_stream))
@@ -237,6 +292,8 @@ def device_to_host(dst: np.ndarray, src_ptr: int, stream) -> None:
     n = dst.nbytes
     if n == 0:
         return
+    refuse_while_capturing(stream, "a device-to-host copy (.item(), .cpu(), .numpy(), bool(t), print)",
+                           "it waits for the GPU on the host")
     pin = _pinned(n)
     _check(driver.cuMemcpyDtoHAsync(pin, src_ptr, n, stream.cuda_stream))
     stream.synchronize()

@@ -1,0 +1,168 @@
+"""CUDA graphs with PyTorch's API (``torch.cuda.graphs``): capture a step once, replay it for no host time per op.
+
+A replayed graph launches every captured kernel with one driver call: the host time of
+dispatch, checks and launches (about 1,000 launches a training step) is paid once, at capture.
+Capture is stream capture (cuda.core's ``GraphBuilder``) on tritensor's current stream, which
+must not be the device's default stream (``graph(...)`` captures on a side stream of its own).
+
+Memory follows PyTorch's rules. Every allocation on the capturing stream comes from the graph's
+*private pool* (``runtime/allocator.py``; ``graph_pool_handle()`` makes one that graphs can
+share), served by blocks outside the graph (``cuMemAlloc``), so the graph's tensors, its static
+inputs and outputs, keep their addresses and their contents across replays, and stay alive as
+long as the graph. The pool is released when the graph is reset or dies.
+
+What cannot be captured raises :class:`~tritensor.runtime.memory.CaptureError` naming it, before
+it reaches the driver: a host sync (``.item()``, ``.cpu()``, ``bool(t)``: any device-to-host
+copy), a host tensor staged into a kernel, a multi-tensor kernel's address table seen for the
+first time, and an autotuned kernel meeting a new shape. Warm up before capturing, as PyTorch
+asks: run the step a few times on the capture stream first.
+
+CPU mode has no graphs: every entry point raises a clear error saying so.
+"""
+from __future__ import annotations
+
+import gc
+
+from . import cuda, memory, mode
+
+_MODES = ("global", "thread_local", "relaxed")
+
+
+def _require_gpu(what: str) -> None:
+    if not mode.GPU:
+        raise RuntimeError(f"{what}: CUDA graphs need a GPU (tritensor runs in CPU mode: no CUDA driver/device, "
+                           "or TRITENSOR_DEVICE=cpu)")
+
+
+def is_current_stream_capturing() -> bool:
+    """Whether the current stream is capturing a CUDA graph (always False in CPU mode)."""
+    return bool(memory.capturing) and mode.GPU and id(cuda.current_stream()) in memory.capturing
+
+
+def graph_pool_handle():
+    """A private memory pool that several graphs' captures can share (``capture_begin(pool=...)``)."""
+    _require_gpu("graph_pool_handle")
+    return _PoolHandle(memory.device_allocator(cuda.current_device()))
+
+
+class _PoolHandle:
+    """A private pool of one device's caching allocator; released when no graph or handle holds it."""
+
+    __slots__ = ("allocator", "id")
+
+    def __init__(self, allocator):
+        self.allocator, self.id = allocator, allocator.create_pool()
+
+    def __del__(self):
+        try:
+            self.allocator.release_pool(self.id)
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class CUDAGraph:
+    """A CUDA graph: ``capture_begin()``, the work, ``capture_end()``, then ``replay()`` at will."""
+
+    def __init__(self, keep_graph: bool = False):
+        _require_gpu("CUDAGraph")
+        self._graph = None
+        self._builder = None
+        self._stream = None
+        self._pool = None
+
+    def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
+        """Begin capturing the current stream's work. ``pool``: a ``graph_pool_handle()`` or another
+        graph's ``pool()`` to share memory with; a new private pool otherwise."""
+        if capture_error_mode not in _MODES:
+            raise ValueError(f"capture_begin: capture_error_mode must be one of {_MODES}, got {capture_error_mode!r}")
+        if self._builder is not None or self._graph is not None:
+            raise RuntimeError("capture_begin: this graph already holds a capture; reset() it first")
+        if pool is not None and not isinstance(pool, _PoolHandle):
+            raise TypeError(f"capture_begin: pool must come from graph_pool_handle() or CUDAGraph.pool(), "
+                            f"got {type(pool).__name__}")
+        stream = cuda.current_stream()
+        if stream == cuda.default_stream(stream.device.index):
+            raise RuntimeError("capture_begin: CUDA graphs cannot be captured on the default stream; capture on a "
+                               "side stream (tritensor.cuda.graph(g) makes one, or `with tritensor.cuda.stream(s)`)")
+        if id(stream) in memory.capturing:
+            raise RuntimeError(f"capture_begin: {stream} is capturing another graph already")
+        self._pool = pool if pool is not None else _PoolHandle(memory.device_allocator(stream.device.index))
+        builder = stream._cu.create_graph_builder()
+        memory.capturing[id(stream)] = (stream, self._pool.id)
+        try:
+            builder.begin_building(capture_error_mode)
+        except BaseException:
+            del memory.capturing[id(stream)]
+            builder.close()
+            raise
+        self._builder, self._stream = builder, stream
+
+    def capture_end(self) -> None:
+        """End the capture and make the graph launchable."""
+        if self._builder is None:
+            raise RuntimeError("capture_end: no capture in progress (call capture_begin() first)")
+        builder, self._builder = self._builder, None
+        try:
+            builder.end_building()
+            self._graph = builder.complete()
+        finally:
+            memory.capturing.pop(id(self._stream), None)
+            builder.close()
+
+    def replay(self) -> None:
+        """Launch the captured work on the current stream."""
+        if self._graph is None:
+            raise RuntimeError("replay: nothing captured (capture_begin() ... capture_end() first)")
+        self._graph.launch(cuda.current_stream()._cu)
+
+    def reset(self) -> None:
+        """Drop the captured graph and release its hold on the private pool."""
+        if self._builder is not None:
+            raise RuntimeError("reset: a capture is in progress; capture_end() first")
+        if self._graph is not None:
+            self._graph.close()
+            self._graph = None
+        self._pool = None
+
+    def pool(self):
+        """This graph's private pool, to share with another graph's capture."""
+        if self._pool is None:
+            raise RuntimeError("pool: the graph has no pool before capture_begin()")
+        return self._pool
+
+    def __del__(self):
+        try:
+            if self._graph is not None:
+                self._graph.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+class graph:
+    """``with tritensor.cuda.graph(g, pool=None, stream=None, capture_error_mode="global"):`` captures
+    the block into ``g`` on ``stream`` (a new side stream by default), as ``torch.cuda.graph``."""
+
+    default_capture_stream = None
+
+    def __init__(self, cuda_graph: CUDAGraph, pool=None, stream=None, capture_error_mode: str = "global"):
+        _require_gpu("graph")
+        if not isinstance(cuda_graph, CUDAGraph):
+            raise TypeError(f"graph: cuda_graph must be a CUDAGraph, got {type(cuda_graph).__name__}")
+        if graph.default_capture_stream is None:
+            graph.default_capture_stream = cuda.Stream()
+        self.cuda_graph, self.pool, self.capture_error_mode = cuda_graph, pool, capture_error_mode
+        self.stream_ctx = cuda.stream(stream if stream is not None else graph.default_capture_stream)
+
+    def __enter__(self):
+        cuda.synchronize()
+        gc.collect()  # tensors freed before capture go back to their pools, not into the graph's
+        self.stream_ctx.__enter__()
+        self.cuda_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.cuda_graph.capture_end()
+        finally:
+            self.stream_ctx.__exit__(*exc)
+        return False
