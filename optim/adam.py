@@ -11,6 +11,10 @@ With ``amsgrad=True`` the denominator uses ``max_exp_avg_sq = max(max_exp_avg_sq
 tensor on the parameter's device, and the kernel takes ``GradScaler``'s found-inf flag and scale:
 on inf/NaN nothing changes (the count neither), otherwise the gradient is unscaled inside the
 update. No value is read back on the host.
+
+``capturable=True`` (PyTorch's, for CUDA graphs): the step count lives on the device as with
+``fused``, advanced and read by kernels only, so a captured step replays with the right bias
+correction; nothing of the step is computed on the host.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ class Adam(Optimizer):
     _decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False, fused=None):
+                 maximize=False, capturable=False, fused=None):
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -36,16 +40,17 @@ class Adam(Optimizer):
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=bool(amsgrad), maximize=maximize, fused=fused))
+                                      amsgrad=bool(amsgrad), maximize=maximize, capturable=bool(capturable),
+                                      fused=fused))
         self._init_fused(fused)
 
     @staticmethod
-    def _step_state(state, p, fused):
+    def _step_state(state, p, on_device):
         """The step count in the form this group's path keeps it (a loaded state may hold the other)."""
         step = state["step"]
-        if fused and not isinstance(step, Tensor):
+        if on_device and not isinstance(step, Tensor):
             state["step"] = p.detach().new_full((), float(step), dtype=dt.float32)
-        elif not fused and isinstance(step, Tensor):
+        elif not on_device and isinstance(step, Tensor):
             state["step"] = int(step.item())
 
     @no_grad()
@@ -53,17 +58,17 @@ class Adam(Optimizer):
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            fused = bool(group.get("fused"))
+            on_device = bool(group.get("fused")) or bool(group.get("capturable"))
             amp_inputs = self._scaler_inputs(group)
             todo = []
             for p, g, state in self._with_grads(group, _new_state):
                 if group["amsgrad"] and "max_exp_avg_sq" not in state:
                     state["max_exp_avg_sq"] = p.detach().new_zeros(p.shape)
-                self._step_state(state, p, fused)
-                if not fused:
+                self._step_state(state, p, on_device)
+                if not on_device:
                     state["step"] += 1
                 todo.append((p, g, state))
-            if fused:  # the device counts: one launch per device, before any update reads them
+            if on_device:  # the device counts: one launch per device, before any update reads them
                 by_device: dict = {}
                 for p, _, state in todo:
                     by_device.setdefault(p.device, []).append(state["step"])
@@ -85,8 +90,9 @@ class AdamW(Adam):
     _decoupled = True
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False, fused=None):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, fused=fused)
+                 maximize=False, capturable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, capturable=capturable,
+                         fused=fused)
 
 
 def _new_state(p, group) -> dict:

@@ -273,3 +273,28 @@ def test_errors():
     with pytest.raises(TypeError, match="'steps\\[0\\]' must be a tensor"):
         optim_ops.advance_steps_([1.0])
     np.testing.assert_array_equal(p.detach().numpy(), np.ones(3))  # nothing ran
+
+
+@pytest.mark.parametrize("cls", [optim.Adam, optim.AdamW])
+def test_capturable_keeps_the_count_on_the_device_and_reads_nothing(cls, monkeypatch):
+    """capturable=True (torch's, for CUDA graphs): the same updates bit for bit as the host-count
+    path, the count a float32 device tensor advanced by a kernel, no host read in a step."""
+    params, _ = _model(tt.float32)
+    ref, _ = _model(tt.float32)
+    opt, ref_opt = cls(params, lr=0.05, amsgrad=True, capturable=True), cls(ref, lr=0.05, amsgrad=True)
+    assert opt.param_groups[0]["capturable"] is True and ref_opt.param_groups[0]["capturable"] is False
+    rng = np.random.default_rng(2)
+    for i in range(3):
+        for p, r in zip(params, ref):
+            g = rng.standard_normal(p.shape).astype(np.float32)
+            p.grad, r.grad = tt.tensor(g), tt.tensor(g)
+        if i == 2:  # the third step (state made): no host read at all
+            for name in ("item", "tolist", "numpy", "__float__", "__bool__"):
+                monkeypatch.setattr(Tensor, name, lambda *a, **k: pytest.fail("host read"), raising=False)
+        opt.step()
+        monkeypatch.undo()
+        ref_opt.step()
+    for p, r in zip(params, ref):
+        _assert_same(p, r)
+    step = opt.state[params[0]]["step"]
+    assert isinstance(step, Tensor) and step.dtype is tt.float32 and float(step) == 3.0
