@@ -135,3 +135,28 @@ def test_graphed_module_matches_eager():
     np.testing.assert_array_equal(out.detach().cpu().numpy(), eager_out.detach().cpu().numpy())
     for p, e in zip(model.parameters(), eager):
         np.testing.assert_array_equal(p.grad.cpu().numpy(), e)
+
+
+@cpu_only
+def test_the_graphed_step_example_says_it_needs_a_gpu(capsys):
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "graphed_step.py"
+    spec = importlib.util.spec_from_file_location("graphed_step", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert example.main([]) == 2
+    assert "CUDA graphs need a GPU" in capsys.readouterr().err
+
+
+@gpu_only
+def test_the_graphed_step_example_matches_eager_to_the_bit():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "graphed_step.py"
+    spec = importlib.util.spec_from_file_location("graphed_step", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert example.main(["--layers", "2", "--d-model", "128", "--heads", "4", "--seq", "64", "--steps", "5"]) == 0
