@@ -15,7 +15,7 @@ from .runtime import mode as _mode  # noqa: F401  (must run before any Triton ke
 import sys as _sys
 
 from . import backends
-from .runtime.device import device
+from .runtime.device import device, get_default_device, set_default_device
 from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, int32, int64, dtype,
                          get_default_dtype, promote_types, result_type)
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,

@@ -16,7 +16,7 @@ from ..triton_kernels import math_ops as _k
 from ..triton_kernels import random as _rand
 
 from ..runtime import dtype as dt
-from ..runtime.device import CPU, device
+from ..runtime.device import CPU, device, device_or_default
 from .factories import _dtype, _finish, from_numpy, tensor
 from .generator import resolve
 from .ops import fill
@@ -66,7 +66,7 @@ def _steps(steps, op: str) -> int:
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (both ends exact)."""
     a, b, n = _scalar(start, "start", "linspace"), _scalar(end, "end", "linspace"), _steps(steps, "linspace")
-    out = Tensor._empty((n,), _dtype(dtype), CPU if device is None else _device(device))
+    out = Tensor._empty((n,), _dtype(dtype), device_or_default(device))
     _k.linspace(out, a, b)
     return _finish(out, requires_grad)
 
@@ -75,7 +75,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_
     """``base ** linspace(start, end, steps)``, computed in float64 before the cast."""
     a, b, n = _scalar(start, "start", "logspace"), _scalar(end, "end", "logspace"), _steps(steps, "logspace")
     base = _scalar(base, "base", "logspace")
-    out = Tensor._empty((n,), _dtype(dtype), CPU if device is None else _device(device))
+    out = Tensor._empty((n,), _dtype(dtype), device_or_default(device))
     _k.linspace(out, a, b, base=base)
     return _finish(out, requires_grad)
 
@@ -90,7 +90,7 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False) -> Tensor:
         if v < 0:
             raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     m = n if m is None else m
-    out = Tensor._empty((int(n), int(m)), _dtype(dtype), CPU if device is None else _device(device))
+    out = Tensor._empty((int(n), int(m)), _dtype(dtype), device_or_default(device))
     fill(out, 0)
     if out.numel():
         fill(diagonal_view(out, 0), 1)
@@ -118,7 +118,7 @@ def randint(*args, generator=None, dtype=None, device=None, requires_grad=False)
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     gen = resolve(generator, "randint")
     d = dt.int64 if dtype is None else dt.to_dtype(dtype)
-    out = Tensor._empty(_shape_arg((size,)), d, CPU if device is None else _device(device))
+    out = Tensor._empty(_shape_arg((size,)), d, device_or_default(device))
     seed, off = gen._take(out.numel())
     if d is dt.int64:
         _rand.randint(out, seed, off, low, high)
@@ -145,7 +145,7 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
     gen = resolve(generator, "randperm")
-    dev = CPU if device is None else _device(device)
+    dev = device_or_default(device)
     perm = randperm_keys(n, gen, dev)
     d = dt.int64 if dtype is None else dt.to_dtype(dtype)
     return _finish(perm if d is dt.int64 else perm.to(d), requires_grad)

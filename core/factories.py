@@ -10,7 +10,7 @@ from ..triton_kernels import random as _rand
 from ..runtime import dtype as dt
 from ..runtime import memory
 from . import ops as _ops
-from ..runtime.device import CPU, device
+from ..runtime.device import CPU, device, device_or_default
 from .generator import Generator, default_generator, resolve
 from .tensor import Tensor, _shape_arg, contiguous_strides
 
@@ -30,7 +30,7 @@ def seed() -> int:
 
 
 def _device(d) -> device:
-    return CPU if d is None else device(d)
+    return device_or_default(d)
 
 
 def _dtype(d, default=None) -> dt.dtype:
@@ -201,7 +201,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         arr = _host_cast(arr, d)
     out = Tensor._empty(arr.shape, d, CPU)
     out.numpy(force=True)[...] = arr
-    if device is not None and _device(device) != CPU:
+    if _device(device) != CPU:
         out = out.to(_device(device))
     return _finish(out, requires_grad)
 

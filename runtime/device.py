@@ -1,4 +1,5 @@
-"""Devices: ``cpu``, ``cuda`` and ``cuda:N``, spelled and compared as in PyTorch."""
+"""Devices: ``cpu``, ``cuda`` and ``cuda:N``, spelled and compared as in PyTorch, and the default
+device factories use when given none (``set_default_device``, as ``torch.set_default_device``)."""
 from __future__ import annotations
 
 
@@ -48,3 +49,23 @@ class device:
 
 
 CPU = device("cpu")
+
+
+_default = CPU
+
+
+def set_default_device(d) -> None:
+    """The device factories (``zeros``, ``tensor``, ``arange`` ...) use when given none; None means
+    cpu again. Process-wide. ``from_numpy`` and ``as_tensor`` of an array stay on the cpu: they
+    share the array's memory."""
+    global _default
+    _default = CPU if d is None else device(d)
+
+
+def get_default_device() -> device:
+    return _default
+
+
+def device_or_default(d) -> device:
+    """``d`` as a device; the default device when it is None."""
+    return _default if d is None else device(d)

@@ -14,6 +14,20 @@ os.environ.setdefault("TRITENSOR_AUTOTUNE", "0")
 # tritensor picks the execution mode (TRITON_INTERPRET in CPU mode) before Triton is first imported;
 # a test module that imports triton itself must not be the first to do so.
 import tritensor  # noqa: E402,F401
+
+# TRITENSOR_TEST_DEVICE=cuda (GPU mode): the tests' tensors are made on the GPU (the default
+# device, tritensor.set_default_device), so kernels run on device tensors as a user's do, not on
+# host tensors staged per launch; results are read back with .cpu() as a user reads them
+# (.numpy() of a device tensor copies it back in this variant, where torch would refuse).
+TEST_DEVICE = os.environ.get("TRITENSOR_TEST_DEVICE", "cpu").strip().lower()
+if TEST_DEVICE not in ("cpu", "cuda"):
+    raise ValueError(f"TRITENSOR_TEST_DEVICE must be 'cpu' or 'cuda', got {TEST_DEVICE!r}")
+if TEST_DEVICE == "cuda":
+    if not tritensor.cuda.is_available():
+        raise RuntimeError("TRITENSOR_TEST_DEVICE=cuda needs a GPU (tritensor runs in CPU mode here)")
+    tritensor.set_default_device("cuda")
+    _numpy = tritensor.Tensor.numpy
+    tritensor.Tensor.numpy = lambda self, *, force=False: _numpy(self, force=force or self.device.type == "cuda")
 from gpu_guard import pytest_runtest_teardown  # noqa: E402,F401  (GPU mode: a sticky CUDA error ends the worker)
 
 

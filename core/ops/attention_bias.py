@@ -19,7 +19,7 @@ import warnings
 from enum import IntEnum
 
 from ...runtime import dtype as dt
-from ...runtime.device import CPU, device as _device
+from ...runtime.device import device_or_default
 from ..tensor_base import TensorBase
 from . import fill
 from .join import tril
@@ -59,7 +59,7 @@ class CausalBias:
 
     def _materialize(self, device=None):
         """The mask as a (seq_len_q, seq_len_kv) bool tensor, True where a query may see a key."""
-        ones = TensorBase._empty((self.seq_len_q, self.seq_len_kv), dt.bool_, CPU if device is None else _device(device))
+        ones = TensorBase._empty((self.seq_len_q, self.seq_len_kv), dt.bool_, device_or_default(device))
         fill(ones, True)
         return tril(ones, self.diagonal())
 

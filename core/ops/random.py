@@ -18,7 +18,7 @@ import numpy as np
 
 from ...triton_kernels import random as _rand
 from ...runtime import dtype as dt
-from ...runtime.device import CPU, device as _device
+from ...runtime.device import device_or_default
 from ..generator import resolve
 from ..shape import _shape_arg, broadcast_shapes
 from ..tensor_base import TensorBase
@@ -180,7 +180,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, device=None,
         if s < 0:
             raise RuntimeError(f"normal expects std >= 0.0, but found std {s}")
         d = dt.get_default_dtype() if dtype is None else dt.to_dtype(dtype)
-        out = TensorBase._empty(_shape_arg((size,)), d, CPU if device is None else _device(device))
+        out = TensorBase._empty(_shape_arg((size,)), d, device_or_default(device))
         _floats(out, gen, True, m, s)
         if requires_grad:
             out.requires_grad_(True)
