@@ -23,6 +23,7 @@ from .core.factories import (arange, empty, empty_like, from_numpy, full, full_l
 from .core.generator import Generator, default_generator
 from .core.creation import as_tensor, eye, linspace, logspace, randint, randint_like, randperm
 from .core.tensor import Size, Tensor, broadcast_shapes
+from .core.shape import channels_last, contiguous_format, memory_format, preserve_format
 from .core.dlpack import from_dlpack  # issue 15: zero-copy interop
 from .core.printing import get_printoptions, printoptions, set_printoptions  # issue 15: torch's print rules
 from .core.functional import *  # noqa: F401,F403  (torch-style free functions from the op table: exp, add, sum ...)

@@ -21,6 +21,39 @@ class Size(tuple):
         return math.prod(self)
 
 
+class memory_format:
+    """How a 4-D tensor's elements are laid out (``torch.memory_format``): ``contiguous_format``
+    (NCHW: row-major), ``channels_last`` (NHWC: the channels of one pixel side by side, what the
+    convolution kernels read with 16-byte vectors), ``preserve_format`` (keep the input's)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"tritensor.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+preserve_format = memory_format("preserve_format")
+
+
+def channels_last_strides(shape) -> tuple:
+    """NHWC strides of a 4-D NCHW shape (channels innermost), PyTorch's for ``channels_last``."""
+    n, c, h, w = shape
+    c1, w1, h1 = max(c, 1), max(w, 1), max(h, 1)
+    return (h1 * w1 * c1, 1, w1 * c1, c1)
+
+
+def is_channels_last(shape, strides) -> bool:
+    """Is a 4-D layout channels-last dense (size-1 dims' strides do not matter)?"""
+    if len(shape) != 4:
+        return False
+    return all(n == 1 or s == e for n, s, e in zip(shape, strides, channels_last_strides(shape)))
+
+
 def contiguous_strides(shape) -> tuple:
     strides, acc = [], 1
     for s in reversed(shape):

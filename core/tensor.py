@@ -19,8 +19,8 @@ from ..runtime import cuda, memory
 from ..runtime import dtype as dt
 from ..runtime.device import CPU, device
 from .ops import fill, host_tensor, table
-from .shape import (Size, _shape_arg, broadcast_shapes, contiguous_strides, infer_size,  # noqa: F401  (re-exported)
-                    normalize_dim, view_strides)
+from .shape import (Size, _shape_arg, broadcast_shapes, contiguous_format, contiguous_strides,  # noqa: F401  (re-exported)
+                    infer_size, normalize_dim, view_strides)
 from .tensor_base import TensorBase
 
 
@@ -278,8 +278,11 @@ class Tensor(TensorOps, TensorBase, results=True):
         return self.device.type == "cpu" and self._storage.pinned
 
     # ----- copies, devices and dtypes (to/clone are ops; these compose them) ---------------
-    def contiguous(self) -> "Tensor":
-        return self if self.is_contiguous() else self.clone()
+    def contiguous(self, memory_format=contiguous_format) -> "Tensor":
+        """Itself when dense in ``memory_format``'s order (row-major by default), else a copy that is."""
+        if self.is_contiguous(memory_format=memory_format):
+            return self
+        return self.clone(memory_format=memory_format)
 
     def cuda(self, device_=None) -> "Tensor":
         return self.to(device("cuda", device_) if isinstance(device_, int) else (device_ or "cuda"))

@@ -17,7 +17,8 @@ import threading
 
 from ..runtime import cuda, memory
 from ..runtime.device import device
-from .shape import Size, contiguous_strides, normalize_dim
+from .shape import (Size, channels_last, channels_last_strides, contiguous_format, contiguous_strides,
+                    is_channels_last, normalize_dim)
 
 
 class Version:
@@ -105,6 +106,25 @@ class TensorBase:
             dev = device("cuda", idx)
             storage = memory.CudaStorage(nbytes, dev, cuda.current_stream(idx))
         return TensorBase._result_class(storage, size, strides, 0, dtype_)
+
+    @staticmethod
+    def _empty_channels_last(shape, dtype_, dev):
+        """A new, uninitialised 4-D Tensor of ``shape`` (NCHW) laid out channels-last (NHWC)."""
+        t = TensorBase._empty(shape, dtype_, dev)
+        t._stride = channels_last_strides(t._shape)
+        return t
+
+    @staticmethod
+    def _empty_like_format(like, shape, dtype_, dev):
+        """A new tensor laid out as ``like`` is when that is channels-last (PyTorch's
+        ``suggest_memory_format``: an op's output keeps its input's format), else contiguous."""
+        if len(shape) == 4 and like._stride != like._contiguous_strides() and is_channels_last(like._shape, like._stride):
+            return TensorBase._empty_channels_last(shape, dtype_, dev)
+        return TensorBase._empty(shape, dtype_, dev)
+
+    def _contiguous_strides(self) -> tuple:
+        layout = _contiguous.get(self._shape)
+        return layout[1] if layout is not None else contiguous_strides(self._shape)
 
     def __kernel_buffer__(self):
         """The kernel-buffer protocol ``runtime.launch.launch`` passes by pointer (see its docstring)."""
@@ -208,7 +228,13 @@ class TensorBase:
     def _bump_version(self) -> None:
         self._version_counter.value += 1
 
-    def is_contiguous(self) -> bool:
+    def is_contiguous(self, memory_format=contiguous_format) -> bool:
+        """Whether the elements are dense in ``memory_format``'s order (row-major by default)."""
+        if memory_format is channels_last:
+            return is_channels_last(self._shape, self._stride) if self.ndim == 4 else False
+        if memory_format is not contiguous_format:
+            raise RuntimeError(f"is_contiguous(): memory_format must be tritensor.contiguous_format or "
+                               f"tritensor.channels_last, got {memory_format!r}")
         expected = 1
         for n, s in zip(reversed(self._shape), reversed(self._stride)):
             if n == 0:

@@ -217,13 +217,19 @@ class Module:
         return self
 
     def to(self, *args, **kwargs):
-        """Move parameters and buffers to a device and/or cast floating point ones to a dtype."""
+        """Move parameters and buffers to a device and/or cast floating point ones to a dtype;
+        ``memory_format=tritensor.channels_last`` lays out the 4-D ones channels-last, as torch."""
+        fmt = kwargs.pop("memory_format", None)
         given = list(args) + list(kwargs.values())
         dtype = next((a for a in given if isinstance(a, _dtype)), None)
         device = next((a for a in given if a is not None and not isinstance(a, (_dtype, bool))), None)
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
-        return self._apply(lambda t: t.to(device=device, dtype=dtype if t.dtype.is_floating_point else None))
+
+        def convert(t):
+            t = t.to(device=device, dtype=dtype if t.dtype.is_floating_point else None)
+            return t.contiguous(memory_format=fmt) if fmt is not None and t.ndim == 4 else t
+        return self._apply(convert)
 
     def cuda(self, device=None):
         return self._apply(lambda t: t.cuda(device))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
 from ..core.ops import optim as _core
-from .optimizer import Optimizer
+from .optimizer import Optimizer, state_like
 
 
 class Adagrad(Optimizer):
@@ -47,4 +47,4 @@ class Adagrad(Optimizer):
 
 
 def _new_state(p, group) -> dict:
-    return {"step": 0, "sum": p.detach().new_full(p.shape, group["initial_accumulator_value"])}
+    return {"step": 0, "sum": state_like(p, group["initial_accumulator_value"])}

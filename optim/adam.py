@@ -22,7 +22,7 @@ from ..autograd.grad_mode import no_grad
 from ..core.ops import optim as _core
 from ..core.tensor import Tensor
 from ..runtime import dtype as dt
-from .optimizer import Optimizer
+from .optimizer import Optimizer, state_like
 
 
 class Adam(Optimizer):
@@ -63,7 +63,7 @@ class Adam(Optimizer):
             todo = []
             for p, g, state in self._with_grads(group, _new_state):
                 if group["amsgrad"] and "max_exp_avg_sq" not in state:
-                    state["max_exp_avg_sq"] = p.detach().new_zeros(p.shape)
+                    state["max_exp_avg_sq"] = state_like(p)
                 self._step_state(state, p, on_device)
                 if not on_device:
                     state["step"] += 1
@@ -96,4 +96,4 @@ class AdamW(Adam):
 
 
 def _new_state(p, group) -> dict:
-    return {"step": 0, "exp_avg": p.detach().new_zeros(p.shape), "exp_avg_sq": p.detach().new_zeros(p.shape)}
+    return {"step": 0, "exp_avg": state_like(p), "exp_avg_sq": state_like(p)}

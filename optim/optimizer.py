@@ -5,10 +5,24 @@ from __future__ import annotations
 
 import copy
 
+from ..core.shape import channels_last, contiguous_format
 from ..core.tensor import Tensor
 from ..autograd.grad_mode import enable_grad
 
 _REQUIRED = object()
+
+
+def same_layout(t, p):
+    """``t`` laid out as the dense parameter ``p`` (itself when it already is)."""
+    if t.stride() == p.stride():
+        return t
+    return t.contiguous(memory_format=contiguous_format if p.is_contiguous() else channels_last)
+
+
+def state_like(p, value=0.0):
+    """A new state tensor of ``p``'s shape, dtype, device and layout, filled with ``value``."""
+    t = p.detach().clone()
+    return t.fill_(value)
 
 
 class Optimizer:
@@ -36,9 +50,9 @@ class Optimizer:
                 raise TypeError(f"optimizer can only optimize Tensors, but one of the params is {type(p).__name__}")
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
-            if not p.is_contiguous():
-                raise ValueError(f"optimizer: parameters must be contiguous, got one with shape {list(p.shape)} and "
-                                 f"strides {list(p.stride())}")
+            if not (p.is_contiguous() or p.is_contiguous(memory_format=channels_last)):
+                raise ValueError(f"optimizer: parameters must be dense (contiguous or channels-last), got one with "
+                                 f"shape {list(p.shape)} and strides {list(p.stride())}")
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in params):
             raise ValueError("some parameters appear in more than one parameter group")
@@ -61,15 +75,16 @@ class Optimizer:
                     p.grad.zero_()
 
     def _grads(self, p, group):
-        """The gradient as the kernel walks it: contiguous (a copy when ``p.grad`` is not, see
-        :meth:`_write_back`)."""
+        """The gradient as the kernel walks it: laid out as its parameter (a copy when ``p.grad``
+        is not, see :meth:`_write_back`); the update kernels walk parameter, gradient and states as
+        one flat array each, so all of them share the parameter's strides."""
         g = p.grad
         if g is None:
             return None
         if g.shape != p.shape or g.dtype is not p.dtype or g.device != p.device:
             raise RuntimeError(f"{type(self).__name__}.step(): grad of shape {list(g.shape)} / {g.dtype} / "
                                f"{g.device} doesn't match its parameter {list(p.shape)} / {p.dtype} / {p.device}")
-        return g.detach().contiguous()
+        return same_layout(g.detach(), p)
 
     def _with_grads(self, group, new_state):
         """``(param, grad, state)`` for each parameter of ``group`` that has a gradient; a parameter

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
 from ..core.ops import optim as _core
-from .optimizer import Optimizer
+from .optimizer import Optimizer, state_like
 
 
 class RMSprop(Optimizer):
@@ -47,9 +47,9 @@ class RMSprop(Optimizer):
 
 
 def _new_state(p, group) -> dict:
-    state = {"step": 0, "square_avg": p.detach().new_zeros(p.shape)}
+    state = {"step": 0, "square_avg": state_like(p)}
     if group["momentum"] > 0:
-        state["momentum_buffer"] = p.detach().new_zeros(p.shape)
+        state["momentum_buffer"] = state_like(p)
     if group["centered"]:
-        state["grad_avg"] = p.detach().new_zeros(p.shape)
+        state["grad_avg"] = state_like(p)
     return state

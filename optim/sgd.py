@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
 from ..core.ops import optim as _core
-from .optimizer import _REQUIRED, Optimizer
+from .optimizer import _REQUIRED, Optimizer, state_like
 
 
 class SGD(Optimizer):
@@ -45,8 +45,8 @@ class SGD(Optimizer):
                 buf = state.get("momentum_buffer")
                 first = buf is None
                 if group["momentum"] != 0 and first:
-                    make = p.detach().new_zeros if fused else p.detach().new_empty
-                    buf = state["momentum_buffer"] = make(p.shape)
+                    # laid out as p; zeroed for a fused step, which may skip the first update on inf
+                    buf = state["momentum_buffer"] = state_like(p) if fused else p.detach().clone()
                 found_inf, grad_scale = amp_inputs(p.device)
                 _core.sgd_step_(p, g, buf, lr=group["lr"], weight_decay=group["weight_decay"],
                                 momentum=group["momentum"], dampening=group["dampening"], nesterov=group["nesterov"],

@@ -88,6 +88,9 @@ CASES = [
     ((1, 6, 8, 7), (34, 3, 3), (1, 2), (0, 1), (1, 1), 2),           # GEMM: groups
     ((2, 8, 12, 12), (20, 3, 3), (1, 1), (1, 1), (1, 1), 1),         # GEMM: M and K over one block
     ((1, 16, 5, 6), (16, 1, 1), (1, 1), (0, 0), (1, 1), 1),          # GEMM: 1x1
+    ((1, 20, 7, 6), (24, 3, 3), (2, 1), (1, 1), (2, 1), 1),          # channel chunks: stride, dilation, masked chunk
+    ((1, 70, 4, 5), (16, 3, 3), (1, 1), (1, 1), (1, 1), 1),          # channel chunks: more than one
+    ((1, 34, 5, 5), (32, 3, 3), (1, 1), (1, 1), (1, 1), 2),          # channel chunks: groups of 17
     ((2, 5, 9, 8), (5, 3, 3), (2, 2), (1, 1), (1, 1), 5),            # direct: depthwise
     ((1, 3, 7, 9), (6, 3, 3), (1, 1), (2, 0), (2, 2), 3),            # direct: depthwise x2 multiplier
     ((2, 2, 10, 7), (3, 2, 2), (3, 2), (0, 0), (1, 1), 1),           # direct: thin conv
@@ -139,7 +142,7 @@ def test_conv2d_forward_and_backward(dtype, case):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-@pytest.mark.parametrize("case", [CASES[1], CASES[5]], ids=["gemm", "direct"])
+@pytest.mark.parametrize("case", [CASES[1], CASES[5], CASES[8]], ids=["gemm", "chunks", "direct"])
 def test_non_contiguous_operands(dtype, case):
     """Channels-last storage, a transposed-storage weight and a sliced grad_output, read in place."""
     xs, (OC, KH, KW), stride, padding, dilation, groups = case

@@ -31,13 +31,12 @@ def _offsets(j, S, sN, sS):
 
 
 @triton.jit(do_not_specialize=["eps_bits", "mom_bits"])
-def _bn_fwd_kernel(x, y, w, b, rmean, rvar, smean, srstd, M, S, sN, sC, sS, eps_bits, mom_bits,
+def _bn_fwd_kernel(x, y, w, b, rmean, rvar, smean, srstd, M, S, sN, sC, sS, ysN, ysC, ysS, eps_bits, mom_bits,
                    TRAINING: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr, UPDATE: tl.constexpr,
                    COMPUTE: tl.constexpr, BLOCK: tl.constexpr):
     c = tl.program_id(0).to(tl.int64)
-    C = tl.num_programs(0)
     xc = x + c * sC
-    yc = y + (c * S)  # y is contiguous (N, C, S): element (n, c, s) at n*C*S + c*S + s
+    yc = y + c * ysC
     eps = load_f64_scalar(eps_bits).to(COMPUTE)
     lanes = tl.arange(0, BLOCK).to(tl.int64)
     if TRAINING:
@@ -87,17 +86,16 @@ def _bn_fwd_kernel(x, y, w, b, rmean, rvar, smean, srstd, M, S, sN, sC, sS, eps_
         m = j < M
         v = tl.load(xc + _offsets(j, S, sN, sS), mask=m, other=0).to(COMPUTE)
         r = (v - mean) * scale + shift  # not v * scale - mean * scale: that cancels when var ~ 0
-        tl.store(yc + (j // S) * (C * S) + j % S, r.to(y.dtype.element_ty), mask=m)
+        tl.store(yc + _offsets(j, S, ysN, ysS), r.to(y.dtype.element_ty), mask=m)
 
 
 @triton.jit
-def _bn_bwd_kernel(x, dy, dx, w, mean_, rstd_, dw, db, M, S, sN, sC, sS, gN, gC, gS,
+def _bn_bwd_kernel(x, dy, dx, w, mean_, rstd_, dw, db, M, S, sN, sC, sS, gN, gC, gS, dN, dC, dS,
                    TRAINING: tl.constexpr, HAS_W: tl.constexpr, COMPUTE: tl.constexpr, BLOCK: tl.constexpr):
     c = tl.program_id(0).to(tl.int64)
-    C = tl.num_programs(0)
     xc = x + c * sC
     gc = dy + c * gC
-    dxc = dx + c * S
+    dxc = dx + c * dC
     mean = tl.load(mean_ + c).to(COMPUTE)
     rstd = tl.load(rstd_ + c).to(COMPUTE)
     lanes = tl.arange(0, BLOCK).to(tl.int64)
@@ -126,7 +124,7 @@ def _bn_bwd_kernel(x, dy, dx, w, mean_, rstd_, dw, db, M, S, sN, sC, sS, gN, gC,
             r = k * (g - sum_dy * inv_m - xhat * (sum_dyx * inv_m))
         else:
             r = k * g
-        tl.store(dxc + (j // S) * (C * S) + j % S, r.to(dx.dtype.element_ty), mask=m)
+        tl.store(dxc + _offsets(j, S, dN, dS), r.to(dx.dtype.element_ty), mask=m)
 
 
 def _block(M: int) -> int:
@@ -137,9 +135,9 @@ def _compute(dtype_name: str):
     return tl.float64 if dtype_name == "float64" else tl.float32
 
 
-def batch_norm_forward(y, x, strides, w, b, running_mean, running_var, save_mean, save_rstd, *, N, C, S,
+def batch_norm_forward(y, y_strides, x, strides, w, b, running_mean, running_var, save_mean, save_rstd, *, N, C, S,
                        training: bool, update: bool, momentum: float, eps: float) -> None:
-    """``x`` is (N, C, S) through ``strides`` (sN, sC, sS); ``y`` contiguous (N, C, S). In training,
+    """``x`` is (N, C, S) through ``strides`` (sN, sC, sS), ``y`` through ``y_strides``. In training,
     ``save_mean``/``save_rstd`` (C,) get the batch statistics and, with ``update``, the running
     statistics are updated in place; in eval ``running_*`` normalize."""
     M = N * S
@@ -149,15 +147,17 @@ def batch_norm_forward(y, x, strides, w, b, running_mean, running_var, save_mean
     dummy = save_mean
     launch(_bn_fwd_kernel, (C,), x, y, w if w is not None else dummy, b if b is not None else dummy,
            running_mean if running_mean is not None else dummy, running_var if running_var is not None else dummy,
-           save_mean, save_rstd, M, S, sN, sC, sS, f64_bits(eps), f64_bits(momentum), TRAINING=bool(training),
+           save_mean, save_rstd, M, S, sN, sC, sS, *y_strides, f64_bits(eps), f64_bits(momentum),
+           TRAINING=bool(training),
            HAS_W=w is not None, HAS_B=b is not None, UPDATE=bool(update), COMPUTE=_compute(save_mean.dtype.name),
            BLOCK=_block(M))
 
 
-def batch_norm_backward(dx, dw, db, x, x_strides, dy, dy_strides, w, mean, rstd, *, N, C, S, training: bool) -> None:
-    """``dx`` contiguous (N, C, S); ``dw``/``db`` (C,) in the statistics' dtype."""
+def batch_norm_backward(dx, dx_strides, dw, db, x, x_strides, dy, dy_strides, w, mean, rstd, *, N, C, S,
+                        training: bool) -> None:
+    """``dx`` (N, C, S) through ``dx_strides``; ``dw``/``db`` (C,) in the statistics' dtype."""
     if C == 0:
         return
     launch(_bn_bwd_kernel, (C,), x, dy, dx, w if w is not None else mean, mean, rstd, dw, db, N * S, S,
-           *x_strides, *dy_strides, TRAINING=bool(training), HAS_W=w is not None,
+           *x_strides, *dy_strides, *dx_strides, TRAINING=bool(training), HAS_W=w is not None,
            COMPUTE=_compute(mean.dtype.name), BLOCK=_block(N * S))

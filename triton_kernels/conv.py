@@ -43,16 +43,73 @@ INTERPRET_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
 DIRECT_BLOCK = per_mode(8192, 256)
 MIN_DOT = 16  # tl.dot's smallest tile side: GEMMs thinner than this take the direct kernel
 _KEY = ["GEMM_M", "GEMM_N", "GEMM_K", "INPUT_PRECISION"]
+_FWD_KEY = ["GEMM_M", "GEMM_N", "Cg", "KH", "KW", "INPUT_PRECISION"]
+
+
+@autotune(configs=CONFIGS, key=_FWD_KEY)
+@triton.jit
+def _conv2d_fwd_kernel(x, w, bias, y, GEMM_M, GEMM_N, Cg, H, W, OH, OW,
+                       sxn, sxc, sxh, sxw, swo, swc, swh, sww, syn, syc, syh, syw, sbias,
+                       stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, KH: tl.constexpr, KW: tl.constexpr,
+                       INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
+                       INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # The reduction (c, kh, kw) walks kh and kw statically (KH, KW are compile-time) and c in
+    # BLOCK_K chunks: the window position, its padding mask and its row addresses are computed
+    # once per (kh, kw), and a chunk costs one broadcast add and one load per operand. With the
+    # channels last (sxc == 1, swc == 1), both loads are contiguous along c: 16-byte vectors.
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
+    g = tl.program_id(1)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (n, oh, ow)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # oc within the group
+    offs_c = tl.arange(0, BLOCK_K)
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+        offs_c = offs_c.to(tl.int64)
+    ow = offs_m % OW
+    oh = (offs_m // OW) % OH
+    n = offs_m // (OW * OH)
+    ih0 = oh * stride_h - pad_h
+    iw0 = ow * stride_w - pad_w
+    x_row = n * sxn + (g * Cg) * sxc
+    oc = g * GEMM_N + offs_n
+    m_ok = offs_m < GEMM_M
+    n_ok = offs_n < GEMM_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for kh in tl.static_range(KH):
+        ih = ih0 + kh * dil_h
+        for kw in tl.static_range(KW):
+            iw = iw0 + kw * dil_w
+            row_ok = m_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            a_rows = x + (x_row + ih * sxh + iw * sxw)[:, None]
+            b_cols = w + (oc * swo + kh * swh + kw * sww)[None, :]
+            for c0 in range(0, Cg, BLOCK_K):
+                c = c0 + offs_c
+                c_ok = c < Cg
+                a = tl.load(a_rows + (c * sxc)[None, :], mask=row_ok[:, None] & c_ok[None, :], other=0.0)
+                b = tl.load(b_cols + (c * swc)[:, None], mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+                if UPCAST:
+                    a = a.to(ACC)
+                    b = b.to(ACC)
+                acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+    if HAS_BIAS:
+        acc += tl.load(bias + oc * sbias, mask=n_ok, other=0.0).to(ACC)[None, :]
+    y_off = (n * syn + oh * syh + ow * syw)[:, None] + (oc * syc)[None, :]
+    tl.store(y + y_off, acc.to(y.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
 @autotune(configs=CONFIGS, key=_KEY)
 @triton.jit
-def _conv2d_fwd_kernel(x, w, bias, y, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH, OW, KH, KW,
+def _conv2d_fwd_flat_kernel(x, w, bias, y, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH, OW, KH, KW,
                        sxn, sxc, sxh, sxw, swo, swc, swh, sww, syn, syc, syh, syw, sbias,
                        stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
                        INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
                        INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # Few input channels (the RGB stem: Cg = 3): the reduction (c, kh, kw) flattened into one K,
+    # so a 7x7 window of 3 channels is 147 dense K values, not 49 mostly-masked chunks of channels.
     ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
     g = tl.program_id(1)
     pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -263,11 +320,15 @@ def conv2d_forward(y, x, w, bias, stride, padding, dilation, groups, allow_tf32=
                OC, OH, OW, KH, KW, *x.stride(), *w.stride(), *y.stride(), sb, *geo,
                HAS_BIAS=bias is not None, INT64=_int64(x, w, y), BLOCK=DIRECT_BLOCK)
         return
-    gm, gn, gk = N * OH * OW, OCg, Cg * KH * KW
-    launch(_conv2d_fwd_kernel, _gemm_grid(gm, gn, groups), x, w, bias_arg, y, gm, gn, gk, Cg, H, W, OH, OW, KH, KW,
-           *x.stride(), *w.stride(), *y.stride(), sb, *geo,
-           INPUT_PRECISION=input_precision(x.dtype.name, allow_tf32), UPCAST=INTERPRET, HAS_BIAS=bias is not None,
-           INT64=_int64(x, w, y), **_meta())
+    gm, gn = N * OH * OW, OCg
+    common = dict(INPUT_PRECISION=input_precision(x.dtype.name, allow_tf32), UPCAST=INTERPRET,
+                  HAS_BIAS=bias is not None, INT64=_int64(x, w, y), **_meta())
+    if Cg < MIN_DOT:  # few channels: one flat (c, kh, kw) reduction
+        launch(_conv2d_fwd_flat_kernel, _gemm_grid(gm, gn, groups), x, w, bias_arg, y, gm, gn, Cg * KH * KW, Cg, H,
+               W, OH, OW, KH, KW, *x.stride(), *w.stride(), *y.stride(), sb, *geo, **common)
+        return
+    launch(_conv2d_fwd_kernel, _gemm_grid(gm, gn, groups), x, w, bias_arg, y, gm, gn, Cg, H, W, OH, OW,
+           *x.stride(), *w.stride(), *y.stride(), sb, *geo, KH=KH, KW=KW, **common)
 
 
 def conv2d_backward_input(dx, dy, w, stride, padding, dilation, groups, allow_tf32=False) -> None:

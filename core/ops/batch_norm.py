@@ -80,7 +80,7 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     they are the running ones (mean, 1/sqrt(var + eps)), computed by the same kernel."""
     x, (N, C, S), strides = _nc_s(input)
     sd = _stats_dtype(input)
-    out = TensorBase._empty(input.shape, input.dtype, input.device)
+    out = TensorBase._empty_like_format(input, input.shape, input.dtype, input.device)  # channels-last stays so
     save_mean = TensorBase._empty((C,), sd, input.device)
     save_rstd = TensorBase._empty((C,), sd, input.device)
     w = weight.contiguous() if weight is not None else None
@@ -90,7 +90,7 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
         save_rstd.fill_(float("nan"))
         return out, save_mean, save_rstd
     update = bool(training) and running_mean is not None
-    _k.batch_norm_forward(out, x, strides, w, b, running_mean, running_var, save_mean, save_rstd, N=N, C=C, S=S,
+    _k.batch_norm_forward(out, _nc_s(out)[2], x, strides, w, b, running_mean, running_var, save_mean, save_rstd, N=N, C=C, S=S,
                           training=bool(training), update=update, momentum=float(momentum), eps=float(eps))
     if not training:  # the kernel normalized with the running statistics: hand the backward those
         save_mean.copy_(running_mean)
@@ -102,14 +102,14 @@ def batch_norm_backward(grad, input, weight, save_mean, save_rstd, training):
     """``(dx, dweight, dbias)`` (dweight/dbias in the statistics' dtype, cast by the caller)."""
     x, (N, C, S), xs = _nc_s(input)
     g, _, gs = _nc_s(grad)
-    dx = TensorBase._empty(input.shape, input.dtype, input.device)
+    dx = TensorBase._empty_like_format(input, input.shape, input.dtype, input.device)
     dw = TensorBase._empty((C,), save_mean.dtype, input.device)
     db = TensorBase._empty((C,), save_mean.dtype, input.device)
     if N * S == 0:
         dw.fill_(0)
         db.fill_(0)
         return dx, dw, db
-    _k.batch_norm_backward(dx, dw, db, x, xs, g, gs, weight.contiguous() if weight is not None else None,
+    _k.batch_norm_backward(dx, _nc_s(dx)[2], dw, db, x, xs, g, gs, weight.contiguous() if weight is not None else None,
                            save_mean, save_rstd, N=N, C=C, S=S, training=bool(training))
     return dx, dw, db
 

@@ -16,7 +16,9 @@ import numbers
 
 from ...backends import cudnn as _cudnn
 from ...triton_kernels import conv as _k
+from ...triton_kernels import matmul as _mm
 from ...runtime import dtype as dt
+from ..shape import channels_last
 from ..tensor_base import TensorBase
 
 
@@ -113,9 +115,48 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
         raise RuntimeError(f"{op}(): bias must have shape [{weight.shape[0]}] (out_channels), got {list(bias.shape)}")
     stride, pad, dilation, (OH, OW) = conv_geometry(op, x.shape, weight.shape, stride, padding, dilation, groups)
-    y = TensorBase._empty((x.shape[0], weight.shape[0], OH, OW), x.dtype, x.device)
-    _k.conv2d_forward(y, x, weight, bias, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
+    y = _output((x.shape[0], weight.shape[0], OH, OW), x, weight, x.dtype, x.device)
+    if _pointwise(weight, stride, pad, groups):
+        _matmul_1x1(y, x, weight, bias)
+    else:
+        _k.conv2d_forward(y, x, weight, bias, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
     return y.squeeze(0) if unbatched else y
+
+
+def _output(shape, *inputs_and_dtype):
+    """A result laid out channels-last when an input is (PyTorch's choice for convolutions), else
+    contiguous: ``_output(shape, t1, t2 ..., dtype, device)``."""
+    *tensors, dtype_, dev = inputs_and_dtype
+    for t in tensors:
+        if t.ndim == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=channels_last):
+            return TensorBase._empty_channels_last(shape, dtype_, dev)
+    return TensorBase._empty(shape, dtype_, dev)
+
+
+def _pointwise(weight, stride, pad, groups) -> bool:
+    """A 1x1, stride-1, unpadded, ungrouped convolution: a matrix product per image."""
+    return weight.shape[2] == weight.shape[3] == 1 and stride == (1, 1) and pad == (0, 0) and groups == 1
+
+
+def _pixels(t):
+    """A 4-D (N, C, H, W) tensor seen as (N, H*W, C) without a copy, or None when its H and W do
+    not merge (a strided view)."""
+    n, c, h, w = t.shape
+    sn, sc, sh, sw = t.stride()
+    if h > 1 and w > 1 and sh != w * sw:
+        return None
+    return t._view((n, h * w, c), (sn, sw if w > 1 else sh, sc))
+
+
+def _matmul_1x1(y, x, weight, bias) -> None:
+    """y[n] (HW, OC) = x[n] (HW, C) @ weight (C, OC) + bias: one batched GEMM on the matmul kernel,
+    whatever the operands' layouts (channels-last makes the C side contiguous)."""
+    a, out = _pixels(x), _pixels(y)
+    if a is None:
+        a = _pixels(x.contiguous())
+    oc, c = weight.shape[0], weight.shape[1]
+    b = weight._view((x.shape[0], c, oc), (0, weight.stride(1), weight.stride(0)))
+    _mm.matmul(out, a, b, bias=bias, allow_tf32=_cudnn.allow_tf32)
 
 
 def _check_grad_output(op, grad_output, expected_shape):
@@ -140,7 +181,7 @@ def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0,
     input_shape = _shape4(input_shape, "input_shape", op)
     stride, pad, dilation, (OH, OW) = conv_geometry(op, input_shape, weight.shape, stride, padding, dilation, groups)
     _check_grad_output(op, grad_output, (input_shape[0], weight.shape[0], OH, OW))
-    dx = TensorBase._empty(input_shape, weight.dtype, weight.device)
+    dx = _output(input_shape, grad_output, weight.dtype, weight.device)
     _k.conv2d_backward_input(dx, grad_output, weight, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
     return dx
 
@@ -156,6 +197,6 @@ def conv2d_backward_weight(grad_output, input, weight_shape, stride=1, padding=0
         raise RuntimeError(f"{op}(): input must be 4-D (N, C, H, W), got shape {list(input.shape)}")
     stride, pad, dilation, (OH, OW) = conv_geometry(op, input.shape, weight_shape, stride, padding, dilation, groups)
     _check_grad_output(op, grad_output, (input.shape[0], weight_shape[0], OH, OW))
-    dw = TensorBase._empty(weight_shape, input.dtype, input.device)
+    dw = TensorBase._empty(weight_shape, input.dtype, input.device)  # contiguous: what an optimizer steps flat
     _k.conv2d_backward_weight(dw, grad_output, input, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
     return dw

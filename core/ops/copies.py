@@ -11,16 +11,30 @@ import numpy as np
 from ...runtime import cuda
 from ...runtime import dtype as dt
 from ...runtime.device import device
-from ..shape import broadcast_shapes
+from ..shape import broadcast_shapes, channels_last, contiguous_format, preserve_format
 from ..tensor_base import TensorBase
 from . import copy_into, fill, move
 
 
 def clone(input, *, memory_format=None):
-    """A copy with its own (contiguous) storage."""
-    out = TensorBase._empty(input._shape, input.dtype, input.device)
+    """A copy with its own storage: laid out as ``memory_format`` says (``preserve_format``, the
+    default, keeps a channels-last input channels-last; anything else becomes contiguous)."""
+    out = _empty_in(input, input._shape, input.dtype, input.device, memory_format, "clone")
     copy_into(out, input)
     return out
+
+
+def _empty_in(like, shape, dtype_, dev, memory_format, op: str):
+    """An output of ``like``'s shape in ``memory_format`` (None: preserve ``like``'s)."""
+    if memory_format is None or memory_format is preserve_format:
+        return TensorBase._empty_like_format(like, shape, dtype_, dev)
+    if memory_format is contiguous_format:
+        return TensorBase._empty(shape, dtype_, dev)
+    if memory_format is channels_last:
+        if len(shape) != 4:
+            raise RuntimeError(f"{op}(): required rank 4 tensor to use channels_last format, got {len(shape)}-D")
+        return TensorBase._empty_channels_last(shape, dtype_, dev)
+    raise TypeError(f"{op}(): memory_format must be a tritensor.memory_format, got {memory_format!r}")
 
 
 def copy_(input, src, non_blocking=False):
@@ -41,9 +55,16 @@ def copy_(input, src, non_blocking=False):
 
 
 def to(input, *args, **kwargs):
-    """``to(dtype)``, ``to(device)``, ``to(other)``: ``input`` itself when nothing changes."""
+    """``to(dtype)``, ``to(device)``, ``to(other)``, ``to(memory_format=...)``: ``input`` itself
+    when nothing changes."""
     target_dev, target_dt, copy = input.device, input.dtype, bool(kwargs.pop("copy", False))
     kwargs.pop("non_blocking", None)
+    fmt = kwargs.pop("memory_format", None)
+    if fmt is not None and fmt is not preserve_format:
+        out = to(input, *args, copy=copy, **kwargs)
+        if out.is_contiguous(memory_format=fmt):
+            return out
+        return clone(out, memory_format=fmt)
     for a in list(args) + list(kwargs.values()):
         if isinstance(a, TensorBase):
             target_dev, target_dt = a.device, a.dtype
@@ -63,7 +84,7 @@ def to(input, *args, **kwargs):
     if same_dev and target_dt is input.dtype:
         return input.clone() if copy else input
     if same_dev:
-        out = TensorBase._empty(input._shape, target_dt, input.device)
+        out = TensorBase._empty_like_format(input, input._shape, target_dt, input.device)
         copy_into(out, input)
         return out
     return move(input, target_dev, target_dt)

@@ -97,7 +97,8 @@ def unary(op: str, x, out=None) -> Tensor:
         result = dt.get_default_dtype()
         compute = "float32"
     if out is None:
-        out = TensorBase._empty(x._shape, result, x.device)
+        out = TensorBase._empty(x._shape, result, x.device) if len(x._shape) != 4 else \
+            TensorBase._empty_like_format(x, x._shape, result, x.device)  # channels-last stays so
     else:
         out = _prepare_out(out, x.shape, result, x.device, op)
         (x,) = _unalias(out, x)
@@ -141,7 +142,7 @@ def binary(op: str, a, b, out=None) -> Tensor:
     if op in _INT_DIVISOR_OPS and not compute.startswith("float"):
         _check_integer_divisor(b)
     if out is None:
-        out = TensorBase._empty(shape, plan.result, plan.dev)
+        out = TensorBase._empty(shape, plan.result, plan.dev) if len(shape) != 4 else _new_4d(shape, plan, a, b)
     else:
         out = _prepare_out(out, shape, plan.result, plan.dev, op)
         a, b = _unalias(out, a, b)
@@ -153,6 +154,14 @@ def binary(op: str, a, b, out=None) -> Tensor:
         b = None
     _k.elementwise(op, out, _views.broadcast_view(a, shape), b, scalar=scalar, compute=compute)
     return out
+
+
+def _new_4d(shape, plan, a, b):
+    """A 4-D result laid out as the first operand of its full shape (channels-last stays so)."""
+    like = a if isinstance(a, TensorBase) and a._shape == shape else b
+    if isinstance(like, TensorBase) and like._shape == shape:
+        return TensorBase._empty_like_format(like, shape, plan.result, plan.dev)
+    return TensorBase._empty(shape, plan.result, plan.dev)
 
 
 def _plan_binary(op: str, a, b):

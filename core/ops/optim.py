@@ -15,6 +15,7 @@ import numbers
 
 from ...runtime import dtype as dt
 from ...triton_kernels import optim as _k
+from ..shape import channels_last
 from ..tensor_base import TensorBase
 
 
@@ -31,8 +32,9 @@ def _check(op: str, p, **state) -> None:
         if t.shape != p.shape or t.dtype is not p.dtype or t.device != p.device:
             raise ValueError(f"{op}: '{name}' must match the parameter ({list(p.shape)}, {p.dtype}, {p.device}), "
                              f"got {list(t.shape)}, {t.dtype}, {t.device}")
-        if not t.is_contiguous():
-            raise ValueError(f"{op}: '{name}' must be contiguous (the update walks it as a flat array)")
+        if t.stride() != p.stride() or not (p.is_contiguous() or p.is_contiguous(memory_format=channels_last)):
+            raise ValueError(f"{op}: '{name}' must be dense and laid out as the parameter (the update walks them "
+                             f"as flat arrays): strides {list(t.stride())}, parameter's {list(p.stride())}")
 
 
 def _check_scalar(op: str, p, **scalars) -> None:
