@@ -19,6 +19,10 @@ divides exactly (a transposed convolution); grad-weight reduces over the whole b
 Every kernel accumulates in fp32 (fp64 for fp64) and casts on store; no atomics, so results are
 deterministic.
 
+Forward and grad-input walk the window statically (KH, KW compile-time) and the reduced channels
+in BLOCK_K chunks, so their inner loop is one add and one load per operand; with few reduced
+channels (under 16: the RGB stem) they keep the flat (c, kh, kw) reduction instead.
+
 Depthwise and other thin convolutions (a GEMM side under 16, which ``tl.dot`` cannot use well)
 take ``_conv2d_direct_kernel``: one output element per lane, a plain loop over (c, kh, kw).
 """
@@ -44,6 +48,7 @@ DIRECT_BLOCK = per_mode(8192, 256)
 MIN_DOT = 16  # tl.dot's smallest tile side: GEMMs thinner than this take the direct kernel
 _KEY = ["GEMM_M", "GEMM_N", "GEMM_K", "INPUT_PRECISION"]
 _FWD_KEY = ["GEMM_M", "GEMM_N", "Cg", "KH", "KW", "INPUT_PRECISION"]
+_BWD_INPUT_KEY = ["GEMM_M", "GEMM_N", "OCg", "KH", "KW", "INPUT_PRECISION"]
 
 
 @autotune(configs=CONFIGS, key=_FWD_KEY)
@@ -185,6 +190,58 @@ def _conv2d_direct_kernel(x, w, bias, y, total, Cg, OCg, H, W, OC, OH, OW, KH, K
     if HAS_BIAS:
         acc += tl.load(bias + oc * sbias, mask=ok, other=0.0).to(ACC)
     tl.store(y + n * syn + oc * syc + oh * syh + ow * syw, acc.to(y.dtype.element_ty), mask=ok)
+
+
+@autotune(configs=CONFIGS, key=_BWD_INPUT_KEY)
+@triton.jit
+def _conv2d_bwd_input_chunked_kernel(dy, w, dx, GEMM_M, GEMM_N, OCg, H, W, OH, OW,
+                                     sdyn, sdyc, sdyh, sdyw, swo, swc, swh, sww, sdxn, sdxc, sdxh, sdxw,
+                                     stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+                                     KH: tl.constexpr, KW: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                                     UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr,
+                                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # As the forward kernel: (kh, kw) walked statically, the output channels in BLOCK_K chunks.
+    # Tap (kh, kw) reaches input pixel (ih, iw) from output pixel ((ih + pad - kh*dil) / stride,
+    # ...) where that divides exactly; the test, the pixel's address and its mask are per (kh, kw).
+    ACC: tl.constexpr = tl.float64 if dy.dtype.element_ty == tl.float64 else tl.float32
+    g = tl.program_id(1)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (n, ih, iw)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # c within the group
+    offs_k = tl.arange(0, BLOCK_K)
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+        offs_k = offs_k.to(tl.int64)
+    iw = offs_m % W
+    ih = (offs_m // W) % H
+    n = offs_m // (W * H)
+    c = g * GEMM_N + offs_n
+    m_ok = offs_m < GEMM_M
+    n_ok = offs_n < GEMM_N
+    dy_row = n * sdyn + (g * OCg) * sdyc
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for kh in tl.static_range(KH):
+        th = ih + pad_h - kh * dil_h
+        oh = th // stride_h
+        for kw in tl.static_range(KW):
+            tw = iw + pad_w - kw * dil_w
+            ow = tw // stride_w
+            row_ok = m_ok & (th >= 0) & (tw >= 0) & (oh * stride_h == th) & (ow * stride_w == tw) & (oh < OH) \
+                & (ow < OW)
+            a_rows = dy + (dy_row + oh * sdyh + ow * sdyw)[:, None]
+            b_cols = w + ((g * OCg) * swo + kh * swh + kw * sww + offs_n * swc)[None, :]
+            for k0 in range(0, OCg, BLOCK_K):
+                oc = k0 + offs_k
+                k_ok = oc < OCg
+                a = tl.load(a_rows + (oc * sdyc)[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+                b = tl.load(b_cols + (oc * swo)[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+                if UPCAST:
+                    a = a.to(ACC)
+                    b = b.to(ACC)
+                acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+    dx_off = (n * sdxn + ih * sdxh + iw * sdxw)[:, None] + (c * sdxc)[None, :]
+    tl.store(dx + dx_off, acc.to(dx.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
 @autotune(configs=CONFIGS, key=_KEY)
@@ -340,10 +397,15 @@ def conv2d_backward_input(dx, dy, w, stride, padding, dilation, groups, allow_tf
     _, _, OH, OW = dy.shape
     OCg = OC // groups
     gm, gn, gk = N * H * W, Cg, OCg * KH * KW
-    launch(_conv2d_bwd_input_kernel, _gemm_grid(gm, gn, groups), dy, w, dx, gm, gn, gk, OCg, H, W, OH, OW, KH, KW,
-           *dy.stride(), *w.stride(), *dx.stride(), stride[0], stride[1], padding[0], padding[1],
-           dilation[0], dilation[1], INPUT_PRECISION=input_precision(dy.dtype.name, allow_tf32), UPCAST=INTERPRET,
-           INT64=_int64(dx, dy, w), **_meta())
+    geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
+    common = dict(INPUT_PRECISION=input_precision(dy.dtype.name, allow_tf32), UPCAST=INTERPRET,
+                  INT64=_int64(dx, dy, w), **_meta())
+    if OCg < MIN_DOT:  # few output channels: one flat (oc, kh, kw) reduction
+        launch(_conv2d_bwd_input_kernel, _gemm_grid(gm, gn, groups), dy, w, dx, gm, gn, gk, OCg, H, W, OH, OW, KH,
+               KW, *dy.stride(), *w.stride(), *dx.stride(), *geo, **common)
+        return
+    launch(_conv2d_bwd_input_chunked_kernel, _gemm_grid(gm, gn, groups), dy, w, dx, gm, gn, OCg, H, W, OH, OW,
+           *dy.stride(), *w.stride(), *dx.stride(), *geo, KH=KH, KW=KW, **common)
 
 
 def conv2d_backward_weight(dw, dy, x, stride, padding, dilation, groups, allow_tf32=False) -> None:
