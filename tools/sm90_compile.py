@@ -18,6 +18,11 @@ The Hopper TMA kernels are selected only on a GPU, so a workload records them by
 launchers directly (``tests/test_sm90_compile.py`` does); their descriptors' block shapes are set
 per configuration by the configuration's pre-hook, as the GPU autotuner does.
 
+``--resources`` also reports what each kernel compiled to, per configuration: registers per
+thread, spilled bytes (local memory), shared memory, and whether its matrix products became
+Hopper's warpgroup MMA (``HGMMA`` in the SASS) or stayed on the older ``HMMA``; read with the
+``cuobjdump`` Triton ships. That is how a kernel is judged without a GPU to time it.
+
 It lives outside the package because it must import Triton before tritensor does: tritensor
 puts Triton in interpreter mode on a machine without a GPU, and Triton's own library functions
 are created as interpreter functions then, which the compiler cannot use.
@@ -124,7 +129,29 @@ class _Rebuilder:
 _state = {}
 
 
-def _init(arch):
+_CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+
+
+def _resources(cubin: bytes) -> str:
+    """'R<registers> S<spilled bytes> M<shared bytes> HGMMA|HMMA|-' of one compiled kernel."""
+    import re
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        usage = subprocess.run([_CUOBJDUMP, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+        sass = subprocess.run([_CUOBJDUMP, "-sass", f.name], capture_output=True, text=True).stdout
+    reg = re.search(r"REG:(\d+)", usage)
+    local = re.search(r"LOCAL:(\d+)", usage)
+    shared = re.search(r"SHARED:(\d+)", usage)
+    mma = "HGMMA" if "HGMMA" in sass else ("HMMA" if "HMMA" in sass else "-")
+    return (f"R{reg.group(1) if reg else '?'} S{local.group(1) if local else '?'} "
+            f"M{shared.group(1) if shared else '?'} {mma}")
+
+
+def _init(arch, resources=False):
     import tritensor  # noqa: F401  (CPU mode: kernels become interpreter functions; rebuilt below)
     from tritensor.runtime import interpreter
     from tritensor.runtime.dtype import to_dtype
@@ -133,7 +160,7 @@ def _init(arch):
     interpreter.remove_fixups()  # CPU mode patched triton.language for the interpreter: undo it
     os.environ["TRITON_INTERPRET"] = "0"
     driver.set_active(_FakeDriver(GPUTarget("cuda", arch, 32)))
-    _state.update(arch=arch, rebuild=_Rebuilder(), configs=autotune.GPU_CONFIGS, to_dtype=to_dtype)
+    _state.update(arch=arch, rebuild=_Rebuilder(), configs=autotune.GPU_CONFIGS, to_dtype=to_dtype, resources=resources)
 
 
 def _int_class(v: int) -> int:
@@ -202,10 +229,12 @@ def _compile(entry: dict) -> list[tuple[str, str]]:
             smem = k.metadata.shared
             limit = SMEM_LIMIT.get(arch)
             err = f"needs {smem} B of shared memory, sm_{arch} has {limit}" if limit and smem > limit else ""
+            res = _resources(k.asm["cubin"]) if _state.get("resources") and not err else ""
         except Exception as e:  # a compile failure is the finding: report it, go on
             lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip() and set(ln.strip()) != {"^"}]
             err = f"{type(e).__name__}: {' | '.join(lines[-3:])}"
-        out.append((name, err))
+            res = ""
+        out.append((name, err, res))
     return out
 
 
@@ -214,6 +243,8 @@ def main(argv=None) -> int:
     ap.add_argument("files", nargs="+", help="launch records (TRITENSOR_RECORD_LAUNCHES=<path> writes <path>.<pid>.jsonl)")
     ap.add_argument("--arch", type=int, default=90, help="compute capability to compile for (default 90: Hopper)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--resources", action="store_true",
+                    help="also report registers, spills, shared memory and HGMMA use per configuration")
     a = ap.parse_args(argv)
     entries = {}
     for path in a.files:
@@ -231,19 +262,24 @@ def main(argv=None) -> int:
     entries = merged
     t0 = time.perf_counter()
     per_kernel = collections.defaultdict(lambda: [0, 0, []])
-    with ProcessPoolExecutor(a.jobs, initializer=_init, initargs=(a.arch,)) as ex:
+    resources = collections.defaultdict(set)
+    with ProcessPoolExecutor(a.jobs, initializer=_init, initargs=(a.arch, a.resources)) as ex:
         for e, results in zip(entries.values(), ex.map(_compile, entries.values())):
             row = per_kernel[e["kernel"]]
-            for name, err in results:
+            for name, err, res in results:
                 row[0] += 1
                 if err:
                     row[1] += 1
                     row[2].append(f"{name}: {err}  (args {e['args']}, kwargs {e['kwargs']})")
+                if res:
+                    resources[e["kernel"]].add(res)
     failed = 0
     for kernel, (n, bad, errs) in sorted(per_kernel.items()):
         print(f"{'FAIL' if bad else 'ok  '} {kernel}: {n - bad}/{n} compiled for sm_{a.arch}")
         for msg in errs[:5]:
             print("       ", msg[:400])
+        if resources.get(kernel):
+            print("        compiled to:", ", ".join(sorted(resources[kernel])))
         failed += bad
     total = sum(r[0] for r in per_kernel.values())
     print(f"{len(entries)} recorded launches, {total} compiles, {failed} failed, {time.perf_counter() - t0:.0f} s")

@@ -7,7 +7,8 @@ kernel never copies the input: it reads it through the two groups' strides, so t
 sliced and expanded (stride 0) inputs cost nothing extra.
 
 A program owns ``BLOCK_M`` rows and walks the reduced extent in ``BLOCK_N``-wide chunks of a
-2-D tile, accumulating in fp32 (fp64 for fp64, int64 for integer sums). A contiguous reduced
+2-D tile, accumulating in fp32 (fp64 for fp64, int64 for integer sums): sums, products and
+all/any lane by lane across the chunks, reduced across lanes once at the end. A contiguous reduced
 extent (the common last-dim case) is indexed without any div/mod. When there are too few
 rows to fill the machine and the reduced extent is long, the extent is split over
 ``grid[1]`` programs that write partial states, and a second small kernel combines them
@@ -171,12 +172,18 @@ def _reduce_kernel(x, out, out2, n_rows, n_red, split_len, kshape, kstrides, rsh
     lo = split * split_len
     hi = tl.minimum(lo + split_len, n_red)
 
+    # sum, mean, prod, all, any fold each chunk into a tile of lane-wise partials and reduce the
+    # tile across lanes once, after the loop (a cross-lane reduction per chunk costs a barrier
+    # and shuffles for every BLOCK_N elements read: the GPU then waits instead of streaming).
+    LANEWISE: tl.constexpr = (OP == "sum") or (OP == "mean") or (OP == "prod") or (OP == "all") or (OP == "any")
     if EXTREME:
         acc = tl.full([BLOCK_M], SENTINEL, ACC)
     elif OP == "prod" or OP == "all":
         acc = tl.full([BLOCK_M], 1, ACC)
     else:
         acc = tl.zeros([BLOCK_M], ACC)
+    if LANEWISE:
+        lanes = tl.full([BLOCK_M, BLOCK_N], 1 if (OP == "prod" or OP == "all") else 0, ACC)
     m2 = tl.zeros([BLOCK_M], ACC)
     idx = tl.zeros([BLOCK_M], tl.int64) + lo
     if VARIANCE:
@@ -192,13 +199,13 @@ def _reduce_kernel(x, out, out2, n_rows, n_red, split_len, kshape, kstrides, rsh
         ptrs = x + row_off[:, None] + _col_offsets(cols, rshape, rstrides, RNDIM, RCONTIG)[None, :]
         v = tl.load(ptrs, mask=mask, other=0).to(CAST).to(ACC)
         if OP == "sum" or OP == "mean":
-            acc += tl.sum(tl.where(mask, v, 0), 1)
+            lanes += tl.where(mask, v, 0)
         elif OP == "prod":
-            acc *= tl.reduce(tl.where(mask, v, 1), 1, _mul)
+            lanes *= tl.where(mask, v, 1)
         elif OP == "all":
-            acc = tl.minimum(acc, tl.min(tl.where(mask, v != 0, 1).to(ACC), 1))
+            lanes = tl.minimum(lanes, tl.where(mask, v != 0, 1).to(ACC))
         elif OP == "any":
-            acc = tl.maximum(acc, tl.max(tl.where(mask, v != 0, 0).to(ACC), 1))
+            lanes = tl.maximum(lanes, tl.where(mask, v != 0, 0).to(ACC))
         elif EXTREME:
             best, first = _tile_extreme(v, mask, cols[None, :].to(tl.int64), SENTINEL, IS_MAX, IS_FLOAT, BIG_INDEX)
             take = _better(best, acc, IS_MAX, IS_FLOAT)
@@ -218,6 +225,14 @@ def _reduce_kernel(x, out, out2, n_rows, n_red, split_len, kshape, kstrides, rsh
             m2 += m2_b + delta * delta * (na * nb / n)
     if VARIANCE:
         acc += pivot  # the running mean was of the shifted values
+    if OP == "sum" or OP == "mean":
+        acc = tl.sum(lanes, 1)
+    elif OP == "prod":
+        acc = tl.reduce(lanes, 1, _mul)
+    elif OP == "all":
+        acc = tl.min(lanes, 1)
+    elif OP == "any":
+        acc = tl.max(lanes, 1)
 
     if SPLIT:
         # Partial states, row-major [row, split]: combined by _combine_kernel.
