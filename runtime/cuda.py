@@ -106,6 +106,7 @@ def current_device() -> int:
 def set_device(dev) -> None:
     idx = _index(dev)
     _local.device = idx
+    _local.current = None  # current_stream()'s answer for "the current device" changes
     _cu_device(idx).set_current()
 
 
@@ -240,17 +241,25 @@ def default_stream(device=None) -> Stream:
 
 
 def current_stream(device=None) -> Stream:
+    if device is None:  # every op asks this: one thread-local read once the answer is known
+        s = getattr(_local, "current", None)
+        if s is not None:
+            return s
     idx = _index(device)
     _cu_device(idx)  # context current in this thread before anything is queued
     per_dev = getattr(_local, "streams", None)
     s = per_dev.get(idx) if per_dev else None
-    return s if s is not None else default_stream(idx)
+    s = s if s is not None else default_stream(idx)
+    if device is None:
+        _local.current = s  # forgotten by set_stream and set_device
+    return s
 
 
 def set_stream(stream: Stream) -> None:
     if not hasattr(_local, "streams"):
         _local.streams = {}
     _local.streams[stream.device.index] = stream
+    _local.current = None
 
 
 class StreamContext:
