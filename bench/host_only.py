@@ -19,27 +19,33 @@ import json
 import subprocess
 import time
 
-# (name, ops in the row, statement, setup), shared by both sides: ``T`` is tritensor or torch.
+# (name, ops in the row, statement, setup), shared by both sides: ``T`` is tritensor or torch,
+# ``D`` the device the tensors are made on.
 ROWS = [
-    ("add", 1, "a + b", "a = T.ones(1); b = T.ones(1)"),
-    ("mul-add-relu", 3, "(a * b + c).relu()", "a = T.ones(1); b = T.ones(1); c = T.ones(1)"),
-    ("sum", 1, "a.sum()", "a = T.ones(1)"),
-    ("matmul 64x64", 1, "m @ m", "m = T.ones(64, 64)"),
+    ("add", 1, "a + b", "a = T.ones(1, device=D); b = T.ones(1, device=D)"),
+    ("mul-add-relu", 3, "(a * b + c).relu()", "a = T.ones(1, device=D); b = T.ones(1, device=D); c = T.ones(1, device=D)"),
+    ("sum", 1, "a.sum()", "a = T.ones(1, device=D)"),
+    ("matmul 64x64", 1, "m @ m", "m = T.ones(64, 64, device=D)"),
     ("recorded (a*b).sum().backward()", 3, "(a * b).sum().backward()",
-     "a = T.ones(1, requires_grad=True); b = T.ones(1, requires_grad=True)"),
-    ("empty", 1, "T.empty(1)", ""),
+     "a = T.ones(1, device=D, requires_grad=True); b = T.ones(1, device=D, requires_grad=True)"),
+    ("empty", 1, "T.empty(1, device=D)", ""),
 ]
 
 _BATCH_US = 5_000  # each timed batch lasts about this long (short batches: some escape the noise)
 
 
-def time_rows(T, repeat: int) -> dict:
-    """{name: [ops, microseconds per call]} for module ``T`` (tritensor or torch)."""
+def time_rows(T, repeat: int, device: str = "cpu") -> dict:
+    """{name: [ops, microseconds per call]} for module ``T`` (tritensor or torch) on ``device``.
+
+    On "cuda" each batch ends with a device synchronize, so a row's time is its real time per
+    call when the GPU is the bottleneck and its host time when the host is."""
     out = {}
+    sync = T.cuda.synchronize if device == "cuda" else (lambda: None)
     for name, ops, stmt, setup in ROWS:
-        scope = {"T": T}
+        scope = {"T": T, "D": device}
         exec(setup, scope)
         fn = eval(f"lambda: {stmt}", scope)
+        clock = time.thread_time if device == "cpu" else time.perf_counter  # the GPU's time is wall time
         for _ in range(20):
             fn()
         t0 = time.perf_counter()
@@ -48,12 +54,21 @@ def time_rows(T, repeat: int) -> dict:
         batch = max(1, int(_BATCH_US * 1e-6 / one))
         best = float("inf")
         for _ in range(repeat):
-            t0 = time.thread_time()
+            sync()
+            t0 = clock()
             for _ in range(batch):
                 fn()
-            best = min(best, (time.thread_time() - t0) / batch)
+            sync()
+            best = min(best, (clock() - t0) / batch)
         out[name] = [ops, best * 1e6]
     return out
+
+
+def measure_device(repeat: int) -> dict:
+    """tritensor's rows on the GPU with real launches (GPU mode only)."""
+    import tritensor as tt
+
+    return time_rows(tt, repeat, "cuda")
 
 
 def measure(repeat: int) -> dict:
@@ -75,12 +90,13 @@ import json, sys, torch
 sys.path.insert(0, sys.argv[2])
 import host_only_rows
 torch.set_num_threads(1)
-rows = host_only_rows.time_rows(torch, int(sys.argv[1]))
-print(json.dumps({"peer": f"torch {torch.__version__} CPU eager", "rows": rows}))
+dev = sys.argv[3]
+rows = host_only_rows.time_rows(torch, int(sys.argv[1]), dev)
+print(json.dumps({"peer": f"torch {torch.__version__} {dev.upper()} eager", "rows": rows}))
 """
 
 
-def run_peer(python: str, repeat: int) -> dict:
+def run_peer(python: str, repeat: int, device: str = "cpu") -> dict:
     """torch's rows, timed by this very file's :func:`time_rows` in ``python``'s process."""
     import os
     import shutil
@@ -89,15 +105,15 @@ def run_peer(python: str, repeat: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         shutil.copy(__file__, os.path.join(d, "host_only_rows.py"))  # this file has no tritensor import at its top
         env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
-        proc = subprocess.run([python, "-c", _PEER, str(repeat), d], capture_output=True, text=True, env=env,
+        proc = subprocess.run([python, "-c", _PEER, str(repeat), d, device], capture_output=True, text=True, env=env,
                               timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"the peer ({python}) failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def report(rows: dict, peer: dict | None) -> str:
-    head = f"{'host path, per call':<34}{'ops':>4}{'us/call':>10}{'us/op':>8}"
+def report(rows: dict, peer: dict | None, title: str = "host path, per call") -> str:
+    head = f"{title:<34}{'ops':>4}{'us/call':>10}{'us/op':>8}"
     if peer:
         head += f"{'torch us/call':>15}{'ours/torch':>12}"
     lines = [head]
@@ -108,5 +124,5 @@ def report(rows: dict, peer: dict | None) -> str:
             line += f"{pus:>15.2f}{us / pus:>12.2f}"
         lines.append(line)
     if peer:
-        lines.append(f"peer: {peer['peer']} on the same rows, real arithmetic; ours/torch < 1: tritensor's host path is cheaper")
+        lines.append(f"peer: {peer['peer']} on the same rows, real arithmetic; ours/torch < 1: tritensor is cheaper")
     return "\n".join(lines)

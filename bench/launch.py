@@ -151,6 +151,10 @@ def main(argv=None) -> int:
     print(f"tritensor {tt.__version__} launch overhead -- {'GPU' if gpu else 'CPU mode (Triton interpreter)'} -- {stamp}")
     rows = measure(args.repeat)
     peer = run_peer(args.peer_python, gpu, args.repeat) if args.peer_python else None
+    if gpu:  # issue 23's GPU rows: the same ops with real launches, beside torch CUDA eager
+        dev_rows = host_only.measure_device(max(3, args.repeat // 20))
+        dev_peer = host_only.run_peer(args.peer_python, max(3, args.repeat // 20), "cuda") if args.peer_python else None
+        print(host_only.report(dev_rows, dev_peer, "per op on the GPU, real launches"))
     print(f"{'case':<28}{'min ms':>10}{'median ms':>11}" + (f"{'peer min':>10}{'peer med':>10}{'peer/ours':>10}" if peer else ""))
     for name, (lo, med) in rows.items():
         line = f"{name:<28}{lo:>10.3f}{med:>11.3f}"

@@ -110,3 +110,18 @@ def test_general_kernel_rows_switch_the_hopper_kernel_off_and_back():
         with pytest.raises(ValueError):
             with_kernel_off(module, boom)()
         assert module.ENABLED is True
+
+
+def test_launch_host_only_times_every_row_with_launches_a_no_op(tmp_path, capsys):
+    from tritensor.bench import host_only
+    from tritensor.runtime import launch as launch_mod
+
+    real = launch_mod._final
+    out = tmp_path / "host.json"
+    assert cli.main(["launch", "--host-only", "--repeat", "3", "--json", str(out)]) == 0
+    assert launch_mod._final is real  # the no-op was put back
+    text = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    assert set(data["host_only"]) == {name for name, *_ in host_only.ROWS}
+    assert all(ops >= 1 and us > 0 for ops, us in data["host_only"].values())
+    assert "launches replaced by a no-op" in text and data["peer"] is None
