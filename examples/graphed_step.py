@@ -54,7 +54,8 @@ def make(args, seed):
     return model, opt, scaler
 
 
-def step(model, opt, scaler, x, y):
+def step(copy, x, y):
+    model, opt, scaler = copy
     with tt.autocast("cuda", dtype=tt.bfloat16):
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, VOCAB).float(), y.reshape(-1))
@@ -95,20 +96,20 @@ def main(argv=None) -> int:
         for x, y in data[:args.warmup]:
             static_x.copy_(x)
             static_y.copy_(y)
-            graphed_losses.append(step(*graphed, static_x, static_y).float().item())
+            graphed_losses.append(step(graphed, static_x, static_y).float().item())
     for x, y in data[:args.warmup]:
-        eager_losses.append(step(*eager, x, y).float().item())
+        eager_losses.append(step(eager, x, y).float().item())
     tt.cuda.current_stream().wait_stream(side)
     tt.cuda.synchronize()
 
     g = tt.cuda.CUDAGraph()
     with tt.cuda.graph(g):
-        static_loss = step(*graphed, static_x, static_y)
+        static_loss = step(graphed, static_x, static_y)
 
     t_eager = t_graph = 0.0
     for i, (x, y) in enumerate(data[args.warmup:]):
         t0 = time.perf_counter()
-        le = step(*eager, x, y).float()
+        le = step(eager, x, y).float()
         tt.cuda.synchronize()
         t_eager += time.perf_counter() - t0
         t0 = time.perf_counter()  # the capture recorded the step without running it: replay i is step i

@@ -12,6 +12,8 @@ the forward so autograd can call them with what it saved:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numbers
 
 from ...backends import cudnn as _cudnn
@@ -20,6 +22,9 @@ from ...triton_kernels import matmul as _mm
 from ...runtime import dtype as dt
 from ..shape import channels_last
 from ..tensor_base import TensorBase
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _pair(v, name: str, op: str, minimum: int) -> tuple:

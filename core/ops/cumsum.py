@@ -2,12 +2,17 @@
 (``triton_kernels/cumsum.py``). Derivative: ``autograd/functions/cumsum.py``."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 from ...triton_kernels import cumsum as _k
 from ...runtime import dtype as dt
 from ..shape import contiguous_strides, normalize_dim, view_strides
 from ..tensor_base import TensorBase
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def cumsum(input, dim, *, dtype=None) -> Tensor:

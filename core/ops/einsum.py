@@ -18,12 +18,17 @@ would a user's. Broadcasting (``...`` and size-1 dims) follows PyTorch.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import functools
 import math
 import string
 
 from ...runtime import dtype as dt
 from ..tensor_base import TensorBase
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 _LETTERS = set(string.ascii_letters)
 

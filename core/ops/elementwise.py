@@ -6,6 +6,8 @@ dtypes) before anything runs, and returns a new tensor; ``out=`` writes into an 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numbers
 
 import numpy as np
@@ -16,6 +18,9 @@ from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
 from . import _check_writable, _overlaps
 from . import views as _views
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 # Unary ops that keep an integer input's dtype; the rest turn integers into the default float.
 _INT_PRESERVING = {"neg", "abs", "relu", "square", "sign", "floor", "ceil", "trunc"}
@@ -236,10 +241,10 @@ def where(condition, input, other, *, out=None) -> Tensor:
 
 # ----- the table's entries: one function per op, named as the op (core/ops/table.py) ---------
 def _unary_entries(op: str):
-    def entry(input, *, out=None):
+    def entry(input, *, out=None) -> Tensor:
         return unary(op, input, out=out)
 
-    def entry_(input):
+    def entry_(input) -> Tensor:
         unary(op, input, out=input)
         input._bump_version()
         return input
@@ -252,10 +257,10 @@ def _unary_entries(op: str):
 
 
 def _binary_entries(op: str):
-    def entry(input, other, *, out=None):
+    def entry(input, other, *, out=None) -> Tensor:
         return binary(op, input, other, out=out)
 
-    def entry_(input, other):
+    def entry_(input, other) -> Tensor:
         binary(op, input, other, out=input)
         input._bump_version()
         return input

@@ -12,6 +12,8 @@ before any output is written; negative indices wrap (not for ``index_select``/``
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numbers
 
 import numpy as np
@@ -25,6 +27,9 @@ from . import _check_writable, _overlaps, host_tensor
 from . import views as _views
 from .elementwise import full_like_scalar
 from .reduce import amax, amin
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 _INDEX_DTYPES = (dt.int64, dt.int32)
 

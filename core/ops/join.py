@@ -10,6 +10,8 @@ kernel of ``triton_kernels/join.py``, which reads the input through its own stri
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import functools
 
 import numpy as np
@@ -19,6 +21,9 @@ from ...runtime import dtype as dt
 from ..shape import normalize_dim
 from ..tensor_base import TensorBase
 from . import copy_into, fill
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _tensor_list(tensors, op: str) -> list:

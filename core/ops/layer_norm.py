@@ -6,6 +6,8 @@ returns the per-row mean and rstd.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 import numpy as np
@@ -13,6 +15,9 @@ import numpy as np
 from ...triton_kernels import layer_norm as _ln
 from ...runtime import dtype as dt
 from ..tensor_base import TensorBase
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _check_tensor(x, op: str, argname: str = "input") -> None:

@@ -4,6 +4,8 @@ NLL kernels of ``triton_kernels/loss.py``), and ``nll_loss``/``mse_loss``, writt
 whose backward runs :func:`cross_entropy_backward` here (no layer above core launches a kernel)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numbers
 import warnings
 
@@ -14,6 +16,9 @@ from ...triton_kernels import random as _rand
 from ...runtime import dtype as dt
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 REDUCTIONS = ("none", "mean", "sum")
 

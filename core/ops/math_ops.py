@@ -11,6 +11,8 @@ Derivatives of the kernel-backed ones: ``autograd/functions/math_ops.py``.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 import numbers
 
@@ -25,6 +27,9 @@ from . import _check_writable, copy_into
 from . import elementwise as _ew
 from . import matmul as _mm
 from .reduce import _TORCH_NAME, reduced_dims
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _check(input, op: str, name: str = "input") -> None:

@@ -7,6 +7,8 @@ batch dims are stride-0 views, transposes are swapped strides; nothing is copied
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 from ...backends import cuda as _backends
@@ -15,6 +17,9 @@ from ...runtime import dtype as dt
 from ..shape import broadcast_shapes, view_strides
 from ..tensor_base import TensorBase
 from .views import broadcast_view
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _check_pair(op: str, a, b, names=("input", "other")) -> None:

@@ -10,11 +10,16 @@ messages, before anything launches. Backward ops take what autograd saved:
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numbers
 
 from ...triton_kernels import pool as _k
 from ...runtime import dtype as dt
 from ..tensor_base import TensorBase
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _ints(v, name: str, op: str, default=None) -> tuple:

@@ -12,6 +12,8 @@ without, the exponential race (the k largest ``log(u) / w``, via ``topk``). ``no
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numbers
 
 import numpy as np
@@ -25,6 +27,9 @@ from ..tensor_base import TensorBase
 from . import _check_writable, copy_into
 from .reduce import amax, amin
 from .sort import sort_along, searchsorted, topk
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _check(input, op: str, name="input") -> None:

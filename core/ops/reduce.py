@@ -7,6 +7,8 @@ kernel writes the kept dims contiguously; ``keepdim=True`` is a view of that wit
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 import warnings
 from collections import namedtuple
@@ -18,6 +20,9 @@ from ...runtime import dtype as dt
 from ..shape import normalize_dim
 from ..tensor_base import TensorBase
 from . import elementwise as _ew
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 # torch.return_types.max / .min: a (values, indices) named tuple.
 max_result = namedtuple("max", ["values", "indices"])

@@ -3,6 +3,8 @@
 ``autograd/functions/scan.py``."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 
 from ...triton_kernels import scan as _k
@@ -10,6 +12,9 @@ from ...runtime import dtype as dt
 from ..shape import contiguous_strides, normalize_dim, view_strides
 from ..tensor_base import TensorBase
 from .reduce import _TORCH_NAME
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _scan(op: str, input, dim, result: dt.dtype, acc: str, reverse: bool = False):

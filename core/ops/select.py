@@ -11,6 +11,8 @@ masked_fill: ``autograd/functions/select.py``; tests: ``tests/test_select.py``.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numbers
 
 import numpy as np
@@ -22,6 +24,9 @@ from . import _check_writable, fill
 from . import elementwise as _ew
 from . import index
 from .reduce import amax, amin
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _check(input, op: str, name="input") -> None:

@@ -5,12 +5,17 @@ The kernel is ``triton_kernels/softmax.py``, the derivative ``autograd/functions
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...triton_kernels import softmax as _sm
 from ...runtime import dtype as dt
 from ..shape import normalize_dim
 from ..tensor_base import TensorBase
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 
 def _check_tensor(x, op: str, argname: str = "input") -> None:

@@ -9,6 +9,8 @@ are contiguous. Derivatives (of the values): ``autograd/functions/sort.py``.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from collections import namedtuple
 
@@ -20,6 +22,9 @@ from ..shape import contiguous_strides, normalize_dim, view_strides
 from ..tensor_base import TensorBase
 from . import copy_into, host_tensor
 from .index import nonzero_coords
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
 
 # torch.return_types.sort / topk / kthvalue: (values, indices) named tuples.
 sort_result = namedtuple("sort", ["values", "indices"])
