@@ -5,7 +5,6 @@ declares them; the stubs (``__init__.pyi``, ``core/tensor.pyi``, ``core/function
 ``nn/functional.pyi``) do. A stub that no longer matches the table fails here: run
 ``python tools/stubs.py`` and commit what it writes.
 """
-import importlib.util
 import os
 import pathlib
 import subprocess
@@ -16,17 +15,12 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("tritensor_stubs_tool", ROOT / "tools" / "stubs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_stubs_are_fresh():
-    stale = [str(p.relative_to(ROOT)) for p, text in _tool().stubs().items()
-             if not p.exists() or p.read_text() != text]
-    assert not stale, f"stale stubs (python tools/stubs.py rewrites them): {stale}"
+    # In a fresh process: a test run imports more submodules (elastic, bench ...), and each becomes
+    # an attribute of the package, which the root stub would list.
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "stubs.py"), "--check"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_stubs_declare_what_the_table_generates():
