@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from comm_helpers import free_port, mismatch_leaves_outputs, rank_never_joins, run_world, store_host_hangs
+from comm_helpers import assert_all_ok, free_port, mismatch_leaves_outputs, rank_never_joins, run_world, store_host_hangs
 
 import tritensor.comm as dist
 from tritensor.comm import DistNetworkError, DistTimeoutError, TCPStore, auth, mesh
@@ -116,14 +116,19 @@ def _catch(fn, *args):
 @pytest.mark.timeout(90)
 def test_surviving_ranks_raise_within_timeout_when_store_host_hangs():
     """Defect 5: the failure used to be reported to the (hung) store under the engine lock with
-    2 s + 5 s of slack: a 10 s group timeout raised at 17 s."""
+    2 s + 5 s of slack: a 10 s group timeout raised at 17 s.
+
+    The bound allows 3 s past the timeout (a loaded 2-core machine runs three ranks and other
+    tests), still 4 s short of the defect's 7 s. Issue 25: the survivor that woke rank 0 second
+    found it already exited (ProcessLookupError, an "err" result); the helper now allows that."""
     group_timeout = 3.0
     results = run_world(3, store_host_hangs, group_timeout, timeout=80, pg_timeout=30)
+    assert_all_ok(results)
     assert results[0] == ("ok", "resumed"), results[0]
     for r in (1, 2):
         status, (msg, elapsed) = results[r]
         assert status == "ok" and msg.startswith("Dist"), (r, msg)
-        assert elapsed < group_timeout + 1.0, (r, elapsed, msg)
+        assert elapsed < group_timeout + 3.0, (r, elapsed, msg)
 
 
 @pytest.mark.timeout(120)
