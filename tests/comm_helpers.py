@@ -814,6 +814,19 @@ def rank_never_joins(rank, world, pg_timeout):
     return msg, time.monotonic() - start
 
 
+def rank_never_starts(rank, world, pg_timeout):
+    """The last rank never even reaches the store: rank 0, which hosts it, must name that rank."""
+    import tritensor.comm as dist
+
+    if rank == world - 1:
+        return "absent"
+    try:
+        dist.init_process_group("tcp", timeout=pg_timeout)
+        return "no error"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+
+
 # ------------------------------------------------------------- input lifetime (issue 9)
 
 LIFETIME_COLLECTIVES = ("all_gather", "all_gather_into_tensor", "gather", "scatter", "reduce_scatter",

@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from comm_helpers import assert_all_ok, free_port, mismatch_leaves_outputs, rank_never_joins, run_world, store_host_hangs
+from comm_helpers import (assert_all_ok, free_port, mismatch_leaves_outputs, rank_never_joins, rank_never_starts,
+                          run_world, store_host_hangs)
 
 import tritensor.comm as dist
 from tritensor.comm import DistNetworkError, DistTimeoutError, TCPStore, auth, mesh
@@ -170,6 +171,16 @@ def test_rank_that_never_joins_is_named():
         # test_store_lost_while_waiting_for_a_rank for the rule).
         assert "DistTimeoutError" in msg and "rank(s) [1]" in msg and "tt_pg" not in msg, (r, msg)
         assert elapsed < 3.0 + 2.0, (r, elapsed)
+
+
+@pytest.mark.timeout(60)
+def test_store_host_names_the_rank_that_never_reached_it():
+    """Issue 25: rank 0's TCPStore timed out with '2 connected' and no rank named."""
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "3"}
+    results = run_world(3, rank_never_starts, 2.0, init=False, timeout=50, env=env,
+                        rank_env=lambda r: {"RANK": str(r)})
+    msg = assert_all_ok(results)[0]
+    assert msg.startswith("DistStoreTimeoutError") and "missing rank(s) [2]" in msg, msg
 
 
 @pytest.mark.timeout(30)

@@ -65,7 +65,7 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
         else:
             host, _, port = opts.init_method[len("tcp://"):].rpartition(":")
         timeout = opts.rpc_timeout if opts.rpc_timeout > 0 else 300
-        _store = TCPStore(host, int(port), world_size, is_master=rank == 0, timeout=max(timeout, 30))
+        _store = TCPStore(host, int(port), world_size, is_master=rank == 0, timeout=max(timeout, 30), rank=rank)
         current.set_agent(Agent(name, rank, world_size, _store, opts))
     # Nobody returns before every worker's agent is installed: a worker that published its
     # address is already served requests, and a function run there (``_rref_context_info``,
