@@ -64,14 +64,15 @@ class Links:
         host, port = self.addrs[dst]
         return f"worker '{self.workers[dst].name}' (id {dst}) at {host}:{port}"
 
-    def send(self, dst, head_env, bufs, deadline=None):
-        """Send one frame to ``dst``; ``deadline`` (time.monotonic) bounds making a connection."""
+    def send(self, dst, head_env, bufs, deadline=None, before=()):
+        """Send one frame to ``dst`` (after the buffer-less frames ``before``, in the same system
+        call); ``deadline`` (time.monotonic) bounds making a connection."""
         deadline = deadline or time.monotonic() + self.connect_timeout
         for attempt in (0, 1):
             sock, lock, fresh = self._get(dst, deadline)
             try:
                 with lock:
-                    wire.send_frame(sock, head_env, bufs)
+                    wire.send_frame(sock, head_env, bufs, before)
                 return
             except OSError as e:
                 self._drop(dst, sock)
