@@ -423,6 +423,24 @@ def test_digits_checkpoint_round_trip(tmp_path):
     assert ex.load_checkpoint(path, model2, opt2, "cpu") == 2
 
 
+def test_digits_checkpoint_defaults_outside_the_source_tree(tmp_path, monkeypatch):
+    """Issue 25: the default was digits_checkpoint.safetensors in the current folder, an untracked
+    file in the checkout; now --checkpoint defaults to the user's cache and its folder is made."""
+    import tritensor as tt
+    ex = _example()
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    path = ex.parse_args([]).checkpoint
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(EXAMPLE)))
+    assert os.path.isabs(path) and not path.startswith(repo + os.sep)
+    assert path == os.path.join(os.path.expanduser("~"), ".cache", "tritensor", "digits_checkpoint.safetensors")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert ex.parse_args([]).checkpoint == str(tmp_path / "cache" / "tritensor" / "digits_checkpoint.safetensors")
+    assert ex.parse_args(["--checkpoint", "x.safetensors"]).checkpoint == "x.safetensors"
+    model = ex.make_model()
+    ex.save_checkpoint(ex.parse_args([]).checkpoint, model, tt.optim.Adam(model.parameters()), 1)
+    assert (tmp_path / "cache" / "tritensor" / "digits_checkpoint.safetensors").is_file()
+
+
 @pytest.mark.slow
 def test_digits_ddp_resumes_after_a_killed_worker(tmp_path):
     """tritensor-run --standalone --nproc-per-node 2 train_digits.py --ddp: a worker killed in epoch 2
