@@ -17,11 +17,11 @@ waits on the value's Future and is answered by the thread that sets it), and a h
 thread that sends the control frames readers queue, ticks the
 :class:`~.channel.ControlChannel` (retries), applies dead RRef handles
 (:meth:`RRefContext.process`, once per :data:`RELEASE_INTERVAL`: deletions in batches) and
-fails timed-out RPCs. A reader never sends (its peer may be blocked sending to it); other
-threads send their control frames themselves, and frames nothing waits for
+fails timed-out RPCs. A reader never blocks on a send (its peer may be blocked sending to it):
+it queues its control frames, and answers a fetch of a value that is there only when the answer
+leaves at once. Other threads send their control frames themselves; frames nothing waits for
 (``channel.DEFERRABLE``) ride with the next frame to the same worker or leave at the next tick.
-Per ``remote()`` + ``to_here()`` that leaves two frames each way, no thread woken for the
-protocol's own messages.
+A ``remote()`` + ``to_here()`` thus costs two frames each way and no thread of the protocol's own.
 Each worker sends over its own outgoing connection to each peer (connected lazily, checked
 for a close by the peer before each send, remade once when it was lost); responses travel
 the responder's outgoing connection. A worker that cannot be reached raises
@@ -183,12 +183,18 @@ class Agent:
                          daemon=True).start()
 
     def _serve(self, conn, src):
-        """Read an authenticated peer's frames until it closes the connection."""
+        """Read an authenticated peer's frames until it closes the connection. A small frame that
+        has already arrived behind the one in hand is read before that one is acted on, so the
+        two are acted on back to back (:func:`.wire.read_buffered_frame`)."""
         self._reader.on = True
         try:
+            frame = wire.read_frame(conn)
             while not self._closing:
-                kind, msg_id, env, bufs = wire.read_frame(conn)
-                self._dispatch(src, kind, msg_id, env, bufs)
+                try:
+                    ahead = wire.read_buffered_frame(conn)
+                finally:
+                    self._dispatch(src, *frame)
+                frame = ahead if ahead is not None else wire.read_frame(conn)
         except (ConnectionError, OSError, wire.FrameError) as e:
             if not self._closing:
                 self._stats["closed_bad_frame" if isinstance(e, wire.FrameError) else "closed"] += 1
@@ -237,13 +243,10 @@ class Agent:
 
     def _fetch(self, src, msg_id, rref_id):
         """Answer a ``to_here()`` when its value is set: in the thread that sets it (the one that
-        ran the ``remote()``, no thread of its own), or, when that is a reader thread (the value
-        was there already; a reader never sends a payload), in a worker thread."""
+        ran the ``remote()``, no thread of its own), or, when the value was there already, from
+        this reader thread if the answer leaves without blocking (else a worker thread sends it)."""
         def answer(f):
-            if getattr(self._reader, "on", False):
-                self.executor.submit(self._respond_future, src, msg_id, f)
-            else:
-                self._respond_future(src, msg_id, f)
+            self._respond_future(src, msg_id, f, nowait=getattr(self._reader, "on", False))
 
         try:
             self.ctx.owner_future(rref_id).add_done_callback(answer)
@@ -300,29 +303,31 @@ class Agent:
             return
         self._respond_future(src, msg_id, fut)
 
-    def _respond_future(self, src, msg_id, fut):
+    def _respond_future(self, src, msg_id, fut, nowait=False):
         try:
             payload = ("ok", fut.value())
         except Exception as e:
             payload = self._error(e)
-        self._respond(src, msg_id, payload)
+        self._respond(src, msg_id, payload, nowait)
 
-    def _respond(self, dst, msg_id, payload):
+    def _respond(self, dst, msg_id, payload, nowait=False):
         try:
-            self.send(dst, wire.RESPONSE, msg_id, payload)
+            self.send(dst, wire.RESPONSE, msg_id, payload, nowait=nowait)
         except Exception as e:
             if payload[0] == "ok":  # e.g. an unpicklable result: tell the caller why
                 try:
-                    self.send(dst, wire.RESPONSE, msg_id, self._error(e))
+                    self.send(dst, wire.RESPONSE, msg_id, self._error(e), nowait=nowait)
                     return
                 except Exception:
                     pass
             log.warning("%s: could not answer worker %s: %s", self.name, dst, e)
 
     # -- sending ---------------------------------------------------------------------
-    def send(self, dst, kind, msg_id, obj, deadline=None):
+    def send(self, dst, kind, msg_id, obj, deadline=None, nowait=False):
         """Pickle ``obj`` (forking the RRefs in it for ``dst``) and send it; undo forks on failure.
-        ``deadline`` (time.monotonic) bounds making a connection (:meth:`.links.Links.send`)."""
+        ``deadline`` (time.monotonic) bounds making a connection (:meth:`.links.Links.send`).
+        ``nowait`` (a reader thread's answer): this thread never blocks; what cannot leave at
+        once is sent by a worker thread (:meth:`.links.Links.try_send`)."""
         forks = []
 
         def fork_hook(o):
@@ -338,11 +343,25 @@ class Agent:
                 env = head_env[wire.HEADER.size + 8 * len(bufs):]
                 self.executor.submit(self._dispatch, dst, kind, msg_id, env, [bytearray(b) for b in bufs])
                 return
-            self.links.send(dst, head_env, bufs, deadline, self._take_later(dst))
+            before = self._take_later(dst)
+            if nowait:
+                if not self.links.try_send(dst, head_env, bufs, before, self.executor.submit):
+                    self.executor.submit(self._send_packed, dst, head_env, bufs, before, forks)
+                return
+            self.links.send(dst, head_env, bufs, deadline, before)
         except BaseException:
             for data in forks:
                 self.ctx.fork_failed(data)
             raise
+
+    def _send_packed(self, dst, head_env, bufs, before, forks):
+        """A worker thread's send of a frame a reader packed (:meth:`send` with ``nowait``)."""
+        try:
+            self.links.send(dst, head_env, bufs, None, before)
+        except Exception as e:
+            for data in forks:
+                self.ctx.fork_failed(data)
+            log.warning("%s: could not answer worker %s: %s", self.name, dst, e)
 
     def call(self, dst, msg, timeout) -> Future:
         msg_id = next(self._ids)

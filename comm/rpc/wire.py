@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import socket
 import struct
 
 import numpy as np
@@ -32,7 +33,7 @@ from ...core.factories import from_numpy
 from ...core.tensor import Tensor
 
 __all__ = ["HEADER", "HELLO", "REQUEST", "RESPONSE", "CONTROL", "FrameError", "pack", "unpickle",
-           "send_frame", "read_frame"]
+           "send_frame", "read_frame", "read_buffered_frame"]
 
 MAGIC = b"TR"
 VERSION = 1
@@ -134,15 +135,29 @@ def unpickle(env: bytes, bufs, unfork_hook=None):
     return _Unpickler(io.BytesIO(env), bufs, unfork_hook).load()
 
 
-def send_frame(sock, head_env: bytes, bufs, before=()) -> None:
-    """Write one frame in as few system calls as the socket takes (one ``sendmsg`` of the
-    header, envelope and tensor buffers together, resumed after a partial write), after the
-    buffer-less frames ``before`` (whole ``head_env`` bytes); the caller holds the socket's
-    send lock."""
-    parts = [memoryview(f) for f in before] + [memoryview(head_env)] + [memoryview(b).cast("B") for b in bufs
-                                                                          if len(b)]
+PEEK_NOWAIT = int(socket.MSG_PEEK | socket.MSG_DONTWAIT)  # an int: enum flags cost a Python call per use
+_NOWAIT = int(socket.MSG_DONTWAIT)
+
+
+def frame_parts(head_env: bytes, bufs, before=()) -> list:
+    """The memoryviews of one frame (header, envelope, tensor buffers) after the buffer-less
+    frames ``before`` (whole ``head_env`` bytes)."""
+    return [memoryview(f) for f in before] + [memoryview(head_env)] + [memoryview(b).cast("B") for b in bufs
+                                                                         if len(b)]
+
+
+def send_parts(sock, parts: list, nowait: bool = False) -> list:
+    """Write ``parts`` in as few system calls as the socket takes (``sendmsg`` of them together,
+    resumed after a partial write); the caller holds the socket's send lock. With ``nowait``,
+    stop where the socket would block: returns what is left (empty: all written)."""
+    flags = _NOWAIT if nowait else 0
     while parts:
-        n = sock.sendmsg(parts[:_IOV_MAX])
+        try:
+            n = sock.sendmsg(parts[:_IOV_MAX], [], flags)
+        except (BlockingIOError, InterruptedError):
+            if nowait:
+                return parts
+            raise
         while n:
             first = parts[0]
             if n >= first.nbytes:
@@ -151,6 +166,12 @@ def send_frame(sock, head_env: bytes, bufs, before=()) -> None:
             else:
                 parts[0] = first[n:]
                 n = 0
+    return parts
+
+
+def send_frame(sock, head_env: bytes, bufs, before=()) -> None:
+    """Write one frame (after the frames ``before``) in as few system calls as the socket takes."""
+    send_parts(sock, frame_parts(head_env, bufs, before))
 
 
 def _recv_into(sock, view) -> None:
@@ -161,6 +182,26 @@ def _recv_into(sock, view) -> None:
         if k == 0:
             raise ConnectionError("connection closed mid-frame")
         got += k
+
+
+def read_buffered_frame(sock, peek: int = 1 << 16):
+    """The next frame if it is a small one without buffers that has arrived whole (reading it
+    cannot block), else None. A reader that reads it before acting on the frame it holds acts
+    on the two back to back: a ``to_here()`` sent right behind its ``remote()`` is then waiting
+    for the value before the ``remote()`` can finish (answered by the thread that sets it).
+    For blocking sockets only (a socket with a timeout would wait in ``recv``): else None."""
+    if sock.gettimeout() is not None:
+        return None
+    try:
+        head = sock.recv(peek, PEEK_NOWAIT)
+    except (BlockingIOError, InterruptedError):
+        return None
+    if len(head) < HEADER.size:
+        return None
+    magic, version, kind, _msg_id, env_len, nbufs = HEADER.unpack_from(head)
+    if nbufs or magic != MAGIC or version != VERSION or len(head) < HEADER.size + env_len:
+        return None  # a frame with payloads, a partial one, or a bad one (read_frame will say)
+    return read_frame(sock)
 
 
 def read_frame(sock, max_envelope: int = MAX_ENVELOPE, max_payload: int = MAX_PAYLOAD):
