@@ -2,7 +2,8 @@
 
     python examples/train_charlm.py                 # GPU: a 4-layer model, bf16/fp16 autocast + GradScaler
     python examples/train_charlm.py                 # CPU mode: a short configuration (20 steps, 2 layers),
-                                                    # about 35 s in Triton's interpreter (2 cores)
+                                                    # about 35 s in Triton's interpreter on 2 idle
+                                                    # cores (1.5-2 min when they are busy)
 
 The text is every machine's: the ``.py`` files of the running interpreter's standard library
 (``os.__file__``'s directory), read as bytes, 128 ASCII symbols (others become '?'). The model is
