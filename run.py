@@ -20,11 +20,12 @@ import os
 import runpy
 import sys
 import uuid
-from argparse import REMAINDER, Action, ArgumentParser
-from typing import Callable, List, Optional, Tuple, Union
+from argparse import REMAINDER, Action, ArgumentParser, RawDescriptionHelpFormatter
+from typing import Callable, List, Optional, Set, Tuple, Union
 
 from .comm import SECRET_ENV, TCPStore
-from .elastic.agent.server import SignalException
+from .elastic.agent.server import DEFAULT_SIGNALS_TO_HANDLE, SignalException, parse_signals
+from .elastic.events import get_logging_handler
 from .elastic.launcher.api import LaunchConfig, elastic_launch
 from .elastic.multiprocessing import Std
 from .elastic.multiprocessing.errors import ChildFailedError
@@ -58,9 +59,25 @@ class _check_env(Action):
         setattr(namespace, self.dest, self.const)
 
 
+NUMA_MODES = ["node", "socket", "exclusive", "core-complex"]  # torchrun's --numa-binding choices
+LOG_LINE_PREFIX_TEMPLATE_ENV = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"
+_EPILOG = f"""\
+torchrun has no --log-line-prefix-template flag: the prefix of tee'd lines comes from
+${LOG_LINE_PREFIX_TEMPLATE_ENV} (a string.Template of ${{role_name}}, ${{rank}} and ${{local_rank}}),
+and tritensor-run reads it too. --logs-specs and --numa-binding are accepted and refused with
+the reason (see each); every other torchrun flag has torch's meaning."""
+
+
+def _comma_separated_list(value: str) -> List[str]:
+    """torchrun's list syntax: ``"a,b"`` -> ``["a", "b"]``; a doubled comma is a literal comma."""
+    placeholder = "\0"
+    return [item.replace(placeholder, ",") for item in value.replace(",,", placeholder).split(",")]
+
+
 def get_args_parser() -> ArgumentParser:
     """torchrun's command line."""
-    p = ArgumentParser(prog="tritensor-run", description="tritensor's elastic launcher (torchrun's flags)")
+    p = ArgumentParser(prog="tritensor-run", description="tritensor's elastic launcher (torchrun's flags)",
+                       epilog=_EPILOG, formatter_class=RawDescriptionHelpFormatter)
     p.add_argument("--nnodes", action=_env, type=str, default="1:1",
                    help="Number of nodes, or the range of nodes in form <minimum_nodes>:<maximum_nodes>.")
     p.add_argument("--nproc-per-node", "--nproc_per_node", action=_env, type=str, default="1",
@@ -81,6 +98,9 @@ def get_args_parser() -> ArgumentParser:
                    help="Interval, in seconds, to monitor the state of workers.")
     p.add_argument("--start-method", "--start_method", action=_env, type=str, default="spawn",
                    choices=["spawn", "fork", "forkserver"], help="Multiprocessing start method for functions.")
+    p.add_argument("--event-log-handler", "--event_log_handler", action=_env, type=str, default="null",
+                   help="Name of a registered event logging handler (tritensor.elastic.events): null (default), "
+                        "console or dynamic_rendezvous.")
     p.add_argument("--role", action=_env, type=str, default="default", help="User-defined role for the workers.")
     p.add_argument("-m", "--module", action=_check_env,
                    help="Run the training script as a module (python -m).")
@@ -94,6 +114,16 @@ def get_args_parser() -> ArgumentParser:
                    help="Redirect std streams into log files (e.g. 3, or 0:1,1:2 per local rank).")
     p.add_argument("-t", "--tee", action=_env, type=str, default="0",
                    help="Tee std streams into a log file and the console.")
+    p.add_argument("--local-ranks-filter", "--local_ranks_filter", action=_env, type=str, default="",
+                   help="Only show the console output of these local ranks (e.g. 0,1,2); log files saved with "
+                        "--redirects or --tee keep every rank's.")
+    p.add_argument("--duplicate-stdout-filters", "--duplicate_stdout_filters", action=_env,
+                   type=_comma_separated_list, default=[],
+                   help="Also write the tee'd stdout lines that contain any of these strings (e.g. 'apple,orange'; "
+                        "a double comma is a literal comma) to <log dir>/attempt_<n>/filtered_stdout.log.")
+    p.add_argument("--duplicate-stderr-filters", "--duplicate_stderr_filters", action=_env,
+                   type=_comma_separated_list, default=[],
+                   help="The same for stderr: filtered_stderr.log.")
     p.add_argument("--node-rank", "--node_rank", action=_env, type=int, default=0,
                    help="Rank of the node for multi-node distributed training (static rendezvous).")
     p.add_argument("--master-addr", "--master_addr", default="127.0.0.1", type=str, action=_env,
@@ -102,6 +132,23 @@ def get_args_parser() -> ArgumentParser:
                    help="Port on the master node (static rendezvous without --rdzv-endpoint).")
     p.add_argument("--local-addr", "--local_addr", default=None, type=str, action=_env,
                    help="Address of the local node.")
+    p.add_argument("--logs-specs", "--logs_specs", default=None, type=str,
+                   help="Refused: torchrun loads a LogsSpecs class from the 'torchrun.logs_specs' entry points, "
+                        "and tritensor has no LogsSpecs classes to load; its logs are laid out by --log-dir, "
+                        "--redirects, --tee and --local-ranks-filter.")
+    p.add_argument("--numa-binding", "--numa_binding", type=str, choices=NUMA_MODES, default=None,
+                   help="Refused: torchrun binds each worker to the CPUs near its GPU; tritensor-run does not bind "
+                        "CPUs (run the workers under numactl with --no-python instead).")
+    p.add_argument("--signals-to-handle", "--signals_to_handle", action=_env, type=str,
+                   default=DEFAULT_SIGNALS_TO_HANDLE,
+                   help="Comma-separated signals that stop the workers with the same signal (then 128+N): default "
+                        f"{DEFAULT_SIGNALS_TO_HANDLE}; SLURM jobs often add SIGUSR1,SIGUSR2.")
+    p.add_argument("--shutdown-timeout", "--shutdown_timeout", action=_env, type=int, default=None,
+                   help="Seconds a stopped worker has to exit before SIGKILL (default: "
+                        "$TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else 30).")
+    p.add_argument("--virtual-local-rank", "--virtual_local_rank", action=_check_env,
+                   help="Every worker gets LOCAL_RANK=0 and a CUDA_VISIBLE_DEVICES of its own GPU (the local "
+                        "rank-th of this CUDA_VISIBLE_DEVICES), so it sees that GPU as device 0.")
     p.add_argument("training_script", type=str,
                    help="The script (or module with -m, or binary with --no-python) to launch, then its args.")
     p.add_argument("training_script_args", nargs=REMAINDER)
@@ -164,6 +211,44 @@ def _parse_rdzv_conf(conf: str) -> dict:
     return out
 
 
+def _local_ranks_filter(text: str) -> Optional[Set[int]]:
+    if not text:
+        return None
+    try:
+        ranks = {int(r) for r in text.split(",")}
+    except ValueError:
+        ranks = None
+    if not ranks or min(ranks) < 0:
+        raise ValueError("--local-ranks-filter must be a comma-separated list of local ranks (integers >= 0), "
+                         f"e.g. --local-ranks-filter=0,1,2; got {text!r}")
+    return ranks
+
+
+def _check_log_and_signal_flags(args, nproc_per_node: int) -> None:
+    """The flags torchrun added for logs, signals and devices: refused ones and bad values named."""
+    if args.logs_specs is not None:
+        raise ValueError(f"--logs-specs {args.logs_specs}: tritensor has no LogsSpecs classes to load (torchrun "
+                         "takes one from the 'torchrun.logs_specs' entry points); lay the logs out with --log-dir, "
+                         "--redirects, --tee and --local-ranks-filter")
+    if args.numa_binding is not None:
+        raise ValueError(f"--numa-binding {args.numa_binding}: tritensor-run does not bind workers to CPUs; run "
+                         "them under numactl (with --no-python) instead")
+    try:
+        get_logging_handler(args.event_log_handler)
+    except KeyError as e:
+        raise ValueError(f"--event-log-handler: {e.args[0]}") from None
+    try:
+        parse_signals(args.signals_to_handle)
+    except ValueError as e:
+        raise ValueError(f"--signals-to-handle: {e}") from None
+    if args.shutdown_timeout is not None and args.shutdown_timeout < 0:
+        raise ValueError(f"--shutdown-timeout: expected seconds >= 0, got {args.shutdown_timeout}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if args.virtual_local_rank and visible is not None and len(visible.split(",")) < nproc_per_node:
+        raise ValueError(f"--virtual-local-rank: {nproc_per_node} workers per node, but CUDA_VISIBLE_DEVICES={visible} "
+                         "lists fewer GPUs")
+
+
 def config_from_args(args) -> Tuple[LaunchConfig, Union[Callable, str], List[str]]:
     """The ``LaunchConfig``, the entrypoint and its arguments for parsed ``args``."""
     min_nodes, max_nodes = parse_min_max_nnodes(args.nnodes)
@@ -174,6 +259,8 @@ def config_from_args(args) -> Tuple[LaunchConfig, Union[Callable, str], List[str
     nproc_per_node = determine_local_world_size(args.nproc_per_node)
     if nproc_per_node < 1:
         raise ValueError(f"--nproc-per-node: expected a positive number, got {args.nproc_per_node}")
+    _check_log_and_signal_flags(args, nproc_per_node)
+    ranks_filter = _local_ranks_filter(args.local_ranks_filter)
     if "OMP_NUM_THREADS" not in os.environ and nproc_per_node > 1:
         os.environ["OMP_NUM_THREADS"] = "1"
         log.warning("Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid "
@@ -191,7 +278,12 @@ def config_from_args(args) -> Tuple[LaunchConfig, Union[Callable, str], List[str
                           max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
                           start_method=args.start_method, log_dir=args.log_dir,
                           redirects=Std.from_str(args.redirects), tee=Std.from_str(args.tee),
-                          local_addr=args.local_addr)
+                          local_addr=args.local_addr, log_line_prefix_template=os.getenv(LOG_LINE_PREFIX_TEMPLATE_ENV),
+                          event_log_handler=args.event_log_handler, signals_to_handle=args.signals_to_handle,
+                          duplicate_stdout_filters=args.duplicate_stdout_filters or None,
+                          duplicate_stderr_filters=args.duplicate_stderr_filters or None,
+                          virtual_local_rank=args.virtual_local_rank, shutdown_timeout=args.shutdown_timeout,
+                          local_ranks_filter=ranks_filter)
     if args.run_path:
         return config, run_script_path, [args.training_script, *args.training_script_args]
     if args.no_python:

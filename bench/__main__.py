@@ -1,4 +1,4 @@
-"""``python -m tritensor.bench [family ...] [options]``: the kernel benchmark report.
+"""python -m tritensor.bench: the kernel benchmark report, and the door to the other benchmarks.
 
 For each family a table of shape, dtype, time, TFLOP/s or GB/s, the fraction of the device's
 peak and the speed relative to a peer timed in the same run (torch on GPU when it is installed,
@@ -18,7 +18,10 @@ import argparse
 import datetime
 import importlib
 import json
+import os
 import sys
+
+from . import plot
 
 FAMILIES = {  # name -> module in this package
     "elementwise": "elementwise", "reduction": "reduction", "softmax": "softmax", "cast": "cast",
@@ -28,6 +31,14 @@ DTYPES = ("float32", "float16", "bfloat16", "float64")
 EXTERNAL = {"comm": "tritensor.bench.comm", "launch": "tritensor.bench.launch",
             "elastic": "tritensor.bench.elastic", "amp": "tritensor.bench.amp", "rpc": "tritensor.bench.rpc",
             "ddp": "tritensor.bench.ddp"}  # own command lines
+EXTERNAL_HELP = {  # what --help says of each; `python -m tritensor.bench NAME --help` gives its options
+    "comm": "collectives' time and bandwidth against gloo; --soak: a seeded mix under a connection flood",
+    "ddp": "DDP's per-step communication time per comm hook (allreduce, fp16, bf16, PowerSGD) against torch DDP",
+    "rpc": "RPC round trips, 1 MB echo, remote() + to_here() and requests/s against torch.distributed.rpc",
+    "elastic": "tritensor-run's start and restart times against torchrun",
+    "launch": "what one op costs beyond its arithmetic (host path), against stock Triton's own launch",
+    "amp": "mixed precision's bookkeeping: GradScaler's fused unscale-and-check, fused optimizer steps",
+}
 
 
 def _csv(kind, allowed=None):
@@ -52,10 +63,11 @@ def _csv(kind, allowed=None):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    epilog = ("kernel families (the options above apply): " + ", ".join(FAMILIES) + " (default: all)\n\n"
+              "benchmarks with their own command line, named first (python -m tritensor.bench NAME --help):\n"
+              + "\n".join(f"  {name:<8} {EXTERNAL_HELP[name]}" for name in EXTERNAL))
     p = argparse.ArgumentParser(prog="python -m tritensor.bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="families: " + ", ".join(FAMILIES) + " (default: all); 'comm' dispatches "
-                                       "to the communication benchmark")
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=epilog)
     p.add_argument("families", nargs="*", metavar="family", help="kernel families to run (default: all)")
     p.add_argument("--kernels", type=_csv("--kernels", tuple(FAMILIES)), default=None,
                    help="same as the positional families, comma-separated")
@@ -69,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(matmul), H=W (conv2d), L=S (attention)")
     p.add_argument("--no-peer", dest="peer", action="store_false", help="skip the torch/NumPy peer")
     p.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
-    p.add_argument("--plot", metavar="PATH", help="also save throughput against size as a PNG (needs matplotlib)")
+    p.add_argument("--plot", metavar="PATH", help="also save throughput against size as a PNG, one panel per "
+                                                 f"family with the peer (needs matplotlib: {plot.INSTALL_HINT})")
     return p
 
 
@@ -91,10 +104,19 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in EXTERNAL:
         return _dispatch_external(argv[0], argv[1:])
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     unknown = [f for f in args.families if f not in FAMILIES]
     if unknown:
-        build_parser().error(f"unknown family {unknown}; choose from {', '.join(FAMILIES)} (or 'comm' first)")
+        parser.error(f"unknown family {unknown}; choose from {', '.join(FAMILIES)} (or, first and alone, one of "
+                     f"{', '.join(EXTERNAL)})")
+    if args.plot and not plot.available():  # before minutes of measuring, not after
+        parser.error(f"--plot: matplotlib is not installed; {plot.INSTALL_HINT}")
+    for opt in ("json", "plot"):
+        path = getattr(args, opt)
+        folder = os.path.dirname(os.path.abspath(path)) if path else None
+        if folder and not os.path.isdir(folder):
+            parser.error(f"--{opt}: the folder {folder!r} of {path!r} does not exist")
     families = list(dict.fromkeys(args.families + (args.kernels or []))) or list(FAMILIES)
 
     import tritensor as tt
@@ -106,15 +128,18 @@ def main(argv=None) -> int:
     ctx = common.Context(gpu, dtypes, args.sizes, args.quick, args.peer)
     name = common.device_name(gpu)
     stamp = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    mode = "GPU" if gpu else "CPU (Triton interpreter: times measure the interpreter, not a GPU)"
     print(f"tritensor {tt.__version__} kernel benchmark -- {name} -- {stamp}")
-    print(f"mode: {'GPU' if gpu else 'CPU (Triton interpreter: times measure the interpreter, not a GPU)'}; "
-          f"{'quick' if args.quick else 'full'}; dtypes: {', '.join(dtypes)}")
-    peaks = {"gbs": common.memory_peak_gbs(gpu), "tflops": {}}
-    for dt in dtypes:
-        peaks["tflops"][dt] = common.compute_peak_tflops(gpu, name, dt, tt.backends.cuda.matmul.allow_tf32)
-    print(f"memory peak (measured copy bandwidth): {peaks['gbs']:.1f} GB/s; compute peak: "
-          + ", ".join(f"{dt} {v:.3g} TFLOP/s" if v else f"{dt} unknown" for dt, v in peaks["tflops"].items())
-          + ("" if gpu else " (measured NumPy fp32 matmul)"))
+    print(f"mode: {mode}; {'quick' if args.quick else 'full'}; dtypes: {', '.join(dtypes)}")
+    print(common.timing_note(gpu))
+    peaks = {"gbs": common.memory_peak(gpu),
+             "tflops": common.compute_peaks(gpu, name, dtypes, tt.backends.cuda.matmul.allow_tf32)}
+    print(f"% of peak: GB/s rows against the memory peak, {peaks['gbs'].describe()}")
+    compute = {p.describe(): [] for p in peaks["tflops"].values()}
+    for dt, p in peaks["tflops"].items():
+        compute[p.describe()].append(dt)
+    for text, dts in compute.items():
+        print(f"           TFLOP/s rows ({', '.join(dts)}) against {text}")
     peer = ("torch " + ctx.torch.__version__) if ctx.torch is not None else ("NumPy" if ctx.numpy_peer else "none")
     if gpu and args.peer and ctx.torch is None:
         peer = "none (torch is not installed)"
@@ -140,14 +165,22 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": name, "date": stamp, "mode": "gpu" if gpu else "cpu", "quick": args.quick,
-                       "memory_peak_gbs": peaks["gbs"], "compute_peak_tflops": peaks["tflops"], "peer": peer,
-                       "results": [common.dataclasses.asdict(r) for r in results]}, f, indent=1)
+                       "timing": common.timing_note(gpu),
+                       "memory_peak_gbs": peaks["gbs"].value, "compute_peak_tflops": {
+                           dt: p.value for dt, p in peaks["tflops"].items()},
+                       "peaks": {"memory": common.dataclasses.asdict(peaks["gbs"]),
+                                 "compute": {dt: common.dataclasses.asdict(p) for dt, p in peaks["tflops"].items()}},
+                       "peer": peer, "results": [common.dataclasses.asdict(r) for r in results]}, f, indent=1)
         print(f"\nwrote {args.json}")
     if args.plot:
-        if common.save_plot(args.plot, results):
-            print(f"wrote {args.plot}")
-        else:
-            print("--plot: matplotlib is not installed; no plot written", file=sys.stderr)
+        axes = {fam: getattr(importlib.import_module(f".{FAMILIES[fam]}", __package__), "SIZE_AXIS", "size")
+                for fam in families}
+        device = name if gpu else name.split(", Triton")[0]
+        plot.save(args.plot, results, axes,
+                  f"tritensor {tt.__version__} kernel benchmark -- mode: {'GPU' if gpu else 'CPU, Triton interpreter'}"
+                  f" -- device: {device} -- {stamp}\nthroughput against size: tritensor solid, the peer ({peer}, "
+                  "timed in the same run) dashed or hatched")
+        print(f"wrote {args.plot}")
     return 0
 
 

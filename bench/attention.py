@@ -20,6 +20,8 @@ import numpy as np
 from ..triton_kernels import attention_tma
 from .common import Case, Context, with_kernel_off
 
+SIZE_AXIS = "L = S (sequence length)"  # what a case's size is: the plot's x axis
+
 BATCH = 4
 
 
@@ -112,17 +114,20 @@ def cases(ctx: Context) -> list:
                     q, k, v, do = (ctx.randn((batch, H, n, D), dt) for _ in range(4))
                     flops = 4.0 * batch * H * n * n * D * (0.5 if causal else 1.0)
                     shape = f"B{batch} H{H} L=S={n} D{D}" + (" causal" if causal else "")
+                    variant = f" D{D}" + (" causal" if causal else "")  # the plot's series: one line each
                     peer, name = ctx.make_peer(dt, (q, k, v), torch_fwd,
                                                lambda a, b, c, causal=causal: _np_attention(a, b, c, causal)[0])
                     out.append(Case("attention", "sdpa fwd", shape, dt, n,
                                     lambda q=q, k=k, v=v, c=causal: F.scaled_dot_product_attention(q, k, v, is_causal=c),
                                     flops=flops, peer=peer, peer_name=name + ("(flash)" if name == "torch" and dt !=
-                                                                                 "float32" else "")))
+                                                                                 "float32" else ""),
+                                    series="sdpa fwd" + variant))
                     if ctx.gpu and dt != "float32" and D in attention_tma.HEAD_DIMS:
                         out.append(Case("attention", "sdpa fwd (general kernel)", shape, dt, n,
                                         with_kernel_off(attention_tma, lambda q=q, k=k, v=v, c=causal:
                                                         F.scaled_dot_product_attention(q, k, v, is_causal=c)),
-                                        flops=flops, peer=peer, peer_name=out[-1].peer_name))
+                                        flops=flops, peer=peer, peer_name=out[-1].peer_name,
+                                        series="sdpa fwd (general kernel)" + variant))
                     qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
 
                     def run(q=qg, k=kg, v=vg, do=do, c=causal):
@@ -135,5 +140,5 @@ def cases(ctx: Context) -> list:
                     materialised = batch * H * n * n * (4 + q.dtype.itemsize)
                     out.append(Case("attention", f"sdpa fwd+bwd (scratch {_mb(scratch)} vs materialised "
                                                  f"{_mb(materialised)})", shape, dt, n, run, flops=3.5 * flops,
-                                    peer=peer, peer_name=name))
+                                    peer=peer, peer_name=name, series="sdpa fwd+bwd" + variant))
     return out

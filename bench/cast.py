@@ -5,6 +5,8 @@ import numpy as np
 
 from .common import Case, Context
 
+SIZE_AXIS = "elements"  # what a case's size is: the plot's x axis
+
 
 def cases(ctx: Context) -> list:
     import tritensor as tt

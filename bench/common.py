@@ -1,13 +1,19 @@
-"""What every kernel-family benchmark shares: a case, timers, the device's peaks, tables, JSON, plot.
+"""What every kernel-family benchmark shares: a case, timers, the device's peaks, tables.
 
 Timing. GPU mode: ``triton_kernels.autotune.do_bench`` (CUDA events on the current stream, L2
-flushed before each call) for tritensor, and torch's own CUDA events for the torch peer, since
-torch launches on its own stream. CPU mode: wall clock (median of repeats) for both tritensor
-(Triton's interpreter) and the NumPy peer.
+flushed before each call; the median of the calls that fill 100 ms after 25 ms of warm-up) for
+tritensor, and torch's own CUDA events for the torch peer (median of 50 calls after one),
+since torch launches on its own stream. CPU mode: wall clock, the median of 3 to 50 calls (as
+many as fit in 0.2 s) after one warm-up call, for both tritensor (Triton's interpreter) and the
+NumPy peer. :func:`timing_note` says so in the report's header.
 
-Peaks. Memory: measured, as the bandwidth of a large device-to-device copy (GPU) or NumPy copy
-(CPU), counting bytes read + written. Compute: the vendor's dense tensor-core figure for known
-GPUs (fp32 without TF32 uses the CUDA-core figure); on CPU, a measured NumPy fp32 matmul.
+Peaks. Memory: measured, the best of :data:`PEAK_RUNS` large device-to-device copies (GPU) or
+NumPy copies (CPU), counting bytes read + written. Compute: the vendor's dense tensor-core
+figure for known GPUs (fp32 without TF32 uses the CUDA-core figure); on CPU, the best of
+:data:`PEAK_RUNS` NumPy fp32 matmuls, measured once and used for every dtype (NumPy has no
+fast half-precision matmul: a second, fp16 measurement only added noise). The best run, not
+the median, because a busy machine only ever slows a run down; :class:`Peak` keeps every run
+so the header shows the spread.
 """
 from __future__ import annotations
 
@@ -47,6 +53,7 @@ class Case:
     nbytes: Optional[float] = None  # memory-bound families report GB/s
     peer: Optional[Callable[[], object]] = None
     peer_name: str = ""
+    series: str = ""  # the plot's line (op and variant, without the size); default: op
 
 
 @dataclasses.dataclass
@@ -63,6 +70,11 @@ class Result:
     peer_name: str
     peer_ms: Optional[float]
     speed_vs_peer: Optional[float]  # peer time / tritensor time: > 1 means tritensor is faster
+    series: str = ""
+
+    @property
+    def peer_throughput(self) -> Optional[float]:
+        return self.throughput / self.speed_vs_peer if self.speed_vs_peer else None
 
 
 class Context:
@@ -133,7 +145,20 @@ def _import_torch():
 
 
 # ----- timers ---------------------------------------------------------------------------------------
-def time_cpu(fn, min_time: float = 0.2, min_reps: int = 3, max_reps: int = 50) -> float:
+CPU_MIN_TIME, CPU_MIN_REPS, CPU_MAX_REPS = 0.2, 3, 50
+GPU_WARMUP_MS, GPU_REP_MS, TORCH_REPS = 25, 100, 50
+
+
+def timing_note(gpu: bool) -> str:
+    """What a time in the tables is, for the report's header."""
+    if gpu:
+        return (f"time = the median of the calls that fill {GPU_REP_MS} ms after {GPU_WARMUP_MS} ms of warm-up "
+                f"(CUDA events, L2 flushed before each); torch: the median of {TORCH_REPS} calls after one")
+    return (f"time = the median of {CPU_MIN_REPS} to {CPU_MAX_REPS} calls (as many as fit in {CPU_MIN_TIME:g} s) "
+            "after one warm-up call, for tritensor and its peer alike")
+
+
+def time_cpu(fn, min_time: float = CPU_MIN_TIME, min_reps: int = CPU_MIN_REPS, max_reps: int = CPU_MAX_REPS) -> float:
     """Median wall-clock milliseconds of ``fn()`` after one warm-up call (which also compiles)."""
     fn()
     times = []
@@ -148,10 +173,10 @@ def time_cpu(fn, min_time: float = 0.2, min_reps: int = 3, max_reps: int = 50) -
 def time_gpu(fn) -> float:
     from ..triton_kernels.autotune import do_bench
 
-    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+    return do_bench(fn, warmup=GPU_WARMUP_MS, rep=GPU_REP_MS, return_mode="median")
 
 
-def time_torch(torch, fn, reps: int = 50) -> float:
+def time_torch(torch, fn, reps: int = TORCH_REPS) -> float:
     """Median milliseconds of a torch op, timed with torch's events on torch's current stream."""
     fn()
     torch.cuda.synchronize()
@@ -178,36 +203,83 @@ def device_name(gpu: bool) -> str:
     return f"CPU ({platform.processor() or platform.machine()}), Triton interpreter"
 
 
-def memory_peak_gbs(gpu: bool) -> float:
-    """Measured copy bandwidth in GB/s (bytes read + bytes written)."""
-    nbytes = 1 << 30 if gpu else 1 << 27
+PEAK_RUNS = 7
+
+
+@dataclasses.dataclass
+class Peak:
+    """A device peak: ``value`` (None: unknown) and where it comes from; ``runs`` holds every
+    measured run when it was measured (``value`` is then their best)."""
+
+    value: Optional[float]
+    unit: str
+    source: str
+    runs: list = dataclasses.field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.value is None:
+            return f"unknown ({self.source})"
+        spread = f"; the {len(self.runs)} runs ranged {min(self.runs):.3g}-{max(self.runs):.3g}" if self.runs else ""
+        return f"{self.value:.3g} {self.unit} = {self.source}{spread}"
+
+
+def _best_of(fn, work: float, scale: float) -> list:
+    """Throughputs (``work`` / seconds / ``scale``) of :data:`PEAK_RUNS` calls after a warm-up."""
+    fn()
+    runs = []
+    for _ in range(PEAK_RUNS):
+        t0 = time.perf_counter()
+        fn()
+        runs.append(work / (time.perf_counter() - t0) / scale)
+    return runs
+
+
+def memory_peak(gpu: bool) -> Peak:
+    """Measured copy bandwidth in GB/s (bytes read + bytes written): the best of PEAK_RUNS copies."""
     if gpu:
         import tritensor as tt
 
-        src = tt.empty(nbytes // 4, dtype=tt.int32, device="cuda")  # 1 GiB each way: far beyond any cache
+        src = tt.empty((1 << 30) // 4, dtype=tt.int32, device="cuda")  # 1 GiB each way: far beyond any cache
         dst = tt.empty_like(src)
         stream = cuda.current_stream()
-        ms = time_gpu(lambda: memory.device_to_device(dst.data_ptr(), src.data_ptr(), src.nbytes, stream))
-        return 2 * src.nbytes / ms / 1e6
-    src = np.ones(nbytes // 8)
-    dst = np.empty_like(src)
-    ms = time_cpu(lambda: np.copyto(dst, src))
-    return 2 * src.nbytes / ms / 1e6
+        runs = do_bench_runs(lambda: memory.device_to_device(dst.data_ptr(), src.data_ptr(), src.nbytes, stream))
+        runs = [2 * src.nbytes / ms / 1e6 for ms in runs]
+        what = f"the best of {PEAK_RUNS} device-to-device copies of 1 GiB"
+    else:
+        src = np.ones((1 << 27) // 8)
+        dst = np.empty_like(src)
+        runs = _best_of(lambda: np.copyto(dst, src), 2 * src.nbytes, 1e9)
+        what = f"the best of {PEAK_RUNS} NumPy copies of 128 MiB"
+    return Peak(max(runs), "GB/s", what + " (bytes read + written)", runs)
 
 
-def compute_peak_tflops(gpu: bool, name: str, dtype: str, tf32: bool) -> Optional[float]:
+def do_bench_runs(fn) -> list:
+    """Milliseconds of PEAK_RUNS GPU calls (CUDA events)."""
+    from ..triton_kernels.autotune import do_bench
+
+    return [do_bench(fn, warmup=5, rep=20, return_mode="median") for _ in range(PEAK_RUNS)]
+
+
+def compute_peaks(gpu: bool, name: str, dtypes, tf32: bool) -> dict:
+    """{dtype: Peak} in TFLOP/s: the vendor's figure on known GPUs; on CPU one measured reference."""
     if gpu:
-        for frag, peaks in _NOMINAL_TFLOPS.items():
-            if frag in name:
-                if dtype in ("float16", "bfloat16"):
-                    return peaks[0]
-                if dtype == "float32":
-                    return peaks[1] if tf32 else peaks[2]
-                return peaks[3]
-        return None
+        out = {}
+        for dt in dtypes:
+            frag = next((f for f in _NOMINAL_TFLOPS if f in name), None)
+            if frag is None:
+                out[dt] = Peak(None, "TFLOP/s", f"no nominal figure for {name!r}")
+                continue
+            peaks = _NOMINAL_TFLOPS[frag]
+            value, kind = {"float16": (peaks[0], "tensor cores"), "bfloat16": (peaks[0], "tensor cores"),
+                           "float32": (peaks[1], "TF32 tensor cores") if tf32 else (peaks[2], "CUDA cores")}.get(
+                dt, (peaks[3], "fp64"))
+            out[dt] = Peak(value, "TFLOP/s", f"{frag}'s nominal dense {dt} figure ({kind})")
+        return out
     a = np.random.default_rng(0).standard_normal((1024, 1024)).astype(np.float32)
-    ms = time_cpu(lambda: a @ a)
-    return 2 * 1024**3 / ms / 1e9
+    runs = _best_of(lambda: a @ a, 2 * 1024**3, 1e12)
+    ref = Peak(max(runs), "TFLOP/s", f"the best of {PEAK_RUNS} NumPy float32 1024x1024 matmuls on this CPU, "
+                                     "the reference for every dtype", runs)
+    return {dt: ref for dt in dtypes}
 
 
 # ----- running, printing, saving ---------------------------------------------------------------------
@@ -238,12 +310,13 @@ def measure(case: Case, ctx: Context, peaks: dict) -> Result:
     else:
         thr, unit = case.nbytes / ms / 1e6, "GB/s"
         peak = peaks["gbs"]
+    peak = peak.value if isinstance(peak, Peak) else peak
     peer_ms = None
     if case.peer is not None:
         peer_ms = time_torch(ctx.torch, case.peer) if ctx.torch is not None else time_cpu(case.peer)
     return Result(case.family, case.op, case.shape, case.dtype, case.size, ms, thr, unit,
                   thr / peak if peak else None, case.peer_name if case.peer else "", peer_ms,
-                  peer_ms / ms if peer_ms else None)
+                  peer_ms / ms if peer_ms else None, case.series or case.op)
 
 
 def print_table(family: str, results, out=None) -> None:
@@ -263,32 +336,6 @@ def print_table(family: str, results, out=None) -> None:
     print("  ".join("-" * w for w in widths), file=out)
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)), file=out)
-
-
-def save_plot(path: str, results) -> bool:
-    """Throughput against size, one panel per family; False if matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except Exception:
-        return False
-    families = sorted({r.family for r in results})
-    fig, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 4), squeeze=False)
-    for ax, fam in zip(axes[0], families):
-        rows = [r for r in results if r.family == fam]
-        for key in sorted({(r.op, r.dtype) for r in rows}):
-            pts = sorted((r.size, r.throughput) for r in rows if (r.op, r.dtype) == key)
-            ax.plot(*zip(*pts), marker="o", label=f"{key[0]} {key[1]}")
-        ax.set_xscale("log")
-        ax.set_title(fam)
-        ax.set_xlabel("size")
-        ax.set_ylabel(rows[0].unit)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    return True
 
 
 # ----- pytest-benchmark glue (benchmarks/test_bench_*.py) ----------------------------------------------

@@ -5,6 +5,8 @@ import numpy as np
 
 from .common import Case, Context
 
+SIZE_AXIS = "H = W (input height and width)"  # what a case's size is: the plot's x axis
+
 
 def numpy_conv2d(x, w, padding):
     """The CPU peer: stride-1 conv as one einsum per kernel tap over a padded copy (no im2col)."""

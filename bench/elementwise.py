@@ -5,6 +5,8 @@ import numpy as np
 
 from .common import Case, Context
 
+SIZE_AXIS = "elements"  # what a case's size is: the plot's x axis
+
 
 def _np_gelu(x):
     # NumPy has no erf ufunc: the peer computes gelu's tanh form, the same passes over memory.

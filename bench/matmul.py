@@ -9,6 +9,8 @@ from __future__ import annotations
 from ..triton_kernels import matmul_tma
 from .common import Case, Context, with_kernel_off
 
+SIZE_AXIS = "M = N = K"  # what a case's size is: the plot's x axis
+
 
 def cases(ctx: Context) -> list:
     import tritensor as tt

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from .common import Case, Context
 
+SIZE_AXIS = "elements (rows x 1024)"  # what a case's size is: the plot's x axis
+
 COLS = 1024
 
 

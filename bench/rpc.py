@@ -14,7 +14,8 @@ worker 1 (two processes on this host, loopback TCP):
 The peer runs under ``--peer-python`` (an interpreter that has torch; tritensor never imports
 torch), default this interpreter when it has torch. Each backend runs ``--rounds`` times,
 alternating, each round in fresh processes; a latency row keeps the best round's median, the
-throughput row the best round.
+throughput row the best round; a second table gives every row's min / median / max over the
+rounds and the ratio of the medians.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import importlib.util
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,7 +95,7 @@ rpc.shutdown()
 
 ROWS = (("noop_s", "rpc_sync no-op round trip", "us"), ("echo_1mb_s", "rpc_sync echo 1 MB tensor", "us"),
         ("remote_1mb_s", "remote() + to_here() 1 MB", "us"), ("rps", "requests/s, 16 concurrent callers", "/s"))
-TARGETS = {"noop_s": 0.8, "echo_1mb_s": 1.0}  # our time / torch's time, at most
+TARGETS = {"noop_s": 0.8, "echo_1mb_s": 1.0, "remote_1mb_s": 1.0}  # our time / torch's time, at most
 
 
 def run_once(python: str, backend: str, script: str, args, timeout: float) -> dict:
@@ -148,6 +150,27 @@ def table(ours: dict, peer: dict | None) -> str:
     return "\n".join(lines)
 
 
+def spread(ours: list, theirs: list) -> str:
+    """Every round's figure, not only the best: min / median / max over the rounds, and the
+    ratio of the medians (on a loaded machine the best round can flatter either side)."""
+    lines = ["| row | tritensor min / median / max | torch min / median / max | ratio of medians |",
+             "|---|---:|---:|---:|"]
+    for key, name, unit in ROWS:
+        scale = 1e6 if unit == "us" else 1.0
+
+        def cell(rounds):
+            vals = sorted(r[key] * scale for r in rounds)
+            return f"{vals[0]:.0f} / {statistics.median(vals):.0f} / {vals[-1]:.0f} {unit}", statistics.median(vals)
+
+        mine, m = cell(ours)
+        if not theirs:
+            lines.append(f"| {name} | {mine} | - | - |")
+            continue
+        peer, p = cell(theirs)
+        lines.append(f"| {name} | {mine} | {peer} | {m / p:.2f}x |")
+    return "\n".join(lines)
+
+
 def _default_peer() -> str | None:
     try:
         return sys.executable if importlib.util.find_spec("torch") is not None else None
@@ -189,6 +212,7 @@ def main(argv=None) -> int:
             print(f"# round {i + 1}: tritensor {ours[-1]}" + (f"; torch {theirs[-1]}" if theirs else ""), flush=True)
     best_ours, best_theirs = _best(ours), (_best(theirs) if theirs else None)
     print(table(best_ours, best_theirs))
+    print(f"\nSpread over the {args.rounds} rounds:\n" + spread(ours, theirs))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"date": stamp, "cpus": os.cpu_count(), "tritensor": ours, "torch": theirs,

@@ -5,6 +5,8 @@ import numpy as np
 
 from .common import Case, Context
 
+SIZE_AXIS = "elements (rows x 1024)"  # what a case's size is: the plot's x axis
+
 COLS = 1024
 
 

@@ -282,7 +282,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
             raise ValueError(f"rank: expected 0 <= rank < world_size={world_size}, got {rank}")
         if rank == 0 or world_size == 1:
             auth.ensure_secret()
-        store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=tsecs)
+        store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=tsecs, rank=rank)
         own_store = True
     else:
         _int_arg(world_size, "world_size", 1)

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 _WORKERS_KEY = INTERNAL_PREFIX + "workers"
 _READY_KEY = INTERNAL_PREFIX + "workers_ready"
+_RANK_KEY = INTERNAL_PREFIX + "worker_rank/"  # + a client's rank, set when it joins with rank=
 DEFAULT_TIMEOUT = timedelta(seconds=300)
 DEFAULT_MAX_FRAME = 64 << 20  # a store value is metadata, not tensor data
 
@@ -94,25 +95,32 @@ class TCPStore(Store):
     """A TCP key-value store with torch.distributed.TCPStore's constructor and methods.
 
     ``TCPStore(host_name, port, world_size=None, is_master=False, timeout=timedelta(seconds=300),
-    wait_for_workers=True, *, secret=None)``. The master listens on ``host_name``
+    wait_for_workers=True, *, secret=None, rank=None)``. The master listens on ``host_name``
     (``"127.0.0.1"``/``"localhost"`` keep it on loopback; ``port=0`` picks a free port,
     see :attr:`port`). ``secret`` overrides ``$TRITENSOR_COMM_SECRET``; the master
     generates one into the environment when neither is set, so processes it starts inherit it.
 
     Values are bytes (``str`` values are UTF-8 encoded on ``set``); ``get`` waits up to the
     store's timeout for a missing key. The client is thread-safe (one request at a time).
+
+    ``rank`` (not in torch) is the rank this client joins as: a master that times out waiting for
+    ``world_size`` workers then names the ranks that never joined. ``init_process_group`` and
+    ``init_rpc`` pass it; a client without one is only counted.
     """
 
     def __init__(self, host_name: str, port: int, world_size: int | None = None, is_master: bool = False,
                  timeout=DEFAULT_TIMEOUT, wait_for_workers: bool = True, *, secret=None,
                  max_frame: int = DEFAULT_MAX_FRAME, auth_timeout=AUTH_TIMEOUT,
-                 max_unauthenticated: int = MAX_UNAUTHENTICATED):
+                 max_unauthenticated: int = MAX_UNAUTHENTICATED, rank: int | None = None):
         if not isinstance(host_name, str):
             raise TypeError(f"host_name: expected str, got {type(host_name).__name__}")
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
             raise ValueError(f"port: expected an int in [0, 65535], got {port!r}")
         if world_size is not None and (isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1):
             raise ValueError(f"world_size: expected None or a positive int, got {world_size!r}")
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0
+                                 or (world_size is not None and rank >= world_size)):
+            raise ValueError(f"rank: expected None or an int in [0, world_size), got {rank!r}")
         if not is_master and port == 0:
             raise ValueError("port: a client (is_master=False) needs the master's actual port, not 0")
         if isinstance(max_unauthenticated, bool) or not isinstance(max_unauthenticated, int) or max_unauthenticated < 1:
@@ -137,6 +145,8 @@ class TCPStore(Store):
             weakref.finalize(self, self._server.stop)
         self._port = port
         self._connect(time.monotonic() + self._timeout)
+        if rank is not None:  # before the count: a counted client's rank is always there to read
+            self._call(SET, [f"{_RANK_KEY}{rank}".encode(), b"1"])
         self._call(ADD, [_WORKERS_KEY.encode(), b"1"])  # counted like torch's init key
         if world_size is not None:
             count = int(self._call(ADD, [_WORKERS_KEY.encode(), b"0"])[0])
@@ -146,11 +156,20 @@ class TCPStore(Store):
                 try:
                     self._wait_keys([_READY_KEY.encode()], self._timeout)
                 except DistStoreTimeoutError:
-                    n = int(self._call(ADD, [_WORKERS_KEY.encode(), b"0"])[0])
                     raise DistStoreTimeoutError(
                         f"TCPStore: timed out after {self._timeout:g}s waiting for {world_size} "
-                        f"workers to connect to {host_name}:{port}; {n} connected"
+                        f"workers to connect to {host_name}:{port}; {self._who_joined(world_size)}"
                     ) from None
+
+    def _who_joined(self, world_size: int) -> str:
+        """How many workers joined and, by the ranks they joined with, which ranks are missing."""
+        n = int(self._call(ADD, [_WORKERS_KEY.encode(), b"0"])[0])
+        seen = [r for r in range(world_size) if self._call(CHECK, [f"{_RANK_KEY}{r}".encode()])[0] == b"1"]
+        missing = [r for r in range(world_size) if r not in seen]
+        if len(seen) == n:
+            return f"{n} connected; missing rank(s) {missing}"
+        return (f"{n} connected, {n - len(seen)} of them without a rank (TCPStore's rank=) or with a repeated one; "
+                f"rank(s) not seen: {missing}")
 
     # -- properties as in torch ----------------------------------------------------
     @property

@@ -3,6 +3,7 @@
     python examples/train_digits.py                      # from the repository root
     python examples/train_digits.py --epochs 2 --quiet   # a short run
     python examples/train_digits.py --resume             # go on from the last checkpoint
+    python examples/train_digits.py --checkpoint /tmp/ck.safetensors   # where it goes (default below)
     python examples/train_digits.py --amp                # mixed precision, then the numeric-suite report
     tritensor-run --standalone --nproc-per-node 2 --max-restarts 3 examples/train_digits.py --ddp \\
         [--hook allreduce|fp16|bf16|powersgd]
@@ -11,7 +12,9 @@ Written the way a PyTorch user writes a training script (``import tritensor as t
 would be ``import torch``): a ``TensorDataset`` and ``DataLoader``, a conv / ``BatchNorm2d`` /
 MLP model, Adam with a cosine LR schedule, ``clip_grad_norm_``, a checkpoint after every epoch
 (model, optimizer, scheduler and GradScaler state dicts, written atomically by ``tt.save``) and
-``--resume`` to go on from it. Every mode runs the same loop:
+``--resume`` to go on from it. The checkpoint goes to ``--checkpoint``, by default
+``$XDG_CACHE_HOME/tritensor/digits_checkpoint.safetensors`` (``~/.cache/...``): outside the
+source tree, so a run leaves no file in the checkout. Every mode runs the same loop:
 
 - ``--amp``: the forward and loss under ``autocast`` (bfloat16 on CPU, float16 on a GPU), the loss
   scaled by a ``GradScaler``, a ``fused=True`` Adam; then the numeric-suite report of the trained
@@ -123,8 +126,17 @@ def comm_hook(name: str):
                   "bf16": default_hooks.bf16_compress_hook}[name]
 
 
+def default_checkpoint() -> str:
+    """``$XDG_CACHE_HOME/tritensor/digits_checkpoint.safetensors`` (``~/.cache`` when unset): a
+    fixed place for ``--resume`` to find, outside the source tree."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "tritensor", "digits_checkpoint.safetensors")
+
+
 def save_checkpoint(path: str, model, optimizer, epoch: int, scheduler=None, scaler=None) -> None:
-    """Everything needed to go on after ``epoch``, in one safetensors file (``tt.save`` is atomic)."""
+    """Everything needed to go on after ``epoch``, in one safetensors file (``tt.save`` is atomic);
+    the folder is made when missing."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     checkpoint = {"epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict()}
     if scheduler is not None:
         checkpoint["scheduler"] = scheduler.state_dict()
@@ -244,7 +256,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--ddp", action="store_true", help="DistributedDataParallel under tritensor-run")
     ap.add_argument("--hook", choices=("allreduce", "fp16", "bf16", "powersgd"), default="allreduce",
                     help="--ddp: the gradient communication hook")
-    ap.add_argument("--checkpoint", default="digits_checkpoint.safetensors", help="written after every epoch")
+    ap.add_argument("--checkpoint", default=default_checkpoint(), metavar="PATH",
+                    help="written after every epoch (default: %(default)s, outside the source tree)")
     ap.add_argument("--resume", action="store_true",
                     help="go on from --checkpoint, with its LR schedule (a restarted --ddp group always resumes)")
     ap.add_argument("--target-acc", type=float, default=0.95, help="exit 1 below this test accuracy")

@@ -706,7 +706,8 @@ def any_source_sender_dies(rank, world):
 
 def store_host_hangs(rank, world, group_timeout):
     """Rank 0 (the store's host) stops itself (SIGSTOP) while the others run an all_reduce on a
-    group with a short timeout; they report how long raising took, then wake rank 0 up."""
+    group with a short timeout; they report how long raising took, then wake rank 0 up (whichever
+    survivor is first: rank 0 may be gone by the time the other one tries)."""
     import signal
 
     import numpy as np
@@ -727,7 +728,10 @@ def store_host_hangs(rank, world, group_timeout):
     except Exception as e:
         msg = f"{type(e).__name__}: {e}"
     elapsed = time.monotonic() - start
-    os.kill(int(pids[0].tolist()[0]), signal.SIGCONT)
+    try:
+        os.kill(int(pids[0].tolist()[0]), signal.SIGCONT)
+    except ProcessLookupError:  # the other survivor woke rank 0 first, and it has finished and exited
+        pass
     return msg, elapsed
 
 
@@ -808,6 +812,19 @@ def rank_never_joins(rank, world, pg_timeout):
     except Exception as e:
         msg = f"{type(e).__name__}: {e}"
     return msg, time.monotonic() - start
+
+
+def rank_never_starts(rank, world, pg_timeout):
+    """The last rank never even reaches the store: rank 0, which hosts it, must name that rank."""
+    import tritensor.comm as dist
+
+    if rank == world - 1:
+        return "absent"
+    try:
+        dist.init_process_group("tcp", timeout=pg_timeout)
+        return "no error"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
 
 
 # ------------------------------------------------------------- input lifetime (issue 9)

@@ -269,10 +269,18 @@ def powersgd_pickle(rank, world, batched):
     for step in range(3):
         hook(state, make_bucket(rank_grads(rank, step))).wait(30)
     restored = pickle.loads(pickle.dumps(state))
-    assert restored.process_group is None and restored.iter == state.iter
+    # as torch's __setstate__: the default group, not None
+    assert restored.process_group is dist.group.WORLD and restored.iter == state.iter
     a = hook(state, make_bucket(rank_grads(rank, 3))).wait(30).numpy().copy()
     b = hook(restored, make_bucket(rank_grads(rank, 3))).wait(30).numpy().copy()
     return a, b
+
+
+def powersgd_unpickle(rank, world, data):
+    """A state pickled where no group existed, restored under an initialized one."""
+    restored = pickle.loads(data)
+    return (restored.process_group is dist.group.WORLD, restored.start_powerSGD_iter, restored.iter,
+            restored.rng.randint(1000))
 
 
 def powersgd_training(rank, world):

@@ -173,3 +173,25 @@ with open(os.path.join(os.environ["OUT"], "sum." + os.environ["RANK"]), "w") as 
     f.write(str(float(t.numpy()[0])))
 dist.destroy_process_group()
 """
+
+
+# Prints a line with "apple" and one without on stdout, and its LOCAL_RANK and CUDA_VISIBLE_DEVICES.
+LOGS_SCRIPT = """
+import os
+r = os.environ["RANK"]
+print("apple from", r, flush=True)
+print("banana from", r, flush=True)
+print("env", r, os.environ["LOCAL_RANK"], os.environ.get("CUDA_VISIBLE_DEVICES"), flush=True)
+"""
+
+# Ignores SIGTERM and SIGUSR1 (a launcher's first signal to its workers), writes OUT/pids.<LOCAL_RANK>, hangs.
+STUBBORN_SCRIPT = """
+import os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+p = os.path.join(os.environ["OUT"], "pids." + os.environ["LOCAL_RANK"])
+with open(p + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.replace(p + ".tmp", p)
+time.sleep(120)
+"""

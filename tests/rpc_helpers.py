@@ -323,6 +323,57 @@ def sharing_flows(rank, world):
     return out
 
 
+_gate = __import__("threading").Event()
+
+
+def wait_for_gate():
+    """A remote() function that runs until ``open_gate`` is called (at most 30 s)."""
+    _gate.wait(30)
+    return "through"
+
+
+def open_gate():
+    _gate.set()
+
+
+def is_same(a, b):
+    return a is b
+
+
+def fetch_path(rank, world, ops):
+    """Rank 0 against worker1 (issue 25): when a remote()'s user is confirmed, whether a tensor
+    sent twice arrives as one, and how many RREF_USER_DELETE batches ``ops`` remote() +
+    to_here() calls in a loop send."""
+    import numpy as np
+
+    import tritensor as tt
+    import tritensor.comm.rpc as rpc
+    from tritensor.comm.rpc import api
+
+    if rank != 0:
+        return None
+    out = {}
+    r = rpc.remote("worker1", wait_for_gate)
+    time.sleep(0.3)  # the REMOTE call has long arrived; its function is still running
+    out["confirmed_while_running"] = r.confirmed_by_owner()
+    rpc.rpc_sync("worker1", open_gate)
+    out["value"] = r.to_here()
+    out["confirmed_after_to_here"] = r.confirmed_by_owner()
+    del r
+    t = tt.from_numpy(np.arange(4, dtype=np.float32))
+    out["aliasing_kept"] = rpc.rpc_sync("worker1", is_same, args=(t, t))
+    big = tt.from_numpy(np.ones(1 << 18, np.float32))
+    wait_until(lambda: api._rref_context_info()["num_user_rrefs"] == 0)
+    before = len(api._control_log())
+    start = time.monotonic()
+    for _ in range(ops):
+        rpc.remote("worker1", echo, args=(big,)).to_here()
+    wait_until(lambda: api._rref_context_info()["num_user_rrefs"] == 0)
+    out["elapsed"] = time.monotonic() - start
+    out["deletes"] = sum(1 for e in api._control_log()[before:] if e[:4] == ("send", 0, 1, "RREF_USER_DELETE"))
+    return out
+
+
 _unpickled = [0]
 
 

@@ -42,6 +42,84 @@ def test_bad_options_are_rejected(capsys):
     assert "unknown family ['nope']" in err and "unknown ['float8']" in err and "positive integers" in err
 
 
+def test_help_lists_every_benchmark(capsys):
+    """Issue 25: --help named the kernel families and 'comm' only."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    assert e.value.code == 0
+    text = capsys.readouterr().out
+    for name in list(cli.FAMILIES) + ["amp", "launch", "ddp", "rpc", "elastic", "comm"]:
+        assert f" {name}" in text, name
+    assert set(cli.EXTERNAL) == set(cli.EXTERNAL_HELP) == {"amp", "launch", "ddp", "rpc", "elastic", "comm"}
+
+
+def test_plot_without_matplotlib_fails_before_measuring(monkeypatch, tmp_path, capsys):
+    """Issue 25: the whole benchmark ran, then said 'no plot written' and exited 0."""
+    monkeypatch.setattr(cli.plot, "available", lambda: False)
+    monkeypatch.setattr(common, "measure", lambda *a: pytest.fail("measured before refusing --plot"))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["cast", "--sizes", "32", "--plot", str(tmp_path / "b.png")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--plot: matplotlib is not installed" in err and 'pip install -e ".[plot]"' in err
+    assert not (tmp_path / "b.png").exists()
+
+
+def test_output_folder_must_exist(tmp_path, capsys):
+    for opt in ("--plot", "--json"):
+        with pytest.raises(SystemExit) as e:
+            cli.main(["cast", "--sizes", "32", opt, str(tmp_path / "missing" / "out")])
+        assert e.value.code == 2
+        assert f"{opt}: the folder" in capsys.readouterr().err
+
+
+def _result(family, series, dtype, size, thr, peer_thr, unit="GB/s"):
+    return common.Result(family, series, f"[{size}]", dtype, size, 1.0, thr, unit, None, "numpy", thr / peer_thr,
+                         peer_thr / thr, series)
+
+
+def test_plot_panels_peers_units_bars_and_variants():
+    """Issue 25: seven panels in one 4200x480 strip, no peer, no title, one size drawn as a
+    vertical line, attention variants merged in the legend."""
+    pytest.importorskip("matplotlib")
+    from tritensor.bench import plot
+
+    results = [_result("elementwise", op, dt, n, 1.0 + n / 1e6, 10.0) for op in ("add", "gelu")
+               for dt in ("float32", "float16") for n in (1 << 16, 1 << 20)]
+    results += [_result("attention", s, "float16", 64, 1e-4, 1e-3, "TFLOP/s")
+                for s in ("sdpa fwd D32", "sdpa fwd D32 causal", "sdpa fwd+bwd D32", "sdpa fwd+bwd D32 causal")]
+    fig = plot.figure(results, {"elementwise": "elements", "attention": "L = S (sequence length)"},
+                      "tritensor kernel benchmark -- mode: CPU, Triton interpreter -- device: CPU (x86_64)")
+    assert "mode: CPU" in fig.get_suptitle() and "device: CPU (x86_64)" in fig.get_suptitle()
+    width, height = fig.get_size_inches()
+    assert len(fig.axes) == 2 and width / height < 3  # one readable panel each, not a strip
+    elem, attn = fig.axes
+    assert elem.get_title() == "elementwise" and elem.get_xlabel() == "elements"
+    assert elem.get_ylabel() == "GB/s (log scale)"
+    solid = [ln for ln in elem.get_lines() if ln.get_linestyle() == "-"]
+    dashed = [ln for ln in elem.get_lines() if ln.get_linestyle() == "--"]
+    assert len(solid) == len(dashed) == 4  # each series and, beside it, its peer
+    assert [ln.get_color() for ln in solid] == [ln.get_color() for ln in dashed]
+    labels = [t.get_text() for t in elem.get_legend().get_texts()]
+    assert labels[:4] == ["add float32", "add float16", "gelu float32", "gelu float16"]
+    assert "numpy (same run)" in labels
+    # one size: bars (tritensor and peer per variant), no line; the x label names the size
+    assert attn.get_lines() == [] and len(attn.patches) == 8
+    assert attn.get_xlabel() == "L = S (sequence length) = 64"
+    ticks = [t.get_text() for t in attn.get_xticklabels()]
+    assert len(set(ticks)) == 4 and "sdpa fwd D32 causal float16" in ticks
+
+
+def test_tiny_run_plots_and_says_what_a_time_and_a_peak_are(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "bench.png"
+    assert cli.main(["cast", "--sizes", "32,64", "--dtypes", "float32", "--plot", str(path)]) == 0
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = capsys.readouterr().out
+    assert "time = the median of" in out and "warm-up" in out
+    assert "% of peak: GB/s rows against the memory peak" in out and "runs ranged" in out
+
+
 def test_comm_dispatch(monkeypatch, capsys):
     monkeypatch.setitem(cli.EXTERNAL, "comm", "tritensor.comm.no_such_bench_module")
     assert cli.main(["comm", "--anything"]) == 2

@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from comm_helpers import free_port, mismatch_leaves_outputs, rank_never_joins, run_world, store_host_hangs
+from comm_helpers import (assert_all_ok, free_port, mismatch_leaves_outputs, rank_never_joins, rank_never_starts,
+                          run_world, store_host_hangs)
 
 import tritensor.comm as dist
 from tritensor.comm import DistNetworkError, DistTimeoutError, TCPStore, auth, mesh
@@ -116,14 +117,19 @@ def _catch(fn, *args):
 @pytest.mark.timeout(90)
 def test_surviving_ranks_raise_within_timeout_when_store_host_hangs():
     """Defect 5: the failure used to be reported to the (hung) store under the engine lock with
-    2 s + 5 s of slack: a 10 s group timeout raised at 17 s."""
+    2 s + 5 s of slack: a 10 s group timeout raised at 17 s.
+
+    The bound allows 3 s past the timeout (a loaded 2-core machine runs three ranks and other
+    tests), still 4 s short of the defect's 7 s. Issue 25: the survivor that woke rank 0 second
+    found it already exited (ProcessLookupError, an "err" result); the helper now allows that."""
     group_timeout = 3.0
     results = run_world(3, store_host_hangs, group_timeout, timeout=80, pg_timeout=30)
+    assert_all_ok(results)
     assert results[0] == ("ok", "resumed"), results[0]
     for r in (1, 2):
         status, (msg, elapsed) = results[r]
         assert status == "ok" and msg.startswith("Dist"), (r, msg)
-        assert elapsed < group_timeout + 1.0, (r, elapsed, msg)
+        assert elapsed < group_timeout + 3.0, (r, elapsed, msg)
 
 
 @pytest.mark.timeout(120)
@@ -165,6 +171,16 @@ def test_rank_that_never_joins_is_named():
         # test_store_lost_while_waiting_for_a_rank for the rule).
         assert "DistTimeoutError" in msg and "rank(s) [1]" in msg and "tt_pg" not in msg, (r, msg)
         assert elapsed < 3.0 + 2.0, (r, elapsed)
+
+
+@pytest.mark.timeout(60)
+def test_store_host_names_the_rank_that_never_reached_it():
+    """Issue 25: rank 0's TCPStore timed out with '2 connected' and no rank named."""
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "3"}
+    results = run_world(3, rank_never_starts, 2.0, init=False, timeout=50, env=env,
+                        rank_env=lambda r: {"RANK": str(r)})
+    msg = assert_all_ok(results)[0]
+    assert msg.startswith("DistStoreTimeoutError") and "missing rank(s) [2]" in msg, msg
 
 
 @pytest.mark.timeout(30)

@@ -185,6 +185,54 @@ def test_wait_for_workers_times_out_with_counts():
     assert time.monotonic() - t0 < 5
 
 
+def _master_waiting(world_size, timeout, **joiners):
+    """A master (rank 0) waiting for ``world_size`` workers while the clients of ``joiners``
+    (name -> TCPStore keywords) join; returns the master's error and the clients."""
+    port, errors, clients = _free_port(), [], []
+    t = threading.Thread(target=lambda: errors.append(_catch(
+        TCPStore, "127.0.0.1", port, world_size=world_size, is_master=True, timeout=timeout, secret=SECRET,
+        rank=0)), daemon=True)
+    t.start()
+    for kw in joiners.values():  # a client retries until the master listens
+        clients.append(TCPStore("127.0.0.1", port, world_size=world_size, timeout=timeout, secret=SECRET, **kw))
+    t.join(timeout + 10)
+    for c in clients:
+        c.close()
+    return errors[0]
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _catch(fn, *args, **kw):
+    try:
+        return fn(*args, **kw)
+    except Exception as e:
+        return e
+
+
+def test_wait_for_workers_timeout_names_the_missing_ranks():
+    """Issue 25: the master said '2 connected' but not which ranks it was still waiting for."""
+    err = _master_waiting(4, 1.0, a={"rank": 2})
+    assert isinstance(err, DistStoreTimeoutError), err
+    assert "4 workers" in str(err) and "2 connected; missing rank(s) [1, 3]" in str(err), str(err)
+
+
+def test_wait_for_workers_timeout_with_a_client_that_gave_no_rank():
+    err = _master_waiting(4, 1.0, a={"rank": 2}, b={})
+    assert isinstance(err, DistStoreTimeoutError), err
+    assert "3 connected, 1 of them without a rank" in str(err) and "rank(s) not seen: [1, 3]" in str(err), str(err)
+
+
+@pytest.mark.parametrize("rank", [-1, 3, True, "1"])
+def test_bad_rank_is_named(rank):
+    with pytest.raises(ValueError, match="rank"):
+        TCPStore("127.0.0.1", 1, world_size=3, rank=rank, secret=SECRET)
+
+
 def test_workers_counted():
     master = TCPStore("127.0.0.1", 0, world_size=2, is_master=True, timeout=5, secret=SECRET,
                       wait_for_workers=False)

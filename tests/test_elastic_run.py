@@ -10,7 +10,8 @@ import sys
 import time
 
 import pytest
-from elastic_helpers import ALLREDUCE_SCRIPT, ENV_SCRIPT, GROW_SCRIPT, HANG_SCRIPT, ONE_FAILS_SCRIPT
+from elastic_helpers import (ALLREDUCE_SCRIPT, ENV_SCRIPT, GROW_SCRIPT, HANG_SCRIPT, LOGS_SCRIPT, ONE_FAILS_SCRIPT,
+                             STUBBORN_SCRIPT)
 
 from tritensor import run as tr
 from tritensor.elastic.multiprocessing import Std
@@ -59,7 +60,34 @@ FLAGS = [  # (dash spelling, underscore spelling or None, value, attribute, pars
     ("--master-addr", "--master_addr", "10.0.0.1", "master_addr", "10.0.0.1"),
     ("--master-port", "--master_port", "1234", "master_port", 1234),
     ("--local-addr", "--local_addr", "10.0.0.2", "local_addr", "10.0.0.2"),
+    ("--event-log-handler", "--event_log_handler", "console", "event_log_handler", "console"),
+    ("--local-ranks-filter", "--local_ranks_filter", "0,2", "local_ranks_filter", "0,2"),
+    ("--duplicate-stdout-filters", "--duplicate_stdout_filters", "a,,b,c", "duplicate_stdout_filters", ["a,b", "c"]),
+    ("--duplicate-stderr-filters", "--duplicate_stderr_filters", "x", "duplicate_stderr_filters", ["x"]),
+    ("--logs-specs", "--logs_specs", "mine", "logs_specs", "mine"),
+    ("--numa-binding", "--numa_binding", "socket", "numa_binding", "socket"),
+    ("--signals-to-handle", "--signals_to_handle", "SIGTERM,SIGUSR1", "signals_to_handle", "SIGTERM,SIGUSR1"),
+    ("--shutdown-timeout", "--shutdown_timeout", "5", "shutdown_timeout", 5),
 ]
+# Every option of torch 2.13's torchrun (sorted(o for a in get_args_parser()._actions for o in a.option_strings)).
+TORCHRUN_OPTIONS = [
+    "--duplicate-stderr-filters", "--duplicate-stdout-filters", "--duplicate_stderr_filters",
+    "--duplicate_stdout_filters", "--event-log-handler", "--event_log_handler", "--help", "--local-addr",
+    "--local-ranks-filter", "--local_addr", "--local_ranks_filter", "--log-dir", "--log_dir", "--logs-specs",
+    "--logs_specs", "--master-addr", "--master-port", "--master_addr", "--master_port", "--max-restarts",
+    "--max_restarts", "--module", "--monitor-interval", "--monitor_interval", "--nnodes", "--no-python",
+    "--no_python", "--node-rank", "--node_rank", "--nproc-per-node", "--nproc_per_node", "--numa-binding",
+    "--numa_binding", "--rdzv-backend", "--rdzv-conf", "--rdzv-endpoint", "--rdzv-id", "--rdzv_backend",
+    "--rdzv_conf", "--rdzv_endpoint", "--rdzv_id", "--redirects", "--role", "--run-path", "--run_path",
+    "--shutdown-timeout", "--shutdown_timeout", "--signals-to-handle", "--signals_to_handle", "--standalone",
+    "--start-method", "--start_method", "--tee", "--virtual-local-rank", "--virtual_local_rank", "-h", "-m", "-r",
+    "-t"]
+
+
+def test_every_torchrun_option_is_there():
+    """Issue 25: ten of torchrun's flags were missing (--local-ranks-filter, --logs-specs ...)."""
+    ours = {o for a in tr.get_args_parser()._actions for o in a.option_strings}
+    assert sorted(set(TORCHRUN_OPTIONS) - ours) == []
 
 
 @pytest.mark.parametrize("flag,alt,value,attr,parsed", FLAGS, ids=[f[0] for f in FLAGS])
@@ -116,6 +144,45 @@ def test_config_from_args(monkeypatch):
     assert tr.parse_min_max_nnodes("3") == (3, 3) and tr.parse_min_max_nnodes("1:4") == (1, 4)
 
 
+def test_log_signal_and_device_flags_reach_the_config(monkeypatch):
+    monkeypatch.setenv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "<${rank}>")
+    monkeypatch.delenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", raising=False)
+    cfg, _, _ = tr.config_from_args(tr.parse_args(
+        ["--local-ranks-filter", "0,2", "--event-log-handler", "console", "--duplicate-stdout-filters", "a,b",
+         "--signals-to-handle", "SIGTERM,SIGUSR1", "--virtual-local-rank", "--nproc-per-node", "3", "x.py"]))
+    assert cfg.local_ranks_filter == {0, 2} and cfg.event_log_handler == "console"
+    assert cfg.duplicate_stdout_filters == ["a", "b"] and cfg.duplicate_stderr_filters is None
+    assert cfg.signals_to_handle == "SIGTERM,SIGUSR1" and cfg.virtual_local_rank is True
+    assert cfg.log_line_prefix_template == "<${rank}>" and cfg.shutdown_timeout == 30
+    monkeypatch.setenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7")
+    assert tr.config_from_args(tr.parse_args(["x.py"]))[0].shutdown_timeout == 7
+    assert tr.config_from_args(tr.parse_args(["--shutdown-timeout", "2", "x.py"]))[0].shutdown_timeout == 2
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--logs-specs", "mine"], "--logs-specs mine: tritensor has no LogsSpecs"),
+    (["--numa-binding", "node"], "--numa-binding node: tritensor-run does not bind"),
+    (["--local-ranks-filter", "0,x"], "--local-ranks-filter must be a comma-separated list"),
+    (["--local-ranks-filter", "-1"], "--local-ranks-filter must be"),
+    (["--event-log-handler", "nope"], "--event-log-handler: unknown events destination 'nope'"),
+    (["--signals-to-handle", "SIGTERM,SIGNOPE"], "--signals-to-handle: 'SIGNOPE' is not a signal"),
+    (["--signals-to-handle", "SIGKILL"], "--signals-to-handle: 'SIGKILL' is not a signal that can be handled"),
+    (["--shutdown-timeout", "-1"], "--shutdown-timeout: expected seconds >= 0"),
+], ids=["logs-specs", "numa", "filter", "filter-negative", "handler", "signal", "sigkill", "timeout"])
+def test_refused_and_bad_log_signal_flags_are_named(argv, match):
+    with pytest.raises(ValueError, match=match):
+        tr.config_from_args(tr.parse_args(argv + ["x.py"]))
+    with pytest.raises(SystemExit) as e:  # the console script: exit 2, before any process starts
+        tr.main(argv + ["x.py"])
+    assert e.value.code == 2
+
+
+def test_virtual_local_rank_needs_a_gpu_per_worker(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    with pytest.raises(ValueError, match="--virtual-local-rank: 2 workers per node"):
+        tr.config_from_args(tr.parse_args(["--virtual-local-rank", "--nproc-per-node", "2", "x.py"]))
+
+
 def test_bad_flags():
     with pytest.raises(RuntimeError, match="MIN:MAX"):
         tr.parse_min_max_nnodes("a:b")
@@ -159,7 +226,46 @@ def test_restart_then_give_up(tmp_path):
     _, err = p.communicate(timeout=120)
     assert p.returncode == 1
     assert "FAILED" in err and "Root Cause" in err and "bad batch in rank 0" in err
+    assert f"\n{script} FAILED\n" in err and f"{PY} FAILED" not in err  # torchrun names the script
     assert str(tmp_path / "L" / "attempt_1" / "0" / "error.json") in err
+
+
+def test_console_filter_prefix_duplicates_and_virtual_local_rank(tmp_path):
+    """--local-ranks-filter 1: only rank 1 on the console, every rank in its log file;
+    TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE: the prefix; --duplicate-stdout-filters apple: rank 1's
+    apple line in filtered_stdout.log; --virtual-local-rank: LOCAL_RANK 0, the worker's own GPU."""
+    script = _script(tmp_path, LOGS_SCRIPT)
+    logs = tmp_path / "logs"
+    env = {"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "<${role_name}:${rank}>"}
+    p = _launch(["--standalone", "--nproc-per-node", "2", "--tee", "3", "--log-dir", str(logs),
+                 "--local-ranks-filter", "1", "--duplicate-stdout-filters", "apple", "--virtual-local-rank",
+                 "--role", "t", script], tmp_path, env)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert sorted(lines) == ["<t:1>apple from 1", "<t:1>banana from 1", "<t:1>env 1 0 1"], out
+    assert (logs / "attempt_0" / "0" / "stdout.log").read_text().splitlines()[0] == "apple from 0"
+    assert (logs / "attempt_0" / "filtered_stdout.log").read_text() == "<t:1>apple from 1\n"
+    assert (logs / "attempt_0" / "0" / "stdout.log").read_text().splitlines()[2] == "env 0 0 0"
+
+
+def test_shutdown_timeout_and_signals_to_handle(tmp_path):
+    """--signals-to-handle SIGUSR1: the launcher stops its workers on SIGUSR1 (it sends them the
+    same signal) and exits 128+10; --shutdown-timeout 1: a worker ignoring it is killed after
+    1 s, not 30."""
+    script = _script(tmp_path, STUBBORN_SCRIPT)
+    p = _launch(["--standalone", "--nproc-per-node", "1", "--signals-to-handle", "SIGTERM,SIGUSR1",
+                 "--shutdown-timeout", "1", script], tmp_path)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(tmp_path / "pids.0") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    pid = int(open(tmp_path / "pids.0").read())
+    start = time.monotonic()
+    p.send_signal(signal.SIGUSR1)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGUSR1, err
+    assert 1.0 <= time.monotonic() - start < 15, err  # killed after the 1 s grace (the default: 30)
+    assert _state(pid) == "gone"
 
 
 def _state(pid):
@@ -315,6 +421,24 @@ def test_digits_checkpoint_round_trip(tmp_path):
     # the plain form (no scheduler, no scaler) still round-trips
     ex.save_checkpoint(path, model, opt, epoch=2)
     assert ex.load_checkpoint(path, model2, opt2, "cpu") == 2
+
+
+def test_digits_checkpoint_defaults_outside_the_source_tree(tmp_path, monkeypatch):
+    """Issue 25: the default was digits_checkpoint.safetensors in the current folder, an untracked
+    file in the checkout; now --checkpoint defaults to the user's cache and its folder is made."""
+    import tritensor as tt
+    ex = _example()
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    path = ex.parse_args([]).checkpoint
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(EXAMPLE)))
+    assert os.path.isabs(path) and not path.startswith(repo + os.sep)
+    assert path == os.path.join(os.path.expanduser("~"), ".cache", "tritensor", "digits_checkpoint.safetensors")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert ex.parse_args([]).checkpoint == str(tmp_path / "cache" / "tritensor" / "digits_checkpoint.safetensors")
+    assert ex.parse_args(["--checkpoint", "x.safetensors"]).checkpoint == "x.safetensors"
+    model = ex.make_model()
+    ex.save_checkpoint(ex.parse_args([]).checkpoint, model, tt.optim.Adam(model.parameters()), 1)
+    assert (tmp_path / "cache" / "tritensor" / "digits_checkpoint.safetensors").is_file()
 
 
 @pytest.mark.slow

@@ -219,6 +219,21 @@ def test_encoder_stack_batch_first_state_dict_and_training_step():
     assert all(p.grad is not None for p in enc.parameters())
 
 
+def test_charlm_example_uses_nn_embedding():
+    """Issue 25: its docstring said tritensor had no nn.Embedding and it carried a stand-in."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "train_charlm.py"
+    spec = importlib.util.spec_from_file_location("train_charlm", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert "no ``nn.Embedding``" not in mod.__doc__ and not hasattr(mod, "Embedding")
+    model = mod.CharGPT(context=4, dim=8, heads=2, layers=1, dropout=0.0)
+    assert type(model.tok) is nn.Embedding and model.tok.weight.shape == (mod.VOCAB, 8)
+    assert model(tt.zeros(2, 4, dtype=tt.int64)).shape == (2, 4, mod.VOCAB)
+
+
 @pytest.mark.slow
 def test_charlm_example_runs_and_learns(capsys):
     """examples/train_charlm.py: a few steps of the CPU configuration lower the held-out loss below a uniform guess."""

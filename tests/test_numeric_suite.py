@@ -282,9 +282,13 @@ def test_shadow_functional_ops():
         np.testing.assert_allclose(_np(sh.logger.stats["float"][-1]), want)
         assert sh.logger.stats["quantized"][-1] is not None
     assert len(sh.logger.stats["float"]) == len(cases)
-    if not hasattr(tritensor, "cat"):
-        with pytest.raises(NotImplementedError, match="no cat op"):
-            sh.cat([a, b])
+    # cat (issue 25: it raised NotImplementedError, "tritensor has no cat op", though tt.cat exists)
+    out = sh.cat([a, b], dim=1)
+    assert out.dtype == tritensor.bfloat16 and out.shape == (1, 6)
+    np.testing.assert_array_equal(_np(out), np.concatenate([an, bn], axis=1))
+    assert sh.logger.stats["float"][-1].dtype == tritensor.float32
+    np.testing.assert_array_equal(_np(sh.logger.stats["float"][-1]), np.concatenate([an, bn], axis=1))
+    assert len(sh.logger.stats["float"]) == len(cases) + 1
     assert ns.get_logger_dict(nn.Sequential(sh)).keys() == {"0.stats"}
 
 

@@ -66,15 +66,38 @@ def test_state_pickle_round_trip_resumes_identically(batched):
         assert np.array_equal(a, b)
 
 
-def test_state_validation_and_pickle_without_group():
+def test_min_compression_rate_zero_compresses_every_tensor():
+    """torch accepts min_compression_rate=0 and then compresses every tensor, the 1-D (5,) and the
+    (7, 1) that the default rate sends as they are: (n + m) * r = 6 and 8 elements."""
+    res = assert_all_ok(run_world(2, H.powersgd_steps, False, 1, 4, 0))
+    before, after = 2 * (30 + 5 + 30 + 24 + 7), 2 * (11 + 6 + 11 + 10 + 8)
+    for r in (0, 1):
+        assert res[r][2] == (before / after, before, after)
+        for step in (2, 3):  # compressed, and the error-feedback invariant still holds
+            flat_in, out, old_err, new_err = res[r][0][step]
+            assert np.array_equal(out, res[1 - r][0][step][1])
+            np.testing.assert_allclose(out + new_err, flat_in + (0 if old_err is None else old_err),
+                                       rtol=0, atol=1e-12 * np.abs(flat_in).max())
+
+
+def test_state_validation_follows_torch():
     with pytest.raises(ValueError, match="start_powerSGD_iter"):
         PowerSGDState(None, start_powerSGD_iter=1)
     with pytest.raises(ValueError, match="matrix_approximation_rank"):
         PowerSGDState(None, matrix_approximation_rank=0)
+    for rate in (0, 0.5, -1):  # torch takes any number (0 or less: compress everything)
+        assert PowerSGDState(None, min_compression_rate=rate).min_compression_rate == rate
+    with pytest.raises(TypeError, match="min_compression_rate"):
+        PowerSGDState(None, min_compression_rate="2")
+
+
+def test_pickled_state_restores_onto_the_default_group_or_raises_without_one():
     s = PowerSGDState(object(), start_powerSGD_iter=5, random_seed=3)
-    s2 = pickle.loads(pickle.dumps(s))
-    assert s2.process_group is None and s2.start_powerSGD_iter == 5 and s2.iter == 0
-    assert s2.rng.randint(1000) == PowerSGDState(None, random_seed=3).rng.randint(1000)
+    data = pickle.dumps(s)
+    with pytest.raises(ValueError, match="init_process_group"):  # torch: _get_default_group() raises
+        pickle.loads(data)
+    res = assert_all_ok(run_world(1, H.powersgd_unpickle, data))
+    assert res[0] == (True, 5, 0, PowerSGDState(None, random_seed=3).rng.randint(1000))
 
 
 @pytest.mark.slow

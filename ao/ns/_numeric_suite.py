@@ -280,11 +280,13 @@ class Shadow(nn.Module):
         return self._binary("add_relu", lambda a, b: _F.relu(a + b), x, y)
 
     def cat(self, x, dim=0):
-        cat = getattr(_F, "cat", None)
-        if cat is None:
-            raise NotImplementedError("Shadow.cat: tritensor has no cat op yet (tritensor.cat does not exist)")
-        output = cat(x, dim=dim)
-        shadow_output = cat(_cast(list(x), self._float_dtype()), dim=dim)
+        """torch's ``Shadow.cat``: the orig module's ``cat`` (else ``tritensor.cat``) on ``x``, its
+        float twin's on ``x`` cast to float32, both logged; the low-precision result flows on."""
+        own = getattr(self.orig_module, "cat", None)
+        output = own(x, dim) if callable(own) else _F.cat(x, dim=dim)
+        xf = _cast(list(x), self._float_dtype())
+        shadow_own = getattr(self.shadow_module, "cat", None)
+        shadow_output = shadow_own(xf, dim) if callable(shadow_own) else _F.cat(xf, dim=dim)
         self.logger(output, shadow_output)
         return output
 

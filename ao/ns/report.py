@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 __all__ = ["numeric_report", "sqnr_table", "main"]
 
-NO_MATPLOTLIB = "matplotlib is not installed: no chart written (pip install matplotlib)"
+NO_MATPLOTLIB = 'matplotlib is not installed: no chart written (pip install -e ".[plot]", or pip install matplotlib)'
 
 
 def sqnr_table(float_model, q_model, *data, allow_list=None):

@@ -12,9 +12,16 @@ connection only. The listener binds to ``options.bind_addr``, else
 ``$TRITENSOR_COMM_BIND_ADDR``, else loopback.
 
 Threads: an accept thread (the gate), one reader per authenticated incoming connection (it
-decodes frames and hands requests to the ``num_worker_threads`` pool), and a housekeeping
-thread that sends queued control frames, ticks the :class:`~.channel.ControlChannel`
-(retries), applies dead RRef handles (:meth:`RRefContext.process`) and fails timed-out RPCs.
+decodes frames and hands requests to the ``num_worker_threads`` pool; a ``to_here()`` fetch
+waits on the value's Future and is answered by the thread that sets it), and a housekeeping
+thread that sends the control frames readers queue, ticks the
+:class:`~.channel.ControlChannel` (retries), applies dead RRef handles
+(:meth:`RRefContext.process`, once per :data:`RELEASE_INTERVAL`: deletions in batches) and
+fails timed-out RPCs. A reader never blocks on a send (its peer may be blocked sending to it):
+it queues its control frames, and answers a fetch of a value that is there only when the answer
+leaves at once. Other threads send their control frames themselves; frames nothing waits for
+(``channel.DEFERRABLE``) ride with the next frame to the same worker or leave at the next tick.
+A ``remote()`` + ``to_here()`` thus costs two frames each way and no thread of the protocol's own.
 Each worker sends over its own outgoing connection to each peer (connected lazily, checked
 for a close by the peer before each send, remade once when it was lost); responses travel
 the responder's outgoing connection. A worker that cannot be reached raises
@@ -50,6 +57,10 @@ __all__ = ["Agent", "MAX_UNAUTHENTICATED", "AUTH_TIMEOUT", "RemoteTimeoutError"]
 log = logging.getLogger(__name__)
 MAX_UNAUTHENTICATED = gate.MAX_PENDING  # connections authenticating at once, beyond one per peer
 AUTH_TIMEOUT = gate.HANDSHAKE_TIMEOUT  # seconds a connection has to authenticate and say hello
+# Dead RRef handles are applied (and their RREF_USER_DELETEs sent, one batch per owner) at most
+# this often. Applying them at every wake-up of the housekeeping thread sent one delete (and drew
+# one ACK) per remote() + to_here() in a loop: two frames each, a third of that row's time.
+RELEASE_INTERVAL = 0.01
 
 
 class RemoteTimeoutError(TimeoutError):
@@ -85,13 +96,17 @@ class Agent:
         self.control_log: deque = deque(maxlen=100000)
         self.channel = ControlChannel(rank, self._queue_control, time.monotonic, injector=options.fault_injector,
                                       base_delay=options.control_retry_delay,
-                                      max_attempts=options.control_max_attempts, recorder=self._record)
+                                      max_attempts=options.control_max_attempts, recorder=self._record,
+                                      transmit_later=self._transmit_later)
         self.ctx = RRefContext(rank, self.channel)
         self.executor = ThreadPoolExecutor(options.num_worker_threads, thread_name_prefix=f"rpc-{name}")
         self._pending: dict = {}
         self._pending_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._ctl_q: deque = deque()
+        self._reader = threading.local()  # .on in the threads that read peers' frames
+        self._later: dict = {}  # dst -> [packed control frames] riding with the next frame to dst
+        self._later_lock = threading.Lock()
         self._wake = threading.Event()
         self._closing = False
         self.active = 0  # requests being run
@@ -168,11 +183,18 @@ class Agent:
                          daemon=True).start()
 
     def _serve(self, conn, src):
-        """Read an authenticated peer's frames until it closes the connection."""
+        """Read an authenticated peer's frames until it closes the connection. A small frame that
+        has already arrived behind the one in hand is read before that one is acted on, so the
+        two are acted on back to back (:func:`.wire.read_buffered_frame`)."""
+        self._reader.on = True
         try:
+            frame = wire.read_frame(conn)
             while not self._closing:
-                kind, msg_id, env, bufs = wire.read_frame(conn)
-                self._dispatch(src, kind, msg_id, env, bufs)
+                try:
+                    ahead = wire.read_buffered_frame(conn)
+                finally:
+                    self._dispatch(src, *frame)
+                frame = ahead if ahead is not None else wire.read_frame(conn)
         except (ConnectionError, OSError, wire.FrameError) as e:
             if not self._closing:
                 self._stats["closed_bad_frame" if isinstance(e, wire.FrameError) else "closed"] += 1
@@ -214,7 +236,22 @@ class Agent:
             self._record("recv", src, self.rank, msg[0].upper(), (msg[4], msg[5]) if msg[0] == "remote" else None)
             if msg[0] == "remote":
                 self.ctx.on_remote_call(msg[4], msg[5], src)
+            elif msg[0] == "fetch":
+                self._fetch(src, msg_id, msg[1])
+                return
             self.executor.submit(self._run, src, msg_id, msg, recs)
+
+    def _fetch(self, src, msg_id, rref_id):
+        """Answer a ``to_here()`` when its value is set: in the thread that sets it (the one that
+        ran the ``remote()``, no thread of its own), or, when the value was there already, from
+        this reader thread if the answer leaves without blocking (else a worker thread sends it)."""
+        def answer(f):
+            self._respond_future(src, msg_id, f, nowait=getattr(self._reader, "on", False))
+
+        try:
+            self.ctx.owner_future(rref_id).add_done_callback(answer)
+        except Exception as e:  # the owner already deleted it
+            self.executor.submit(self._respond, src, msg_id, self._error(e))
 
     # -- running requests ------------------------------------------------------------
     def _error(self, e):
@@ -239,9 +276,6 @@ class Agent:
             t = self.options.rpc_timeout
             for rec in recs:  # the seed: the function runs once the owner confirmed each child RRef
                 rec.confirmation.wait(t if t > 0 else None)
-            if msg[0] == "fetch":
-                self.ctx.owner_future(msg[1]).add_done_callback(lambda f: self._respond_future(src, msg_id, f))
-                return
             fn, args, kwargs = msg[1], msg[2], msg[3]
             out = fn(*args, **kwargs)
             if getattr(fn, "_tritensor_async_execution", False):
@@ -269,29 +303,31 @@ class Agent:
             return
         self._respond_future(src, msg_id, fut)
 
-    def _respond_future(self, src, msg_id, fut):
+    def _respond_future(self, src, msg_id, fut, nowait=False):
         try:
             payload = ("ok", fut.value())
         except Exception as e:
             payload = self._error(e)
-        self._respond(src, msg_id, payload)
+        self._respond(src, msg_id, payload, nowait)
 
-    def _respond(self, dst, msg_id, payload):
+    def _respond(self, dst, msg_id, payload, nowait=False):
         try:
-            self.send(dst, wire.RESPONSE, msg_id, payload)
+            self.send(dst, wire.RESPONSE, msg_id, payload, nowait=nowait)
         except Exception as e:
             if payload[0] == "ok":  # e.g. an unpicklable result: tell the caller why
                 try:
-                    self.send(dst, wire.RESPONSE, msg_id, self._error(e))
+                    self.send(dst, wire.RESPONSE, msg_id, self._error(e), nowait=nowait)
                     return
                 except Exception:
                     pass
             log.warning("%s: could not answer worker %s: %s", self.name, dst, e)
 
     # -- sending ---------------------------------------------------------------------
-    def send(self, dst, kind, msg_id, obj, deadline=None):
+    def send(self, dst, kind, msg_id, obj, deadline=None, nowait=False):
         """Pickle ``obj`` (forking the RRefs in it for ``dst``) and send it; undo forks on failure.
-        ``deadline`` (time.monotonic) bounds making a connection (:meth:`.links.Links.send`)."""
+        ``deadline`` (time.monotonic) bounds making a connection (:meth:`.links.Links.send`).
+        ``nowait`` (a reader thread's answer): this thread never blocks; what cannot leave at
+        once is sent by a worker thread (:meth:`.links.Links.try_send`)."""
         forks = []
 
         def fork_hook(o):
@@ -307,11 +343,25 @@ class Agent:
                 env = head_env[wire.HEADER.size + 8 * len(bufs):]
                 self.executor.submit(self._dispatch, dst, kind, msg_id, env, [bytearray(b) for b in bufs])
                 return
-            self.links.send(dst, head_env, bufs, deadline)
+            before = self._take_later(dst)
+            if nowait:
+                if not self.links.try_send(dst, head_env, bufs, before, self.executor.submit):
+                    self.executor.submit(self._send_packed, dst, head_env, bufs, before, forks)
+                return
+            self.links.send(dst, head_env, bufs, deadline, before)
         except BaseException:
             for data in forks:
                 self.ctx.fork_failed(data)
             raise
+
+    def _send_packed(self, dst, head_env, bufs, before, forks):
+        """A worker thread's send of a frame a reader packed (:meth:`send` with ``nowait``)."""
+        try:
+            self.links.send(dst, head_env, bufs, None, before)
+        except Exception as e:
+            for data in forks:
+                self.ctx.fork_failed(data)
+            log.warning("%s: could not answer worker %s: %s", self.name, dst, e)
 
     def call(self, dst, msg, timeout) -> Future:
         msg_id = next(self._ids)
@@ -350,19 +400,49 @@ class Agent:
         self.control_log.append((event, src, dst, mtype, payload))
 
     def _queue_control(self, dst, frame):
+        """The channel's transmit: a control frame leaves at once from a thread that may block
+        on a send (the caller's, a request's); a reader thread must not (its peer may be
+        blocked sending to it), so from one it is queued for the housekeeping thread."""
+        if dst != self.rank and not getattr(self._reader, "on", False):
+            self.send(dst, wire.CONTROL, 0, frame)  # an error is the channel's to retry
+            return
         self._ctl_q.append((dst, frame))
         self._wake.set()
 
+    def _transmit_later(self, dst, frame):
+        """The channel's transmit for frames nothing waits for (``channel.DEFERRABLE``): they
+        leave with the next frame this worker sends to ``dst``, or at the housekeeping thread's
+        next tick (:meth:`pump`), without a thread woken or a system call of their own. A frame
+        lost with a failed send is recovered by the channel's retry, as any lost frame is."""
+        if dst == self.rank:
+            self._queue_control(dst, frame)
+            return
+        head_env, _ = wire.pack(wire.CONTROL, 0, frame)
+        with self._later_lock:
+            self._later.setdefault(dst, []).append(head_env)
+
+    def _take_later(self, dst) -> list:
+        with self._later_lock:
+            return self._later.pop(dst, [])
+
     def _housekeeping(self):
+        next_release = 0.0
         while not self._closing:
-            self._wake.wait(0.01)
+            self._wake.wait(RELEASE_INTERVAL)
             self._wake.clear()
+            now = time.monotonic()
+            releases = now >= next_release
+            if releases:
+                next_release = now + RELEASE_INTERVAL
             try:
-                self.pump()
+                self.pump(releases)
             except Exception:
                 log.exception("%s: RPC housekeeping failed", self.name)
 
-    def pump(self):
+    def pump(self, releases=True):
+        """Send queued control frames, run the channel's timers and fail expired RPCs; with
+        ``releases``, also apply dead RRef handles (the housekeeping thread does that once per
+        :data:`RELEASE_INTERVAL`, not at every wake-up, so deletions go out in batches)."""
         while self._ctl_q:
             dst, frame = self._ctl_q.popleft()
             if dst == self.rank:
@@ -373,7 +453,15 @@ class Agent:
                 except Exception as e:  # retried by the channel
                     log.debug("%s: control frame to %s failed: %s", self.name, dst, e)
         self.channel.tick()
-        self.ctx.process()
+        if releases:
+            self.ctx.process()
+        with self._later_lock:
+            later, self._later = self._later, {}
+        for dst, frames in later.items():
+            try:
+                self.links.send(dst, frames[-1], [], None, frames[:-1])
+            except Exception as e:  # retried by the channel
+                log.debug("%s: control frames to %s failed: %s", self.name, dst, e)
         now = time.monotonic()
         expired = []
         with self._pending_lock:

@@ -20,6 +20,7 @@ import os
 import threading
 import time
 
+from ..errors import DistStoreTimeoutError
 from ..store import TCPStore
 from . import current
 from .agent import Agent
@@ -65,7 +66,7 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
         else:
             host, _, port = opts.init_method[len("tcp://"):].rpartition(":")
         timeout = opts.rpc_timeout if opts.rpc_timeout > 0 else 300
-        _store = TCPStore(host, int(port), world_size, is_master=rank == 0, timeout=max(timeout, 30))
+        _store = TCPStore(host, int(port), world_size, is_master=rank == 0, timeout=max(timeout, 30), rank=rank)
         current.set_agent(Agent(name, rank, world_size, _store, opts))
     # Nobody returns before every worker's agent is installed: a worker that published its
     # address is already served requests, and a function run there (``_rref_context_info``,
@@ -85,15 +86,13 @@ def _barrier(tag: str, timeout: float):
     _store.set(f"{key}/arrived/{a.rank}", "1")  # before the count: a worker counted is a worker named
     if _store.add(key, 1) == a.world_size:
         _store.set(key + "/done", "1")
-    deadline = time.monotonic() + timeout
-    while not _store.check([key + "/done"]):
-        if time.monotonic() > deadline:
-            missing = [w for w in a.workers if not _store.check([f"{key}/arrived/{w.id}"])]
-            names = ", ".join(f"'{w.name}' (id {w.id})" for w in missing)
-            raise TimeoutError(f"rpc: timed out after {timeout:g}s waiting for every worker at '{tag}': "
-                               f"{a.world_size - len(missing)} of {a.world_size} arrived; waiting for {names}")
-        a.pump()
-        time.sleep(0.01)
+    try:  # the store answers when the key is set (no polling: a worker done early sleeps)
+        _store.wait([key + "/done"], timeout)
+    except DistStoreTimeoutError:
+        missing = [w for w in a.workers if not _store.check([f"{key}/arrived/{w.id}"])]
+        names = ", ".join(f"'{w.name}' (id {w.id})" for w in missing)
+        raise TimeoutError(f"rpc: timed out after {timeout:g}s waiting for every worker at '{tag}': "
+                           f"{a.world_size - len(missing)} of {a.world_size} arrived; waiting for {names}") from None
 
 
 def _wait(cond, timeout):

@@ -10,7 +10,10 @@ behind the channel (:class:`~.rref_context.RRefContext`) are idempotent, so a du
 retry of an already-processed message changes nothing.
 
 The channel owns no socket and no thread: ``transmit(dst, frame)`` hands a frame to the
-network (the agent's sockets, or the model check's simulated network), ``clock()`` tells the
+network (the agent's sockets, or the model check's simulated network); ``transmit_later``,
+when given, takes the frames nothing waits for (:data:`DEFERRABLE` messages and their ACKs:
+their only effect is bookkeeping), which the agent lets ride with its next frame to that
+worker or its next timer tick instead of waking a thread for each; ``clock()`` tells the
 time, and whoever drives it calls :meth:`tick` now and then (the agent's housekeeping thread;
 the model check's scheduler, on a virtual clock). The optional
 :class:`~.faults.FaultInjector` decides, per transmission, whether a copy is dropped,
@@ -26,16 +29,22 @@ import itertools
 import logging
 import threading
 
-__all__ = ["ControlChannel"]
+__all__ = ["ControlChannel", "DEFERRABLE"]
 
 log = logging.getLogger(__name__)
+
+# Messages (and ACKs of messages) that no call waits for: a REMOTE_RET only lets its user be
+# deleted later, a CHILD_ACCEPT lets a parent go, a USER_DELETE frees an owner's value. An
+# RREF_FORK_REQUEST is not among them: the call carrying the fork runs once it is acknowledged.
+DEFERRABLE = frozenset({"REMOTE_RET", "RREF_CHILD_ACCEPT", "RREF_USER_DELETE"})
 
 
 class ControlChannel:
     def __init__(self, me: int, transmit, clock, handler=None, injector=None, *, base_delay: float = 0.05,
-                 max_delay: float = 1.0, max_attempts: int = 30, recorder=None):
+                 max_delay: float = 1.0, max_attempts: int = 30, recorder=None, transmit_later=None):
         self.me = me
         self._transmit = transmit
+        self._transmit_later = transmit_later or transmit
         self._clock = clock
         self.handler = handler  # handler(src, mtype, payload): must be idempotent
         self.injector = injector
@@ -59,23 +68,23 @@ class ControlChannel:
             self._unacked[msg_id] = [dst, frame, 1, self._clock() + self.base_delay, self.base_delay, on_ack]
         if self.recorder:
             self.recorder("send", self.me, dst, mtype, payload)
-        self._emit(dst, frame, mtype, msg_id)
+        self._emit(dst, frame, mtype, msg_id, mtype in DEFERRABLE)
         return msg_id
 
-    def _emit(self, dst, frame, mtype, key) -> None:
+    def _emit(self, dst, frame, mtype, key, later=False) -> None:
         plan = self.injector.plan(mtype, key) if self.injector is not None else [0.0]
         now = None
         for d in plan:
             if d <= 0:
-                self._safe_transmit(dst, frame)
+                self._safe_transmit(dst, frame, later)
             else:
                 now = self._clock() if now is None else now
                 with self._lock:
                     heapq.heappush(self._delayed, (now + d, next(self._seq), dst, frame))
 
-    def _safe_transmit(self, dst, frame) -> None:
+    def _safe_transmit(self, dst, frame, later=False) -> None:
         try:
-            self._transmit(dst, frame)
+            (self._transmit_later if later else self._transmit)(dst, frame)
         except Exception as e:  # a transient failure: the retry timer sends it again
             log.debug("control frame to worker %s not sent (%s); will retry", dst, e)
 
@@ -87,7 +96,7 @@ class ControlChannel:
             if self.recorder:
                 self.recorder("recv", src, self.me, mtype, payload)
             self.handler(src, mtype, payload)
-            self._emit(src, ("ack", msg_id), "RREF_ACK", ("ack", msg_id))
+            self._emit(src, ("ack", msg_id), "RREF_ACK", ("ack", msg_id), mtype in DEFERRABLE)
         elif frame[0] == "ack":
             with self._lock:
                 entry = self._unacked.pop(frame[1], None)

@@ -42,7 +42,7 @@ def tune(sock):
 def still_open(sock) -> bool:
     """Whether the peer has not closed this connection (on which it never sends anything)."""
     try:
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        return sock.recv(1, wire.PEEK_NOWAIT) != b""
     except (BlockingIOError, InterruptedError):
         return True
     except OSError:
@@ -64,20 +64,59 @@ class Links:
         host, port = self.addrs[dst]
         return f"worker '{self.workers[dst].name}' (id {dst}) at {host}:{port}"
 
-    def send(self, dst, head_env, bufs, deadline=None):
-        """Send one frame to ``dst``; ``deadline`` (time.monotonic) bounds making a connection."""
+    def send(self, dst, head_env, bufs, deadline=None, before=()):
+        """Send one frame to ``dst`` (after the buffer-less frames ``before``, in the same system
+        call); ``deadline`` (time.monotonic) bounds making a connection."""
         deadline = deadline or time.monotonic() + self.connect_timeout
         for attempt in (0, 1):
             sock, lock, fresh = self._get(dst, deadline)
             try:
                 with lock:
-                    wire.send_frame(sock, head_env, bufs)
+                    wire.send_frame(sock, head_env, bufs, before)
                 return
             except OSError as e:
                 self._drop(dst, sock)
                 if fresh or attempt:
                     raise DistNetworkError(f"RPC to {self.who(dst)}: the connection was lost while sending "
                                            f"({type(e).__name__}: {e}); the worker may have died") from None
+
+    def try_send(self, dst, head_env, bufs, before, run_blocking) -> bool:
+        """Send a frame without blocking, for a thread that must never block (a reader). False
+        when that cannot begin now (no open connection to ``dst``, or another thread is sending
+        on it): nothing was sent, the caller sends it from a thread that may block. Otherwise
+        the frame leaves at once, or, when the socket fills up part-way, ``run_blocking(fn)``
+        gets ``fn`` to run on such a thread: it sends the rest (the connection stays this
+        frame's until then) or, when that fails, the whole frame again on a new connection."""
+        c = self.out.get(dst)
+        if c is None:
+            return False
+        sock, lock = c
+        if not lock.acquire(blocking=False):
+            return False
+        try:
+            rest = wire.send_parts(sock, wire.frame_parts(head_env, bufs, before), nowait=True) \
+                if still_open(sock) else None
+        except OSError:
+            rest = None
+        if not rest:  # sent, or nothing could be: the connection is free again
+            lock.release()
+            if rest is None:
+                self._drop(dst, sock)
+                return False
+            return True
+
+        def finish():
+            try:
+                wire.send_parts(sock, rest)
+            except OSError:  # cut short: the peer discards it; the whole frame again, once
+                lock.release()
+                self._drop(dst, sock)
+                self.send(dst, head_env, bufs)
+                return
+            lock.release()
+
+        run_blocking(finish)
+        return True
 
     def close(self):
         with self._lock:

@@ -26,7 +26,8 @@ pending child; deletions are collected by :meth:`process` and batched per owner.
 
 Messages (all retried until ``RREF_ACK``):
 
-* ``REMOTE_RET(rref, fork)`` owner -> creator of a ``remote()``: the owner knows the fork;
+* ``REMOTE_RET(rref, fork)`` owner -> creator of a ``remote()``: the owner knows the fork
+  (sent, as by torch's owner, once the function has finished: :meth:`RRefContext.set_value`);
 * ``RREF_FORK_REQUEST(rref, fork)`` child -> owner; its ACK confirms the child, which then
   sends ``RREF_CHILD_ACCEPT(fork)`` to its parent, which may then let its own reference go;
 * ``RREF_CHILD_ACCEPT(fork)`` owner -> parent too, when a user passes an RRef to its owner;
@@ -55,10 +56,20 @@ class RRefDeletedError(RuntimeError):
     """The owner already deleted this RRef's value (a protocol violation if it happens)."""
 
 
+_IN_PKG: dict = {}  # co_filename -> whether it is a file of this package (abspath costs a few us)
+
+
+def _in_pkg(filename: str) -> bool:
+    ours = _IN_PKG.get(filename)
+    if ours is None:
+        ours = _IN_PKG[filename] = os.path.dirname(os.path.abspath(filename)) == _PKG_DIR
+    return ours
+
+
 def creation_site() -> str:
     """``file:line in function`` of the nearest caller outside this package."""
     f = sys._getframe(1)
-    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)) == _PKG_DIR:
+    while f is not None and _in_pkg(f.f_code.co_filename):
         f = f.f_back
     return f"{f.f_code.co_filename}:{f.f_lineno} in {f.f_code.co_name}" if f is not None else "<unknown>"
 
@@ -103,6 +114,7 @@ class RRefContext:
         self.deleted_owner_ids: set = set()
         self.users: dict = {}
         self.child_parent: dict = {}  # child fork id -> parent fork id (pending CHILD_ACCEPT)
+        self.remote_rets: dict = {}  # rref id -> (creator, fork id): REMOTE_RET owed once the value is set
         self._released: deque = deque()
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
@@ -159,26 +171,32 @@ class RRefContext:
             return self._owner(rref_id).future
 
     def on_remote_call(self, rref_id, fork_id, creator):
-        """The owner got a ``remote()`` call: know the creator's fork, acknowledge it (REMOTE_RET)."""
+        """The owner got a ``remote()`` call: know the creator's fork now; acknowledge it
+        (REMOTE_RET) when the function has finished (:meth:`set_value`), as torch's owner does."""
         with self._lock:
             self._owner(rref_id)
             if creator != self.me:
                 if (rref_id, fork_id) not in self.tombstones:
                     self.forks.setdefault(rref_id, set()).add(fork_id)
-                self._send(creator, "REMOTE_RET", (rref_id, fork_id))
-        self._flush()
+                self.remote_rets[rref_id] = (creator, fork_id)
 
     def set_value(self, rref_id, value=None, exc=None):
-        """The ``remote()`` function finished on the owner."""
+        """The ``remote()`` function finished on the owner: complete the value's Future (its
+        callbacks, fetches waiting for it, run here but outside the lock: they send) and send
+        the creator its REMOTE_RET."""
         with self._lock:
             rec = self.owners.get(rref_id)
-            if rec is None:
-                return
+            ret = self.remote_rets.pop(rref_id, None)
+            if ret is not None:
+                self._send(ret[0], "REMOTE_RET", (rref_id, ret[1]))
+        self._flush()  # first: the REMOTE_RET may then travel with a fetch's answer
+        if rec is not None:
             if exc is not None:
                 rec.future.set_exception(exc)
             else:
                 rec.future.set_result(value)
-            self._maybe_delete_owner(rref_id)
+            with self._lock:
+                self._maybe_delete_owner(rref_id)
         self._flush()
 
     def _maybe_delete_owner(self, rref_id):

@@ -17,15 +17,17 @@ It exists as the bottom layer of tritensor's elastic launcher, with the names an
     result = ctx.wait()                        # RunProcsResult
 
 ``log_dir`` gets one folder per local rank: ``{local_rank}/stdout.log``, ``stderr.log`` (when
-redirected) and ``error.json`` (written by ``@record`` when the worker fails). A launcher that
-restarts workers passes a fresh ``log_dir`` per attempt (``<log_dir>/attempt_<n>``).
+redirected) and ``error.json`` (written by ``@record`` when the worker fails), and, with
+``duplicate_stdout_filters``/``duplicate_stderr_filters``, ``filtered_stdout.log`` and
+``filtered_stderr.log``. A launcher that restarts workers passes a fresh ``log_dir`` per attempt
+(``<log_dir>/attempt_<n>``).
 """
 
 from __future__ import annotations
 
 import multiprocessing as _mp
 import os
-from typing import Any, Callable, Dict, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from .api import MultiprocessContext, PContext, RunProcsResult, Std, SubprocessContext, to_map
 from .errors import ERROR_FILE_ENV, ChildFailedError, ProcessFailure, record
@@ -60,19 +62,42 @@ def _as_std_map(value: Any, nprocs: int, what: str) -> Dict[int, Std]:
     return to_map(out, nprocs)
 
 
+def _check_logs_options(log_line_prefixes, local_ranks_filter, duplicate_stdout_filters,
+                        duplicate_stderr_filters):
+    if log_line_prefixes is not None and not (isinstance(log_line_prefixes, dict) and all(
+            isinstance(k, int) and isinstance(v, str) for k, v in log_line_prefixes.items())):
+        raise TypeError("start_processes: log_line_prefixes must be a dict of local rank -> str")
+    if local_ranks_filter is not None and not all(
+            isinstance(r, int) and not isinstance(r, bool) for r in local_ranks_filter):
+        raise TypeError(f"start_processes: local_ranks_filter must be a set of local ranks (ints), "
+                        f"got {local_ranks_filter!r}")
+    for what, filters in (("duplicate_stdout_filters", duplicate_stdout_filters),
+                          ("duplicate_stderr_filters", duplicate_stderr_filters)):
+        if filters is not None and (isinstance(filters, str) or not all(isinstance(f, str) for f in filters)):
+            raise TypeError(f"start_processes: {what} must be a list of str, got {filters!r}")
+
+
 def start_processes(name: str, entrypoint: Union[Callable, str], args: Dict[int, Tuple],
                     envs: Dict[int, Dict[str, str]], log_dir: str, start_method: str = "spawn",
                     redirects: Union[Std, Dict[int, Std]] = Std.NONE,
-                    tee: Union[Std, Dict[int, Std]] = Std.NONE) -> PContext:
+                    tee: Union[Std, Dict[int, Std]] = Std.NONE, log_line_prefixes: Optional[Dict[int, str]] = None,
+                    local_ranks_filter: Optional[Set[int]] = None, duplicate_stdout_filters: Optional[List[str]] = None,
+                    duplicate_stderr_filters: Optional[List[str]] = None) -> PContext:
     """Start ``n`` copies of ``entrypoint``, one per local rank in ``args``/``envs`` (same keys ``0..n-1``).
 
     A callable runs in ``multiprocessing`` processes started with ``start_method`` and is
     wrapped in ``@record``; a str is a binary run with ``subprocess`` (its args are turned to
     strings). ``redirects`` and ``tee`` (a ``Std``, a per-rank dict -- missing ranks ``NONE`` --
     or ``Std.from_str`` text) send streams to ``log_dir/{local_rank}/std{out,err}.log``;
-    ``tee`` also prints them, each line prefixed ``[{name}{local_rank}]:``. Every argument is
+    ``tee`` also prints them, each line prefixed ``[{name}{local_rank}]:`` (or
+    ``log_line_prefixes[local_rank]``). With ``local_ranks_filter`` (torch's DefaultLogsSpecs
+    option) only those local ranks reach the console: another rank's tee'd stream is written to
+    its file only, and its stream that is not redirected goes to ``os.devnull``. The tee'd lines
+    containing any of ``duplicate_stdout_filters`` (``duplicate_stderr_filters``) are also
+    written to ``log_dir/filtered_stdout.log`` (``filtered_stderr.log``). Every argument is
     checked before any process starts. ``log_dir`` must be absent or an empty directory.
     """
+    _check_logs_options(log_line_prefixes, local_ranks_filter, duplicate_stdout_filters, duplicate_stderr_filters)
     if not (callable(entrypoint) or isinstance(entrypoint, str)):
         raise TypeError(f"start_processes: entrypoint must be a callable or a binary (str), "
                         f"got {type(entrypoint).__name__}")
@@ -118,25 +143,34 @@ def start_processes(name: str, entrypoint: Union[Callable, str], args: Dict[int,
         rd = redirs[rank] | ts[rank]
         stdouts[rank] = os.path.join(clogdir, "stdout.log") if rd & Std.OUT else ""
         stderrs[rank] = os.path.join(clogdir, "stderr.log") if rd & Std.ERR else ""
-        if ts[rank] & Std.OUT:
+        shown = local_ranks_filter is None or rank in local_ranks_filter
+        if ts[rank] & Std.OUT and shown:
             tee_stdouts[rank] = stdouts[rank]
-        if ts[rank] & Std.ERR:
+        if ts[rank] & Std.ERR and shown:
             tee_stderrs[rank] = stderrs[rank]
+        if not shown:  # a console stream of a rank filtered out goes nowhere
+            stdouts[rank] = stdouts[rank] or os.devnull
+            stderrs[rank] = stderrs[rank] or os.devnull
         error_files[rank] = os.path.join(clogdir, "error.json")
         a = args[rank]
         run_args[rank] = a if isinstance(a, tuple) else (a,)
         run_envs[rank] = {str(k): str(v) for k, v in envs[rank].items()}
         run_envs[rank][ERROR_FILE_ENV] = error_files[rank]
 
+    logs = dict(log_line_prefixes=log_line_prefixes, duplicate_stdout_filters=duplicate_stdout_filters,
+                duplicate_stderr_filters=duplicate_stderr_filters,
+                filtered_stdout=os.path.join(log_dir, "filtered_stdout.log"),
+                filtered_stderr=os.path.join(log_dir, "filtered_stderr.log"))
     context: PContext
     if isinstance(entrypoint, str):
         context = SubprocessContext(name=name, entrypoint=entrypoint, args=run_args, envs=run_envs,
                                     stdouts=stdouts, stderrs=stderrs, tee_stdouts=tee_stdouts,
-                                    tee_stderrs=tee_stderrs, error_files=error_files)
+                                    tee_stderrs=tee_stderrs, error_files=error_files, **logs)
     else:
         context = MultiprocessContext(name=name, entrypoint=entrypoint, args=run_args, envs=run_envs,
                                       stdouts=stdouts, stderrs=stderrs, tee_stdouts=tee_stdouts,
-                                      tee_stderrs=tee_stderrs, error_files=error_files, start_method=start_method)
+                                      tee_stderrs=tee_stderrs, error_files=error_files, start_method=start_method,
+                                      **logs)
     try:
         context.start()
     except Exception:

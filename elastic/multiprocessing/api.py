@@ -91,12 +91,16 @@ class PContext(abc.ABC):
     """The base of the contexts: ``start()``, ``wait(timeout, period)``, ``pids()``, ``close(death_sig)``.
 
     ``stdouts``/``stderrs`` map local ranks to log paths (``""``: not redirected); ``tee_*``
-    name the subset that is also printed to the console, prefixed ``[{name}{local_rank}]:``.
+    name the subset that is also printed to the console, prefixed ``[{name}{local_rank}]:`` or
+    by ``log_line_prefixes``. ``duplicate_stdout_filters`` (``_stderr_``): the tee'd lines that
+    contain any of these strings are also written to ``filtered_stdout`` (``filtered_stderr``).
     """
 
     def __init__(self, name: str, entrypoint: Union[Callable, str], args: Dict[int, Tuple],
                  envs: Dict[int, Dict[str, str]], stdouts: Dict[int, str], stderrs: Dict[int, str],
-                 tee_stdouts: Dict[int, str], tee_stderrs: Dict[int, str], error_files: Dict[int, str]):
+                 tee_stdouts: Dict[int, str], tee_stderrs: Dict[int, str], error_files: Dict[int, str],
+                 log_line_prefixes: Optional[Dict[int, str]] = None, duplicate_stdout_filters=None,
+                 duplicate_stderr_filters=None, filtered_stdout: str = "", filtered_stderr: str = ""):
         self.name = name
         nprocs = len(args)
         _validate_full_rank(stdouts, nprocs, "stdouts")
@@ -108,16 +112,24 @@ class PContext(abc.ABC):
         self.stderrs = stderrs
         self.error_files = error_files
         self.nprocs = nprocs
-        self._stdout_tail = TailLog(name, tee_stdouts, sys.stdout)
-        self._stderr_tail = TailLog(name, tee_stderrs, sys.stderr)
+        self._tails = [TailLog(name, tee_stdouts, sys.stdout, log_line_prefixes),
+                       TailLog(name, tee_stderrs, sys.stderr, log_line_prefixes)]
+        self._filtered_files = []
+        for needles, path, tees in ((duplicate_stdout_filters, filtered_stdout, tee_stdouts),
+                                    (duplicate_stderr_filters, filtered_stderr, tee_stderrs)):
+            if needles:
+                f = open(path, "w", errors="replace", buffering=1)
+                self._filtered_files.append(f)
+                self._tails.append(TailLog(name, tees, f, log_line_prefixes,
+                                           log_line_filter=lambda line, n=tuple(needles): any(x in line for x in n)))
         self._result: Optional[RunProcsResult] = None
         self._closed = False
 
     def start(self) -> None:
         """Start the processes, then the threads that tee their logs to the console."""
         self._start()
-        self._stdout_tail.start()
-        self._stderr_tail.start()
+        for tail in self._tails:
+            tail.start()
 
     @abc.abstractmethod
     def _start(self) -> None:
@@ -183,8 +195,10 @@ class PContext(abc.ABC):
         self._stop_tails()
 
     def _stop_tails(self) -> None:
-        self._stdout_tail.stop()
-        self._stderr_tail.stop()
+        for tail in self._tails:
+            tail.stop()
+        for f in self._filtered_files:
+            f.close()
 
 
 def _open_log(path: str):
@@ -222,8 +236,8 @@ class MultiprocessContext(PContext):
 
     def __init__(self, name: str, entrypoint: Callable, args: Dict[int, Tuple], envs: Dict[int, Dict[str, str]],
                  stdouts: Dict[int, str], stderrs: Dict[int, str], tee_stdouts: Dict[int, str],
-                 tee_stderrs: Dict[int, str], error_files: Dict[int, str], start_method: str):
-        super().__init__(name, entrypoint, args, envs, stdouts, stderrs, tee_stdouts, tee_stderrs, error_files)
+                 tee_stderrs: Dict[int, str], error_files: Dict[int, str], start_method: str, **logs):
+        super().__init__(name, entrypoint, args, envs, stdouts, stderrs, tee_stdouts, tee_stderrs, error_files, **logs)
         self.start_method = start_method
         self._ctx = mp.get_context(start_method)
         self._ret_vals: Dict[int, Any] = {}
@@ -290,8 +304,8 @@ class SubprocessContext(PContext):
 
     def __init__(self, name: str, entrypoint: str, args: Dict[int, Tuple], envs: Dict[int, Dict[str, str]],
                  stdouts: Dict[int, str], stderrs: Dict[int, str], tee_stdouts: Dict[int, str],
-                 tee_stderrs: Dict[int, str], error_files: Dict[int, str]):
-        super().__init__(name, entrypoint, args, envs, stdouts, stderrs, tee_stdouts, tee_stderrs, error_files)
+                 tee_stderrs: Dict[int, str], error_files: Dict[int, str], **logs):
+        super().__init__(name, entrypoint, args, envs, stdouts, stderrs, tee_stdouts, tee_stderrs, error_files, **logs)
         self._popens: Dict[int, subprocess.Popen] = {}
 
     def _start(self) -> None:

@@ -2,7 +2,9 @@
 
 It exists because ``tee`` is implemented as TorchElastic implements it: the worker's stream is
 redirected into its log file and a thread here follows that file (``tail -f``) and copies each
-line to the console as ``[{name}{local_rank}]:line``. One thread per followed file.
+line to the console as ``[{name}{local_rank}]:line`` (or a prefix of ``log_line_prefixes``).
+One thread per followed file. With a ``log_line_filter``, only the lines it accepts are copied
+(``--duplicate-stdout-filters`` follows the same files into a second destination this way).
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Dict, List, Optional, TextIO
+from typing import Callable, Dict, List, Optional, TextIO
 
 __all__ = ["TailLog"]
 
 
-def _tail(header: str, path: str, dst: TextIO, finished: threading.Event, interval: float) -> None:
+def _tail(header: str, path: str, dst: TextIO, finished: threading.Event, interval: float,
+          keep: Callable[[str], bool]) -> None:
     while not os.path.exists(path):
         if finished.is_set():
             return
@@ -27,11 +30,12 @@ def _tail(header: str, path: str, dst: TextIO, finished: threading.Event, interv
             if chunk:
                 partial += chunk
                 if partial.endswith("\n"):
-                    dst.write(f"{header}{partial}")
-                    dst.flush()
+                    if keep(partial):
+                        dst.write(f"{header}{partial}")
+                        dst.flush()
                     partial = ""
             elif finished.is_set():  # EOF after the writer is done: nothing more will come
-                if partial:
+                if partial and keep(partial):
                     dst.write(f"{header}{partial}\n")
                     dst.flush()
                 return
@@ -45,11 +49,14 @@ class TailLog:
     ``stop`` lets every thread read its file to the end first, so no line is lost.
     """
 
-    def __init__(self, name: str, log_files: Dict[int, str], dst: TextIO, interval_sec: float = 0.05):
+    def __init__(self, name: str, log_files: Dict[int, str], dst: TextIO, log_line_prefixes: Optional[Dict[int, str]]
+                 = None, interval_sec: float = 0.05, log_line_filter: Callable[[str], bool] = lambda _line: True):
         self._name = name
         self._log_files = {rank: path for rank, path in log_files.items() if path}
         self._dst = dst
+        self._prefixes = log_line_prefixes or {}
         self._interval = interval_sec
+        self._keep = log_line_filter
         self._finished = threading.Event()
         self._threads: List[threading.Thread] = []
         self._started = False
@@ -59,8 +66,9 @@ class TailLog:
             return self
         self._started = True
         for rank, path in sorted(self._log_files.items()):
+            header = self._prefixes.get(rank, f"[{self._name}{rank}]:")
             t = threading.Thread(target=_tail, name=f"tail-{self._name}{rank}", daemon=True,
-                                 args=(f"[{self._name}{rank}]:", path, self._dst, self._finished, self._interval))
+                                 args=(header, path, self._dst, self._finished, self._interval, self._keep))
             t.start()
             self._threads.append(t)
         return self

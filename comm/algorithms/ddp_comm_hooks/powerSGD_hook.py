@@ -6,8 +6,9 @@ algorithm, on tritensor's collectives. ``powerSGD_hook`` compresses each paramet
 
 1. before ``start_powerSGD_iter`` steps: plain averaged allreduce (``default_hooks``);
 2. error feedback: the bucket gets last step's local error added (``error_dict[bucket]``);
-3. 1-D tensors and those that would not shrink by ``min_compression_rate`` are allreduced
-   uncompressed, as one flat buffer;
+3. tensors that would not shrink by ``min_compression_rate`` (``(n + m) * r * rate < n * m``
+   fails; with the default rate 2 every 1-D tensor, seen as ``n x 1``) are allreduced
+   uncompressed, as one flat buffer; a rate of 0 compresses every non-empty tensor;
 4. ``Q`` is warm-started from last step (``q_memory_dict``) and orthogonalised, or drawn from
    a normal distribution seeded identically on every rank (``random_seed``);
 5. ``P = M Q``; every ``P`` allreduced as one flat buffer; ``P`` orthogonalised (Gram-Schmidt,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import numbers
 from collections import defaultdict
 
 import numpy as np
@@ -94,8 +96,12 @@ class PowerSGDState:
         if (use_error_feedback or warm_start) and start_powerSGD_iter <= 1:
             raise ValueError("PowerSGDState: expect 'start_powerSGD_iter' > 1 if 'use_error_feedback' or 'warm_start' "
                              "is enabled, because PowerSGD can only be applied after the first two iterations in DDP")
-        if not float(min_compression_rate) > 0:
-            raise ValueError(f"PowerSGDState: 'min_compression_rate' must be > 0, got {min_compression_rate!r}")
+        # torch checks nothing here: any rate is used in _should_compress's test as it is
+        # (0 or less compresses every tensor); only a value that is not a number is refused, now
+        # rather than at the first compressed step.
+        if isinstance(min_compression_rate, bool) or not isinstance(min_compression_rate, numbers.Real):
+            raise TypeError("PowerSGDState: 'min_compression_rate' must be a real number, "
+                            f"got {type(min_compression_rate).__name__}")
         if not float(orthogonalization_epsilon) >= 0:
             raise ValueError(f"PowerSGDState: 'orthogonalization_epsilon' must be >= 0, got {orthogonalization_epsilon!r}")
         self.process_group = process_group
@@ -126,8 +132,13 @@ class PowerSGDState:
         return state
 
     def __setstate__(self, state):
-        """Restore; the process group becomes the default one (set ``process_group`` to change it)."""
-        self.process_group = None
+        """Restore; the process group becomes the default one (set ``process_group`` to change it).
+
+        As torch's: without an initialized default group this raises ``ValueError``."""
+        if not _pg.is_initialized():
+            raise ValueError("PowerSGDState: restoring a pickled state sets its process group to the default group, "
+                             "which has not been initialized, please make sure to call init_process_group.")
+        self.process_group = _pg.group.WORLD
         log.warning("NOTE: Process group will be set to a default group (i.e. the world size). If a different group "
                     "is desired, please set `self.process_group` after PowerSGD state is loaded.")
         for slot, value in state.items():
@@ -205,7 +216,7 @@ def powerSGD_hook(state: PowerSGDState, bucket) -> Future:
         rank = min(n, m, state.matrix_approximation_rank)
         compress, before, after = _should_compress(n, m, rank, state.min_compression_rate)
         state.total_numel_before_compression += before
-        if compress and tensor.ndim > 1:
+        if compress:  # as torch's: a 1-D tensor is an n x 1 matrix, compressed when the rate allows
             to_compress.append(matrix)
             total_ps += n * rank
             total_qs += m * rank

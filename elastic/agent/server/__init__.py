@@ -5,10 +5,12 @@ the job's rendezvous, watches the workers and restarts the group on failures or 
 changes; see :mod:`.api` for the model (``WorkerSpec``, ``WorkerState``, ``RunResult`` ...).
 """
 
-from .api import (DEFAULT_ROLE, ElasticAgent, RunResult, SignalException, SimpleElasticAgent, Worker, WorkerGroup,
-                  WorkerSpec, WorkerState)
+from .api import (DEFAULT_ROLE, DEFAULT_SIGNALS_TO_HANDLE, SIGNALS_TO_HANDLE_ENV, ElasticAgent, RunResult,
+                  SignalException, SimpleElasticAgent, Worker, WorkerGroup, WorkerSpec, WorkerState, parse_signals,
+                  signals_to_handle)
 from .local_elastic_agent import TORCHELASTIC_ENABLE_FILE_TIMER, TORCHELASTIC_TIMER_FILE, LocalElasticAgent
 
-__all__ = ["DEFAULT_ROLE", "ElasticAgent", "RunResult", "SignalException", "SimpleElasticAgent", "Worker",
+__all__ = ["DEFAULT_ROLE", "DEFAULT_SIGNALS_TO_HANDLE", "SIGNALS_TO_HANDLE_ENV", "parse_signals",
+           "signals_to_handle", "ElasticAgent", "RunResult", "SignalException", "SimpleElasticAgent", "Worker",
            "WorkerGroup", "WorkerSpec", "WorkerState", "LocalElasticAgent", "TORCHELASTIC_ENABLE_FILE_TIMER",
            "TORCHELASTIC_TIMER_FILE"]

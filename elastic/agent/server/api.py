@@ -28,10 +28,38 @@ from ...multiprocessing import ProcessFailure, Std
 from ...rendezvous import RendezvousHandler
 
 __all__ = ["WorkerSpec", "Worker", "WorkerState", "WorkerGroup", "RunResult", "ElasticAgent",
-           "SimpleElasticAgent", "SignalException", "DEFAULT_ROLE"]
+           "SimpleElasticAgent", "SignalException", "DEFAULT_ROLE", "SIGNALS_TO_HANDLE_ENV",
+           "DEFAULT_SIGNALS_TO_HANDLE", "parse_signals", "signals_to_handle"]
 
 DEFAULT_ROLE = "default"
 log = logging.getLogger(__name__)
+
+
+SIGNALS_TO_HANDLE_ENV = "TORCHELASTIC_SIGNALS_TO_HANDLE"
+DEFAULT_SIGNALS_TO_HANDLE = "SIGTERM,SIGINT,SIGHUP,SIGQUIT"
+
+
+def parse_signals(text: str) -> List[signal.Signals]:
+    """``"SIGTERM,SIGUSR1"`` -> the signals; ValueError naming a name that is not a signal this
+    process can handle (SIGKILL and SIGSTOP cannot be)."""
+    out = []
+    for name in filter(None, (n.strip() for n in text.split(","))):
+        sig = getattr(signal.Signals, name, None)
+        if sig is None or sig in (signal.SIGKILL, signal.SIGSTOP):
+            raise ValueError(f"{name!r} is not a signal that can be handled (e.g. SIGTERM, SIGUSR1)")
+        out.append(sig)
+    return out
+
+
+def signals_to_handle() -> List[signal.Signals]:
+    """The signals the agent turns into ``SignalException``: ``$TORCHELASTIC_SIGNALS_TO_HANDLE``
+    (set by ``tritensor-run --signals-to-handle``), else torch's four."""
+    text = os.environ.get(SIGNALS_TO_HANDLE_ENV, DEFAULT_SIGNALS_TO_HANDLE)
+    try:
+        return parse_signals(text)
+    except ValueError as e:  # as torch: a bad name is skipped with a warning, the rest handled
+        log.warning("%s=%r: %s; handling %s instead", SIGNALS_TO_HANDLE_ENV, text, e, DEFAULT_SIGNALS_TO_HANDLE)
+        return parse_signals(DEFAULT_SIGNALS_TO_HANDLE)
 
 
 class SignalException(Exception):
@@ -59,6 +87,10 @@ class WorkerSpec:
     local_addr: Optional[str] = None
     redirects: Union[Std, Dict[int, Std]] = Std.NONE
     tee: Union[Std, Dict[int, Std]] = Std.NONE
+    event_log_handler: str = "null"  # where the agent's events go (elastic.events destinations)
+    duplicate_stdout_filters: Optional[List[str]] = None  # tee'd lines with any of these: filtered_stdout.log
+    duplicate_stderr_filters: Optional[List[str]] = None
+    virtual_local_rank: bool = False  # LOCAL_RANK=0, CUDA_VISIBLE_DEVICES=the worker's own GPU
 
     def __post_init__(self):
         if isinstance(self.local_world_size, bool) or not isinstance(self.local_world_size, int) \
@@ -174,11 +206,14 @@ class SimpleElasticAgent(ElasticAgent):
     exit barrier, metrics and events; subclasses implement ``_start_workers``,
     ``_stop_workers``, ``_monitor_workers`` and ``_shutdown``."""
 
-    def __init__(self, spec: WorkerSpec, exit_barrier_timeout: float = 300):
+    def __init__(self, spec: WorkerSpec, exit_barrier_timeout: float = 300, shutdown_timeout: float = 30):
+        if not shutdown_timeout >= 0:
+            raise ValueError(f"shutdown_timeout: expected seconds >= 0, got {shutdown_timeout!r}")
         self._worker_group = WorkerGroup(spec)
         self._remaining_restarts = spec.max_restarts
         self._store = None
         self._exit_barrier_timeout = exit_barrier_timeout
+        self._shutdown_timeout = shutdown_timeout  # a stopped worker's grace before SIGKILL
         self._total_execution_time = 0
 
     def get_worker_group(self, role: str = DEFAULT_ROLE) -> WorkerGroup:
@@ -268,7 +303,7 @@ class SimpleElasticAgent(ElasticAgent):
     def _set_state(self, worker_group: WorkerGroup, state: WorkerState) -> None:
         if worker_group.state != state:
             worker_group.state = state
-            record_event(self._agent_event(state))
+            record_event(self._agent_event(state), worker_group.spec.event_log_handler)
 
     def _agent_event(self, state: WorkerState, raw_error: Optional[str] = None) -> Event:
         wg = self._worker_group
@@ -279,8 +314,10 @@ class SimpleElasticAgent(ElasticAgent):
         return Event(f"torchelastic.agent.state.{state.value}", EventSource.AGENT, int(time.time() * 1000), md)
 
     def run(self, role: str = DEFAULT_ROLE) -> RunResult:
-        """Run the job (see the module's docstring). SIGTERM, SIGINT, SIGHUP and SIGQUIT received
-        meanwhile stop every worker with that signal and raise ``SignalException``."""
+        """Run the job (see the module's docstring). A signal of ``$TORCHELASTIC_SIGNALS_TO_HANDLE``
+        (torch's variable; default SIGTERM, SIGINT, SIGHUP and SIGQUIT) received meanwhile stops
+        every worker with that signal (then SIGKILL after ``shutdown_timeout`` s) and raises
+        ``SignalException``."""
         start = time.monotonic()
         shutdown_called = False
         old = self._install_signal_handlers()
@@ -311,7 +348,7 @@ class SimpleElasticAgent(ElasticAgent):
             raise SignalException(f"Process {os.getpid()} got signal: {signum}", sigval=signal.Signals(signum))
 
         old = {}
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT):
+        for sig in signals_to_handle():
             old[sig] = signal.signal(sig, raise_signal)
         return old
 
@@ -397,4 +434,4 @@ class SimpleElasticAgent(ElasticAgent):
                   "raw_error": str(failure.message) if failure else None,
                   "agent_restarts": self.restart_count}
             record_event(Event(f"torchelastic.worker.status.{state.value}", EventSource.WORKER,
-                               int(time.time() * 1000), md))
+                               int(time.time() * 1000), md), wg.spec.event_log_handler)

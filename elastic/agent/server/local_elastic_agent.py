@@ -14,7 +14,8 @@ import os
 import secrets
 import signal
 import tempfile
-from typing import Any, Dict, Optional
+from string import Template
+from typing import Any, Dict, Optional, Set
 
 from ....comm import SECRET_ENV
 from ...multiprocessing import PContext, start_processes
@@ -34,12 +35,19 @@ class LocalElasticAgent(SimpleElasticAgent):
     ``log_dir``: where the attempts' logs go (``log_dir/attempt_<n>/<local_rank>/``); a fresh
     ``<run_id>_<random>`` folder inside it is used when it already holds files, and a
     temporary folder when it is ``None``. ``exit_barrier_timeout``: how long a node whose
-    workers finished waits for the others.
+    workers finished waits for the others. ``shutdown_timeout``: how long a stopped worker has
+    to exit before ``SIGKILL``. ``local_ranks_filter``: the local ranks whose output reaches the
+    console (torch's ``DefaultLogsSpecs`` option; None: all). ``log_line_prefix_template``:
+    the tee'd lines' prefix, ``string.Template`` text with ``${role_name}``, ``${rank}`` and
+    ``${local_rank}`` (default ``[{role}{local_rank}]:``).
     """
 
     def __init__(self, spec: WorkerSpec, start_method: str = "spawn", exit_barrier_timeout: float = 300,
-                 log_dir: Optional[str] = None, logs_specs=None):
-        super().__init__(spec, exit_barrier_timeout)
+                 log_dir: Optional[str] = None, logs_specs=None, log_line_prefix_template: Optional[str] = None,
+                 shutdown_timeout: float = 30, local_ranks_filter: Optional[Set[int]] = None):
+        super().__init__(spec, exit_barrier_timeout, shutdown_timeout)
+        self._log_line_prefix_template = log_line_prefix_template
+        self._local_ranks_filter = local_ranks_filter
         self._start_method = start_method
         self._pcontext: Optional[PContext] = None
         self._rdzv_handler = spec.rdzv_handler
@@ -77,9 +85,10 @@ class LocalElasticAgent(SimpleElasticAgent):
         secret = os.environ.get(SECRET_ENV) or os.environ.setdefault(SECRET_ENV, secrets.token_hex(32))
         args: Dict[int, tuple] = {}
         envs: Dict[int, Dict[str, str]] = {}
+        prefixes: Dict[int, str] = {}
         for worker in worker_group.workers:
             envs[worker.local_rank] = {
-                "LOCAL_RANK": str(worker.local_rank),
+                **self._local_rank_env(worker.local_rank, spec),
                 "RANK": str(worker.global_rank),
                 "GROUP_RANK": str(worker_group.group_rank),
                 "ROLE_RANK": str(worker.role_rank),
@@ -99,12 +108,34 @@ class LocalElasticAgent(SimpleElasticAgent):
             if "OMP_NUM_THREADS" in os.environ:
                 envs[worker.local_rank]["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
             args[worker.local_rank] = tuple(spec.args)
+            if self._log_line_prefix_template:
+                prefixes[worker.local_rank] = Template(self._log_line_prefix_template).safe_substitute(
+                    role_name=spec.role, rank=worker.global_rank, local_rank=worker.local_rank)
         self._setup_local_watchdog(envs)
         attempt_dir = os.path.join(self._log_dir, f"attempt_{self.restart_count}")
         self._pcontext = start_processes(name=spec.role, entrypoint=spec.entrypoint, args=args, envs=envs,
                                          log_dir=attempt_dir, start_method=self._start_method,
-                                         redirects=spec.redirects, tee=spec.tee)
+                                         redirects=spec.redirects, tee=spec.tee, log_line_prefixes=prefixes or None,
+                                         local_ranks_filter=self._local_ranks_filter,
+                                         duplicate_stdout_filters=spec.duplicate_stdout_filters,
+                                         duplicate_stderr_filters=spec.duplicate_stderr_filters)
         return self._pcontext.pids()
+
+    @staticmethod
+    def _local_rank_env(local_rank: int, spec: WorkerSpec) -> Dict[str, str]:
+        """``LOCAL_RANK``, and with ``spec.virtual_local_rank`` (as torch's) ``LOCAL_RANK=0`` and a
+        ``CUDA_VISIBLE_DEVICES`` of the worker's own GPU: the ``local_rank``-th of this process's
+        ``CUDA_VISIBLE_DEVICES``, or GPU ``local_rank`` when that is unset."""
+        if not spec.virtual_local_rank:
+            return {"LOCAL_RANK": str(local_rank)}
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is None:
+            return {"LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": str(local_rank)}
+        gpus = visible.split(",")
+        if local_rank >= len(gpus):
+            raise ValueError(f"virtual_local_rank: local rank {local_rank} has no GPU in "
+                             f"CUDA_VISIBLE_DEVICES={visible} ({len(gpus)} listed)")
+        return {"LOCAL_RANK": "0", "CUDA_VISIBLE_DEVICES": gpus[local_rank].strip()}
 
     def _stop_workers(self, worker_group: WorkerGroup, is_restart: bool = False) -> None:
         self._shutdown(is_restart=is_restart)
@@ -115,7 +146,7 @@ class LocalElasticAgent(SimpleElasticAgent):
             self._worker_watchdog = None
         if self._pcontext is not None:
             pids = set(self._pcontext.pids().values())
-            self._pcontext.close(death_sig)
+            self._pcontext.close(death_sig, self._shutdown_timeout)
             if self._worker_watchdog is not None:  # their timers die with them
                 self._worker_watchdog.clear_timers(pids)
 
