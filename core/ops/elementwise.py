@@ -127,6 +127,8 @@ def _signature(x):
 
 
 def binary(op: str, a, b, out=None) -> Tensor:
+    if op == "pow" and isinstance(b, numbers.Integral) and b < 0:  # a value check: at every call, not planned
+        _check_integer_exponent(a)
     key = (op, _signature(a), _signature(b), dt.default_float)
     plan = _binary_plans.get(key)
     if plan is None:
@@ -198,6 +200,13 @@ def _check_integer_divisor(b) -> None:
         zero = b == 0
     if zero:
         raise RuntimeError("ZeroDivisionError")
+
+
+def _check_integer_exponent(a) -> None:
+    """An integer (or bool) tensor to a negative Python integer power raises, as in PyTorch (a tensor
+    of exponents is computed: 0 unless the base is 1 or -1)."""
+    if isinstance(a, TensorBase) and not a.dtype.is_floating_point:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
 
 
 def full_like_scalar(value, like: Tensor, d: dt.dtype) -> Tensor:
