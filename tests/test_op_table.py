@@ -105,7 +105,8 @@ TESTS = {
     "mse_loss": (LOSS + "test_mse_loss_vs_numpy", LOSS + "test_cross_entropy_and_friends_gradcheck"),
     "index_select": (IX + "test_index_select_and_gather", IX + "test_gradcheck"),
     "gather": (IX + "test_index_select_and_gather", IX + "test_gradcheck"),
-    **{op: (IX + "test_scatter_add_and_index_add_accumulate_duplicates", None)
+    **{op: (IX + "test_scatter_add_and_index_add_accumulate_duplicates",
+            IX + "test_scatter_add_and_index_add_gradcheck")
        for op in ("scatter_add", "scatter_add_", "index_add", "index_add_")},
     "getitem": (IX + "test_getitem_matches_numpy", IX + "test_gradcheck"),
     "setitem": (IX + "test_setitem_matches_numpy", IX + "test_setitem_gradcheck"),
