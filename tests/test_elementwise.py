@@ -247,6 +247,21 @@ def test_type_promotion_rules():
     assert tt.promote_types(tt.float16, tt.bfloat16) is tt.float32
 
 
+def test_where_with_only_a_condition_is_nonzero_as_tuple():
+    """torch.where(condition): the coordinates of its nonzero elements, one tensor per dim (issue 24)."""
+    c = np.array([[0, 2, 0], [1, 0, -3]])
+    for cond in (tt.tensor(c), tt.tensor(c != 0), tt.tensor(c.T.copy()).t(), tt.tensor(c.astype(np.float32))):
+        got = tt.where(cond)
+        assert isinstance(got, tuple) and len(got) == 2
+        for g, e in zip(got, np.nonzero(c)):
+            assert g.dtype is tt.int64
+            np.testing.assert_array_equal(g.numpy(), e)
+    assert [g.tolist() for g in tt.where(tt.zeros(0, 2))] == [[], []]
+    assert tt.where(tt.tensor([1.0, 0.0], requires_grad=True))[0].tolist() == [0]  # no gradient to record
+    with pytest.raises(TypeError, match="missing other"):
+        tt.where(tt.tensor([True]), 1.0)
+
+
 def test_where_broadcasts_and_promotes():
     c_np = np.array([[True], [False], [True]])
     x_np = np.arange(4, dtype=np.float32)

@@ -214,9 +214,17 @@ def full_like_scalar(value, like: Tensor, d: dt.dtype) -> Tensor:
     return t.fill_(value)
 
 
-def where(condition, input, other, *, out=None) -> Tensor:
-    """``input`` where ``condition`` holds, else ``other`` (either may be a Python number)."""
+def where(condition, input=None, other=None, *, out=None) -> Tensor:
+    """``input`` where ``condition`` holds, else ``other`` (either may be a Python number); with
+    ``condition`` alone, ``condition.nonzero(as_tuple=True)``, as torch."""
     cond, x, y = condition, input, other
+    if x is None and y is None and out is None:
+        if not isinstance(cond, TensorBase):
+            raise TypeError(f"where(): argument 'condition' must be a Tensor, not {type(cond).__name__}")
+        return cond.nonzero(as_tuple=True)
+    if x is None or y is None:
+        raise TypeError("where() takes a condition alone, or a condition, input and other: "
+                        f"missing {'input' if x is None else 'other'}")
     if not isinstance(cond, TensorBase):
         raise TypeError(f"where(): argument 'condition' must be a Tensor, not {type(cond).__name__}")
     if cond.dtype is not dt.bool_:

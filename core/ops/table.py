@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
 from . import (attention, batch_norm, conv, copies, cumsum, einsum, elementwise, embedding, index, join, layer_norm, loss,
-               math_ops, matmul, pool, random, reduce, scan, select, softmax, sort, views)
+               math_ops, matmul, pool, random, reduce, scan, scatter, select, softmax, sort, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -127,6 +127,11 @@ _add(Op("index_select", index.index_select, "none"))
 _add(Op("gather", index.gather, "none"))
 _with_inplace("scatter_add", index.scatter_add, index.scatter_add_, "promote")
 _with_inplace("index_add", index.index_add, index.index_add_, "promote")
+# issue 24 (core/ops/scatter.py, triton_kernels/scatter.py); torch's CUDA autocast promotes index_put
+for _name in ("scatter", "scatter_reduce", "index_fill", "index_copy", "masked_scatter", "index_put"):
+    _with_inplace(_name, getattr(scatter, _name), getattr(scatter, _name + "_"),
+                  "promote" if _name == "index_put" else "none")
+_add(Op("take_along_dim", scatter.take_along_dim, "none"))
 _add(Op("getitem", index.getitem_any, "none", method=False, function=False, dunders=("__getitem__",)))
 _add(Op("setitem", index.setitem_any, "none", method=False, function=False, dunders=("__setitem__",)))
 
