@@ -14,10 +14,18 @@ from .shape import broadcast_shapes
 from .tensor import Tensor, repeat_interleave_index
 
 
-def function(op, name: str):
-    """The free function ``name`` for ``op`` (also used by ``nn.functional``)."""
-    def fn(*args, **kwargs):
-        return dispatch.call(op, *args, **kwargs)
+def function(op, name: str, numpy_names: bool = True):
+    """The free function ``name`` for ``op`` (also used by ``nn.functional``, whose Python functions
+    in torch take no NumPy names: ``numpy_names=False``)."""
+    aliases = table.numpy_names(op.impl, op.name) if numpy_names else {}
+    if aliases:
+        def fn(*args, **kwargs):
+            if kwargs:
+                kwargs = table.rename_numpy_keywords(kwargs, aliases, name)
+            return dispatch.call(op, *args, **kwargs)
+    else:
+        def fn(*args, **kwargs):
+            return dispatch.call(op, *args, **kwargs)
 
     functools.update_wrapper(fn, op.impl)  # the core entry's signature and docstring
     fn.__name__ = fn.__qualname__ = name
@@ -43,6 +51,7 @@ def _tensor(x, fn: str, name: str = "input") -> Tensor:
 
 
 # ----- issue 24: composites of recorded ops (views, index_select, stack), as torch's free functions --
+@table.accepts_numpy_names
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """``input.repeat_interleave(repeats, dim)``; with ``repeats`` omitted, ``input`` is the repeats
     and the result ``arange(len(input))`` repeated by them."""
@@ -52,6 +61,7 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     return input.repeat_interleave(repeats, dim, output_size=output_size)
 
 
+@table.accepts_numpy_names
 def tensor_split(input, indices_or_sections, dim: int = 0):
     return _tensor(input, "tensor_split").tensor_split(indices_or_sections, dim)
 
@@ -60,10 +70,16 @@ def rot90(input, k: int = 1, dims=(0, 1)):
     return _tensor(input, "rot90").rot90(k, dims)
 
 
+@table.accepts_numpy_names
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    return _tensor(input, "diff").diff(n, dim, prepend, append)
+
+
 def unflatten(input, dim: int, sizes):
     return _tensor(input, "unflatten").unflatten(dim, sizes)
 
 
+@table.accepts_numpy_names
 def unbind(input, dim: int = 0):
     return _tensor(input, "unbind").unbind(dim)
 
@@ -151,7 +167,7 @@ def atleast_3d(*tensors):
     return _atleast(tensors, 3, "atleast_3d")
 
 
-__all__ = ["is_tensor", "flatten", "repeat_interleave", "tensor_split", "rot90", "unflatten", "unbind", "broadcast_to",
+__all__ = ["is_tensor", "flatten", "repeat_interleave", "tensor_split", "rot90", "diff", "unflatten", "unbind", "broadcast_to",
            "broadcast_tensors", "meshgrid", "cartesian_prod", "atleast_1d", "atleast_2d", "atleast_3d"]
 for _op in table.OPS.values():
     if _op.function:

@@ -26,9 +26,16 @@ from .tensor_base import TensorBase
 
 
 def _method(op, name: str):
-    """``Tensor.<name>``: the op with ``self`` as its argument ``op.self_arg``."""
+    """``Tensor.<name>``: the op with ``self`` as its argument ``op.self_arg`` (and NumPy's names for
+    ``dim``/``keepdim`` where the op has them, as torch's native methods)."""
     k = op.self_arg
-    if k == 0:
+    aliases = table.numpy_names(op.impl, op.name)
+    if aliases:
+        def method(self, *args, **kwargs):
+            if kwargs:
+                kwargs = table.rename_numpy_keywords(kwargs, aliases, name)
+            return dispatch.call(op, self, *args, **kwargs)
+    elif k == 0:
         def method(self, *args, **kwargs):
             return dispatch.call(op, self, *args, **kwargs)
     else:
@@ -151,6 +158,7 @@ class Tensor(TensorOps, TensorBase, results=True):
         return self.view(self._shape[:d] + tuple(sizes) + self._shape[d + 1 :])
 
     # ----- composite shape ops (issue 24), made of recorded ops --------------------------------
+    @table.accepts_numpy_names
     def repeat_interleave(self, repeats, dim=None, *, output_size=None) -> "Tensor":
         """Each slice along ``dim`` (each element of the flattened tensor without one) ``repeats``
         times: an expand and a reshape for an int, an ``index_select`` for a tensor of repeats."""
@@ -178,6 +186,7 @@ class Tensor(TensorOps, TensorBase, results=True):
         wide = x._shape[: d + 1] + (int(repeats),) + x._shape[d + 1 :]
         return x.unsqueeze(d + 1).expand(wide).reshape(x._shape[:d] + (n * int(repeats),) + x._shape[d + 1 :])
 
+    @table.accepts_numpy_names
     def tensor_split(self, indices_or_sections, dim: int = 0):
         """Views along ``dim``: ``sections`` near-equal parts (the first ``n % sections`` one longer),
         or the parts between the given indices (Python slice rules)."""
@@ -204,6 +213,33 @@ class Tensor(TensorOps, TensorBase, results=True):
             raise TypeError(f"tensor_split(): argument 'indices_or_sections' must be int, a sequence of ints or a "
                             f"Tensor, not {type(ios).__name__}")
         return tuple(self.narrow(d, a, max(b - a, 0)) for a, b in zip(bounds, bounds[1:]))
+
+    @table.accepts_numpy_names
+    def diff(self, n: int = 1, dim: int = -1, prepend=None, append=None) -> "Tensor":
+        """The ``n``-th forward difference along ``dim`` (``!=`` for bool), of ``prepend``, the
+        tensor and ``append`` joined along ``dim``."""
+        if self.ndim == 0:
+            raise RuntimeError("diff expects input to be at least one-dimensional")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise RuntimeError(f"order must be non-negative but got {n}")
+        d = normalize_dim(dim, self.ndim)
+        parts = []
+        for name, t in (("prepend", prepend), ("input", self), ("append", append)):
+            if t is None:
+                continue
+            if not isinstance(t, TensorBase):
+                raise TypeError(f"diff(): argument '{name}' must be Tensor, not {type(t).__name__}")
+            if t.ndim != self.ndim:
+                raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+            parts.append(t)
+        x = dispatch.call(table.OPS["cat"], parts, d) if len(parts) > 1 else self
+        for _ in range(int(n)):
+            m = x._shape[d]
+            if m == 0:
+                break
+            hi, lo = x.narrow(d, 1, m - 1), x.narrow(d, 0, m - 1)
+            x = hi.ne(lo) if x.dtype is dt.bool_ else hi - lo
+        return x
 
     def rot90(self, k: int = 1, dims=(0, 1)) -> "Tensor":
         """Rotated by 90 degrees ``k`` times from the first towards the second of ``dims`` (a flip
@@ -248,6 +284,7 @@ class Tensor(TensorOps, TensorBase, results=True):
         return self.expand(shape)
 
 
+    @table.accepts_numpy_names
     def unbind(self, dim: int = 0):
         d = normalize_dim(dim, self.ndim)
         return tuple(self.select(d, i) for i in range(self._shape[d]))
@@ -269,6 +306,7 @@ class Tensor(TensorOps, TensorBase, results=True):
             start += s
         return tuple(out)
 
+    @table.accepts_numpy_names
     def chunk(self, chunks: int, dim: int = 0):
         d = normalize_dim(dim, self.ndim)
         return self.split(max(1, -(-self._shape[d] // chunks)), d)

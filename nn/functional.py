@@ -24,7 +24,7 @@ from ..core.tensor import Tensor
 __all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "flatten"]
 for _op in _table.OPS.values():
     if _op.functional:
-        globals()[_op.name] = _function(_op, _op.name)
+        globals()[_op.name] = _function(_op, _op.name, numpy_names=False)
         __all__.append(_op.name)
 
 

@@ -93,6 +93,13 @@ TESTS = {
        for op in ("max", "min")},
     **{op: (RED + "test_extremes_exact_with_ties", None) for op in ("argmax", "argmin")},
     **{op: (RED + "test_all_any_on_floats", None) for op in ("all", "any")},
+    **{op: (RED + "test_composite_reductions_match_numpy", RED + "test_composite_reductions_gradcheck")
+       for op in ("std_mean", "var_mean", "aminmax", "nansum", "nanmean")},  # issue 24
+    "count_nonzero": (RED + "test_composite_reductions_match_numpy", None),
+    **{op: ("test_scan.py::test_cummax_cummin_match_numpy", "test_scan.py::test_cummax_cummin_gradcheck")
+       for op in ("cummax", "cummin")},
+    **{op: ("test_sort.py::test_median_nanmedian_mode_match_numpy", "test_sort.py::test_median_and_mode_gradcheck")
+       for op in ("median", "nanmedian", "mode")},
     "cumsum": ("test_cumsum.py::test_cumsum_matches_numpy", "test_cumsum.py::test_cumsum_gradcheck"),
     "softmax": (SM + "test_against_float64", SM + "test_softmax_gradcheck"),
     "log_softmax": (SM + "test_against_float64", SM + "test_softmax_gradcheck"),
@@ -186,7 +193,7 @@ COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross
               "normal", "einsum",
               # issue 24: recorded as the scatter, index_put or gather they are
               "index_fill", "index_fill_", "index_copy", "index_copy_", "masked_scatter", "masked_scatter_",
-              "take_along_dim"}
+              "take_along_dim", "std_mean", "var_mean", "aminmax", "nansum", "nanmean", "median", "nanmedian", "mode"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage;
 # einsum is planned into diagonals, sums, permutes and bmm, each dispatched as an op of its own).
 NO_KERNEL = {"views", "einsum"}

@@ -126,3 +126,38 @@ def test_shape_ops_gradcheck():
                      (x, v), fast_mode=True)
     assert gradcheck(lambda a, b: sum(tt.broadcast_tensors(a, b[:2])), (x, v), fast_mode=True)
     assert gradcheck(lambda a: tt.atleast_3d(a) * 1, (x,), fast_mode=True)
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.bfloat16, tt.int64, tt.bool], ids=str)
+def test_diff_matches_numpy(dtype):
+    t, a = _pair((4, 6), dtype, transposed=True)
+    for n, dim in ((1, -1), (2, 0), (3, 1), (7, 1), (0, 0)):
+        _eq(t.diff(n, dim), np.diff(a, n, axis=dim))
+    p, pa = _pair((4, 2), dtype)
+    q, qa = _pair((4, 1), dtype)
+    _eq(tt.diff(t, 2, 1, prepend=p, append=q), np.diff(a, 2, axis=1, prepend=pa, append=qa))
+    with pytest.raises(RuntimeError, match="order must be non-negative but got -1"):
+        t.diff(-1)
+    with pytest.raises(RuntimeError, match="diff expects prepend or append to be the same dimension as input"):
+        t.diff(prepend=p[0])
+    with pytest.raises(RuntimeError, match="diff expects input to be at least one-dimensional"):
+        tt.tensor(1.0).diff()
+
+
+def test_numpy_keyword_names_where_torch_takes_them():
+    """axis= for dim= and keepdims= for keepdim= on torch's native methods and functions (issue 24);
+    not on its Python ones (nn.functional, norm, split, flatten)."""
+    x = tt.arange(6.0).reshape(2, 3)
+    assert x.sum(axis=1, keepdims=True).shape == (2, 1) and tt.mean(x, axis=0).shape == (3,)
+    assert x.max(axis=1).values.tolist() == [2.0, 5.0] and tt.cat([x, x], axis=0).shape == (4, 3)
+    assert x.softmax(axis=1).shape == (2, 3) and tt.cumsum(x, axis=1).shape == (2, 3)
+    assert x.median(axis=1, keepdims=True).values.shape == (2, 1) and tt.std_mean(x, axis=1)[0].shape == (2,)
+    assert x.unbind(axis=1)[0].shape == (2,) and tt.tensor_split(x, 2, axis=1)[1].shape == (2, 1)
+    assert x.repeat_interleave(2, axis=0).shape == (4, 3) and x.diff(axis=0).shape == (1, 3)
+    assert x.chunk(2, axis=0)[0].shape == (1, 3) and x.scatter(axis=1, index=tt.tensor([[0]]), value=9.0)[0, 0] == 9
+    with pytest.raises(TypeError, match="got multiple values for argument 'dim'"):
+        x.sum(axis=1, dim=1)
+    for f in (lambda: tt.nn.functional.softmax(x, axis=1), lambda: x.norm(axis=0), lambda: x.split(1, axis=0),
+              lambda: x.flatten(axis=0)):
+        with pytest.raises(TypeError, match="unexpected keyword argument 'axis'"):
+            f()
