@@ -44,6 +44,11 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return input.flatten(start_dim, end_dim)
 
 
+def get_device(input) -> int:
+    """``input.get_device()``: the CUDA device index, -1 on the CPU."""
+    return _tensor(input, "get_device").get_device()
+
+
 def _tensor(x, fn: str, name: str = "input") -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{fn}(): argument '{name}' must be Tensor, not {type(x).__name__}")
@@ -167,7 +172,7 @@ def atleast_3d(*tensors):
     return _atleast(tensors, 3, "atleast_3d")
 
 
-__all__ = ["is_tensor", "flatten", "repeat_interleave", "tensor_split", "rot90", "diff", "unflatten", "unbind", "broadcast_to",
+__all__ = ["is_tensor", "flatten", "get_device", "repeat_interleave", "tensor_split", "rot90", "diff", "unflatten", "unbind", "broadcast_to",
            "broadcast_tensors", "meshgrid", "cartesian_prod", "atleast_1d", "atleast_2d", "atleast_3d"]
 for _op in table.OPS.values():
     if _op.function:

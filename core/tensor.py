@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import warnings
 
 import numpy as np
 
@@ -410,6 +411,12 @@ class Tensor(TensorOps, TensorBase, results=True):
             return f"tritensor.{self.dtype.name}"
         return self.to(dt.to_dtype(dtype_))
 
+    def type_as(self, other) -> "Tensor":
+        """This tensor in ``other``'s dtype (itself when they agree)."""
+        if not isinstance(other, TensorBase):
+            raise TypeError(f"type_as(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}")
+        return self.to(other.dtype)
+
     def half(self):
         return self.to(dt.float16)
 
@@ -456,14 +463,19 @@ class Tensor(TensorOps, TensorBase, results=True):
         fill(t, fill_value)  # a fresh tensor: no version bump, unlike fill_()
         return t
 
-    def new_tensor(self, data, dtype=None, device=None):
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         """A copy of ``data`` with this tensor's dtype and device unless given (never a view)."""
         d, dev = dtype or self.dtype, _dev(device, self.device)
         if isinstance(data, TensorBase):
-            return data.detach().to(device=dev, dtype=d, copy=True)
-        a = np.array(data)
-        a = a.astype(np.bool_ if d is dt.bool_ else (np.float64 if d.is_floating_point else np.int64))
-        return host_tensor(a, CPU).to(dev).to(d)
+            warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+                          "sourceTensor.detach().clone().requires_grad_(True), rather than "
+                          "tensor.new_tensor(sourceTensor).", UserWarning, stacklevel=2)
+            out = data.detach().to(device=dev, dtype=d, copy=True)
+        else:
+            a = np.array(data)
+            a = a.astype(np.bool_ if d is dt.bool_ else (np.float64 if d.is_floating_point else np.int64))
+            out = host_tensor(a, CPU).to(dev).to(d)
+        return out.requires_grad_(True) if requires_grad else out
 
     def zero_(self) -> "Tensor":
         return self.fill_(0)
