@@ -11,7 +11,8 @@ import warnings
 from . import dispatch
 from .ops import table
 from .shape import broadcast_shapes
-from .tensor import Tensor, repeat_interleave_index
+from .composites import repeat_interleave_index
+from .tensor import Tensor
 
 
 def function(op, name: str, numpy_names: bool = True):
