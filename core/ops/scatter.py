@@ -22,7 +22,7 @@ import numpy as np
 from ...triton_kernels import index as _ki
 from ...triton_kernels import scatter as _k
 from ...runtime import dtype as dt
-from ..shape import broadcast_shapes, normalize_dim
+from ..shape import broadcast_shapes, broadcasts_to, normalize_dim
 from ..tensor_base import TensorBase
 from . import _check_writable, _overlaps, copy_into, fill
 from . import elementwise as _ew
@@ -332,11 +332,7 @@ def _masked_scatter(op, input, mask, source, inplace):
     if source.dtype is not input.dtype:
         raise RuntimeError(f"{op}: expected self and source to have same dtypes but got {input.dtype.name} and "
                            f"{source.dtype.name}")
-    try:
-        fits = broadcast_shapes(mask.shape, input.shape) == tuple(input.shape)
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not broadcasts_to(mask.shape, input.shape):
         raise RuntimeError(f"{op}: the size of the mask {list(mask.shape)} must be broadcastable to the size of the "
                            f"input {list(input.shape)}")
     _ix._check_devices(op, input, mask, source)
