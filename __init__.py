@@ -21,7 +21,8 @@ from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, 
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
                              seed, ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .core.generator import Generator, default_generator
-from .core.creation import as_tensor, eye, linspace, logspace, randint, randint_like, randperm
+from .core.creation import (as_tensor, eye, linspace, logspace, randint, randint_like, randperm, tril_indices,
+                            triu_indices)
 from .core.tensor import Size, Tensor, broadcast_shapes
 from .core.shape import channels_last, contiguous_format, memory_format, preserve_format
 from .core.dlpack import from_dlpack  # issue 15: zero-copy interop

@@ -30,6 +30,8 @@ from .core.creation import logspace as logspace
 from .core.creation import randint as randint
 from .core.creation import randint_like as randint_like
 from .core.creation import randperm as randperm
+from .core.creation import tril_indices as tril_indices
+from .core.creation import triu_indices as triu_indices
 from .core.dlpack import from_dlpack as from_dlpack
 from .core.factories import arange as arange
 from .core.factories import empty as empty
@@ -49,8 +51,18 @@ from .core.factories import seed as seed
 from .core.factories import tensor as tensor
 from .core.factories import zeros as zeros
 from .core.factories import zeros_like as zeros_like
+from .core.functional import atleast_1d as atleast_1d
+from .core.functional import atleast_2d as atleast_2d
+from .core.functional import atleast_3d as atleast_3d
+from .core.functional import broadcast_tensors as broadcast_tensors
+from .core.functional import broadcast_to as broadcast_to
+from .core.functional import cartesian_prod as cartesian_prod
 from .core.functional import flatten as flatten
+from .core.functional import get_device as get_device
 from .core.functional import is_tensor as is_tensor
+from .core.functional import meshgrid as meshgrid
+from .core.functional import rot90 as rot90
+from .core.functional import unflatten as unflatten
 from .core.generator import Generator
 from .core.generator import Generator as Generator
 from .core.printing import get_printoptions as get_printoptions
@@ -82,6 +94,7 @@ def all(input, dim=..., keepdim=...) -> Tensor: ...
 def allclose(input, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
 def amax(input, dim=..., keepdim=...) -> Tensor: ...
 def amin(input, dim=..., keepdim=...) -> Tensor: ...
+def aminmax(input, *, dim=..., keepdim=...) -> Any: """``(min, max)`` over ``dim`` (all dims without one)."""
 def any(input, dim=..., keepdim=...) -> Tensor: ...
 def argmax(input, dim=..., keepdim=...) -> Tensor: """First index of the maximum (NaN counts as the maximum, like PyTorch)."""
 def argmin(input, dim=..., keepdim=...) -> Tensor: """First index of the minimum (NaN counts as the minimum, like PyTorch)."""
@@ -103,11 +116,15 @@ def concatenate(tensors, dim=...) -> Tensor: """Concatenate along an existing ``
 contiguous_format: memory_format
 def conv2d(input, weight, bias=..., stride=..., padding=..., dilation=..., groups=...) -> Tensor: """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
 def cos(input, *, out=...) -> Tensor: """Elementwise ``cos`` (kernel: triton_kernels/elementwise.py)."""
+def count_nonzero(input, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
+def cummax(input, dim) -> Any: """The running maximum along ``dim`` and where it is (a later equal element, or a NaN, takes"""
+def cummin(input, dim) -> Any: """The running minimum along ``dim`` and where it is."""
 def cumprod(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative product along ``dim``. Integer and bool inputs multiply in int64 (as torch);"""
 def cumsum(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative sum along ``dim``. Integer and bool inputs sum to int64 (as torch);"""
 default_generator: Generator
 def diag(input, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
 def diagonal(input, offset=..., dim1=..., dim2=...) -> Tensor: """The view of the ``offset``-th diagonal of the (dim1, dim2) planes: those dims are removed and"""
+def diff(input, n=..., dim=..., prepend=..., append=...) -> Any: ...
 def div(input, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def dot(input, other) -> Tensor: """The inner product of two 1-D tensors of one dtype (floats: the matmul kernel, fp32 accumulation)."""
 double: dtype
@@ -134,6 +151,9 @@ def gt(input, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcast
 half: dtype
 def hstack(tensors) -> Tensor: """``cat`` along dim 0 for 1-D (and 0-d) inputs, else along dim 1."""
 def index_add(input, dim, index, source, *, alpha=..., out=...) -> Tensor: """out = input with ``out.index_select(dim, index) += alpha * source`` (duplicates accumulate)."""
+def index_copy(input, dim, index, source) -> Tensor: """A copy of ``input`` with the slices of ``source`` at ``index`` along ``dim`` (``index_add``'s copy)."""
+def index_fill(input, dim, index, value) -> Tensor: """A copy of ``input`` with ``value`` (a number or a 0-d tensor) at ``index`` along ``dim``."""
+def index_put(input, indices, values, accumulate=...) -> Tensor: """A copy of ``input`` with ``values`` put (``accumulate``: added) at ``input[indices]``."""
 def index_select(input, dim, index) -> Tensor: ...
 int: dtype
 int32: dtype
@@ -158,6 +178,7 @@ def logsumexp(input, dim, keepdim=...) -> Tensor: """``log(sum(exp(input), dim))
 long: dtype
 def lt(input, other, *, out=...) -> Tensor: """Elementwise ``lt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def masked_fill(input, mask, value) -> Tensor: """A copy of ``input`` with ``value`` where ``mask`` (broadcast to input's shape) is True."""
+def masked_scatter(input, mask, source) -> Tensor: """A copy of ``input`` with the first elements of ``source``, in order, where ``mask`` is True."""
 def masked_select(input, mask) -> Tensor: """The elements of ``input`` where ``mask`` is True, as a 1-D tensor (both broadcast first)."""
 def matmul(input, other) -> Tensor: """torch.matmul: dot, matrix-vector, matrix-matrix or broadcast batched product."""
 def max(input, dim=..., keepdim=..., *, other=...) -> Any: """``max(x)`` -> 0-d value; ``max(x, dim)`` -> (values, indices); ``max(x, y)`` -> maximum."""
@@ -165,9 +186,11 @@ def max_pool2d(input, kernel_size, stride=..., padding=..., dilation=..., ceil_m
 def max_pool2d_with_indices(input, kernel_size, stride=..., padding=..., dilation=..., ceil_mode=...) -> Any: ...
 def maximum(input, other, *, out=...) -> Tensor: """Elementwise ``maximum`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def mean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
+def median(input, dim=..., keepdim=...) -> Any: """``median(x)``: the lower median of all elements (NaN if any is NaN); ``median(x, dim)``:"""
 def min(input, dim=..., keepdim=..., *, other=...) -> Any: """``min(x)`` -> 0-d value; ``min(x, dim)`` -> (values, indices); ``min(x, y)`` -> minimum."""
 def minimum(input, other, *, out=...) -> Tensor: """Elementwise ``minimum`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def mm(input, mat2) -> Tensor: """torch.mm: 2-D by 2-D, no broadcasting."""
+def mode(input, dim=..., keepdim=...) -> Any: """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the index of"""
 def moveaxis(input, source, destination) -> Tensor: """A view with the dims ``source`` moved to the positions ``destination`` (alias: moveaxis)."""
 def movedim(input, source, destination) -> Tensor: """A view with the dims ``source`` moved to the positions ``destination`` (alias: moveaxis)."""
 def msort(input) -> Tensor: """``sort(input, dim=0).values``."""
@@ -175,6 +198,9 @@ def mul(input, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadca
 def multinomial(input, num_samples, replacement=..., *, generator=...) -> Tensor: """``num_samples`` category indices per row of the non-negative weights ``input`` (1-D or 2-D)."""
 def multiply(input, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def nan_to_num(input, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (default: the dtype's largest/lowest finite value)."""
+def nanmean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""
+def nanmedian(input, dim=..., keepdim=...) -> Any: """``median`` that ignores NaN (NaN only where every element is)."""
+def nansum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``sum`` with NaN counted as zero (which is also its gradient there)."""
 def native_layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Any: """``(out, mean, rstd)`` like ``torch.native_layer_norm``: the statistics the backward needs."""
 def ne(input, other, *, out=...) -> Tensor: """Elementwise ``ne`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def neg(input, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
@@ -188,10 +214,13 @@ def prod(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
 def reciprocal(input, *, out=...) -> Tensor: """Elementwise ``reciprocal`` (kernel: triton_kernels/elementwise.py)."""
 def relu(input, *, out=...) -> Tensor: """Elementwise ``relu`` (kernel: triton_kernels/elementwise.py)."""
 def remainder(input, other, *, out=...) -> Tensor: """Elementwise ``remainder`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def repeat_interleave(input, repeats=..., dim=..., *, output_size=...) -> Any: """``input.repeat_interleave(repeats, dim)``; with ``repeats`` omitted, ``input`` is the repeats"""
 def roll(input, shifts, dims=...) -> Tensor: """Shift elements along ``dims`` by ``shifts``, wrapping around; without dims, over the flattened tensor."""
 def round(input, *, decimals=...) -> Tensor: """Round half to even (as torch and NumPy), to ``decimals`` places; integers are returned as a copy."""
 def rsqrt(input, *, out=...) -> Tensor: """Elementwise ``rsqrt`` (kernel: triton_kernels/elementwise.py)."""
+def scatter(input, dim, index, src=..., *, value=..., reduce=...) -> Tensor: """``input`` with ``src[p]`` (or ``value``) written at ``index[p]`` along ``dim``; with ``reduce``"""
 def scatter_add(input, dim, index, src, *, out=...) -> Tensor: """out = input with ``out[..., index[i], ...] += src[i]`` along ``dim`` (duplicates accumulate)."""
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=...) -> Tensor: """``input`` with the elements of ``src`` reduced into the positions ``index`` names along ``dim``."""
 def searchsorted(sorted_sequence, input, *, out_int32=..., right=..., side=..., sorter=...) -> Tensor: """For each value of ``input``, the index where it would be inserted into the innermost dim of"""
 def sigmoid(input, *, out=...) -> Tensor: """Elementwise ``sigmoid`` (kernel: triton_kernels/elementwise.py)."""
 def sign(input, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
@@ -204,10 +233,13 @@ def square(input, *, out=...) -> Tensor: """Elementwise ``square`` (kernel: trit
 def squeeze(input, dim=...) -> Any: ...
 def stack(tensors, dim=...) -> Tensor: """Join equally shaped tensors along a new ``dim``; dtypes promote."""
 def std(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: ...
+def std_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(std, mean)`` over ``dim`` (a plain tuple, as torch)."""
 def sub(input, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def subtract(input, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def sum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
+def take_along_dim(input, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
 def tanh(input, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""
+def tensor_split(input, indices_or_sections, dim=...) -> Any: ...
 def tile(input, dims) -> Tensor: """``repeat`` with ``dims`` padded with leading ones when shorter than ``input.ndim``."""
 def topk(input, k, dim=..., largest=..., sorted=...) -> Any: """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in order."""
 def trace(input) -> Tensor: """The sum of a matrix's main diagonal (integers sum to int64)."""
@@ -215,8 +247,10 @@ def tril(input, diagonal=...) -> Tensor: """The lower triangle of the last two d
 def triu(input, diagonal=...) -> Tensor: """The upper triangle of the last two dims (``col - row >= diagonal``); the rest zero."""
 def true_divide(input, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def trunc(input, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
+def unbind(input, dim=...) -> Any: ...
 def unique(input, sorted=..., return_inverse=..., return_counts=..., dim=...) -> Any: """The distinct elements, ascending (always sorted, as PyTorch's CUDA unique); optionally the index of"""
 def unsqueeze(input, dim) -> Any: ...
 def var(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """Variance with ``correction`` (Bessel's by default); stable (chunk two-pass + Chan merge)."""
+def var_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(var, mean)`` over ``dim``."""
 def vstack(tensors) -> Tensor: """``cat`` along dim 0 of the inputs made at least 2-D (a 1-D tensor of n becomes (1, n))."""
-def where(condition, input, other, *, out=...) -> Tensor: """``input`` where ``condition`` holds, else ``other`` (either may be a Python number)."""
+def where(condition, input=..., other=..., *, out=...) -> Tensor: """``input`` where ``condition`` holds, else ``other`` (either may be a Python number); with"""

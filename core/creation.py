@@ -149,3 +149,28 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     perm = randperm_keys(n, gen, dev)
     d = dt.int64 if dtype is None else dt.to_dtype(dtype)
     return _finish(perm if d is dt.int64 else perm.to(d), requires_grad)
+
+
+def _tri_indices(op: str, row, col, offset, dtype, device, upper: bool) -> Tensor:
+    for name, v in (("row", row), ("col", col), ("offset", offset)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{op}(): argument '{name}' must be int, not {type(v).__name__}")
+    if row < 0 or col < 0:
+        raise RuntimeError(f"{'row' if row < 0 else 'col'} must be non-negative, got {row if row < 0 else col}")
+    d = dt.int64 if dtype is None else dt.to_dtype(dtype)
+    if d not in (dt.int32, dt.int64):
+        raise RuntimeError(f'"{op}" not implemented for {d.name}: dtype must be int32 or int64')
+    r, c = (np.triu_indices if upper else np.tril_indices)(row, offset, col)
+    return tensor(np.stack([r, c]).astype(d.np).reshape(2, -1), device=device_or_default(device))
+
+
+def triu_indices(row, col, offset=0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) coordinates of the upper triangle (``col - row >= offset``) of a row x col matrix,
+    row by row (issue 24; computed on the host, as torch does on the CPU)."""
+    return _tri_indices("triu_indices", row, col, offset, dtype, device, True)
+
+
+def tril_indices(row, col, offset=0, *, dtype=None, device=None) -> Tensor:
+    """The (2, N) coordinates of the lower triangle (``col - row <= offset``) of a row x col matrix."""
+    return _tri_indices("tril_indices", row, col, offset, dtype, device, False)
+

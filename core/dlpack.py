@@ -4,9 +4,17 @@ JAX ... (issue 15).
 Out: ``Tensor.__dlpack__`` builds a ``DLManagedTensor`` (ctypes) describing the tensor's memory
 and wraps it in a ``"dltensor"`` PyCapsule. The struct's ``manager_ctx`` is an entry in
 :data:`_exported`, which holds the *tensor* (so its storage) until the consumer calls the
-deleter, or until the capsule is collected unconsumed: a consumer's array stays valid after the
+deleter, or until the capsule is abandoned unconsumed: a consumer's array stays valid after the
 tensor and every other reference to its memory are gone (the use-after-free the runtime's
 ``_Borrowed`` keep-alive exists to prevent).
+
+The capsule has no destructor, and the entry holds a reference to it until then. A destructor
+would have to be Python (a ctypes callback), and a consumer often drops the capsule with its own
+error set (NumPy refusing bf16): Python run there loses that error (the consumer then returns NULL
+with none set, a ``SystemError``) and fails itself, releasing nothing. C producers save and restore
+the error around the deleter; Python cannot. So no Python runs when a consumer drops a capsule:
+:func:`_sweep` finds capsules only the entry still holds and never consumed, and releases them,
+at the next export or import and after each garbage collection.
 
 In: :func:`from_dlpack` takes an object with ``__dlpack__`` or a capsule, renames the capsule
 ``"used_dltensor"`` (the protocol's "consumed" mark) and wraps the memory in a storage whose owner
@@ -17,8 +25,10 @@ becomes a ``HostStorage`` borrowing it (``runtime/memory.py``'s ``_Borrowed``); 
 from __future__ import annotations
 
 import ctypes
+import gc
 import itertools
 import math
+import sys
 import threading
 
 import numpy as np
@@ -86,7 +96,8 @@ _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = (ctypes.py_object, ctypes.c_char_p)
 
 _lock = threading.Lock()
-_exported: dict[int, tuple] = {}  # manager_ctx -> (tensor, managed struct, shape/stride arrays): the keep-alive
+# manager_ctx -> (tensor, managed struct, shape/stride arrays, capsule name, capsule): the keep-alive
+_exported: dict[int, tuple] = {}
 _ids = itertools.count(1)
 
 
@@ -100,18 +111,32 @@ _delete_exported = _Deleter(_release)
 _delete_exported_v = _DeleterV(_release)
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule_ptr) -> None:
-    """A capsule collected without being consumed still owns its tensor: delete it (the protocol)."""
-    capsule = ctypes.cast(capsule_ptr, ctypes.py_object)
-    for name, (struct, _) in _KINDS.items():
-        if _api.PyCapsule_IsValid(capsule, name):
-            managed = ctypes.cast(_api.PyCapsule_GetPointer(capsule, name), ctypes.POINTER(struct))
-            managed.contents.deleter(managed)
+def _sweep(blocking: bool = True) -> None:
+    """Release the tensors of capsules nobody but :data:`_exported` holds and nobody consumed: no one
+    can consume them any more (a consumed capsule's tensor waits for the consumer's deleter call)."""
+    if not _lock.acquire(blocking):
+        return  # a collection while this thread exports: the next sweep does it
+    try:
+        # getrefcount: the entry's reference and the call's own argument
+        dead = [ctx for ctx, entry in _exported.items()
+                if sys.getrefcount(entry[5]) <= 2 and _api.PyCapsule_IsValid(entry[5], entry[4])]
+        gone = [_exported.pop(ctx) for ctx in dead]
+    finally:
+        _lock.release()
+    del gone  # tensors and capsules (no destructor) freed outside the lock
+
+
+def _after_collection(phase, info) -> None:
+    if phase == "stop" and _exported:
+        _sweep(blocking=False)
+
+
+gc.callbacks.append(_after_collection)
 
 
 def live_exports() -> int:
     """How many exported capsules still hold their tensor (for lifetime tests)."""
+    _sweep()
     return len(_exported)
 
 
@@ -139,6 +164,7 @@ def to_dlpack(t: TensorBase, *, stream=None, max_version=None, dl_device=None, c
     elif stream != -1:
         # The consumer reads on its own stream: the work queued on ours must be done first.
         cuda.current_stream(t.device.index).synchronize()
+    _sweep()
     ctx = next(_ids)
     versioned = max_version is not None and tuple(max_version)[0] >= 1
     managed = DLManagedTensorVersioned() if versioned else DLManagedTensor()
@@ -159,10 +185,11 @@ def to_dlpack(t: TensorBase, *, stream=None, max_version=None, dl_device=None, c
         managed.deleter = _delete_exported_v
     else:
         managed.deleter = _delete_exported
-    with _lock:
-        _exported[ctx] = (t, managed, shape, strides)
     name = b"dltensor_versioned" if versioned else b"dltensor"
-    return _api.PyCapsule_New(ctypes.addressof(managed), name, ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    capsule = _api.PyCapsule_New(ctypes.addressof(managed), name, None)  # no destructor: see the module's doc
+    with _lock:
+        _exported[ctx] = (t, managed, shape, strides, name, capsule)
+    return capsule
 
 
 class _DLPackOwner:
@@ -202,6 +229,7 @@ class _ForeignCudaStorage:
 def from_dlpack(ext) -> TensorBase:
     """A tensor sharing the memory of ``ext`` (an object with ``__dlpack__``, or a DLPack capsule):
     ``tritensor.from_dlpack(np_array)`` writes through to the array and back."""
+    _sweep()
     if hasattr(ext, "__dlpack__"):
         dev_type, dev_id = ext.__dlpack_device__() if hasattr(ext, "__dlpack_device__") else (kDLCPU, 0)
         kwargs = {"stream": cuda.current_stream(int(dev_id)).cuda_stream} if int(dev_type) == kDLCUDA else {}

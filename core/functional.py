@@ -6,16 +6,27 @@ Python's builtins in this module.
 from __future__ import annotations
 
 import functools
+import warnings
 
 from . import dispatch
 from .ops import table
+from .shape import broadcast_shapes
+from .composites import repeat_interleave_index
 from .tensor import Tensor
 
 
-def function(op, name: str):
-    """The free function ``name`` for ``op`` (also used by ``nn.functional``)."""
-    def fn(*args, **kwargs):
-        return dispatch.call(op, *args, **kwargs)
+def function(op, name: str, numpy_names: bool = True):
+    """The free function ``name`` for ``op`` (also used by ``nn.functional``, whose Python functions
+    in torch take no NumPy names: ``numpy_names=False``)."""
+    aliases = table.numpy_names(op.impl, op.name) if numpy_names else {}
+    if aliases:
+        def fn(*args, **kwargs):
+            if kwargs:
+                kwargs = table.rename_numpy_keywords(kwargs, aliases, name)
+            return dispatch.call(op, *args, **kwargs)
+    else:
+        def fn(*args, **kwargs):
+            return dispatch.call(op, *args, **kwargs)
 
     functools.update_wrapper(fn, op.impl)  # the core entry's signature and docstring
     fn.__name__ = fn.__qualname__ = name
@@ -34,7 +45,136 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return input.flatten(start_dim, end_dim)
 
 
-__all__ = ["is_tensor", "flatten"]
+def get_device(input) -> int:
+    """``input.get_device()``: the CUDA device index, -1 on the CPU."""
+    return _tensor(input, "get_device").get_device()
+
+
+def _tensor(x, fn: str, name: str = "input") -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument '{name}' must be Tensor, not {type(x).__name__}")
+    return x
+
+
+# ----- issue 24: composites of recorded ops (views, index_select, stack), as torch's free functions --
+@table.accepts_numpy_names
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """``input.repeat_interleave(repeats, dim)``; with ``repeats`` omitted, ``input`` is the repeats
+    and the result ``arange(len(input))`` repeated by them."""
+    _tensor(input, "repeat_interleave")
+    if repeats is None:
+        return repeat_interleave_index(input.reshape(-1) if input.ndim == 0 else input, output_size)
+    return input.repeat_interleave(repeats, dim, output_size=output_size)
+
+
+@table.accepts_numpy_names
+def tensor_split(input, indices_or_sections, dim: int = 0):
+    return _tensor(input, "tensor_split").tensor_split(indices_or_sections, dim)
+
+
+def rot90(input, k: int = 1, dims=(0, 1)):
+    return _tensor(input, "rot90").rot90(k, dims)
+
+
+@table.accepts_numpy_names
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    return _tensor(input, "diff").diff(n, dim, prepend, append)
+
+
+def unflatten(input, dim: int, sizes):
+    return _tensor(input, "unflatten").unflatten(dim, sizes)
+
+
+@table.accepts_numpy_names
+def unbind(input, dim: int = 0):
+    return _tensor(input, "unbind").unbind(dim)
+
+
+def broadcast_to(input, size):
+    return _tensor(input, "broadcast_to").broadcast_to(size)
+
+
+def _tensor_list(tensors, fn: str):
+    items = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+    for t in items:
+        _tensor(t, fn, "tensors")
+    return list(items)
+
+
+def broadcast_tensors(*tensors):
+    """Expanded views of ``tensors`` with their common broadcast shape."""
+    ts = _tensor_list(tensors, "broadcast_tensors")
+    shape = broadcast_shapes(*(t.shape for t in ts))
+    return tuple(t.expand(shape) for t in ts)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Coordinate grids of 0-d/1-d tensors (expanded views): ``'ij'`` puts tensor i along dim i,
+    ``'xy'`` swaps the first two dims (NumPy's default). Without ``indexing``, ``'ij'`` and torch's
+    warning."""
+    ts = _tensor_list(tensors, "meshgrid")
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the indexing argument.",
+                      UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError(f'torch.meshgrid: indexing must be one of "xy" or "ij", but received: {indexing}')
+    for t in ts:
+        if t.ndim > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got a tensor of "
+                               f"shape {list(t.shape)}")
+    if len({t.dtype for t in ts}) > 1 or len({t.device for t in ts}) > 1:
+        raise RuntimeError("meshgrid expects all tensors to have the same dtype and device")
+    pos = list(range(len(ts)))
+    if indexing == "xy" and len(ts) >= 2:
+        pos[0], pos[1] = 1, 0
+    shape = [0] * len(ts)
+    for i, t in zip(pos, ts):
+        shape[i] = t.numel()
+    out = []
+    for i, t in zip(pos, ts):
+        view = [1] * len(ts)
+        view[i] = t.numel()
+        out.append(t.reshape(view).expand(shape))
+    return tuple(out)
+
+
+def cartesian_prod(*tensors):
+    """Every combination of the elements of 1-D tensors, one per row (``itertools.product`` order)."""
+    ts = _tensor_list(tensors, "cartesian_prod")
+    for t in ts:
+        if t.ndim != 1:
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
+    if len(ts) == 1:
+        return ts[0]
+    return globals()["stack"]([g.reshape(-1) for g in meshgrid(*ts, indexing="ij")], 1)
+
+
+def _atleast(tensors, n: int, fn: str):
+    single = len(tensors) == 1 and isinstance(tensors[0], Tensor)
+    out = []
+    for t in _tensor_list(tensors, fn):
+        if t.ndim < n:  # torch's layouts: (1,) / (1, N) / (1, N, 1) and (M, N, 1)
+            t = t.reshape((1,) if n == 1 else (1, t.numel()) if n == 2 else
+                          {0: (1, 1, 1), 1: (1, t.numel(), 1), 2: tuple(t.shape) + (1,)}[t.ndim])
+        out.append(t)
+    return out[0] if single else tuple(out)
+
+
+def atleast_1d(*tensors):
+    return _atleast(tensors, 1, "atleast_1d")
+
+
+def atleast_2d(*tensors):
+    return _atleast(tensors, 2, "atleast_2d")
+
+
+def atleast_3d(*tensors):
+    return _atleast(tensors, 3, "atleast_3d")
+
+
+__all__ = ["is_tensor", "flatten", "get_device", "repeat_interleave", "tensor_split", "rot90", "diff", "unflatten", "unbind", "broadcast_to",
+           "broadcast_tensors", "meshgrid", "cartesian_prod", "atleast_1d", "atleast_2d", "atleast_3d"]
 for _op in table.OPS.values():
     if _op.function:
         for _name in (_op.name,) + _op.aliases:

@@ -147,3 +147,12 @@ def broadcast_shapes(*shapes) -> tuple:
                     + f" (mismatch at dimension {j}: {out[j]} vs {n})"
                 )
     return tuple(out)
+
+
+def broadcasts_to(shape, target) -> bool:
+    """Does ``shape`` broadcast to exactly ``target`` (a mask to the tensor it selects from)?"""
+    try:
+        return broadcast_shapes(shape, target) == tuple(target)
+    except RuntimeError:
+        return False
+

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 
 import numpy as np
 
-from . import dispatch, dlpack, printing
+from . import composites, dispatch, dlpack, printing
 from ..runtime import cuda, memory
 from ..runtime import dtype as dt
 from ..runtime.device import CPU, device
@@ -25,9 +26,16 @@ from .tensor_base import TensorBase
 
 
 def _method(op, name: str):
-    """``Tensor.<name>``: the op with ``self`` as its argument ``op.self_arg``."""
+    """``Tensor.<name>``: the op with ``self`` as its argument ``op.self_arg`` (and NumPy's names for
+    ``dim``/``keepdim`` where the op has them, as torch's native methods)."""
     k = op.self_arg
-    if k == 0:
+    aliases = table.numpy_names(op.impl, op.name)
+    if aliases:
+        def method(self, *args, **kwargs):
+            if kwargs:
+                kwargs = table.rename_numpy_keywords(kwargs, aliases, name)
+            return dispatch.call(op, self, *args, **kwargs)
+    elif k == 0:
         def method(self, *args, **kwargs):
             return dispatch.call(op, self, *args, **kwargs)
     else:
@@ -140,9 +148,30 @@ class Tensor(TensorOps, TensorBase, results=True):
 
     def unflatten(self, dim: int, sizes) -> "Tensor":
         d = normalize_dim(dim, self.ndim)
+        sizes = tuple(sizes)
+        if not sizes:
+            raise RuntimeError("unflatten: sizes must be non-empty")
+        if -1 not in sizes and math.prod(sizes) != self._shape[d]:
+            raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                               f"({self._shape[d]}) in the input tensor")
         sizes = infer_size(sizes, self._shape[d])
         return self.view(self._shape[:d] + tuple(sizes) + self._shape[d + 1 :])
 
+    # ----- composite shape ops (issue 24): core/composites.py, made of recorded ops ---------------
+    @table.accepts_numpy_names
+    def repeat_interleave(self, repeats, dim=None, *, output_size=None) -> "Tensor":
+        return composites.repeat_interleave(self, repeats, dim, output_size)
+
+    @table.accepts_numpy_names
+    def tensor_split(self, indices_or_sections, dim: int = 0):
+        return composites.tensor_split(self, indices_or_sections, dim)
+
+    @table.accepts_numpy_names
+    def diff(self, n: int = 1, dim: int = -1, prepend=None, append=None) -> "Tensor":
+        return composites.diff(self, n, dim, prepend, append)
+
+    def rot90(self, k: int = 1, dims=(0, 1)) -> "Tensor":
+        return composites.rot90(self, k, dims)
 
     def t(self) -> "Tensor":
         if self.ndim > 2:
@@ -168,6 +197,7 @@ class Tensor(TensorOps, TensorBase, results=True):
         return self.expand(shape)
 
 
+    @table.accepts_numpy_names
     def unbind(self, dim: int = 0):
         d = normalize_dim(dim, self.ndim)
         return tuple(self.select(d, i) for i in range(self._shape[d]))
@@ -189,6 +219,7 @@ class Tensor(TensorOps, TensorBase, results=True):
             start += s
         return tuple(out)
 
+    @table.accepts_numpy_names
     def chunk(self, chunks: int, dim: int = 0):
         d = normalize_dim(dim, self.ndim)
         return self.split(max(1, -(-self._shape[d] // chunks)), d)
@@ -295,6 +326,12 @@ class Tensor(TensorOps, TensorBase, results=True):
             return f"tritensor.{self.dtype.name}"
         return self.to(dt.to_dtype(dtype_))
 
+    def type_as(self, other) -> "Tensor":
+        """This tensor in ``other``'s dtype (itself when they agree)."""
+        if not isinstance(other, TensorBase):
+            raise TypeError(f"type_as(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}")
+        return self.to(other.dtype)
+
     def half(self):
         return self.to(dt.float16)
 
@@ -341,14 +378,19 @@ class Tensor(TensorOps, TensorBase, results=True):
         fill(t, fill_value)  # a fresh tensor: no version bump, unlike fill_()
         return t
 
-    def new_tensor(self, data, dtype=None, device=None):
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
         """A copy of ``data`` with this tensor's dtype and device unless given (never a view)."""
         d, dev = dtype or self.dtype, _dev(device, self.device)
         if isinstance(data, TensorBase):
-            return data.detach().to(device=dev, dtype=d, copy=True)
-        a = np.array(data)
-        a = a.astype(np.bool_ if d is dt.bool_ else (np.float64 if d.is_floating_point else np.int64))
-        return host_tensor(a, CPU).to(dev).to(d)
+            warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
+                          "sourceTensor.detach().clone().requires_grad_(True), rather than "
+                          "tensor.new_tensor(sourceTensor).", UserWarning, stacklevel=2)
+            out = data.detach().to(device=dev, dtype=d, copy=True)
+        else:
+            a = np.array(data)
+            a = a.astype(np.bool_ if d is dt.bool_ else (np.float64 if d.is_floating_point else np.int64))
+            out = host_tensor(a, CPU).to(dev).to(d)
+        return out.requires_grad_(True) if requires_grad else out
 
     def zero_(self) -> "Tensor":
         return self.fill_(0)

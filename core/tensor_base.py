@@ -208,6 +208,14 @@ class TensorBase:
     def is_cuda(self) -> bool:
         return self.device.type == "cuda"
 
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    def get_device(self) -> int:
+        """The CUDA device index, -1 on the CPU (torch's)."""
+        return -1 if self.device.type == "cpu" else int(self.device.index or 0)
+
     def is_floating_point(self) -> bool:
         return self.dtype.is_floating_point
 

@@ -24,7 +24,7 @@ from ..core.tensor import Tensor
 __all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "flatten"]
 for _op in _table.OPS.values():
     if _op.functional:
-        globals()[_op.name] = _function(_op, _op.name)
+        globals()[_op.name] = _function(_op, _op.name, numpy_names=False)
         __all__.append(_op.name)
 
 
@@ -380,6 +380,10 @@ def adaptive_avg_pool2d(input, output_size):
     oh, ow = (H if osz[0] is None else osz[0]), (W if osz[1] is None else osz[1])
     if oh < 0 or ow < 0:
         raise ValueError(f"adaptive_avg_pool2d(): output_size must be non-negative, got {output_size}")
+    for d in (input.ndim - 2, input.ndim - 1):  # an empty window would average nothing: NaN, silently
+        if input.shape[d] == 0:
+            raise RuntimeError(f"adaptive_avg_pool2d(): Expected input to have non-zero size for non-batch "
+                               f"dimensions, but input has sizes {list(input.shape)} with dimension {d} being empty")
     if H and W and oh and ow and H % oh == 0 and W % ow == 0:
         k = (H // oh, W // ow)
         return avg_pool2d(input, k, k)

@@ -54,10 +54,17 @@ class Conv2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__()
+        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+            raise ValueError("groups must be a positive integer")
         if in_channels % groups:
             raise ValueError("in_channels must be divisible by groups")
         if out_channels % groups:
             raise ValueError("out_channels must be divisible by groups")
+        if isinstance(padding, str):
+            if padding not in ("same", "valid"):
+                raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'same', 'valid'}}")
+            if padding == "same" and any(s != 1 for s in _pair(stride)):
+                raise ValueError("padding='same' is not supported for strided convolutions")
         if padding_mode != "zeros":
             raise NotImplementedError(f"Conv2d: padding_mode={padding_mode!r} is not implemented (only 'zeros')")
         self.in_channels, self.out_channels = in_channels, out_channels

@@ -216,6 +216,36 @@ def test_bad_input(no_launch):
         _ops_conv.conv2d_backward_weight(tt.zeros(2, 8, 7, 7), tt.zeros(2, 4, 9, 9, dtype=tt.float64), w.shape)
 
 
+
+def test_empty_kernel_and_bad_module_arguments_raise():
+    """Issue 24: a kernel of size 0 made a map of zeros (Conv2d(1, 1, 0) on 3x3 gave 4x4) instead of raising."""
+    x = tt.zeros(1, 1, 3, 3)
+    with pytest.raises(RuntimeError, match="kernel size should be greater than zero, but got kernel_height: 0 "
+                                           "kernel_width: 0"):
+        tt.nn.Conv2d(1, 1, 0)(x)
+    with pytest.raises(ValueError, match="groups must be a positive integer"):
+        tt.nn.Conv2d(2, 2, 3, groups=0)
+    with pytest.raises(ValueError, match="Invalid padding string 'full'"):
+        tt.nn.Conv2d(1, 1, 3, padding="full")
+    with pytest.raises(ValueError, match="padding='same' is not supported for strided convolutions"):
+        tt.nn.Conv2d(1, 1, 3, stride=(1, 2), padding="same")
+
+
+def test_empty_kernel_raises_before_any_launch(no_launch):
+    x = tt.zeros(1, 1, 3, 3)
+    with pytest.raises(RuntimeError, match="kernel_height: 0 kernel_width: 2"):
+        tt.conv2d(x, tt.zeros(1, 1, 0, 2))
+    with pytest.raises(RuntimeError, match="kernel_height: 0 kernel_width: 0"):
+        _ops_conv.conv2d_backward_weight(tt.zeros(1, 1, 4, 4), x, (1, 1, 0, 0))
+    with pytest.raises(RuntimeError, match=r"Given groups=1, expected weight to be at least 1 at dimension 0, but got "
+                                           r"weight of size \[0, 1, 1, 1\] instead"):
+        tt.conv2d(x, tt.zeros(0, 1, 1, 1))
+    with pytest.raises(RuntimeError, match="non-positive dilation is not supported"):
+        tt.conv2d(x, tt.zeros(1, 1, 1, 1), dilation=0)
+    with pytest.raises(RuntimeError, match="non-positive groups is not supported"):
+        tt.conv2d(x, tt.zeros(1, 1, 1, 1), groups=0)
+
+
 # ----- derivatives (fast mode: v^T J u, one backward per check) ------------------------------
 CONVS = {
     "plain": dict(), "stride_pad": dict(stride=2, padding=1), "dilation": dict(dilation=2, padding=2),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -73,6 +74,43 @@ def test_round_trip_bfloat16_through_a_capsule():
     back = tt.from_dlpack(t.__dlpack__())  # NumPy has no DLPack bfloat16; our own reader does
     assert back.dtype is tt.bfloat16 and back.data_ptr() == t.data_ptr()
     assert back.numpy().view(ml_dtypes.bfloat16).astype(np.float32).tolist() == [1.5, -2.0]
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["dlpack1", "legacy"])
+def test_a_consumer_refusing_bfloat16_raises_its_error_and_releases_the_tensor(monkeypatch, versioned):
+    """Issue 24: np.from_dlpack of a bf16 tensor gave SystemError (NULL without an exception) and an
+    "Exception ignored" traceback: the capsule's destructor ran Python inside NumPy's Py_DECREF with
+    NumPy's error in flight, lost it, and never released the tensor. Now NumPy's own error comes
+    back (torch's behaviour), nothing is reported unraisable, the tensor is released once."""
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    gc.collect()
+    before = dlpack.live_exports()
+    t = tt.tensor([1.5, -2.0], dtype=tt.bfloat16)
+    with pytest.raises(RuntimeError, match="Unsupported dtype in DLTensor"):
+        np.from_dlpack(t if versioned else _LegacyOnly(t))
+    gc.collect()
+    assert len(dlpack._exported) == before  # a collection releases the refused capsule's tensor
+    assert unraisable == [] and dlpack.live_exports() == before
+    assert t.float().tolist() == [1.5, -2.0]  # still the tensor's own memory, intact
+    a = np.from_dlpack(tt.tensor([1.0, 2.0]))  # the next exchange works
+    assert a.tolist() == [1.0, 2.0] and dlpack.live_exports() == before + 1
+    del a
+    gc.collect()
+    assert dlpack.live_exports() == before and unraisable == []
+
+
+class _LegacyOnly:
+    """A producer as seen by a consumer that asks for legacy (pre-1.0) capsules."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.t.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
 
 
 def test_capsule_keeps_the_storage_alive():

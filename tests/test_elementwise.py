@@ -189,6 +189,31 @@ def test_integer_arithmetic(dtype):
     np.testing.assert_array_equal(p.numpy(), [27, -8, 125, 0])
 
 
+@pytest.mark.parametrize("dtype", [tt.int32, tt.int64, tt.bool], ids=str)
+def test_integer_pow_negative_exponents(dtype, no_launch):
+    """Issue 24: tensor([2]) ** -1 gave 1 and 0 ** -1 INT64_MIN. A negative Python integer exponent
+    raises at every call (the plan cache keys on types, not values), before any launch."""
+    base = tt.from_numpy(np.array([2, 0, 1], dtype=NP[dtype]))
+    for f in (lambda: base ** -1, lambda: tt.pow(base, -2), lambda: base.pow_(-1), lambda: base.pow(np.int64(-3))):
+        for _ in range(2):  # the second call finds the cached plan
+            with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed."):
+                f()
+
+
+@pytest.mark.parametrize("dtype", [tt.int32, tt.int64], ids=str)
+def test_integer_pow_tensor_exponents_match_torch(dtype):
+    """Negative tensor exponents compute, as torch's integer pow: 0 unless the base is 1 or -1."""
+    x = np.array([[0, 1, -1, 2, -2, 3, -1, 5]], dtype=NP[dtype])
+    y = np.array([[-1, -1, -1, -1, -3, 4, -2, 0]], dtype=NP[dtype])
+    p = tt.from_numpy(x) ** tt.from_numpy(y)
+    assert p.dtype is dtype
+    np.testing.assert_array_equal(p.numpy(), [[0, 1, -1, 0, 0, 81, 1, 1]])
+    np.testing.assert_array_equal((2 ** tt.from_numpy(y[0, :3])).numpy(), [0, 0, 0])  # scalar base
+    np.testing.assert_array_equal((tt.from_numpy(x[:, :4]).T ** tt.from_numpy(y[0, :2])).numpy(),  # strided, broadcast
+                                  [[0, 0], [1, 1], [-1, -1], [0, 0]])
+    assert (tt.tensor([2]) ** -1.0).dtype is tt.float32  # a float exponent promotes: no error
+
+
 def test_nan_propagation_in_maximum_minimum():
     a = tt.tensor([1.0, float("nan"), 3.0])
     b = tt.tensor([float("nan"), 2.0, 1.0])
@@ -220,6 +245,21 @@ def test_type_promotion_rules():
     assert (f16 + tt.tensor(1.0, dtype=tt.float64)).dtype is tt.float16  # 0-d tensors don't widen either
     assert (i32 + tt.tensor(1.5, dtype=tt.float64)).dtype is tt.float64
     assert tt.promote_types(tt.float16, tt.bfloat16) is tt.float32
+
+
+def test_where_with_only_a_condition_is_nonzero_as_tuple():
+    """torch.where(condition): the coordinates of its nonzero elements, one tensor per dim (issue 24)."""
+    c = np.array([[0, 2, 0], [1, 0, -3]])
+    for cond in (tt.tensor(c), tt.tensor(c != 0), tt.tensor(c.T.copy()).t(), tt.tensor(c.astype(np.float32))):
+        got = tt.where(cond)
+        assert isinstance(got, tuple) and len(got) == 2
+        for g, e in zip(got, np.nonzero(c)):
+            assert g.dtype is tt.int64
+            np.testing.assert_array_equal(g.numpy(), e)
+    assert [g.tolist() for g in tt.where(tt.zeros(0, 2))] == [[], []]
+    assert tt.where(tt.tensor([1.0, 0.0], requires_grad=True))[0].tolist() == [0]  # no gradient to record
+    with pytest.raises(TypeError, match="missing other"):
+        tt.where(tt.tensor([True]), 1.0)
 
 
 def test_where_broadcasts_and_promotes():

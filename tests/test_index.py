@@ -10,7 +10,7 @@ from tolerances import NP, TOL, assert_close
 from grad_inputs import leaf
 
 import tritensor as tt
-from tritensor.autograd import gradcheck
+from tritensor.autograd import gradcheck, gradgradcheck
 
 ALL_DTYPES = [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int64, tt.bool]
 rng = np.random.default_rng(0)
@@ -247,6 +247,25 @@ def test_scatter_add_and_index_add_accumulate_duplicates(dtype):
 def test_gradcheck(fn):
     x = tt.tensor(rng.standard_normal((3, 4)), dtype=tt.float64, requires_grad=True)
     assert gradcheck(fn, (x,))
+
+
+def test_scatter_add_and_index_add_gradcheck():
+    """Issue 24: these had no derivative, so gradients to their inputs were dropped silently."""
+    x, src, wide, source = leaf(2, 3), leaf(2, 2), leaf(2, 4), leaf(2, 3)
+    idx = tt.tensor([[0, 2], [1, 1]])
+    rows = tt.tensor([0, 0])  # duplicate rows
+    assert gradcheck(lambda a, b: a.scatter_add(1, idx, b), (x, src))
+    assert gradcheck(lambda a, b: tt.scatter_add(a, 1, idx, b), (x, wide), fast_mode=True)  # src wider: zeros
+    assert gradcheck(lambda a, b: (a * 1).scatter_add_(1, idx, b), (x, src), fast_mode=True)
+    assert gradcheck(lambda a, b: tt.index_add(a, 0, rows, b, alpha=2), (x, source))
+    assert gradcheck(lambda a, b: (a * 1).index_add_(0, rows, b, alpha=-1.5), (x, source), fast_mode=True)
+    assert gradcheck(lambda a, b: a.t().index_add(1, rows, b.t()), (x, source), fast_mode=True)  # strided
+    assert gradgradcheck(lambda a, b: a.scatter_add(1, idx, b) ** 2, (x, src), fast_mode=True)
+    assert gradgradcheck(lambda a, b: tt.index_add(a, 0, rows, b) ** 2, (x, source), fast_mode=True)
+    y = x.scatter_add(1, idx, src)
+    assert type(y.grad_fn).__name__ == "ScatterAddBackward0" and y.requires_grad
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        x.index_add_(0, rows, source)
 
 
 def test_backward_accumulates_duplicates_low_precision():

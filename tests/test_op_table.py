@@ -42,7 +42,8 @@ AUTOCAST = {
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
                 "index_add",
                 # issue 15 (ops15): cat/stack promote; hstack/vstack are cat in PyTorch
-                "cat", "stack", "hstack", "vstack", "dot"],
+                "cat", "stack", "hstack", "vstack", "dot",
+                "index_put"],  # issue 24
 }
 
 # op -> (its forward test, its gradcheck), as "test_<family>.py::function"; the gradcheck is None only
@@ -56,6 +57,7 @@ COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
 VIEWS = ["view", "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"]
 EW, RED, IX, SM, LN, LOSS = ("test_elementwise.py::", "test_reduce.py::", "test_index.py::", "test_softmax.py::",
                              "test_layer_norm.py::", "test_loss.py::")
+SC = "test_scatter.py::"
 TESTS = {
     **{op: (EW + "test_unary_against_float64", EW + "test_unary_gradcheck") for op in UNARY},
     **{op + "_": (EW + "test_inplace_forms_match_out_of_place", EW + "test_inplace_unary_gradcheck_every_op")
@@ -91,6 +93,13 @@ TESTS = {
        for op in ("max", "min")},
     **{op: (RED + "test_extremes_exact_with_ties", None) for op in ("argmax", "argmin")},
     **{op: (RED + "test_all_any_on_floats", None) for op in ("all", "any")},
+    **{op: (RED + "test_composite_reductions_match_numpy", RED + "test_composite_reductions_gradcheck")
+       for op in ("std_mean", "var_mean", "aminmax", "nansum", "nanmean")},  # issue 24
+    "count_nonzero": (RED + "test_composite_reductions_match_numpy", None),
+    **{op: ("test_scan.py::test_cummax_cummin_match_numpy", "test_scan.py::test_cummax_cummin_gradcheck")
+       for op in ("cummax", "cummin")},
+    **{op: ("test_sort.py::test_median_nanmedian_mode_match_numpy", "test_sort.py::test_median_and_mode_gradcheck")
+       for op in ("median", "nanmedian", "mode")},
     "cumsum": ("test_cumsum.py::test_cumsum_matches_numpy", "test_cumsum.py::test_cumsum_gradcheck"),
     "softmax": (SM + "test_against_float64", SM + "test_softmax_gradcheck"),
     "log_softmax": (SM + "test_against_float64", SM + "test_softmax_gradcheck"),
@@ -105,8 +114,17 @@ TESTS = {
     "mse_loss": (LOSS + "test_mse_loss_vs_numpy", LOSS + "test_cross_entropy_and_friends_gradcheck"),
     "index_select": (IX + "test_index_select_and_gather", IX + "test_gradcheck"),
     "gather": (IX + "test_index_select_and_gather", IX + "test_gradcheck"),
-    **{op: (IX + "test_scatter_add_and_index_add_accumulate_duplicates", None)
+    **{op: (IX + "test_scatter_add_and_index_add_accumulate_duplicates",
+            IX + "test_scatter_add_and_index_add_gradcheck")
        for op in ("scatter_add", "scatter_add_", "index_add", "index_add_")},
+    # ----- issue 24: scatters and puts -----
+    **{op: (SC + "test_scatter_matches_numpy", SC + "test_scatter_gradcheck") for op in ("scatter", "scatter_")},
+    **{op: (SC + "test_scatter_reduce_matches_numpy", SC + "test_scatter_reduce_gradcheck")
+       for op in ("scatter_reduce", "scatter_reduce_")},
+    **{op: (SC + "test_index_put_fill_copy_masked_scatter_take_along_dim_match_numpy",
+            SC + "test_index_put_and_composites_gradcheck")
+       for op in ("index_put", "index_put_", "index_fill", "index_fill_", "index_copy", "index_copy_",
+                  "masked_scatter", "masked_scatter_", "take_along_dim")},
     "getitem": (IX + "test_getitem_matches_numpy", IX + "test_gradcheck"),
     "setitem": (IX + "test_setitem_matches_numpy", IX + "test_setitem_gradcheck"),
     **{op: ("test_views.py::test_view_semantics_match_numpy", "test_views.py::test_view_gradcheck") for op in VIEWS},
@@ -172,7 +190,10 @@ TESTS = {
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
 COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select",
-              "normal", "einsum"}
+              "normal", "einsum",
+              # issue 24: recorded as the scatter, index_put or gather they are
+              "index_fill", "index_fill_", "index_copy", "index_copy_", "masked_scatter", "masked_scatter_",
+              "take_along_dim", "std_mean", "var_mean", "aminmax", "nansum", "nanmean", "median", "nanmedian", "mode"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage;
 # einsum is planned into diagonals, sums, permutes and bmm, each dispatched as an op of its own).
 NO_KERNEL = {"views", "einsum"}

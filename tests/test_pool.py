@@ -221,6 +221,24 @@ def test_bad_input(no_launch):
         _ops_pool.max_pool2d_backward(tt.zeros(1, 3, 2, 2), (1, 3, 4, 4), tt.zeros(1, 3, 2, 2), 2)
 
 
+
+def test_negative_arguments_and_empty_adaptive_windows_raise(no_launch):
+    """torch's checks and wording; an adaptive pool over an empty plane averaged nothing (NaN) before."""
+    x = tt.zeros(1, 3, 4, 4)
+    for f in (lambda: tt.max_pool2d(x, 2, padding=-1), lambda: tt.avg_pool2d(x, 2, padding=(0, -1))):
+        with pytest.raises(RuntimeError, match="pad must be non-negative, but got pad: -1"):
+            f()
+    with pytest.raises(RuntimeError, match="kernel size should be greater than zero, but got kH: -1 kW: -1"):
+        tt.max_pool2d(x, -1)
+    with pytest.raises(RuntimeError, match="stride should be greater than zero, but got dH: -1 dW: -1"):
+        tt.avg_pool2d(x, 2, -1)
+    with pytest.raises(RuntimeError, match="dilation should be greater than zero, but got dilationH: 0 dilationW: 0"):
+        tt.nn.MaxPool2d(2, dilation=0)(x)
+    with pytest.raises(RuntimeError, match=r"Expected input to have non-zero size for non-batch dimensions, but input "
+                                           r"has sizes \[1, 1, 3, 0\] with dimension 3 being empty"):
+        tt.nn.functional.adaptive_avg_pool2d(tt.zeros(1, 1, 3, 0), 2)
+
+
 # ----- derivatives (fast mode: v^T J u, one backward per check) ------------------------------
 @pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
                                 dict(kernel_size=2, stride=1, dilation=2, ceil_mode=True)])

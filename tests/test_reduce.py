@@ -517,3 +517,56 @@ def test_prod_gradient_with_one_zero_over_all_dims_and_low_precision():
     y.prod(0).sum().backward()
     assert y.grad.dtype is tt.bfloat16
     assert_close(y.grad, [[0.0, 0.0], [2.0, 0.0]], tt.bfloat16)
+
+
+# ----- issue 24: composites of the reductions --------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_composite_reductions_match_numpy(dtype, layout):
+    """std_mean, var_mean, aminmax, nansum, nanmean, count_nonzero over one dim, several, all; NaN."""
+    t, ref = make((5, 6), dtype, layout, lambda s: RNG.standard_normal(s))
+    for dim, keepdim in ((1, False), ((0, 1), True), (None, False)):
+        axis = tuple(dim) if isinstance(dim, tuple) else dim
+        s, m = tt.std_mean(t, dim, keepdim=keepdim)
+        assert_close(s, ref.std(axis=axis, ddof=1, keepdims=keepdim), dtype, "centered", k=30)
+        assert_close(m, ref.mean(axis=axis, keepdims=keepdim), dtype, "accumulate", k=30)
+        v, m = tt.var_mean(t, dim, correction=0, keepdim=keepdim)
+        assert_close(v, ref.var(axis=axis, keepdims=keepdim), dtype, "centered", k=30)
+        lo, hi = t.aminmax(dim=None if dim is None else dim, keepdim=keepdim)
+        np.testing.assert_array_equal(lo.float().numpy(), ref.min(axis=axis, keepdims=keepdim).astype(np.float32))
+        np.testing.assert_array_equal(hi.float().numpy(), ref.max(axis=axis, keepdims=keepdim).astype(np.float32))
+        assert tt.count_nonzero(t.gt(0), dim).tolist() == np.count_nonzero(ref > 0, axis=axis).tolist()
+    nan = ref.copy()
+    nan[1, 2] = nan[3, :] = np.nan
+    tn = tt.from_numpy(nan.astype(NP[dtype]))
+    assert_close(tn.nansum(1), np.nansum(nan, 1), dtype, "accumulate", k=6)
+    assert_close(tt.nansum(tn), np.nansum(nan), dtype, "accumulate", k=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's "mean of empty slice" for the all-NaN row
+        assert_close(tn.nanmean(dim=1, keepdim=True), np.nanmean(nan, 1, keepdims=True), dtype, "accumulate", k=6)
+
+
+def test_composite_reductions_on_integers_and_errors():
+    i = tt.tensor([[0, 3, -1], [2, 0, 0]], dtype=tt.int32)
+    assert tt.nansum(i).dtype is tt.int64 and tt.nansum(i).item() == 4
+    assert i.count_nonzero().item() == 3 and tt.count_nonzero(i, dim=(0, 1)).item() == 3
+    assert i.aminmax().min.item() == -1 and tt.aminmax(i, dim=0).max.tolist() == [2, 3, 0]
+    assert [t.shape for t in tt.var_mean(tt.ones(2, 3), 1, True, True)] == [(2, 1), (2, 1)]  # positional
+    with pytest.raises(RuntimeError, match="nanmean\\(\\): expected input to have floating point or complex dtype "
+                                           "but got Int"):
+        i.nanmean()
+    with pytest.raises(RuntimeError, match="cannot compute aminmax over an empty dimension"):
+        tt.zeros(0, 2).aminmax()
+    with pytest.raises(RuntimeError, match="std and var only support floating point"):
+        tt.std_mean(i)
+
+
+def test_composite_reductions_gradcheck():
+    x = noncontig(3, 4)
+    assert gradcheck(lambda t: tt.std_mean(t, 1)[0] + tt.var_mean(t, 1)[1] * tt.var_mean(t, 1)[0], (x,),
+                     fast_mode=True)
+    assert gradcheck(lambda t: t.aminmax(dim=0).max - t.aminmax(dim=0).min, (x,), fast_mode=True)
+    nan = tt.tensor([[1.0, float("nan")], [2.0, 3.0]], dtype=F64, requires_grad=True)
+    tt.nansum(nan * 2).backward()
+    assert nan.grad.tolist() == [[2.0, 0.0], [2.0, 2.0]]  # zero where NaN, as torch
+    assert gradcheck(lambda t: t.nansum(0) + tt.nanmean(t, 1).sum(), (x,), fast_mode=True)

@@ -90,3 +90,45 @@ def test_scan_gradcheck():
     assert tt.autograd.gradcheck(lambda t: t.cumprod(1), (nc,))
     assert tt.autograd.gradcheck(lambda t: t.cumprod(1), (zeros,))  # zeros: the first-zero rule
     assert tt.autograd.gradgradcheck(lambda t: t.cumprod(1), (x,))
+
+
+def _cum_extreme(a, axis, op):
+    """NumPy reference for cummax/cummin: values and torch's indices (a later equal element or a
+    NaN takes over)."""
+    a = np.moveaxis(a, axis, -1)
+    vals, idx = np.empty_like(a), np.zeros(a.shape, np.int64)
+    for pos in np.ndindex(a.shape[:-1]):
+        best, at = None, 0
+        for k, v in enumerate(a[pos]):
+            if best is None or np.isnan(v) or (not np.isnan(best) and (v >= best if op == "cummax" else v <= best)):
+                best, at = v, k
+            vals[pos + (k,)], idx[pos + (k,)] = best, at
+    return np.moveaxis(vals, -1, axis), np.moveaxis(idx, -1, axis)
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int32, tt.int64, tt.bool],
+                         ids=str)
+def test_cummax_cummin_match_numpy(dtype, monkeypatch):
+    monkeypatch.setattr(_tiles, "MAX_BLOCK_N", 8)  # small chunks: the carry crosses several
+    a = RNG.integers(-3, 4, (3, 21)).astype(np.float64)  # many ties
+    if dtype.is_floating_point:
+        a[1, 5], a[2, 19] = np.nan, np.nan
+    a = (a > 0) if dtype is tt.bool else a.astype(NP[dtype])
+    for t, ref, dim in ((tt.from_numpy(a), a, 1), (tt.from_numpy(a.T.copy()).t(), a, 1),
+                        (tt.from_numpy(a).t(), a.T, 0)):
+        for op in ("cummax", "cummin"):
+            got = getattr(t, op)(dim) if op == "cummax" else tt.cummin(t, dim)
+            vals, idx = _cum_extreme(ref.astype(np.float64), dim, op)
+            assert got.values.dtype is dtype and got.indices.dtype is tt.int64
+            np.testing.assert_array_equal(got.values.numpy().astype(np.float64), vals, err_msg=op)
+            np.testing.assert_array_equal(got.indices.numpy(), idx, err_msg=op)
+    assert tt.zeros(2, 0).cummax(1).values.shape == (2, 0)
+    assert tt.tensor(2.0).cummin(0).indices.item() == 0
+
+
+def test_cummax_cummin_gradcheck():
+    x = tt.from_numpy(RNG.standard_normal((3, 4))).requires_grad_()
+    assert tt.autograd.gradcheck(lambda t: t.cummax(1).values, (x,))
+    assert tt.autograd.gradcheck(lambda t: tt.cummin(t.t(), 1)[0], (x,), fast_mode=True)
+    assert tt.autograd.gradgradcheck(lambda t: t.cummin(0).values ** 2, (x,), fast_mode=True)
+    assert not x.cummax(0).indices.requires_grad

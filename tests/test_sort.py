@@ -207,3 +207,52 @@ def test_sort_family_gradcheck():
     for f in cases[:2] + cases[3:4]:
         assert tt.autograd.gradcheck(f, (nc,))
         assert tt.autograd.gradgradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int32, tt.int64], ids=str)
+def test_median_nanmedian_mode_match_numpy(dtype):
+    """Composites of the stable sort (issue 24): torch's lower median and its index (the middle of
+    equal elements in sorted order), NaN handling, and mode's smallest most frequent value with the
+    index of its last occurrence."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(-3, 4, (4, 7)).astype(np.float64)
+    if dtype.is_floating_point:
+        a[1, 2] = a[2, [0, 5]] = np.nan
+        a[3, :] = np.nan
+    a = a.astype(NP[dtype])
+    for t, ref, dim in ((tt.from_numpy(a), a.astype(np.float64), 1),
+                        (tt.from_numpy(a.T.copy()).t(), a.astype(np.float64), 1),
+                        (tt.from_numpy(a).t(), a.T.astype(np.float64), 0)):
+        order = np.argsort(ref, axis=dim, kind="stable")  # NaN last, as the kernels
+        srt = np.take_along_axis(ref, order, dim)
+        n, nans = ref.shape[dim], np.isnan(ref).sum(dim, keepdims=True)
+        for op in ("median", "nanmedian"):
+            k = np.where(nans > 0, n - nans, (n - 1) // 2) if op == "median" else np.maximum((n - nans - 1) // 2, 0)
+            got = getattr(t, op)(dim, keepdim=True)
+            np.testing.assert_array_equal(got.values.numpy().astype(np.float64), np.take_along_axis(srt, k, dim))
+            np.testing.assert_array_equal(got.indices.numpy(), np.take_along_axis(order, k, dim))
+        got = tt.mode(t, dim)
+        for row in range(ref.shape[1 - dim]):
+            line = np.take(ref, row, axis=1 - dim)
+            vals, counts = np.unique(line[~np.isnan(line)], return_counts=True)
+            if counts.size and counts.max() > 1 or not np.isnan(line).any():
+                best = vals[np.argmax(counts)]
+                assert got.values[row].item() == best
+                assert got.indices[row].item() == np.nonzero(line == best)[0][-1]
+    flat = a.astype(np.float64).reshape(-1)
+    assert np.isnan(tt.from_numpy(a).median().item()) == np.isnan(flat).any()
+    assert tt.from_numpy(a).nanmedian().item() == np.sort(flat[~np.isnan(flat)])[(np.sum(~np.isnan(flat)) - 1) // 2]
+    assert np.isnan(tt.zeros(0).median().item())
+    with pytest.raises(IndexError, match=r"mode\(\): Expected reduction dim 0 to have non-zero size"):
+        tt.zeros(0, 2).mode(0)
+    with pytest.raises(IndexError, match=r"median\(\): Expected reduction dim 1 to have non-zero size"):
+        tt.zeros(2, 0).median(1)
+
+
+def test_median_and_mode_gradcheck():
+    x = tt.tensor(np.random.default_rng(3).standard_normal((3, 5)), dtype=tt.float64, requires_grad=True)
+    gradcheck = tt.autograd.gradcheck
+    assert gradcheck(lambda t: t.median(1).values, (x,), fast_mode=True)
+    assert gradcheck(lambda t: tt.nanmedian(t.t(), 0).values, (x,), fast_mode=True)
+    assert gradcheck(lambda t: t.median(), (x,), fast_mode=True)
+    assert gradcheck(lambda t: t.mode(0).values, (x,), fast_mode=True)

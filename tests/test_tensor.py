@@ -207,3 +207,23 @@ def test_pickle_across_processes_and_requires_grad():
     z = pickle.loads(pickle.dumps(w * 2))  # a non-leaf arrives as a plain tensor, with no history
     assert not z.requires_grad and z.grad_fn is None
     np.testing.assert_array_equal(z.numpy(), np.full(3, 2.0, np.float32))
+
+
+def test_metadata_methods_of_issue_24():
+    """type_as, get_device, is_cpu, new_tensor, element_size, nbytes, itemsize, data_ptr, as torch's."""
+    x = tt.ones(2, 3, dtype=tt.float16)
+    y = x.type_as(tt.zeros(1, dtype=tt.int64))
+    assert y.dtype is tt.int64 and y.tolist() == [[1, 1, 1]] * 2 and x.type_as(x) is x
+    with pytest.raises(TypeError, match=r"type_as\(\): argument 'other' \(position 1\) must be Tensor, not list"):
+        x.type_as([1])
+    assert x.get_device() == -1 and tt.get_device(x) == -1 and x.is_cpu and not x.is_cuda
+    assert (x.element_size(), x.itemsize, x.nbytes) == (2, 2, 12)
+    assert x[:, 1:].nbytes == 8 and x.expand(4, 2, 3).nbytes == 48  # numel * itemsize, as torch
+    assert x[1:].data_ptr() == x.data_ptr() + 3 * 2 and isinstance(x.data_ptr(), int)
+    n = x.new_tensor([[1, 2]])
+    assert n.dtype is tt.float16 and n.tolist() == [[1.0, 2.0]] and not n.requires_grad
+    assert x.new_tensor([1.5], dtype=tt.float64, requires_grad=True).requires_grad
+    src = tt.tensor([1.5, 2.0], requires_grad=True)
+    with pytest.warns(UserWarning, match="To copy construct from a tensor"):
+        copy = x.new_tensor(src)
+    assert copy.dtype is tt.float16 and not copy.requires_grad and copy.data_ptr() != src.data_ptr()

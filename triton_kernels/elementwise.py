@@ -203,10 +203,12 @@ def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, sca
         else:
             y = tl.load(b + ob, mask=mask).to(COMPUTE)
         r = _binary(x, y, OP, IS_FLOAT)
+        if OP == "pow" and IS_FLOAT and not out.dtype.element_ty.is_floating():
+            # Integer pow runs in float64: round, don't truncate 8.999... to 8. A negative exponent
+            # gives 0 unless |x| == 1, as torch's integer pow (0 ** -1 is 0 there, not inf -> INT_MIN).
+            r = tl.where((y < 0) & (tl.abs(x) != 1.0), 0.0, tl.floor(r + 0.5))
     if out.dtype.element_ty == tl.int1:
         r = r != 0
-    elif OP == "pow" and IS_FLOAT and not out.dtype.element_ty.is_floating():
-        r = tl.floor(r + 0.5)  # integer pow runs in float64: round, don't truncate 8.999... to 8
     tl.store(out + oo, r.to(out.dtype.element_ty), mask=mask)
 
 

@@ -1,6 +1,8 @@
-"""Associative scans along one dim: ``cumprod`` (``tl.cumprod``) and ``logcumsumexp``
-(``tl.associative_scan``). The interpreter runs ``tl.cumprod`` with NumPy but a custom combine
-function element by element in Python: logcumsumexp is slow in CPU mode (not on the GPU).
+"""Associative scans along one dim: ``cumprod`` (``tl.cumprod``), ``logcumsumexp`` and
+``cummax``/``cummin`` (``tl.associative_scan``; the extremes scan (value, position) pairs, a later
+element winning ties and NaN winning, as torch's). The interpreter runs ``tl.cumprod`` with NumPy
+but a custom combine function element by element in Python: those are slow in CPU mode (not on
+the GPU).
 
 The layout is cumsum's (``triton_kernels/cumsum.py``): the tensor seen as (O, N, I) with one
 stride each, one program per o and BLOCK_I columns, N walked in chunks of BLOCK_N. Each chunk is
@@ -30,7 +32,20 @@ def _logaddexp(a, b):
 
 
 @triton.jit
-def _scan_kernel(out, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_i,
+def _max_last(v1, i1, v2, i2):
+    """cummax's combine: the later element where it is >= (ties move the index on) or NaN."""
+    take = (v2 >= v1) | (v2 != v2)
+    return tl.where(take, v2, v1), tl.where(take, i2, i1)
+
+
+@triton.jit
+def _min_last(v1, i1, v2, i2):
+    take = (v2 <= v1) | (v2 != v2)
+    return tl.where(take, v2, v1), tl.where(take, i2, i1)
+
+
+@triton.jit
+def _scan_kernel(out, idx, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_i,
                  OP: tl.constexpr, REVERSE: tl.constexpr, ACC: tl.constexpr, INT64: tl.constexpr,
                  BLOCK_N: tl.constexpr, BLOCK_I: tl.constexpr):
     pid = tl.program_id(0)
@@ -41,8 +56,11 @@ def _scan_kernel(out, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_i,
     cmask = cols < I
     if OP == "prod":
         carry = tl.full((BLOCK_I,), 1, ACC)
+    elif OP == "cummax" or OP == "cummin":
+        carry = tl.zeros((BLOCK_I,), ACC)  # not read before the first chunk has set it
     else:
         carry = tl.full((BLOCK_I,), float("-inf"), ACC)
+    carry_i = tl.zeros((BLOCK_I,), tl.int64)
     for start in range(0, N, BLOCK_N):
         k = start + tl.arange(0, BLOCK_N)
         if REVERSE:
@@ -54,6 +72,22 @@ def _scan_kernel(out, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_i,
         if OP == "prod":
             v = tl.load(ptr, mask=mask, other=1).to(ACC)
             c = tl.cumprod(v, 0) * carry[None, :]
+        elif OP == "cummax" or OP == "cummin":
+            # Masked lanes come after every valid one (or are columns past I): whatever they
+            # hold is never stored, and no identity is needed: the first chunk takes no carry.
+            v = tl.load(ptr, mask=mask, other=0).to(ACC)
+            pos = tl.broadcast_to(n[:, None].to(tl.int64), (BLOCK_N, BLOCK_I))
+            if OP == "cummax":
+                c, ci = tl.associative_scan((v, pos), 0, _max_last)
+                cc, cci = _max_last(carry[None, :], carry_i[None, :], c, ci)
+            else:
+                c, ci = tl.associative_scan((v, pos), 0, _min_last)
+                cc, cci = _min_last(carry[None, :], carry_i[None, :], c, ci)
+            c = tl.where(start > 0, cc, c)
+            ci = tl.where(start > 0, cci, ci)
+            last_i = (tl.arange(0, BLOCK_N) == BLOCK_N - 1)[:, None]
+            carry_i = tl.sum(tl.where(last_i, ci, 0), axis=0)
+            tl.store(idx + o * os_o + n[:, None] * os_n + cols[None, :] * os_i, ci, mask=mask)
         else:
             tl.static_assert(OP == "logcumsumexp")
             v = tl.load(ptr, mask=mask, other=float("-inf")).to(ACC)
@@ -64,11 +98,12 @@ def _scan_kernel(out, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_i,
         tl.store(out + o * os_o + n[:, None] * os_n + cols[None, :] * os_i, c.to(out.dtype.element_ty), mask=mask)
 
 
-def scan(op: str, out, x, dims, x_strides, out_strides, acc: str, reverse: bool = False) -> None:
-    """out[o, n, i] = op-scan of x[o, :n+1, i] (``reverse``: of x[o, n:, i]); (O, N, I) = ``dims``."""
+def scan(op: str, out, x, dims, x_strides, out_strides, acc: str, reverse: bool = False, idx=None) -> None:
+    """out[o, n, i] = op-scan of x[o, :n+1, i] (``reverse``: of x[o, n:, i]); (O, N, I) = ``dims``.
+    cummax/cummin also write ``idx`` (int64, ``out``'s strides): where each running extreme is."""
     O, N, I = dims
     if O * N * I == 0:
         return
     grid, n_iblocks, meta = tiling(dims, x_strides, out_strides)
-    launch(_scan_kernel, grid, out, x, N, I, n_iblocks, *x_strides, *out_strides,
+    launch(_scan_kernel, grid, out, out if idx is None else idx, x, N, I, n_iblocks, *x_strides, *out_strides,
            OP=op, REVERSE=bool(reverse), ACC=getattr(tl, acc), **meta)

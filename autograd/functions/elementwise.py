@@ -503,8 +503,10 @@ def _recorders(op, n_args):
     return {op: record, op + "_": record_}
 
 
-def where(condition, input, other, *, out=None):
+def where(condition, input=None, other=None, *, out=None):
     _no_out("where", out)
+    if input is None and other is None:  # where(condition): its nonzero coordinates, no gradient
+        return _ew.where(condition)
     return Where.apply(condition, input, other)
 
 

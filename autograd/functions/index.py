@@ -1,4 +1,5 @@
-"""Derivatives of the indexing ops (``index_select gather`` and advanced ``x[idx]``; core ops:
+"""Derivatives of the indexing ops (``index_select gather scatter_add index_add`` and their in-place
+forms, advanced ``x[idx]``; core ops:
 ``core/ops/index.py``, kernels: ``triton_kernels/index.py``).
 
 Each backward scatters the incoming gradient into zeros with accumulation (``index_add``,
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 from ...runtime import dtype as dt
 from ...core.ops import index as _ix
+from ...core.functional import cat
 from ...core.tensor import Tensor
+from ..function import check_inplace
 from .elementwise import Op
 from .views import Index
 
@@ -110,6 +113,70 @@ class _ReIndex(Op):
         return IndexPutAccumulateIntoZeros.apply(g, ctx.shape, ctx.plan), None
 
 
+class ScatterAdd(Op):
+    """``input.scatter_add(dim, index, src)``: the gradient passes to ``input`` whole and reaches
+    ``src`` gathered at ``index`` (zero where ``src`` is larger than ``index``)."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, src, inplace=False):
+        ctx.dim, ctx.index, ctx.src_shape = dim, index, src.shape
+        if inplace:
+            _ix.scatter_add_(x, dim, index, src)
+            ctx.mark_dirty(x)
+            return x
+        return _ix.scatter_add(x, dim, index, src)
+
+    @staticmethod
+    def backward(ctx, g):
+        gs = None
+        if ctx.needs_input_grad[3]:
+            gs = _pad_to(Gather.apply(g, ctx.dim, ctx.index), ctx.src_shape)
+        return g, None, None, gs, None
+
+
+class IndexAdd(Op):
+    """``input.index_add(dim, index, source, alpha=alpha)``: the gradient passes to ``input`` whole
+    and reaches ``source`` as ``alpha * g.index_select(dim, index)``."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, source, alpha=1, inplace=False):
+        ctx.dim, ctx.index, ctx.alpha, ctx.source_dtype = dim, index.reshape(-1), alpha, source.dtype
+        if inplace:
+            _ix.index_add_(x, dim, index, source, alpha=alpha)
+            ctx.mark_dirty(x)
+            return x
+        return _ix.index_add(x, dim, index, source, alpha=alpha)
+
+    @staticmethod
+    def backward(ctx, g):
+        gs = None
+        if ctx.needs_input_grad[3]:
+            gs = IndexSelect.apply(g, ctx.dim, ctx.index)
+            gs = gs * ctx.alpha if ctx.alpha != 1 else gs
+            gs = gs.to(ctx.source_dtype) if gs.dtype is not ctx.source_dtype else gs
+        return g, None, None, gs, None, None
+
+
+def _pad_to(t, shape):
+    """``t`` zero-padded at the end of each dim to ``shape`` (recorded: ``cat`` with zeros)."""
+    for d, (have, want) in enumerate(zip(t.shape, shape)):
+        if have < want:
+            pad = list(t.shape)
+            pad[d] = want - have
+            t = cat([t, Tensor._empty(tuple(pad), t.dtype, t.device).fill_(0)], d)
+    return t
+
+
+def scatter_add_(input, dim, index, src):
+    check_inplace(input)
+    return ScatterAdd.apply(input, dim, index, src, True)
+
+
+def index_add_(input, dim, index, source, *, alpha=1):
+    check_inplace(input)
+    return IndexAdd.apply(input, dim, index, source, alpha, True)
+
+
 def index_select(input, dim, index):
     return IndexSelect.apply(input, dim, index)
 
@@ -135,4 +202,8 @@ def setitem(self, index, value):
     return _ix.setitem_any(self, index, value)
 
 
-RECORD = {"index_select": index_select, "gather": gather, "getitem": getitem, "setitem": setitem}
+RECORD = {"index_select": index_select, "gather": gather, "getitem": getitem, "setitem": setitem,
+          "scatter_add": lambda input, dim, index, src: ScatterAdd.apply(input, dim, index, src),
+          "scatter_add_": scatter_add_,
+          "index_add": lambda input, dim, index, source, *, alpha=1: IndexAdd.apply(input, dim, index, source, alpha),
+          "index_add_": index_add_}

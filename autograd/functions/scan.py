@@ -6,11 +6,14 @@ kernels: ``triton_kernels/scan.py``; ``cumsum`` is a family of its own, ``cumsum
   zero set to 1))_k; after it, 0 (every product holds the first zero). Written with recorded ops.
 - ``logcumsumexp``: dL/dx_i = sum_{j>=i} g_j exp(x_i - out_j), computed in log space for the
   positive and negative parts of g separately (no overflow), as PyTorch does.
+- ``cummax``/``cummin``: the values are picked input elements: the gradient is scattered back to
+  the returned indices (``sort.ScatterDim``).
 """
 from __future__ import annotations
 
 from ...core.ops import scan as _scan
 from .elementwise import Op
+from .sort import ScatterDim
 
 
 def _revcumsum(t, d):
@@ -57,7 +60,25 @@ class LogCumSumExp(Op):
         return part(g.clamp_min(0)) - part((-g).clamp_min(0)), None
 
 
+class CumExtreme(Op):
+    """cummax/cummin: the values are input elements at the returned indices, so the gradient goes
+    back to them (scattered and summed, the backward of any pick by index); the indices have none."""
+
+    @staticmethod
+    def forward(ctx, x, dim, op):
+        v, i = (_scan.cummax if op == "cummax" else _scan.cummin)(x, dim)
+        ctx.shape, ctx.dim, ctx.index = x.shape, dim % max(x.ndim, 1), i
+        ctx.mark_non_differentiable(i)
+        return v, i
+
+    @staticmethod
+    def backward(ctx, gv, gi=None):
+        return ScatterDim.apply(gv, ctx.shape, ctx.dim, ctx.index), None, None
+
+
 RECORD = {
     "cumprod": lambda input, dim, *, dtype=None: CumProd.apply(input, dim, dtype),
     "logcumsumexp": lambda input, dim: LogCumSumExp.apply(input, dim),
+    "cummax": lambda input, dim: _scan.cummax_result(*CumExtreme.apply(input, dim, "cummax")),
+    "cummin": lambda input, dim: _scan.cummin_result(*CumExtreme.apply(input, dim, "cummin")),
 }

@@ -69,6 +69,12 @@ def conv_geometry(op: str, input_shape, weight_shape, stride, padding, dilation,
         raise RuntimeError(f"{op}(): non-positive groups is not supported, got groups={groups!r}")
     N, C, H, W = input_shape
     OC, Cg, KH, KW = weight_shape
+    if KH <= 0 or KW <= 0:  # an empty window would sum nothing: a map of zeros, silently
+        raise RuntimeError(f"{op}(): kernel size should be greater than zero, but got kernel_height: {KH} "
+                           f"kernel_width: {KW}")
+    if OC < groups:
+        raise RuntimeError(f"{op}(): Given groups={groups}, expected weight to be at least {groups} at dimension 0, "
+                           f"but got weight of size {list(weight_shape)} instead")
     if OC % groups:
         raise RuntimeError(f"{op}(): Given groups={groups}, expected weight to be divisible by {groups} at "
                            f"dimension 0, but got weight of size {list(weight_shape)} instead")

@@ -133,6 +133,8 @@ def _signature(x):
 
 
 def binary(op: str, a, b, out=None) -> Tensor:
+    if op == "pow" and isinstance(b, numbers.Integral) and b < 0:  # a value check: at every call, not planned
+        _check_integer_exponent(a)
     key = (op, _signature(a), _signature(b), dt.default_float)
     plan = _binary_plans.get(key)
     if plan is None:
@@ -214,14 +216,29 @@ def _check_integer_divisor(b) -> None:
         raise RuntimeError("ZeroDivisionError")
 
 
+def _check_integer_exponent(a) -> None:
+    """An integer (or bool) tensor to a negative Python integer power raises, as in PyTorch (a tensor
+    of exponents is computed: 0 unless the base is 1 or -1)."""
+    if isinstance(a, TensorBase) and not a.dtype.is_floating_point:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+
+
 def full_like_scalar(value, like: Tensor, d: dt.dtype) -> Tensor:
     t = TensorBase._empty((), d, like.device)
     return t.fill_(value)
 
 
-def where(condition, input, other, *, out=None) -> Tensor:
-    """``input`` where ``condition`` holds, else ``other`` (either may be a Python number)."""
+def where(condition, input=None, other=None, *, out=None) -> Tensor:
+    """``input`` where ``condition`` holds, else ``other`` (either may be a Python number); with
+    ``condition`` alone, ``condition.nonzero(as_tuple=True)``, as torch."""
     cond, x, y = condition, input, other
+    if x is None and y is None and out is None:
+        if not isinstance(cond, TensorBase):
+            raise TypeError(f"where(): argument 'condition' must be a Tensor, not {type(cond).__name__}")
+        return cond.nonzero(as_tuple=True)
+    if x is None or y is None:
+        raise TypeError("where() takes a condition alone, or a condition, input and other: "
+                        f"missing {'input' if x is None else 'other'}")
     if not isinstance(cond, TensorBase):
         raise TypeError(f"where(): argument 'condition' must be a Tensor, not {type(cond).__name__}")
     if cond.dtype is not dt.bool_:

@@ -54,8 +54,10 @@ def pool_geometry(op: str, shape, kernel_size, stride, padding, dilation, ceil_m
         raise RuntimeError(f"{op}: stride should be greater than zero, but got dH: {s[0]} dW: {s[1]}")
     if min(d) <= 0:
         raise RuntimeError(f"{op}: dilation should be greater than zero, but got dilationH: {d[0]} dilationW: {d[1]}")
+    if min(p) < 0:
+        raise RuntimeError(f"{op}: pad must be non-negative, but got pad: {min(p)}")
     for i in range(2):
-        if p[i] < 0 or p[i] * 2 > d[i] * (k[i] - 1) + 1:
+        if p[i] * 2 > d[i] * (k[i] - 1) + 1:
             kernel = "effective kernel size" if dilated else "kernel size"
             extra = f" and dilation={d[i]}" if dilated else ""
             raise RuntimeError(f"{op}: pad should be at most half of {kernel}, but got pad={p[i]}, "

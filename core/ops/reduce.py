@@ -1,17 +1,18 @@
 """Reductions on Tensors: PyTorch's signatures, dtype rules and errors, then one kernel.
 
-``sum mean prod amax amin max min argmax argmin var std all any``. This module decides which
+``sum mean prod amax amin max min argmax argmin var std all any``, and the composites ``std_mean
+var_mean aminmax nansum nanmean count_nonzero`` (issue 24). This module decides which
 dims are reduced, the result dtype and shape (``keepdim``), checks everything PyTorch checks
 before any kernel runs, allocates the output and calls ``triton_kernels/reduce.py``. The
 kernel writes the kept dims contiguously; ``keepdim=True`` is a view of that with ones put back.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+import builtins
 import math
 import warnings
 from collections import namedtuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, nev
 # torch.return_types.max / .min: a (values, indices) named tuple.
 max_result = namedtuple("max", ["values", "indices"])
 min_result = namedtuple("min", ["values", "indices"])
+aminmax_result = namedtuple("aminmax", ["min", "max"])
 
 # torch's short dtype names in error messages ("Got: Long").
 _TORCH_NAME = {dt.bool_: "Bool", dt.int32: "Int", dt.int64: "Long", dt.float16: "Half",
@@ -249,3 +251,58 @@ def all(input, dim=None, keepdim=False) -> Tensor:
 def any(input, dim=None, keepdim=False) -> Tensor:
     _check_input(input, "any")
     return _run("any", input, reduced_dims(input, dim, "any"), keepdim, dt.bool_)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# issue 24: composites of the reductions above (each piece dispatched, so autograd records it)
+# --------------------------------------------------------------------------------------------
+def _pair_stat(op, input, dim, unbiased, keepdim, correction):
+    _check_input(input, op)
+    dim, corr = _correction(op, dim, unbiased, correction)
+    spread = input.std if op == "std_mean" else input.var
+    return spread(dim, keepdim=keepdim, correction=corr), input.mean(dim, keepdim=keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(std, mean)`` over ``dim`` (a plain tuple, as torch)."""
+    return _pair_stat("std_mean", input, dim, unbiased, keepdim, correction)
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """``(var, mean)`` over ``dim``."""
+    return _pair_stat("var_mean", input, dim, unbiased, keepdim, correction)
+
+
+def aminmax(input, *, dim=None, keepdim=False):
+    """``(min, max)`` over ``dim`` (all dims without one)."""
+    _check_input(input, "aminmax")
+    dims = reduced_dims(input, dim, "aminmax")
+    if input.numel() == 0 and (dim is None or builtins.any(input.shape[d] == 0 for d in dims)):
+        raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
+                           "identity.")
+    dims = () if dim is None else dim
+    return aminmax_result(input.amin(dims, keepdim=keepdim), input.amax(dims, keepdim=keepdim))
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    """``sum`` with NaN counted as zero (which is also its gradient there)."""
+    _check_input(input, "nansum")
+    x = input.masked_fill(input.isnan(), 0) if input.dtype.is_floating_point else input
+    return x.sum(dim, keepdim=keepdim, dtype=dtype)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    """``mean`` of the elements that are not NaN (NaN where none is)."""
+    _check_input(input, "nanmean")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
+                           f"{_TORCH_NAME[input.dtype]}")
+    kept = input.isnan().logical_not()
+    return nansum(input, dim, keepdim, dtype=dtype) / kept.sum(dim, keepdim=keepdim)
+
+
+def count_nonzero(input, dim=None) -> Tensor:
+    """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
+    _check_input(input, "count_nonzero")
+    return input.ne(0).sum(dim)
+

@@ -1,4 +1,4 @@
-"""``cumprod`` and ``logcumsumexp``: PyTorch's checks and result dtypes, then the scan kernel
+"""``cumprod``, ``logcumsumexp``, ``cummax``, ``cummin``: PyTorch's checks and result dtypes, then the scan kernel
 (``triton_kernels/scan.py``; cumsum has its own file, ``cumsum.py``). Derivatives:
 ``autograd/functions/scan.py``."""
 from __future__ import annotations
@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import math
+
+from collections import namedtuple
 
 from ...triton_kernels import scan as _k
 from ...runtime import dtype as dt
@@ -16,8 +18,11 @@ from .reduce import _TORCH_NAME
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
     from ..tensor import Tensor
 
+cummax_result = namedtuple("cummax", ["values", "indices"])
+cummin_result = namedtuple("cummin", ["values", "indices"])
 
-def _scan(op: str, input, dim, result: dt.dtype, acc: str, reverse: bool = False):
+
+def _scan(op: str, input, dim, result: dt.dtype, acc: str, reverse: bool = False, idx=None):
     d = normalize_dim(dim, input.ndim)
     x = input
     out = TensorBase._empty(input.shape, result, input.device)
@@ -27,7 +32,7 @@ def _scan(op: str, input, dim, result: dt.dtype, acc: str, reverse: bool = False
     if xs is None:  # the dims around ``dim`` do not merge into one stride each: read a copy
         x = x.contiguous()
         xs = contiguous_strides(dims)
-    _k.scan(op, out, x, dims, xs, contiguous_strides(dims), acc, reverse)
+    _k.scan(op, out, x, dims, xs, contiguous_strides(dims), acc, reverse, idx)
     return out
 
 
@@ -67,3 +72,25 @@ def scan_logaddexp(input, dim, *, reverse: bool = False) -> Tensor:
         raise RuntimeError(f"\"logcumsumexp_out_cpu\" not implemented for '{_TORCH_NAME[input.dtype]}'")
     acc = "float64" if input.dtype is dt.float64 else "float32"
     return _scan("logcumsumexp", input, dim, input.dtype, acc, reverse)
+
+
+def _extreme(op: str, input, dim):
+    _check(input, op, None)
+    d = normalize_dim(dim, input.ndim)
+    idx = TensorBase._empty(input.shape, dt.int64, input.device)
+    acc = ("float64" if input.dtype is dt.float64 else "float32") if input.dtype.is_floating_point else (
+        "int64" if input.dtype is dt.int64 else "int32")
+    values = _scan(op, input, d, input.dtype, acc, idx=idx)
+    return (cummax_result if op == "cummax" else cummin_result)(values, idx)
+
+
+def cummax(input, dim):
+    """The running maximum along ``dim`` and where it is (a later equal element, or a NaN, takes
+    over: torch's indices)."""
+    return _extreme("cummax", input, dim)
+
+
+def cummin(input, dim):
+    """The running minimum along ``dim`` and where it is."""
+    return _extreme("cummin", input, dim)
+

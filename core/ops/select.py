@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from ...runtime import dtype as dt
-from ..shape import broadcast_shapes
+from ..shape import broadcast_shapes, broadcasts_to
 from ..tensor_base import TensorBase
 from . import _check_writable, fill
 from . import elementwise as _ew
@@ -63,11 +63,7 @@ def _mask_value(input, mask, value, op: str):
         value = value.item()
     if isinstance(value, complex) or not isinstance(value, (numbers.Number, np.number, np.bool_)):
         raise TypeError(f"{op}(): argument 'value' must be a number or a 0-d Tensor, not {type(value).__name__}")
-    try:
-        fits = broadcast_shapes(mask.shape, input.shape) == tuple(input.shape)
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not broadcasts_to(mask.shape, input.shape):
         raise RuntimeError(f"The size of the mask {list(mask.shape)} must be broadcastable to the size of the input "
                            f"{list(input.shape)}")
     if mask.device != input.device:

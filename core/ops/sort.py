@@ -1,5 +1,5 @@
 """Sorting and searching: ``sort``, ``argsort``, ``msort``, ``topk``, ``kthvalue``, ``unique``,
-``searchsorted``.
+``searchsorted``; and the composites ``median``, ``nanmedian``, ``mode`` (a recorded sort, gathers).
 
 PyTorch's checks, then ``triton_kernels/sort.py``: every op here is one stable sort along a dim
 (``topk``/``kthvalue`` take a slice of it; ``unique`` sorts the flattened tensor and finds the
@@ -21,6 +21,7 @@ from ...runtime import dtype as dt
 from ..shape import contiguous_strides, normalize_dim, view_strides
 from ..tensor_base import TensorBase
 from . import copy_into, host_tensor
+from . import join as _join
 from .index import nonzero_coords
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
@@ -30,6 +31,9 @@ if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, nev
 sort_result = namedtuple("sort", ["values", "indices"])
 topk_result = namedtuple("topk", ["values", "indices"])
 kthvalue_result = namedtuple("kthvalue", ["values", "indices"])
+median_result = namedtuple("median", ["values", "indices"])
+nanmedian_result = namedtuple("nanmedian", ["values", "indices"])
+mode_result = namedtuple("mode", ["values", "indices"])
 
 
 def _check(input, op: str, name="input") -> None:
@@ -197,3 +201,75 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     out = TensorBase._empty(input.shape, dt.int32 if out_int32 else dt.int64, input.device)
     _k.searchsorted(out.reshape(vals2.shape), seq.reshape(math.prod(seq.shape[:-1]), seq.shape[-1]), vals2, bool(right))
     return out
+
+
+# ----- issue 24: order statistics made of a recorded sort and gathers (composites) --------------------
+def _along(op, input, dim):
+    """(input as >= 1-d, the normalised dim), refusing an empty reduced dim as torch does."""
+    _check(input, op)
+    x = input.reshape(1) if input.ndim == 0 else input
+    d = normalize_dim(dim, input.ndim)
+    if x.shape[d] == 0:
+        raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
+    return x, d
+
+
+def _median(op, input, dim, keepdim, ignore_nan):
+    """The lower median along ``dim`` and its index: the sorted element at (n - 1) // 2 of the
+    elements counted (NaN first of all where one is there and counts: ``median``'s NaN)."""
+    if dim is None:
+        _check(input, op)
+        if keepdim:
+            raise TypeError(f"{op}(): keepdim=True needs a 'dim'")
+        if input.numel() == 0:
+            return input.new_full((), float("nan"))
+        return _median(op, input.reshape(-1), 0, False, ignore_nan).values
+    x, d = _along(op, input, dim)
+    s, i = x.sort(d)  # stable, NaN last
+    n = x.shape[d]
+    if x.dtype.is_floating_point:
+        nans = x.isnan().sum(d, keepdim=True)
+        if ignore_nan:  # the median of the others; all NaN: position 0 (a NaN)
+            k = ((n - nans - 1) // 2).clamp_min(0)
+        else:
+            k = (n - nans).where(nans > 0, (n - 1) // 2)
+        v, idx = s.gather(d, k), i.gather(d, k)
+    else:
+        v, idx = s.narrow(d, (n - 1) // 2, 1), i.narrow(d, (n - 1) // 2, 1)
+    if not keepdim:
+        v, idx = v.squeeze(d), idx.squeeze(d)
+    if input.ndim == 0:
+        v, idx = v.reshape(()), idx.reshape(())
+    return (nanmedian_result if ignore_nan else median_result)(v, idx)
+
+
+def median(input, dim=None, keepdim=False):
+    """``median(x)``: the lower median of all elements (NaN if any is NaN); ``median(x, dim)``:
+    (values, indices) along ``dim``."""
+    return _median("median", input, dim, keepdim, False)
+
+
+def nanmedian(input, dim=None, keepdim=False):
+    """``median`` that ignores NaN (NaN only where every element is)."""
+    return _median("nanmedian", input, dim, keepdim, True)
+
+
+def mode(input, dim=-1, keepdim=False):
+    """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the index of
+    its last occurrence: runs of the sorted values counted with a cumsum and a scatter_add."""
+    x, d = _along("mode", input, dim)
+    s, i = x.sort(d)
+    n = x.shape[d]
+    starts = s.narrow(d, 0, 1).new_zeros(s.narrow(d, 0, 1).shape, dtype=dt.bool_)  # the first element: run 0
+    if n > 1:
+        starts = _join.cat([starts, s.narrow(d, 1, n - 1).ne(s.narrow(d, 0, n - 1))], d)
+    run = starts.long().cumsum(d)
+    counts = run.new_zeros(run.shape).scatter_add(d, run, run.new_ones(run.shape))
+    end = counts.cumsum(d).gather(d, counts.argmax(d, keepdim=True)) - 1  # the last of the longest run
+    v, idx = s.gather(d, end), i.gather(d, end)
+    if not keepdim:
+        v, idx = v.squeeze(d), idx.squeeze(d)
+    if input.ndim == 0:
+        v, idx = v.reshape(()), idx.reshape(())
+    return mode_result(v, idx)
+

@@ -20,11 +20,13 @@ In-place forms (``exp_``) are ``none``: autocast never changes the dtype of a te
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
 from . import (attention, batch_norm, conv, copies, cumsum, einsum, elementwise, embedding, index, join, layer_norm, loss,
-               math_ops, matmul, pool, random, reduce, scan, select, softmax, sort, views)
+               math_ops, matmul, pool, random, reduce, scan, scatter, select, softmax, sort, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -50,6 +52,45 @@ class Op:
 
 
 OPS: dict = {}
+
+# PyTorch's argument parser takes NumPy's names for two arguments of its native functions and
+# methods: ``axis`` for ``dim``, ``keepdims`` for ``keepdim`` (``x.sum(axis=1, keepdims=True)``).
+# ``norm`` and ``unique`` are Python functions in torch, and so is all of ``nn.functional``: they don't.
+NUMPY_NAMES = {"axis": "dim", "keepdims": "keepdim"}
+_NO_NUMPY_NAMES = frozenset(("norm", "unique"))
+
+
+def numpy_names(fn, name: str = "") -> dict:
+    """{NumPy's name: torch's} for the arguments of ``fn`` (an op's core entry, or a composite) that
+    have one; empty for most."""
+    if name in _NO_NUMPY_NAMES:
+        return {}
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    return {alias: real for alias, real in NUMPY_NAMES.items() if real in params}
+
+
+def rename_numpy_keywords(kwargs: dict, names: dict, fn: str) -> dict:
+    """``kwargs`` (a call's own dict) with NumPy's names replaced by torch's."""
+    for alias, real in names.items():
+        if alias in kwargs:
+            if real in kwargs:
+                raise TypeError(f"{fn}() got multiple values for argument '{real}' (as '{real}' and '{alias}')")
+            kwargs[real] = kwargs.pop(alias)
+    return kwargs
+
+
+def accepts_numpy_names(fn):
+    """A composite method or function (``tensor_split``, ``unbind`` ...) that takes ``axis``/``keepdims``
+    too, as torch's native ones do."""
+    names = numpy_names(fn, fn.__name__)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **(rename_numpy_keywords(kwargs, names, fn.__name__) if kwargs else kwargs))
+    return wrapper
 
 
 def _add(op: Op) -> Op:
@@ -106,6 +147,11 @@ for _name in ("sum", "prod"):
     _add(Op(_name, getattr(reduce, _name), "fp32"))
 for _name in ("mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any"):
     _add(Op(_name, getattr(reduce, _name), "none"))
+# issue 24: composites of the reductions (core/ops/reduce.py); torch's CUDA autocast lists none of them
+for _name in ("std_mean", "var_mean"):
+    _add(Op(_name, getattr(reduce, _name), "none", method=False))
+for _name in ("aminmax", "nansum", "nanmean", "count_nonzero"):
+    _add(Op(_name, getattr(reduce, _name), "none"))
 _add(Op("cumsum", cumsum.cumsum, "fp32"))
 _add(Op("softmax", softmax.softmax, "fp32", functional=True))
 _add(Op("log_softmax", softmax.log_softmax, "fp32", functional=True))
@@ -127,6 +173,11 @@ _add(Op("index_select", index.index_select, "none"))
 _add(Op("gather", index.gather, "none"))
 _with_inplace("scatter_add", index.scatter_add, index.scatter_add_, "promote")
 _with_inplace("index_add", index.index_add, index.index_add_, "promote")
+# issue 24 (core/ops/scatter.py, triton_kernels/scatter.py); torch's CUDA autocast promotes index_put
+for _name in ("scatter", "scatter_reduce", "index_fill", "index_copy", "masked_scatter", "index_put"):
+    _with_inplace(_name, getattr(scatter, _name), getattr(scatter, _name + "_"),
+                  "promote" if _name == "index_put" else "none")
+_add(Op("take_along_dim", scatter.take_along_dim, "none"))
 _add(Op("getitem", index.getitem_any, "none", method=False, function=False, dunders=("__getitem__",)))
 _add(Op("setitem", index.setitem_any, "none", method=False, function=False, dunders=("__setitem__",)))
 
@@ -173,6 +224,10 @@ _add(Op("einsum", einsum.einsum, "none", method=False))
 # PyTorch's CUDA lists: cumprod runs in fp32; the rest are "none".
 _add(Op("cumprod", scan.cumprod, "fp32"))
 _add(Op("logcumsumexp", scan.logcumsumexp, "none"))
+for _name in ("cummax", "cummin"):  # issue 24
+    _add(Op(_name, getattr(scan, _name), "none"))
+for _name in ("median", "nanmedian", "mode"):  # issue 24: composites of sort (core/ops/sort.py)
+    _add(Op(_name, getattr(sort, _name), "none"))
 for _name in ("sort", "argsort", "msort", "topk", "kthvalue", "unique", "searchsorted"):
     _add(Op(_name, getattr(sort, _name), "none", method=_name != "searchsorted"))
 for _name in ("nonzero", "argwhere", "masked_select", "bincount"):
