@@ -153,8 +153,9 @@ for _name in ("std_mean", "var_mean"):
 for _name in ("aminmax", "nansum", "nanmean", "count_nonzero"):
     _add(Op(_name, getattr(reduce, _name), "none"))
 _add(Op("cumsum", cumsum.cumsum, "fp32"))
-_add(Op("softmax", softmax.softmax, "fp32", functional=True))
-_add(Op("log_softmax", softmax.log_softmax, "fp32", functional=True))
+# nn.functional's softmax/log_softmax take dim=None (torch's implicit-dim choice): written in nn/functional.py
+_add(Op("softmax", softmax.softmax, "fp32"))
+_add(Op("log_softmax", softmax.log_softmax, "fp32"))
 _add(Op("layer_norm", layer_norm.layer_norm, "fp32", method=False, functional=True))
 _add(Op("native_layer_norm", layer_norm.native_layer_norm, "fp32", method=False))
 
