@@ -1,7 +1,7 @@
 """Process groups: ``init_process_group``, ``new_group`` and friends, as in torch.distributed.
 
 A :class:`ProcessGroup` is a set of ranks fully connected by authenticated sockets
-(:func:`.mesh.connect_mesh`) plus the :class:`.transport.Engine` that moves data between
+(:func:`.backend.mesh.connect_mesh`) plus the :class:`.backend.transport.Engine` that moves data between
 them. Ranks find each other through a store: the one given, or a :class:`.TCPStore` hosted
 by rank 0 at ``MASTER_ADDR:MASTER_PORT`` (``env://``) or at ``tcp://host:port``. Every
 group gets its own key prefix and its own connections, so operations on different groups
@@ -21,13 +21,13 @@ import threading
 from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
 
-from . import auth
+from .backend import auth
+from .backend.failures import REPORT_TIMEOUT
+from .backend.framing import ReduceOp
+from .backend.mesh import connect_mesh
+from .backend.transport import Engine
 from .errors import DistError
-from .mesh import connect_mesh
 from .store import Store, TCPStore, _seconds
-from .failures import REPORT_TIMEOUT
-from .framing import ReduceOp
-from .transport import Engine
 
 __all__ = [
     "ReduceOp", "Backend", "GroupMember", "group", "ProcessGroup", "init_process_group",

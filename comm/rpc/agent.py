@@ -1,7 +1,7 @@
 """The RPC agent: one authenticated listener per worker, request/response matching, RRef upkeep.
 
-Security: connections come in through a :class:`tritensor.comm.gate.Gate`, the process
-group's gate: every one first passes the HMAC handshake of :mod:`tritensor.comm.auth` (role
+Security: connections come in through a :class:`tritensor.comm.backend.gate.Gate`, the process
+group's gate: every one first passes the HMAC handshake of :mod:`tritensor.comm.backend.auth` (role
 ``b"rpc"``) and a binary HELLO frame naming the peer's rank, concurrently and non-blocking,
 each within :data:`AUTH_TIMEOUT` seconds, at most :data:`MAX_UNAUTHENTICATED` (plus one per
 peer) at once; until both succeed nothing is unpickled (:func:`.wire.unpickle` is only called
@@ -42,8 +42,8 @@ import traceback
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import auth, gate
-from ..gate import host_id, unix_listener
+from ..backend import auth, gate
+from ..backend.gate import host_id, unix_listener
 from ...futures import Future
 from . import wire
 from .channel import ControlChannel
