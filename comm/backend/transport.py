@@ -36,17 +36,13 @@ import threading
 import time
 
 from ..errors import DistBackendError, DistNetworkError, DistTimeoutError
+from ..work import Work, WorkTracker
 from .failures import REPORT_TIMEOUT, FailureState, abort_notice, timeout_message
-from .framing import (ABORT, ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BARRIER, BROADCAST, BYE, DTYPE_CODES,
-                      DTYPE_NAMES, GATHER, OP_NAMES, P2P, REDUCE, REDUCE_SCATTER, SCATTER)
+from .framing import ABORT
 from .peer import Peer
 from .peer_io import PeerIO
-from ..work import Work, WorkTracker
 
-# Op codes and dtype codes are re-exported: ``tritensor.comm.transport`` is where they were first found.
-__all__ = ["Work", "Engine", "Peer", "OP_NAMES", "REPORT_TIMEOUT", "DTYPE_CODES", "DTYPE_NAMES",
-           "ALL_REDUCE", "BROADCAST", "REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "GATHER", "SCATTER",
-           "ALL_TO_ALL", "BARRIER", "P2P", "BYE", "ABORT"]
+__all__ = ["Engine"]
 
 log = logging.getLogger(__name__)
 
