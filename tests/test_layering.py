@@ -16,6 +16,17 @@ Also checked: no function-level import of a tritensor module (the style rule for
 way around a cycle; a module that needs one sits in the wrong layer), no import cycle among
 module-level imports, and the layers above autograd never reach into the kernels or the launch
 point (they use the public surface: Tensor, ops, autograd).
+
+Package ``__init__`` edges count: importing ``a.b.c`` first runs the ``__init__`` of ``a`` and
+``a.b``, so the cycle check gives every import an edge to each package it runs, except the
+importer's own packages (a module is only ever imported while its package's ``__init__`` has
+already begun). A name taken from a package (``from .. import all_reduce``) is an edge to that
+package's ``__init__``, the importer's own included.
+
+Inside comm (layer 5), a public API over a backend:
+
+- ``comm.backend`` (the transport) imports nothing of comm outside it but ``comm.errors`` (the
+  exceptions it raises) and ``comm.work`` (the Work handles it completes).
 """
 from __future__ import annotations
 
@@ -100,8 +111,16 @@ def _type_checking(node) -> bool:
         isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
+def _packages_run(importer: tuple, target: tuple) -> list[tuple]:
+    """The packages whose ``__init__`` importing ``target`` runs: its enclosing packages, less the
+    importer's own (already running when the importer runs) and the package root."""
+    own = {importer[:i] for i in range(len(importer) + 1)}
+    return [target[:i] for i in range(1, len(target)) if target[:i] not in own and target[:i] in MODULES]
+
+
 def _imports():
-    """(importer, imported, function_level, line) for every import of a tritensor module."""
+    """(importer, imported, function_level, line) for every import of a tritensor module, and for
+    every package ``__init__`` that import runs (:func:`_packages_run`)."""
     for name, (is_pkg, path) in MODULES.items():
         tree = ast.parse(path.read_text(), str(path))
         top_level, type_only = set(), set()
@@ -113,7 +132,8 @@ def _imports():
                         type_only.add(id(sub))
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                for target in _resolve(name, is_pkg, node):
+                targets = _resolve(name, is_pkg, node)
+                for target in dict.fromkeys(targets + [p for t in targets for p in _packages_run(name, t)]):
                     if target != name:
                         if id(node) in type_only:
                             TYPE_ONLY.add((name, target))
@@ -151,6 +171,14 @@ def test_public_surface_layers_do_not_reach_into_kernels():
     bad = [f"{_fmt(a)} line {line}: imports {_fmt(b)}" for a, b, _, line in IMPORTS
            if a and a[0] in PUBLIC_ONLY and ".".join(b).startswith(INTERNAL)]
     assert not bad, "layers above autograd use the public surface, not kernels or launch:\n" + "\n".join(bad)
+
+
+def test_comm_backend_sits_beneath_the_public_api():
+    allowed = {("comm", "errors"), ("comm", "work")}
+    bad = [f"{_fmt(a)} line {line}: imports {_fmt(b)}" for a, b, _, line in IMPORTS
+           if a[:2] == ("comm", "backend") and b[:1] == ("comm",) and b[:2] != ("comm", "backend")
+           and b not in allowed]
+    assert not bad, "comm.backend imports comm's public API (it sits beneath it):\n" + "\n".join(bad)
 
 
 def test_no_import_cycle():

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .framing import DTYPE_CODES, pack_data_header
-from ..process_group import ReduceOp
+from .framing import DTYPE_CODES, ReduceOp, pack_data_header
 from .staging import as_bytes
 
 __all__ = ["Plan", "Confirm", "CONFIRM", "landing", "reduce_ordered", "acc_dtype", "use_direct", "UFUNCS",
