@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..backend import auth, gate
 from ..backend.gate import host_id, unix_listener
-from ...futures import Future
+from .. import Future
 from . import wire
 from .channel import ControlChannel
 from .links import ROLE, Links, tune

@@ -19,7 +19,7 @@ import threading
 import time
 
 from ..backend import auth, gate
-from ..errors import DistNetworkError
+from .. import DistNetworkError
 from . import wire
 
 __all__ = ["Links", "tune", "still_open", "ROLE", "SOCKET_BUFFER"]
