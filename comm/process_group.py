@@ -85,7 +85,7 @@ class ProcessGroup:
         # that headers check are counted by the engine as messages arrive (an any-source
         # receive learns its sender only then).
         self._p2p_recvd: dict = {}
-        self.scratch_pool: list = []  # reusable ring buffers (see algorithms.plan.Plan.scratch)
+        self.scratch_pool: list = []  # reusable ring buffers (see backend.plan.Plan.scratch)
         peers = connect_mesh(store, prefix, rank, self._size, self.global_ranks, bind_host, secret, timeout)
         self.engine = Engine(rank, self.global_ranks[rank], peers, self._report_failure,
                              group_desc=prefix.strip("/"))
