@@ -1,6 +1,7 @@
-"""Derivatives of the scans ``cumprod`` and ``logcumsumexp`` (core entries: ``core/ops/scan.py``;
-kernels: ``triton_kernels/scan.py``; ``cumsum`` is a family of its own, ``cumsum.py``).
+"""Derivatives of the scans (core entries: ``core/ops/scan.py``; kernels: ``triton_kernels/scan.py``).
 
+- ``cumsum``: y_n = x_0 + ... + x_n, so dL/dx_k = g_k + ... + g_{N-1}: the cumsum of the gradient
+  taken from the end of the dim, the same kernel run in reverse and recorded again.
 - ``cumprod``: dL/dx_k = sum_{j>=k} g_j prod_{i<=j, i!=k} x_i. Where x_k != 0 that is
   revcumsum(g * out)_k / x_k; at the first zero of a row it is revcumsum(g * cumprod(x with that
   zero set to 1))_k; after it, 0 (every product holds the first zero). Written with recorded ops.
@@ -18,6 +19,17 @@ from .sort import ScatterDim
 
 def _revcumsum(t, d):
     return t.flip(d).cumsum(d).flip(d)
+
+
+class CumSum(Op):
+    @staticmethod
+    def forward(ctx, x, dim, dtype=None, reverse=False):
+        ctx.dim, ctx.reverse = dim, reverse
+        return _scan.scan_sum(x, dim, dtype=dtype, reverse=reverse)
+
+    @staticmethod
+    def backward(ctx, g):
+        return CumSum.apply(g, ctx.dim, None, not ctx.reverse), None, None, None
 
 
 class CumProd(Op):
@@ -77,6 +89,7 @@ class CumExtreme(Op):
 
 
 RECORD = {
+    "cumsum": lambda input, dim, *, dtype=None: CumSum.apply(input, dim, dtype),
     "cumprod": lambda input, dim, *, dtype=None: CumProd.apply(input, dim, dtype),
     "logcumsumexp": lambda input, dim: LogCumSumExp.apply(input, dim),
     "cummax": lambda input, dim: _scan.cummax_result(*CumExtreme.apply(input, dim, "cummax")),
