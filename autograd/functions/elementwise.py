@@ -15,17 +15,11 @@ import math
 
 from ...core.ops import elementwise as _ew
 from ...core.tensor import Tensor
-from ..function import Function, check_inplace
-
-
-class Op(Function):
-    """Base of the builtin ops: their nodes are named like PyTorch's (``MulBackward0``)."""
-
-    _builtin = True
+from ..function import BuiltinFunction, check_inplace
 
 
 # ----- unary -------------------------------------------------------------------------------
-class _Unary(Op):
+class _Unary(BuiltinFunction):
     op = ""  # the kernel's op name
     saves = "x"  # what backward needs: the input "x", the output "out", or nothing (None)
 
@@ -277,7 +271,7 @@ UNARY = {c.op: c for c in (Neg, Abs, Exp, Exp2, Expm1, Log, Log2, Log1p, Sqrt, R
 
 
 # ----- binary ------------------------------------------------------------------------------
-class _Binary(Op):
+class _Binary(BuiltinFunction):
     """``a op b``; either side may be a Python number (kept on ctx, never differentiated)."""
 
     op = ""
@@ -429,7 +423,7 @@ def binary(op: str, a, b, inplace=False):
 
 
 # ----- where and clamp ---------------------------------------------------------------------
-class Where(Op):
+class Where(BuiltinFunction):
     @staticmethod
     def forward(ctx, cond, x, y):
         ctx.save_for_backward(cond)
@@ -447,7 +441,7 @@ def _ew_where(cond, x, y):
     return Where.apply(cond, x, y)
 
 
-class Clamp(Op):
+class Clamp(BuiltinFunction):
     """clamp(x, min, max): gradient 1 inside [min, max] (ends included), 0 outside."""
 
     @staticmethod

@@ -11,8 +11,9 @@ import math
 from ...core.factories import arange
 from ...core.ops import reduce as _red
 from ...core.tensor import Tensor
+from ..function import BuiltinFunction
 from . import elementwise as _e
-from .elementwise import Op, _ew_where
+from .elementwise import _ew_where
 
 
 def _keep(g: Tensor, x_shape, dims, keepdim: bool) -> Tensor:
@@ -22,7 +23,7 @@ def _keep(g: Tensor, x_shape, dims, keepdim: bool) -> Tensor:
     return g.reshape(tuple(1 if d in dims else n for d, n in enumerate(x_shape)))
 
 
-class Sum(Op):
+class Sum(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, dtype=None):
         out = _red.sum(x, dim, keepdim, dtype=dtype)  # checks the arguments first
@@ -34,7 +35,7 @@ class Sum(Op):
         return _keep(g, ctx.shape, ctx.dims, ctx.keepdim).expand(ctx.shape), None, None, None
 
 
-class Mean(Op):
+class Mean(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, dim=None, keepdim=False, dtype=None):
         out = _red.mean(x, dim, keepdim, dtype=dtype)
@@ -47,7 +48,7 @@ class Mean(Op):
         return (_keep(g, ctx.shape, ctx.dims, ctx.keepdim) / ctx.n).expand(ctx.shape), None, None, None
 
 
-class _Extreme(Op):
+class _Extreme(BuiltinFunction):
     """amax/amin and max()/min() over all elements: the gradient is shared evenly among the
     elements that attain the extreme (PyTorch's rule)."""
 
@@ -80,7 +81,7 @@ class Amin(_Extreme):
     op = "amin"
 
 
-class MaxDim(Op):
+class MaxDim(BuiltinFunction):
     """``max(x, dim)`` -> (values, indices): the gradient goes to the returned index only."""
 
     op = "max"
@@ -122,7 +123,7 @@ def _extreme(op, x, dim=None, keepdim=False, *, other=None):
     return (_red.max_result if op == "max" else _red.min_result)(values, indices)
 
 
-class Prod(Op):
+class Prod(BuiltinFunction):
     """d prod / dx_i = product of the other entries of x_i's slice (torch's rule at zeros): with no
     zero in the slice, prod / x_i; with one zero, the zero's position gets the product of the
     others and the rest 0; with two or more, all 0. Written with tensor ops and no host sync, and
@@ -163,7 +164,7 @@ class Prod(Op):
         return g * local, None, None, None
 
 
-class _Variance(Op):
+class _Variance(BuiltinFunction):
     op = ""
 
     @classmethod

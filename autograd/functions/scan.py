@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from ...core.ops import scan as _scan
-from .elementwise import Op
+from ..function import BuiltinFunction
 from .sort import ScatterDim
 
 
@@ -21,7 +21,7 @@ def _revcumsum(t, d):
     return t.flip(d).cumsum(d).flip(d)
 
 
-class CumSum(Op):
+class CumSum(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, dim, dtype=None, reverse=False):
         ctx.dim, ctx.reverse = dim, reverse
@@ -32,7 +32,7 @@ class CumSum(Op):
         return CumSum.apply(g, ctx.dim, None, not ctx.reverse), None, None, None
 
 
-class CumProd(Op):
+class CumProd(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, dim, dtype=None):
         out = _scan.cumprod(x, dim, dtype=dtype)
@@ -53,7 +53,7 @@ class CumProd(Op):
         return at_first.where(first, simple.masked_fill(zero, 0)), None, None
 
 
-class LogCumSumExp(Op):
+class LogCumSumExp(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, dim):
         out = _scan.logcumsumexp(x, dim)
@@ -72,7 +72,7 @@ class LogCumSumExp(Op):
         return part(g.clamp_min(0)) - part((-g).clamp_min(0)), None
 
 
-class CumExtreme(Op):
+class CumExtreme(BuiltinFunction):
     """cummax/cummin: the values are input elements at the returned indices, so the gradient goes
     back to them (scattered and summed, the backward of any pick by index); the indices have none."""
 

@@ -5,10 +5,10 @@ tensor ops, so they are differentiable again.
 from __future__ import annotations
 
 from ...core.ops import softmax as _sm
-from .elementwise import Op
+from ..function import BuiltinFunction
 
 
-class Softmax(Op):
+class Softmax(BuiltinFunction):
     """y = softmax(x): dx = y * (g - sum(g * y))."""
 
     @staticmethod
@@ -24,7 +24,7 @@ class Softmax(Op):
         return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None, None
 
 
-class LogSoftmax(Op):
+class LogSoftmax(BuiltinFunction):
     """y = log_softmax(x): dx = g - exp(y) * sum(g)."""
 
     @staticmethod
