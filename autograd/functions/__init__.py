@@ -7,6 +7,11 @@ the dispatcher (``autograd/layer.py``) calls it instead of the core entry when g
 an argument requires grad. An op that is not here records nothing (comparisons, argmax, ...); an
 op made of other ops (``nll_loss``, ``flatten``) is recorded piece by piece.
 
+The simple families are formula tables, one generic Function each: elementwise.py
+(``UNARY_FORMULAS``, ``BINARY_FORMULAS``), reduce.py (``REDUCTION_FORMULAS``), scan.py
+(``SCAN_FORMULAS``), softmax.py (``SOFTMAX_FORMULAS``); ``function.functions_from_table`` makes a
+class per row, named for the op. The other ops are a ``BuiltinFunction`` subclass each.
+
 Where an op's derivative lives:
   elementwise.py  unary math, + - * / ** maximum minimum remainder, where, clamp (and in-place forms)
   views.py        view reshape transpose permute expand squeeze unsqueeze narrow select, basic []
