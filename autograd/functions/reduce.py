@@ -1,10 +1,11 @@
 """Derivatives of the reductions: ``sum mean prod amax amin max min var std`` (kernels:
 ``triton_kernels/reduce.py``; checks and shapes: ``core/ops/reduce.py``).
 
-The reductions to one value per slice are data: a row per op in :data:`REDUCTION_FORMULAS` (what
-backward keeps, and the gradient as a formula), run by one generic Function, :class:`Reduction`,
-whose forward is the op's core entry and whose backward hands the formula the gradient and the
-kept output with the reduced dims put back (size 1, so they broadcast against the input).
+The reductions to one value per slice are data: a row per op in :data:`REDUCTION_FORMULAS` (its
+core entry, what backward keeps, and the gradient as a formula), run by one generic Function,
+:class:`Reduction`, whose forward is the row's core entry and whose backward hands the formula the
+gradient and the kept output with the reduced dims put back (size 1, so they broadcast against
+the input).
 ``max``/``min`` along a dim also return indices: they keep a class, :class:`MaxDim`. Formulas use
 tensor ops, so they are differentiable again.
 """
@@ -30,15 +31,15 @@ def _keep(g: Tensor, x_shape, dims, keepdim: bool) -> Tensor:
 
 class Reduction(BuiltinFunction):
     """``op(x, dim, keepdim, **options)`` for a row of :data:`REDUCTION_FORMULAS`: forward is the
-    core entry of the same name; ``saves`` is what the formula gets besides the node (``shape``,
-    ``dims``, ``options``) and the gradient: nothing (None), the input ``"x"``, or the input and the
-    output ``"xy"``."""
+    row's core entry; ``saves`` is what the formula gets besides the node (``shape``, ``dims``,
+    ``options``) and the gradient: nothing (None), the input ``"x"``, or the input and the output
+    ``"xy"``."""
 
-    op = saves = formula = None
+    op = entry = saves = formula = None
 
     @classmethod
     def forward(cls, ctx, x, dim, keepdim, **options):
-        out = getattr(_red, cls.op)(x, dim, keepdim=keepdim, **options)  # checks the arguments first
+        out = cls.entry(x, dim, keepdim=keepdim, **options)  # checks the arguments first
         ctx.shape, ctx.dims, ctx.keepdim, ctx.options = x.shape, _red.reduced_dims(x, dim, cls.op), keepdim, options
         if cls.saves == "x":
             ctx.save_for_backward(x)
@@ -55,7 +56,7 @@ class Reduction(BuiltinFunction):
             x = saved[0]
             if cls.saves == "xy":
                 y = _keep(saved[1], shape, dims, keepdim)
-        return cls.formula(ctx, _keep(g, shape, dims, keepdim), x, y)
+        return cls.formula(ctx, _keep(g, shape, dims, keepdim), x, y), None, None  # none for dim, keepdim
 
 
 def _extreme(c, g, x, y):
@@ -100,21 +101,22 @@ def _denom(c):
     return builtins.max(math.prod(c.shape[i] for i in c.dims) - c.options["correction"], 0)
 
 
-# op: (what backward keeps, dL/dx from the node c, g and the kept x and y)
+# op: (core entry, what backward keeps, dL/dx from the node c, g and the kept x and y)
 REDUCTION_FORMULAS = {
-    "sum": (None, lambda c, g, x, y: g.expand(c.shape)),
-    "mean": (None, lambda c, g, x, y: (g / math.prod(c.shape[d] for d in c.dims)).expand(c.shape)),
-    "prod": ("x", _prod),
-    "amax": ("xy", _extreme),
-    "amin": ("xy", _extreme),
-    "max": ("xy", _extreme),  # max(x): all elements (max(x, dim) is MaxDim)
-    "min": ("xy", _extreme),
+    "sum": (_red.sum, None, lambda c, g, x, y: g.expand(c.shape)),
+    "mean": (_red.mean, None, lambda c, g, x, y: (g / math.prod(c.shape[d] for d in c.dims)).expand(c.shape)),
+    "prod": (_red.prod, "x", _prod),
+    "amax": (_red.amax, "xy", _extreme),
+    "amin": (_red.amin, "xy", _extreme),
+    "max": (_red.max, "xy", _extreme),  # max(x): all elements (max(x, dim) is MaxDim)
+    "min": (_red.min, "xy", _extreme),
     # d var / dx = 2 (x - mean) / (N - correction); d std / dx = (x - mean) / ((N - correction) std)
-    "var": ("x", lambda c, g, x, y: g * (x - x.mean(c.dims, keepdim=True)) * (2.0 / _denom(c))),
-    "std": ("xy", lambda c, g, x, y: g / (y * _denom(c)) * (x - x.mean(c.dims, keepdim=True))),
+    "var": (_red.var, "x", lambda c, g, x, y: g * (x - x.mean(c.dims, keepdim=True)) * (2.0 / _denom(c))),
+    "std": (_red.std, "xy", lambda c, g, x, y: g / (y * _denom(c)) * (x - x.mean(c.dims, keepdim=True))),
 }
 # max(x)/min(x) keep the node names they have always had (AmaxBackward0)
-REDUCTIONS = functions_from_table(Reduction, REDUCTION_FORMULAS, ("saves", "formula"), {"max": "Amax", "min": "Amin"})
+REDUCTIONS = functions_from_table(Reduction, REDUCTION_FORMULAS, ("entry", "saves", "formula"),
+                                  {"max": "Amax", "min": "Amin"})
 
 
 class MaxDim(BuiltinFunction):

@@ -38,7 +38,7 @@ class Scan(BuiltinFunction):
     @classmethod
     def backward(cls, ctx, g):
         x, y = ctx.saved_tensors if cls.saves else (None, None)
-        return cls.formula(ctx, g, x, y)
+        return cls.formula(ctx, g, x, y), None  # none for dim
 
 
 def _revcumsum(t, d):

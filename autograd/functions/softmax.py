@@ -10,29 +10,29 @@ from ..function import BuiltinFunction, functions_from_table
 
 
 class SoftmaxFunction(BuiltinFunction):
-    """``op(x, dim, dtype)`` for a row of :data:`SOFTMAX_FORMULAS`: forward is the core entry of
-    the same name; the formula gets the gradient, the output y and the dim."""
+    """``op(x, dim, dtype)`` for a row of :data:`SOFTMAX_FORMULAS`: forward is the row's core
+    entry; the formula gets the gradient, the output y and the dim."""
 
-    op = formula = None
+    op = entry = formula = None
 
     @classmethod
     def forward(cls, ctx, x, dim, dtype=None):
-        y = getattr(_sm, cls.op)(x, dim, dtype)
+        y = cls.entry(x, dim, dtype)
         ctx.dim = dim
         ctx.save_for_backward(y)
         return y
 
     @classmethod
     def backward(cls, ctx, g):
-        return cls.formula(g, ctx.saved_tensors[0], ctx.dim)
+        return cls.formula(g, ctx.saved_tensors[0], ctx.dim), None, None  # none for dim, dtype
 
 
-# op: (dL/dx from g, the output y and the dim d)
+# op: (core entry, dL/dx from g, the output y and the dim d)
 SOFTMAX_FORMULAS = {
-    "softmax": (lambda g, y, d: y * (g - (g * y).sum(d, keepdim=True)),),
-    "log_softmax": (lambda g, y, d: g - y.exp() * g.sum(d, keepdim=True),),
+    "softmax": (_sm.softmax, lambda g, y, d: y * (g - (g * y).sum(d, keepdim=True))),
+    "log_softmax": (_sm.log_softmax, lambda g, y, d: g - y.exp() * g.sum(d, keepdim=True)),
 }
-SOFTMAXES = functions_from_table(SoftmaxFunction, SOFTMAX_FORMULAS, ("formula",))
+SOFTMAXES = functions_from_table(SoftmaxFunction, SOFTMAX_FORMULAS, ("entry", "formula"))
 
 
 def softmax(input, dim, dtype=None):
