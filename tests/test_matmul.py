@@ -17,6 +17,7 @@ from tritensor import nn
 from tritensor.autograd import gradcheck, gradgradcheck
 from tritensor.core import ops as _ops
 from tritensor.triton_kernels import autotune as _autotune
+from tritensor.triton_kernels import _common as _kcommon
 from tritensor.triton_kernels import matmul as _kmatmul
 
 rng = np.random.default_rng(1234)
@@ -190,7 +191,7 @@ def test_tf32_switch():
     # The switch selects tl.dot's precision for fp32 only, and only when compiling for a GPU.
     assert _kmatmul.input_precision("float16", True) == "ieee"
     assert _kmatmul.input_precision("float32", False) == "ieee"
-    assert _kmatmul.input_precision("float32", True) == ("ieee" if _kmatmul.INTERPRET else "tf32")
+    assert _kmatmul.input_precision("float32", True) == ("tf32" if _kcommon.GPU_SHAPES else "ieee")
 
 
 def test_event_timer_quantiles_match_numpy():

@@ -234,5 +234,9 @@ def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
 
 
 def input_precision(dtype_name: str, allow_tf32: bool) -> str:
-    """``tl.dot``'s input_precision: TF32 only for fp32 with the switch on; IEEE otherwise."""
-    return "tf32" if (allow_tf32 and dtype_name == "float32" and not INTERPRET) else "ieee"
+    """``tl.dot``'s input_precision: TF32 only for fp32 with the switch on; IEEE otherwise.
+
+    The interpreter ignores it (its dot is NumPy's), so CPU mode asks for IEEE; a recording run
+    asks for what the GPU would, so ``tools/sm90_compile.py`` compiles the tensor-core path.
+    """
+    return "tf32" if (allow_tf32 and dtype_name == "float32" and GPU_SHAPES) else "ieee"

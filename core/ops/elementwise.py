@@ -16,7 +16,7 @@ from ...triton_kernels import elementwise as _k
 from ...runtime import dtype as dt
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
-from . import _check_writable, _overlaps
+from . import _check_writable, _overlaps, host_tensor
 from . import views as _views
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
@@ -133,6 +133,8 @@ def _signature(x):
 
 
 def binary(op: str, a, b, out=None) -> Tensor:
+    if type(b) is np.ndarray or type(a) is np.ndarray:  # torch takes an array operand as a tensor
+        a, b = (_from_array(x, b if x is a else a) if type(x) is np.ndarray else x for x in (a, b))
     if op == "pow" and isinstance(b, numbers.Integral) and b < 0:  # a value check: at every call, not planned
         _check_integer_exponent(a)
     key = (op, _signature(a), _signature(b), dt.default_float)
@@ -161,6 +163,13 @@ def binary(op: str, a, b, out=None) -> Tensor:
         b = None
     _k.elementwise(op, out, _views.broadcast_view(a, shape), b, scalar=scalar, compute=compute)
     return out
+
+
+def _from_array(arr: np.ndarray, other):
+    """A NumPy array operand as a tensor on the other operand's device (a copy)."""
+    if not isinstance(other, TensorBase):
+        raise TypeError("elementwise op: at least one argument must be a Tensor")
+    return host_tensor(np.ascontiguousarray(arr), other.device)
 
 
 def _new_4d(shape, plan, a, b):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
 from . import (attention, batch_norm, conv, copies, einsum, elementwise, embedding, index, join, layer_norm, loss,
-               math_ops, matmul, pool, random, reduce, scan, scatter, select, softmax, sort, views)
+               math_ops, matmul, orthogonalize, pool, random, reduce, scan, scatter, select, softmax, sort, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -153,8 +153,9 @@ for _name in ("std_mean", "var_mean"):
 for _name in ("aminmax", "nansum", "nanmean", "count_nonzero"):
     _add(Op(_name, getattr(reduce, _name), "none"))
 _add(Op("cumsum", scan.cumsum, "fp32"))
-_add(Op("softmax", softmax.softmax, "fp32", functional=True))
-_add(Op("log_softmax", softmax.log_softmax, "fp32", functional=True))
+# nn.functional's softmax/log_softmax take dim=None (torch's implicit-dim choice): written in nn/functional.py
+_add(Op("softmax", softmax.softmax, "fp32"))
+_add(Op("log_softmax", softmax.log_softmax, "fp32"))
 _add(Op("layer_norm", layer_norm.layer_norm, "fp32", method=False, functional=True))
 _add(Op("native_layer_norm", layer_norm.native_layer_norm, "fp32", method=False))
 
@@ -241,6 +242,10 @@ _add(Op("multinomial", random.multinomial, "none"))
 _add(Op("normal", random.normal, "none", method=False))
 for _name in ("normal_", "uniform_", "random_"):
     _add(Op(_name, getattr(random, _name), "none", function=False))
+
+# ----- issue 26: PowerSGD's Gram-Schmidt (core/ops/orthogonalize.py, triton_kernels/orthogonalize.py): in place,
+# no derivative; tritensor.orthogonalize_, so the DDP hook (a layer above core) calls a public function
+_add(Op("orthogonalize_", orthogonalize.orthogonalize_, "none", method=False))
 
 
 # ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------
