@@ -38,6 +38,7 @@ def clip(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min
 def concat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def concatenate(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def conv2d(input, weight, bias=..., stride=..., padding=..., dilation=..., groups=...) -> Tensor: """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
+def conv_transpose2d(input, weight, bias=..., stride=..., padding=..., output_padding=..., groups=..., dilation=...) -> Tensor: """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight"""
 def cos(input, *, out=...) -> Tensor: """Elementwise ``cos`` (kernel: triton_kernels/elementwise.py)."""
 def count_nonzero(input, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
 def cummax(input, dim) -> Any: """The running maximum along ``dim`` and where it is (a later equal element, or a NaN, takes"""

@@ -11,6 +11,7 @@ from .multihead_attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .composite_layers import (AvgPool1d, Bilinear, Conv1d, CosineSimilarity, MaxPool1d, PairwiseDistance,
                                PixelShuffle, PixelUnshuffle, Unfold)
+from .conv_transpose import ConvTranspose1d, ConvTranspose2d
 from .containers import Identity, ModuleDict, ModuleList, ParameterList
 from .embedding import Embedding
 from .layers import (AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, GELU, LayerNorm, Linear, MaxPool2d,
@@ -30,4 +31,5 @@ __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d
            "L1Loss", "SmoothL1Loss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "GroupNorm", "RMSNorm",
            "AdaptiveAvgPool2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
            "Conv1d", "MaxPool1d", "AvgPool1d", "PixelShuffle", "PixelUnshuffle", "Unfold", "CosineSimilarity",
-           "PairwiseDistance", "Bilinear", "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]
+           "PairwiseDistance", "Bilinear", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
+           "ConvTranspose1d", "ConvTranspose2d"]

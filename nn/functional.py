@@ -22,14 +22,14 @@ from ..core.functional import function as _function
 from ..core.ops import table as _table
 from ..core.tensor import Tensor
 
-from .functional_composites import (avg_pool1d, bilinear, conv1d, cosine_similarity, max_pool1d,  # noqa: F401
-                                    pairwise_distance, pixel_shuffle, pixel_unshuffle, unfold)
+from .functional_composites import (avg_pool1d, bilinear, conv1d, conv_transpose1d, cosine_similarity,  # noqa: F401
+                                    max_pool1d, pairwise_distance, pixel_shuffle, pixel_unshuffle, unfold)
 
 _sm = _function(_table.OPS["softmax"], "softmax", numpy_names=False)  # the op itself: it names a bad input
 _lsm = _function(_table.OPS["log_softmax"], "log_softmax", numpy_names=False)
 
 __all__ = ["softmax", "log_softmax", "softmin", "relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "flatten",
-           "avg_pool1d", "bilinear", "conv1d",
+           "avg_pool1d", "bilinear", "conv1d", "conv_transpose1d",
            "cosine_similarity", "max_pool1d", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "unfold"]
 for _op in _table.OPS.values():
     if _op.functional:

@@ -4,6 +4,7 @@ from ..core.tensor import Tensor as Tensor
 from .functional_composites import avg_pool1d as avg_pool1d
 from .functional_composites import bilinear as bilinear
 from .functional_composites import conv1d as conv1d
+from .functional_composites import conv_transpose1d as conv_transpose1d
 from .functional_composites import cosine_similarity as cosine_similarity
 from .functional_composites import max_pool1d as max_pool1d
 from .functional_composites import pairwise_distance as pairwise_distance
@@ -20,6 +21,7 @@ def batch_norm(input, running_mean, running_var, weight=..., bias=..., training=
 def binary_cross_entropy(input, target, weight=..., size_average=..., reduce=..., reduction=...) -> Any: """-w (y log p + (1 - y) log(1 - p)) from probabilities; each log clamped to >= -100, as torch."""
 def binary_cross_entropy_with_logits(input, target, weight=..., size_average=..., reduce=..., reduction=..., pos_weight=...) -> Any: """torch's BCE with logits, fused and stable for any logit (see ``triton_kernels/loss.py``)."""
 def conv2d(input, weight, bias=..., stride=..., padding=..., dilation=..., groups=...) -> Tensor: """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
+def conv_transpose2d(input, weight, bias=..., stride=..., padding=..., output_padding=..., groups=..., dilation=...) -> Tensor: """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight"""
 def cross_entropy(input, target, weight=..., size_average=..., ignore_index=..., reduce=..., reduction=..., label_smoothing=...) -> Any: """torch.nn.functional.cross_entropy with class-index targets: ``weight`` per class,"""
 def dropout(input, p=..., training=..., inplace=...) -> Any: """Zero each element with probability p and scale the rest by 1/(1-p) (training only)."""
 def elu(input, alpha=..., inplace=...) -> Any: """x if x > 0 else alpha * (exp(x) - 1) (expm1: accurate near 0)."""

@@ -1,5 +1,5 @@
-"""``nn.functional`` entries written entirely with other ops: 1-D convolution and pooling over the
-2-D ones, pixel (un)shuffle, sliding patches (``unfold``/``fold``), distances and ``bilinear``.
+"""``nn.functional`` entries written entirely with other ops: 1-D convolution (plain and
+transposed) and pooling over the 2-D ones, pixel (un)shuffle, sliding patches (``unfold``/``fold``), distances and ``bilinear``.
 
 Each is a composition of dispatched ops, so autograd records the ops it is made of and none needs
 a derivative of its own (CONTRIBUTING's composites). Kept beside ``functional.py`` (which
@@ -15,6 +15,7 @@ from ..core.ops import table as _table
 from ..core.tensor import Tensor
 
 _conv2d = _function(_table.OPS["conv2d"], "conv2d", numpy_names=False)
+_conv_transpose2d = _function(_table.OPS["conv_transpose2d"], "conv_transpose2d", numpy_names=False)
 _max_pool2d = _function(_table.OPS["max_pool2d"], "max_pool2d", numpy_names=False)
 _avg_pool2d = _function(_table.OPS["avg_pool2d"], "avg_pool2d", numpy_names=False)
 
@@ -48,6 +49,24 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     pad = padding if isinstance(padding, str) else (0, _single(padding, "padding", "conv1d"))
     y = _conv2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, (1, _single(stride, "stride", "conv1d")), pad,
                 (1, _single(dilation, "dilation", "conv1d")), groups)
+    return y.squeeze(-2)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """``torch.nn.functional.conv_transpose1d``: (N, C_in, L) or (C_in, L) input, (C_in, C_out/groups, K)
+    weight; conv_transpose2d over a height of one."""
+    fn = "conv_transpose1d"
+    _tensor(input, "input", fn)
+    _tensor(weight, "weight", fn)
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"{fn}(): Expected 2D (unbatched) or 3D (batched) input to {fn}, but got input of "
+                           f"size: {list(input.shape)}")
+    if weight.ndim != 3:
+        raise RuntimeError(f"{fn}(): weight must be 3-D (in_channels, out_channels / groups, kW), got shape "
+                           f"{list(weight.shape)}")
+    y = _conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, (1, _single(stride, "stride", fn)),
+                          (0, _single(padding, "padding", fn)), (0, _single(output_padding, "output_padding", fn)),
+                          groups, (1, _single(dilation, "dilation", fn)))
     return y.squeeze(-2)
 
 

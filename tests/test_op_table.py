@@ -32,7 +32,8 @@ TESTS_DIR = pathlib.Path(__file__).resolve().parent
 # ----- the maintained lists ----------------------------------------------------------------------
 # PyTorch's CUDA autocast lists, restricted to tritensor's ops; every other op is "none".
 AUTOCAST = {
-    "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention"],
+    "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention",
+              "conv_transpose2d"],  # issue 24
     "fp32": ["exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "native_layer_norm", "cross_entropy", "nll_loss", "mse_loss",
              # issue 15 (nn15); torch bans binary_cross_entropy under autocast, we run it in fp32
@@ -106,6 +107,7 @@ TESTS = {
     "layer_norm": (LN + "test_against_float64", LN + "test_layer_norm_gradcheck"),
     "native_layer_norm": (LN + "test_native_layer_norm_statistics", LN + "test_layer_norm_gradcheck"),
     "conv2d": ("test_conv.py::test_conv2d_forward_and_backward", "test_conv.py::test_conv2d_gradcheck"),
+    "conv_transpose2d": ("test_conv.py::test_conv_transpose2d_forward", "test_conv.py::test_conv_transpose2d_gradcheck"),
     "max_pool2d": ("test_pool.py::test_max_pool2d", "test_pool.py::test_max_pool2d_gradcheck"),
     "max_pool2d_with_indices": ("test_pool.py::test_max_pool2d", "test_pool.py::test_max_pool2d_gradcheck"),
     "avg_pool2d": ("test_pool.py::test_avg_pool2d", "test_pool.py::test_avg_pool2d_gradcheck"),

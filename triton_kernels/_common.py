@@ -220,6 +220,19 @@ HOPPER_SMEM_BYTES = 232448
 
 
 @triton.jit
+def apply_epilogue(acc, bias_ptr, offs_n, N, stride_bias, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    """acc (fp32/fp64 tile) + bias[None, :], then relu or exact (erf) gelu."""
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n * stride_bias, mask=offs_n < N, other=0.0)
+        acc = acc + bias.to(acc.dtype)[None, :]
+    if ACTIVATION == "relu":
+        acc = tl.where(acc < 0, 0.0, acc)
+    elif ACTIVATION == "gelu":
+        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
+    return acc
+
+
+@triton.jit
 def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """Map a linear program id to (pid_m, pid_n) in GROUP_M-row super-tiles (L2 reuse)."""
     num_pid_m = tl.cdiv(M, BLOCK_M)

@@ -20,7 +20,7 @@ Where an op's derivative lives:
   softmax.py      softmax log_softmax
   layer_norm.py   layer_norm native_layer_norm
   matmul.py       matmul mm bmm linear
-  conv.py         conv2d
+  conv.py         conv2d conv_transpose2d
   pool.py         max_pool2d max_pool2d_with_indices avg_pool2d
   loss.py         cross_entropy (fused log-softmax + NLL kernel)
   index.py        index_select gather, x[idx] (advanced: integer tensors, lists, masks), x[idx] = v

@@ -161,6 +161,7 @@ _add(Op("native_layer_norm", layer_norm.native_layer_norm, "fp32", method=False)
 
 # ----- convolution and pooling (core/ops/conv.py, core/ops/pool.py) ---------------------------
 _add(Op("conv2d", conv.conv2d, "lower", method=False, functional=True))
+_add(Op("conv_transpose2d", conv.conv_transpose2d, "lower", method=False, functional=True))  # issue 24
 _add(Op("max_pool2d", pool.max_pool2d, "none", method=False, functional=True))
 _add(Op("max_pool2d_with_indices", pool.max_pool2d_with_indices, "none", method=False, functional=True))
 _add(Op("avg_pool2d", pool.avg_pool2d, "none", method=False, functional=True))
