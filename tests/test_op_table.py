@@ -101,7 +101,7 @@ TESTS = {
        for op in ("cummax", "cummin")},
     **{op: ("test_sort.py::test_median_nanmedian_mode_match_numpy", "test_sort.py::test_median_and_mode_gradcheck")
        for op in ("median", "nanmedian", "mode")},
-    "cumsum": ("test_cumsum.py::test_cumsum_matches_numpy", "test_cumsum.py::test_cumsum_gradcheck"),
+    "cumsum": ("test_scan.py::test_cumsum_matches_numpy", "test_scan.py::test_cumsum_gradcheck"),
     "softmax": (SM + "test_against_float64", SM + "test_softmax_gradcheck"),
     "log_softmax": (SM + "test_against_float64", SM + "test_softmax_gradcheck"),
     "layer_norm": (LN + "test_against_float64", LN + "test_layer_norm_gradcheck"),

@@ -7,8 +7,8 @@ kernel-backed derivatives: pooling, layer_norm, cross_entropy).
 from __future__ import annotations
 
 from ...core.ops import conv as _conv
+from ..function import BuiltinFunction
 from ..grad_mode import is_grad_enabled
-from .elementwise import Op
 
 
 def _first_order_only(name):
@@ -16,7 +16,7 @@ def _first_order_only(name):
         raise NotImplementedError(f"double backward (create_graph=True) through {name} is not implemented")
 
 
-class Conv2d(Op):
+class Conv2d(BuiltinFunction):
     """dx = conv2d_backward_input(dy, W), dW = conv2d_backward_weight(dy, x), db = sum of dy
     over batch and space."""
 
@@ -46,7 +46,7 @@ class Conv2d(Op):
         return gx, gw, gb, None, None, None, None
 
 
-class ConvTranspose2d(Op):
+class ConvTranspose2d(BuiltinFunction):
     """conv_transpose2d is conv2d's grad-input map, so its adjoints are conv2d's other two maps:
     dx = conv2d(dy, W) (cropped to x where an output padding reached a whole stride), dW =
     conv2d_backward_weight with dy as conv2d's input and x as its output gradient, db = sum of dy."""

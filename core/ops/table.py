@@ -25,7 +25,7 @@ import inspect
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import (attention, batch_norm, conv, copies, cumsum, einsum, elementwise, embedding, index, join, layer_norm, loss,
+from . import (attention, batch_norm, conv, copies, einsum, elementwise, embedding, index, join, layer_norm, loss,
                math_ops, matmul, orthogonalize, pool, random, reduce, scan, scatter, select, softmax, sort, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
@@ -142,7 +142,7 @@ _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
 _add(Op("scaled_dot_product_attention", attention.scaled_dot_product_attention, "lower", method=False, function=False,
         functional=True))
 
-# ----- reductions, scans, normalizations (core/ops/reduce.py, cumsum.py, softmax.py, layer_norm.py) -
+# ----- reductions, scans, normalizations (core/ops/reduce.py, scan.py, softmax.py, layer_norm.py) ----
 for _name in ("sum", "prod"):
     _add(Op(_name, getattr(reduce, _name), "fp32"))
 for _name in ("mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any"):
@@ -152,7 +152,7 @@ for _name in ("std_mean", "var_mean"):
     _add(Op(_name, getattr(reduce, _name), "none", method=False))
 for _name in ("aminmax", "nansum", "nanmean", "count_nonzero"):
     _add(Op(_name, getattr(reduce, _name), "none"))
-_add(Op("cumsum", cumsum.cumsum, "fp32"))
+_add(Op("cumsum", scan.cumsum, "fp32"))
 # nn.functional's softmax/log_softmax take dim=None (torch's implicit-dim choice): written in nn/functional.py
 _add(Op("softmax", softmax.softmax, "fp32"))
 _add(Op("log_softmax", softmax.log_softmax, "fp32"))
