@@ -9,7 +9,7 @@ from typing import Any
 import builtins
 
 def abs(input, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
-def add(input, other, *, out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def add(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def all(input, dim=..., keepdim=...) -> Tensor: ...
 def allclose(input, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
 def amax(input, dim=..., keepdim=...) -> Tensor: ...
@@ -153,8 +153,8 @@ def squeeze(input, dim=...) -> Any: ...
 def stack(tensors, dim=...) -> Tensor: """Join equally shaped tensors along a new ``dim``; dtypes promote."""
 def std(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: ...
 def std_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(std, mean)`` over ``dim`` (a plain tuple, as torch)."""
-def sub(input, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-def subtract(input, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def sub(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def subtract(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def sum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
 def take_along_dim(input, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
 def tanh(input, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""

@@ -118,11 +118,12 @@ class Binary(BuiltinFunction):
     op = saves = da = db = None
 
     @classmethod
-    def forward(cls, ctx, a, b, inplace=False):
+    def forward(cls, ctx, a, b, inplace=False, alpha=1):
         keep_a = a
         if inplace and cls.saves and any(ctx.needs_input_grad):
             keep_a = a.clone()
-        out = _ew.binary(cls.op, a, b, out=a if inplace else None)
+        out = _ew.binary(cls.op, a, b, out=a if inplace else None, alpha=alpha)
+        ctx.alpha = alpha  # add/sub: a + alpha * b, so dL/db is alpha times the formula's
         if inplace:
             a._bump_version()
             ctx.mark_dirty(a)
@@ -140,7 +141,10 @@ class Binary(BuiltinFunction):
             a, b = ctx.saved_tensors
             a, b = (ctx.a if a is None else a), (ctx.b if b is None else b)
         needs = ctx.needs_input_grad
-        return (cls.da(g, a, b) if needs[0] else None), (cls.db(g, a, b) if needs[1] else None)
+        gb = None
+        if needs[1]:
+            gb = cls.db(g, a, b) if ctx.alpha == 1 else cls.db(g, a, b) * ctx.alpha
+        return (cls.da(g, a, b) if needs[0] else None), gb
 
 
 def _pow_da(g, a, b):
@@ -184,13 +188,13 @@ def unary(op: str, x, inplace=False):
     return UNARY[op].apply(x, inplace) if inplace else UNARY[op].apply(x)
 
 
-def binary(op: str, a, b, inplace=False):
+def binary(op: str, a, b, inplace=False, alpha=1):
     if inplace:
         if not isinstance(a, Tensor):
             raise TypeError(f"{op}_(): self must be a Tensor, got {type(a).__name__}")
         check_inplace(a)
-        return BINARY[op].apply(a, b, True)
-    return BINARY[op].apply(a, b)
+        return BINARY[op].apply(a, b, True, alpha)
+    return BINARY[op].apply(a, b, False, alpha)
 
 
 # ----- where and clamp ---------------------------------------------------------------------
@@ -254,15 +258,16 @@ def _no_out(name, out):
 
 
 def _recorders(op, run, fn):
-    """``op`` and ``op_`` for a unary (``run`` = :func:`unary`) or binary (:func:`binary`) op."""
+    """``op`` and ``op_`` for a unary (``run`` = :func:`unary`) or binary (:func:`binary`) op;
+    ``alpha`` (add/sub's keyword) reaches the core entry, which refuses it for any other op."""
 
-    def record(*args, out=None):
+    def record(*args, out=None, **alpha):
         if out is not None:
             _no_out(op, out)
-        return fn.apply(*args)
+        return fn.apply(*args, False, *alpha.values()) if alpha else fn.apply(*args)
 
-    def record_(*args):
-        return run(op, *args, inplace=True)
+    def record_(*args, **alpha):
+        return run(op, *args, inplace=True, **alpha)
 
     record.__name__, record_.__name__ = op, op + "_"
     return {op: record, op + "_": record_}
