@@ -188,7 +188,7 @@ def test_split_k_vectors_gradients_and_determinism():
     assert_close(X.T @ tt.tensor(v64, dtype=tt.float32), X64.T @ v64, tt.float32, "accumulate", k=1100)
     W = tt.tensor(rng.standard_normal((4, 600)), requires_grad=True)
     u = tt.tensor(rng.standard_normal((600, 2)), requires_grad=True)
-    assert gradcheck(lambda W, u: W @ u, (W, u))
+    assert gradcheck(lambda W, u: W @ u, (W, u), fast_mode=True)  # v^T J u: the full Jacobian is 3,600 columns
 
 
 def test_split_k_plan():
