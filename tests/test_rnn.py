@@ -136,10 +136,9 @@ def test_fused_lstm_cell_backward_kernel_against_float64(grads, dtype):
                                            None if ghy is None else ghy.astype(np.float64),
                                            None if gcy is None else gcy.astype(np.float64))
     # the gates' gradient is computed from the workspace, which is rounded to the dtype on store
-    profile = "default" if dtype in (tt.float32, tt.float64) else "rounded_terms"
-    kw = {} if profile == "default" else {"k": 4}
+    profile, k = ("default", None) if dtype in (tt.float32, tt.float64) else ("rounded_terms", 4)
     for leaf_, ref in ((ig, ref_gates), (hg, ref_gates), (cx, ref_gcx)):
-        assert_close(leaf_.grad, ref, dtype, profile, **kw)
+        assert_close(leaf_.grad, ref, dtype, profile, k=k)
     for b in (bi, bh):
         assert_close(b.grad, ref_gates.sum(0), dtype, "rounded_terms", k=4 * B)
 
@@ -158,11 +157,10 @@ def test_fused_gru_cell_backward_kernel_against_float64(dtype):
     ghy = _grad_of(hy, dtype, True)
     hy.backward(tt.from_numpy(ghy))
     *_, ref_ig, ref_hg, ref_hx = ref_gru_cell(ig_r, hg_r, hx_r, bi_r, bh_r, ghy.astype(np.float64))
-    profile = "default" if dtype in (tt.float32, tt.float64) else "rounded_terms"
-    kw = {} if profile == "default" else {"k": 4}
-    assert_close(ig.grad, ref_ig, dtype, profile, **kw)
-    assert_close(hg.grad, ref_hg, dtype, profile, **kw)
-    assert_close(hx.grad, ref_hx, dtype, profile, **kw)
+    profile, k = ("default", None) if dtype in (tt.float32, tt.float64) else ("rounded_terms", 4)
+    assert_close(ig.grad, ref_ig, dtype, profile, k=k)
+    assert_close(hg.grad, ref_hg, dtype, profile, k=k)
+    assert_close(hx.grad, ref_hx, dtype, profile, k=k)
     assert_close(bi.grad, ref_ig.sum(0), dtype, "rounded_terms", k=4 * B)
     assert_close(bh.grad, ref_hg.sum(0), dtype, "rounded_terms", k=4 * B)
 
