@@ -18,6 +18,7 @@ from .parameter import Parameter
 from .loss import BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
 from .normalization import GroupNorm, RMSNorm
 from .resizing import AdaptiveAvgPool2d, Upsample
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
 from .transformer import TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
@@ -25,4 +26,5 @@ __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d
            "ModuleList", "ModuleDict", "ParameterList", "Identity", "Softmax", "LogSoftmax", "Tanh", "Sigmoid",
            "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish", "Hardswish", "Embedding", "BatchNorm1d", "BatchNorm2d",
            "L1Loss", "SmoothL1Loss", "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "GroupNorm", "RMSNorm",
-           "AdaptiveAvgPool2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+           "AdaptiveAvgPool2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
+           "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
