@@ -15,7 +15,7 @@ from __future__ import annotations
 # PyTorch CPU: lower_precision_fp = conv1d/2d/3d, bmm, mm, baddbmm, addmm, addbmm, linear, matmul, ...;
 # fp32 = prod, mse_loss, nll_loss, cross_entropy_loss, ... ; promote = stack, cat, index_copy.
 CPU = {
-    "matmul": "lower", "mm": "lower", "bmm": "lower", "linear": "lower", "conv2d": "lower",
+    "matmul": "lower", "mm": "lower", "bmm": "lower", "linear": "lower", "conv2d": "lower", "conv_transpose2d": "lower",
     "scaled_dot_product_attention": "lower",
     "prod": "fp32", "mse_loss": "fp32", "nll_loss": "fp32", "cross_entropy": "fp32",
 }

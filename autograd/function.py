@@ -19,6 +19,11 @@ their own the same way::
 argument requires grad). If not, forward runs with a throw-away ctx and nothing is saved. If
 so, a node of class ``<Name>Backward`` is made; it is the ``ctx`` forward sees and becomes the
 outputs' ``grad_fn``. Forward always runs with grad mode off.
+
+tritensor's own derivatives (``autograd/functions/``) subclass :class:`BuiltinFunction`. The
+simple families (elementwise, reductions, scans, softmax) are one generic ``BuiltinFunction`` each
+plus a table of formulas, one row per op: :func:`functions_from_table` makes the per-op classes
+from the rows, so each op's nodes keep their own name (``ExpBackward0``, ``SumBackward0``).
 """
 from __future__ import annotations
 
@@ -145,6 +150,32 @@ class Function:
         finally:
             _state.enabled = True
         return _wrap_outputs(cls, node, args, out)
+
+
+class BuiltinFunction(Function):
+    """Base of tritensor's own differentiable ops: their nodes are named like PyTorch's
+    (``MulBackward0``), their forwards call core entries (grad mode needs no switching off), an
+    output returned as it came in is not re-aliased, and a backward may leave out the trailing
+    ``None``s of non-tensor arguments."""
+
+    _builtin = True
+
+
+def functions_from_table(base: type, table: dict, fields: tuple, names: dict | None = None) -> dict:
+    """``{op: subclass of base}``, one per row of a formula table ``{op: (value, ...)}``.
+
+    Each class carries ``op`` and the row's values under ``fields`` (functions as static methods)
+    for ``base``'s generic forward and backward to read. It is named for the op in CamelCase
+    (``gelu_tanh`` -> ``GeluTanh``, so its nodes are ``GeluTanhBackward0``) unless ``names`` says
+    otherwise, and belongs to ``base``'s module."""
+    classes = {}
+    for op, row in table.items():
+        if len(row) != len(fields):
+            raise ValueError(f"{base.__name__} row {op!r}: {len(row)} values for the fields {fields}")
+        name = (names or {}).get(op) or "".join(part.capitalize() for part in op.split("_"))
+        attrs = {field: staticmethod(v) if callable(v) else v for field, v in zip(fields, row)}
+        classes[op] = type(name, (base,), dict(attrs, op=op, __module__=base.__module__, __qualname__=name))
+    return classes
 
 
 def check_inplace(t: Tensor) -> None:

@@ -25,7 +25,7 @@ from . import plot
 
 FAMILIES = {  # name -> module in this package
     "elementwise": "elementwise", "reduction": "reduction", "softmax": "softmax", "cast": "cast",
-    "matmul": "matmul", "conv2d": "conv", "attention": "attention",
+    "matmul": "matmul", "long_k": "long_k", "conv2d": "conv", "attention": "attention",
 }
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 EXTERNAL = {"comm": "tritensor.bench.comm", "launch": "tritensor.bench.launch",
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="comma-separated dtypes (default: float32,float16 on CPU; float16,bfloat16,float32 on GPU)")
     p.add_argument("--sizes", type=_csv("--sizes"), default=None,
                    help="comma-separated sizes: elements (elementwise, reduction, softmax, cast), M=N=K "
-                        "(matmul), H=W (conv2d), L=S (attention)")
+                        "(matmul), K (long_k), H=W (conv2d), L=S (attention)")
     p.add_argument("--no-peer", dest="peer", action="store_false", help="skip the torch/NumPy peer")
     p.add_argument("--json", metavar="PATH", help="also write every measurement as JSON")
     p.add_argument("--plot", metavar="PATH", help="also save throughput against size as a PNG, one panel per "

@@ -128,7 +128,7 @@ def _store_host(secret, q, stop):
 
 
 def _flood_target(family, addr, stop, counts, until_refused, hold=32, pace=0.002):
-    from ..comm.auth import MAGIC, SERVER_HELLO_LEN
+    from ..comm.backend.auth import MAGIC, SERVER_HELLO_LEN
 
     held, i, garbage = collections.deque(), 0, os.urandom(4096)
     while not stop.is_set():

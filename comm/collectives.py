@@ -2,9 +2,9 @@
 
 Why this module exists: it is the public front. Each function resolves its group, checks
 every argument (types, dtypes, sizes, ranks, reduce ops) before any byte is sent, turns
-its tensors into host buffers (:mod:`.staging`), picks an algorithm
-(:mod:`.algorithms.direct` or :mod:`.algorithms.ring`) and posts its plan to the group's
-engine (:mod:`.transport`); then it waits, or returns a Work when ``async_op``. The work
+its tensors into host buffers (:mod:`.backend.staging`), picks an algorithm
+(:mod:`.backend.direct` or :mod:`.backend.ring`) and posts its plan to the group's
+engine (:mod:`.backend.transport`); then it waits, or returns a Work when ``async_op``. The work
 keeps the plan, and so the caller's tensors, alive until it completes.
 
 The algorithms, in short: ``all_reduce``, ``all_gather`` and ``reduce_scatter`` use a
@@ -20,7 +20,7 @@ stream when ``tritensor.cuda`` provides one) and copied back when the operation 
 NumPy arrays are accepted too.
 
 A failed operation leaves its outputs untouched: a message's header is checked before any
-of its payload is read (:mod:`.peer_io`), and operations whose ranks could disagree
+of its payload is read (:mod:`.backend.peer_io`), and operations whose ranks could disagree
 without every rank seeing it (``broadcast``, ``scatter``, ``gather``, ``all_to_all``, and
 the direct ``all_gather``) receive into scratch buffers that are copied into the outputs
 only once every rank has confirmed. Two exceptions, for speed on large tensors: the ring
@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .algorithms import direct, ring
-from .algorithms.plan import UFUNCS, Plan, use_direct
-from .framing import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BARRIER, BROADCAST, GATHER, P2P, REDUCE,
-                      REDUCE_SCATTER, SCATTER)
+from .backend import direct, ring
+from .backend.framing import (ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BARRIER, BROADCAST, GATHER, P2P, REDUCE,
+                              REDUCE_SCATTER, SCATTER)
+from .backend.plan import UFUNCS, Plan, use_direct
+from .backend.staging import HostBuffer
 from .process_group import ReduceOp, _resolve
-from .staging import HostBuffer
 
 __all__ = [
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
@@ -81,9 +81,10 @@ def _run(pg, build, async_op):
     """Post an operation under the engine lock, then wait for it unless ``async_op``.
 
     ``build`` is the operation's plan: a closure over its arguments (their
-    :class:`~.staging.HostBuffer`, which hold the caller's tensors). The work keeps it until the operation completes, so an
-    asynchronous operation's inputs stay alive while its bytes are in flight, whatever the
-    caller drops before ``wait()`` (as torch's work objects hold their tensors)."""
+    :class:`~.backend.staging.HostBuffer`, which hold the caller's tensors). The work keeps it
+    until the operation completes, so an asynchronous operation's inputs stay alive while its
+    bytes are in flight, whatever the caller drops before ``wait()`` (as torch's work objects
+    hold their tensors)."""
     eng = pg.engine
     with eng.posting():
         op = build()

@@ -8,11 +8,11 @@ each parameter's ``.grad``.
 """
 from __future__ import annotations
 
-__all__ = ["GradBucket"]
+__all__ = ["GradBucket", "DEFAULT_FIRST_BUCKET_BYTES"]
 
-# torch.distributed._DEFAULT_FIRST_BUCKET_BYTES: DDP keeps its first bucket this small so that
-# communication starts early in backward.
-_DEFAULT_FIRST_BUCKET_BYTES = 1 << 20
+# DDP keeps its first bucket this small so that communication starts early in backward; torch
+# names it torch.distributed._DEFAULT_FIRST_BUCKET_BYTES, and so does tritensor.comm.
+DEFAULT_FIRST_BUCKET_BYTES = 1 << 20
 
 
 class GradBucket:

@@ -1,7 +1,7 @@
 """Process groups: ``init_process_group``, ``new_group`` and friends, as in torch.distributed.
 
 A :class:`ProcessGroup` is a set of ranks fully connected by authenticated sockets
-(:func:`.mesh.connect_mesh`) plus the :class:`.transport.Engine` that moves data between
+(:func:`.backend.mesh.connect_mesh`) plus the :class:`.backend.transport.Engine` that moves data between
 them. Ranks find each other through a store: the one given, or a :class:`.TCPStore` hosted
 by rank 0 at ``MASTER_ADDR:MASTER_PORT`` (``env://``) or at ``tcp://host:port``. Every
 group gets its own key prefix and its own connections, so operations on different groups
@@ -21,13 +21,13 @@ import threading
 from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
 
-from . import auth
+from .backend import auth
+from .backend.failures import REPORT_TIMEOUT
+from .backend.framing import ReduceOp
+from .backend.mesh import connect_mesh
+from .backend.transport import Engine
 from .errors import DistError
-from .mesh import connect_mesh
 from .store import Store, TCPStore, _seconds
-from .failures import REPORT_TIMEOUT
-from .framing import ReduceOp
-from .transport import Engine
 
 __all__ = [
     "ReduceOp", "Backend", "GroupMember", "group", "ProcessGroup", "init_process_group",
@@ -85,7 +85,7 @@ class ProcessGroup:
         # that headers check are counted by the engine as messages arrive (an any-source
         # receive learns its sender only then).
         self._p2p_recvd: dict = {}
-        self.scratch_pool: list = []  # reusable ring buffers (see algorithms.plan.Plan.scratch)
+        self.scratch_pool: list = []  # reusable ring buffers (see backend.plan.Plan.scratch)
         peers = connect_mesh(store, prefix, rank, self._size, self.global_ranks, bind_host, secret, timeout)
         self.engine = Engine(rank, self.global_ranks[rank], peers, self._report_failure,
                              group_desc=prefix.strip("/"))

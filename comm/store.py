@@ -7,10 +7,10 @@ stall the others, and waits are event driven: a ``get`` on a missing key parks t
 until a ``set`` arrives or its deadline passes (the loop sleeps in ``select`` until the
 nearest deadline -- no polling).
 
-Safety: every connection first passes the HMAC handshake of :mod:`.auth`; until it does,
+Safety: every connection first passes the HMAC handshake of :mod:`.backend.auth`; until it does,
 the server reads at most the fixed-size reply and never parses it, and strangers are
-bounded in number, time and memory (see :mod:`.store_server`, which holds the server).
-After that, requests are :mod:`.framing` frames; a frame with a bad magic or version, an
+bounded in number, time and memory (see :mod:`.backend.store_server`, which holds the server).
+After that, requests are :mod:`.backend.framing` frames; a frame with a bad magic or version, an
 oversized length or a malformed body closes *that* connection only. Keys whose name starts with ``"\\0tt/"`` are
 the store's own bookkeeping and are not counted by :meth:`TCPStore.num_keys`.
 """
@@ -24,13 +24,13 @@ import time
 import weakref
 from datetime import timedelta
 
-from . import auth
-from .errors import DistNetworkError, DistStoreError, DistStoreTimeoutError
-from .framing import FRAME, FrameError, decode_fields, encode_frame, parse_frame_header
-from .store_server import (  # noqa: F401  (opcodes and limits are part of this module's surface)
+from .backend import auth
+from .backend.framing import FRAME, FrameError, decode_fields, encode_frame, parse_frame_header
+from .backend.store_server import (  # noqa: F401  (opcodes and limits are part of this module's surface)
     ADD, AUTH_TIMEOUT, CAS, CHECK, DELETE, ERROR, GET, INTERNAL_PREFIX, MAX_UNAUTHENTICATED, MULTI_GET,
     MULTI_SET, NUM_KEYS, OK, PING, ROLE, SET, TIMEOUT, WAIT, StoreServer,
 )
+from .errors import DistNetworkError, DistStoreError, DistStoreTimeoutError
 
 __all__ = ["TCPStore", "Store"]
 

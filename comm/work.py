@@ -2,9 +2,9 @@
 
 Why this module exists: what an operation *is* (its deadline, how many of its sends and
 receives are still pending, the finalizers that run after its last byte, its Future, the
-plan it keeps alive) is independent of how bytes move (:mod:`.peer_io`) and of what happens
-when something breaks (:mod:`.failures`). :class:`WorkTracker` holds the engine's open
-operations and completes them; :class:`~.transport.Engine` composes the three.
+plan it keeps alive) is independent of how bytes move (:mod:`.backend.peer_io`) and of what happens
+when something breaks (:mod:`.backend.failures`). :class:`WorkTracker` holds the engine's open
+operations and completes them; :class:`~.backend.transport.Engine` composes the three.
 
 Completion happens in two steps, because user callbacks may call collectives: under the
 engine lock a finished work is marked done and queued (:meth:`WorkTracker.completed`);

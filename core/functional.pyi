@@ -9,7 +9,7 @@ from typing import Any
 import builtins
 
 def abs(input, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
-def add(input, other, *, out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def add(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def all(input, dim=..., keepdim=...) -> Tensor: ...
 def allclose(input, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
 def amax(input, dim=..., keepdim=...) -> Tensor: ...
@@ -38,6 +38,7 @@ def clip(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min
 def concat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def concatenate(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def conv2d(input, weight, bias=..., stride=..., padding=..., dilation=..., groups=...) -> Tensor: """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
+def conv_transpose2d(input, weight, bias=..., stride=..., padding=..., output_padding=..., groups=..., dilation=...) -> Tensor: """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight"""
 def cos(input, *, out=...) -> Tensor: """Elementwise ``cos`` (kernel: triton_kernels/elementwise.py)."""
 def count_nonzero(input, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
 def cummax(input, dim) -> Any: """The running maximum along ``dim`` and where it is (a later equal element, or a NaN, takes"""
@@ -124,6 +125,7 @@ def neg(input, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_ker
 def nonzero(input, *, as_tuple=...) -> Any: """The coordinates of the nonzero elements, row-major: int64 (count, ndim), or one 1-D tensor per dim."""
 def norm(input, p=..., dim=..., keepdim=..., dtype=...) -> Tensor: """``torch.norm``: ``'fro'`` (or a number p) is the vector p-norm over ``dim`` (all dims when None);"""
 def normal(mean, std=..., size=..., *, generator=..., dtype=..., device=..., requires_grad=...) -> Tensor: """``normal(mean, std)``: N(mean, std**2) samples, elementwise for tensor ``mean``/``std``"""
+def orthogonalize_(matrices, epsilon=...) -> Tensor: """Orthonormalise the columns of ``matrices`` in place by Gram-Schmidt; returns ``matrices``."""
 def outer(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
 def pow(input, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def prod(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
@@ -151,8 +153,8 @@ def squeeze(input, dim=...) -> Any: ...
 def stack(tensors, dim=...) -> Tensor: """Join equally shaped tensors along a new ``dim``; dtypes promote."""
 def std(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: ...
 def std_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(std, mean)`` over ``dim`` (a plain tuple, as torch)."""
-def sub(input, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-def subtract(input, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def sub(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def subtract(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def sum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
 def take_along_dim(input, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
 def tanh(input, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""

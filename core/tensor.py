@@ -288,6 +288,11 @@ class Tensor(TensorOps, TensorBase, results=True):
     def __array__(self, dtype=None, copy=None):
         return dlpack.as_array(self, dtype, copy)
 
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """A NumPy ufunc applied to a tensor (``np.exp(t)``) gives a tensor back, on this tensor's
+        device, as torch's does (NumPy computed it from ``__array__``'s host array)."""
+        return host_tensor(np.ascontiguousarray(np.asarray(array)), self.device)
+
     @property
     def __cuda_array_interface__(self) -> dict:
         return dlpack.cuda_array_interface(self)

@@ -35,7 +35,7 @@ class Tensor:
     @property
     def T(self) -> 'Tensor': ...
     def __abs__(self, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
-    def __add__(self, other, *, out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __add__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __and__(self, other, *, out=...) -> Tensor: """Elementwise ``logical_and`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __array__(self, dtype=..., copy=...) -> Any: ...
     def __bool__(self) -> builtins.bool: ...
@@ -47,12 +47,12 @@ class Tensor:
     def __ge__(self, other, *, out=...) -> Tensor: """Elementwise ``ge`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __getitem__(self, index) -> Tensor: """``x[index]``: a view for basic indices (ints, slices, None, ...), a copy for advanced ones."""
     def __gt__(self, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def __iadd__(self, other) -> Tensor: """In-place elementwise ``add``."""  # type: ignore[misc]
+    def __iadd__(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``add``."""  # type: ignore[misc]
     def __imul__(self, other) -> Tensor: """In-place elementwise ``mul``."""  # type: ignore[misc]
     def __index__(self) -> builtins.int: ...
     def __int__(self) -> builtins.int: ...
     def __invert__(self) -> Tensor: """``~x``: logical not of a bool tensor (bitwise not of integers is not implemented)."""
-    def __isub__(self, other) -> Tensor: """In-place elementwise ``sub``."""  # type: ignore[misc]
+    def __isub__(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``sub``."""  # type: ignore[misc]
     def __iter__(self) -> Any: ...
     def __itruediv__(self, other) -> Tensor: """In-place elementwise ``div``."""  # type: ignore[misc]
     def __le__(self, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -65,21 +65,21 @@ class Tensor:
     def __neg__(self, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
     def __or__(self, other, *, out=...) -> Tensor: """Elementwise ``logical_or`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __pow__(self, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def __radd__(self, other, *, out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __radd__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rfloordiv__(self, other, *, out=...) -> Tensor: """Elementwise ``floor_divide`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rmatmul__(self, other) -> Tensor: """torch.matmul: dot, matrix-vector, matrix-matrix or broadcast batched product."""
     def __rmod__(self, other, *, out=...) -> Tensor: """Elementwise ``remainder`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rmul__(self, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rpow__(self, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def __rsub__(self, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __rsub__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rtruediv__(self, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __setitem__(self, index, value) -> None: """``x[index] = value``: ``index_put_`` for advanced indices, else a write into the view."""
-    def __sub__(self, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __sub__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __truediv__(self, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def abs(self, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
     def abs_(self) -> Tensor: """In-place elementwise ``abs``."""
-    def add(self, other, *, out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def add_(self, other) -> Tensor: """In-place elementwise ``add``."""
+    def add(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def add_(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``add``."""
     def all(self, dim=..., keepdim=...) -> Tensor: ...
     def allclose(self, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
     def amax(self, dim=..., keepdim=...) -> Tensor: ...
@@ -330,10 +330,10 @@ class Tensor:
     def std(self, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: ...
     def storage_offset(self) -> builtins.int: ...
     def stride(self, dim=...) -> Any: ...
-    def sub(self, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def sub_(self, other) -> Tensor: """In-place elementwise ``sub``."""
-    def subtract(self, other, *, out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def subtract_(self, other) -> Tensor: """In-place elementwise ``sub``."""
+    def sub(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def sub_(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``sub``."""
+    def subtract(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def subtract_(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``sub``."""
     def sum(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
     def swapaxes(self, dim0, dim1) -> Any: ...
     def t(self) -> 'Tensor': ...

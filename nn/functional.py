@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math as _math
 import numbers as _numbers
+import warnings as _warnings
 
 import numpy as _np
 
@@ -21,11 +22,52 @@ from ..core.functional import function as _function
 from ..core.ops import table as _table
 from ..core.tensor import Tensor
 
-__all__ = ["relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "flatten"]
+from .functional_composites import (avg_pool1d, bilinear, conv1d, conv_transpose1d, cosine_similarity,  # noqa: F401
+                                    max_pool1d, pairwise_distance, pixel_shuffle, pixel_unshuffle, unfold)
+
+_sm = _function(_table.OPS["softmax"], "softmax", numpy_names=False)  # the op itself: it names a bad input
+_lsm = _function(_table.OPS["log_softmax"], "log_softmax", numpy_names=False)
+
+__all__ = ["softmax", "log_softmax", "softmin", "relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "flatten",
+           "avg_pool1d", "bilinear", "conv1d", "conv_transpose1d",
+           "cosine_similarity", "max_pool1d", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "unfold"]
 for _op in _table.OPS.values():
     if _op.functional:
         globals()[_op.name] = _function(_op, _op.name, numpy_names=False)
         __all__.append(_op.name)
+
+
+def _softmax_dim(fn: str, ndim: int, stacklevel: int) -> int:
+    """torch's implicit dim for a softmax called without one (deprecated there, so it warns)."""
+    dim = 0 if ndim in (0, 1, 3) else 1
+    _warnings.warn(f"Implicit dimension choice for {fn} has been deprecated. Change the call to include dim=X as "
+                   "an argument.", UserWarning, stacklevel=stacklevel)
+    return dim
+
+
+def softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
+    """``torch.nn.functional.softmax``: ``input.softmax(dim, dtype)``; without ``dim``, torch's
+    implicit choice (0 for 0-, 1- and 3-D input, else 1) and its deprecation warning."""
+    if dim is None:
+        _check_input(input, "softmax")
+        dim = _softmax_dim("softmax", input.ndim, _stacklevel)
+    return input.softmax(dim, dtype=dtype) if isinstance(input, Tensor) else _sm(input, dim, dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
+    """``torch.nn.functional.log_softmax``, with softmax's implicit ``dim`` rule."""
+    if dim is None:
+        _check_input(input, "log_softmax")
+        dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
+    return input.log_softmax(dim, dtype=dtype) if isinstance(input, Tensor) else _lsm(input, dim, dtype)
+
+
+def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
+    """``torch.nn.functional.softmin``: ``softmax(-input)``."""
+    if dim is None:
+        _check_input(input, "softmin")
+        dim = _softmax_dim("softmin", input.ndim, _stacklevel)
+    return softmax(-input, dim, dtype=dtype)
 
 
 def relu(input, inplace: bool = False):

@@ -11,7 +11,7 @@ import math
 import warnings
 
 from ..autograd.grad_mode import no_grad
-from ..core.ops.orthogonalize import orthogonalize_ as _orthogonalize_
+from ..core.functional import orthogonalize_ as _orthogonalize_
 from ..core.tensor import Tensor
 from ..core.factories import rand, randn
 from ..runtime import dtype as _dt

@@ -406,7 +406,7 @@ def fuzz_agent(rank, world, n, seed):
     import socket
 
     import tritensor.comm.rpc as rpc
-    from tritensor.comm import auth
+    from tritensor.comm.backend import auth
     from tritensor.comm.rpc import api, current, wire
 
     if rank == 1:

@@ -19,12 +19,12 @@ f32, f16, bf16 = tt.float32, tt.float16, tt.bfloat16
 
 # The expectations, written here independently of amp/lists.py: PyTorch's lists restricted to tritensor.
 CUDA = {
-    "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention"],
+    "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "conv_transpose2d", "scaled_dot_product_attention"],
     "fp32": ["exp", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "cross_entropy", "nll_loss", "mse_loss"],
 }
 CPU = {
-    "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention"],
+    "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "conv_transpose2d", "scaled_dot_product_attention"],
     "fp32": ["prod", "mse_loss", "nll_loss", "cross_entropy"],
 }
 
@@ -41,6 +41,7 @@ CALLS = {  # op name -> fn(dtype): the op on floating inputs of that dtype
     "bmm": lambda d: tt.bmm(_t((2, 2, 3), d), _t((2, 3, 2), d, 1)),
     "linear": lambda d: F.linear(_t((2, 3), d), _t((4, 3), d, 1), _t((4,), d, 2)),
     "conv2d": lambda d: F.conv2d(_t((1, 1, 4, 4), d), _t((2, 1, 3, 3), d, 1)),
+    "conv_transpose2d": lambda d: F.conv_transpose2d(_t((1, 1, 4, 4), d), _t((1, 2, 3, 3), d, 1)),
     "scaled_dot_product_attention": lambda d: F.scaled_dot_product_attention(
         _t((1, 2, 3, 16), d), _t((1, 2, 5, 16), d, 1), _t((1, 2, 5, 16), d, 2), attn_mask=_t((3, 5), d, 3)),
     "pow": lambda d: tt.pow(_t((3,), d, positive=True), 2.0),

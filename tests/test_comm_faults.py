@@ -56,8 +56,9 @@ def test_process_group_listener_refuses_unauthenticated_peers():
     import socket
     import threading
 
-    from tritensor.comm import TCPStore, auth
-    from tritensor.comm.mesh import connect_mesh
+    from tritensor.comm import TCPStore
+    from tritensor.comm.backend import auth
+    from tritensor.comm.backend.mesh import connect_mesh
 
     secret = b"pg-secret"
     store = TCPStore("127.0.0.1", 0, is_master=True, timeout=10, secret=secret)

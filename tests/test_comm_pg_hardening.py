@@ -12,9 +12,11 @@ from comm_helpers import (assert_all_ok, free_port, mismatch_leaves_outputs, ran
                           run_world, store_host_hangs)
 
 import tritensor.comm as dist
-from tritensor.comm import DistNetworkError, DistTimeoutError, TCPStore, auth, mesh
-from tritensor.comm.framing import pack_data_header
-from tritensor.comm.transport import ALL_REDUCE, Engine, Peer
+from tritensor.comm import DistNetworkError, DistTimeoutError, TCPStore
+from tritensor.comm.backend import auth, mesh
+from tritensor.comm.backend.framing import ALL_REDUCE, pack_data_header
+from tritensor.comm.backend.peer import Peer
+from tritensor.comm.backend.transport import Engine
 
 
 def _flood(addr_value: str, idle: int, garbage: int) -> list:

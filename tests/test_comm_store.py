@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from tritensor.comm import DistStoreError, DistStoreTimeoutError, TCPStore, auth
-from tritensor.comm.framing import FRAME, encode_frame
+from tritensor.comm import DistStoreError, DistStoreTimeoutError, TCPStore
+from tritensor.comm.backend import auth
+from tritensor.comm.backend.framing import FRAME, encode_frame
 from tritensor.comm.store import SET
 
 SECRET = "store-test-secret"

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from tritensor.comm import TCPStore, auth
-from tritensor.comm import store_server
+from tritensor.comm import TCPStore
+from tritensor.comm.backend import auth, store_server
 
 SECRET = "store-flood-test-secret"
 

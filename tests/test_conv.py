@@ -275,3 +275,147 @@ def test_conv_double_backward_raises():
     (g,) = tt.autograd.grad(tt.conv2d(x, w).sum(), x, create_graph=False)
     with pytest.raises(NotImplementedError, match="double backward"):
         tt.autograd.grad(tt.conv2d(x, w).sum(), x, create_graph=True)
+
+
+# ----- conv_transpose2d: conv2d's grad-input kernel used as a layer ----------------------------------
+def ref_conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation):
+    """Scatter each input pixel through each tap into a full output, then crop the padding: shares
+    no index math with the kernels (nor with ref_conv2d_backward)."""
+    N, C, H, W = x.shape
+    _, Cgo, KH, KW = w.shape
+    out = [(n - 1) * s - 2 * p + d * (k - 1) + o + 1
+           for n, s, p, d, k, o in zip((H, W), stride, padding, dilation, (KH, KW), output_padding)]
+    full = [max((n - 1) * s + d * (k - 1) + 1, p + o) for n, s, d, k, p, o in zip((H, W), stride, dilation, (KH, KW),
+                                                                                  padding, out)]
+    y = np.zeros((N, groups, Cgo, *full))
+    xg = x.reshape(N, groups, C // groups, H, W)
+    wg = w.reshape(groups, C // groups, Cgo, KH, KW)
+    for kh in range(KH):
+        for kw in range(KW):
+            h0, w0 = kh * dilation[0], kw * dilation[1]
+            y[:, :, :, h0: h0 + stride[0] * (H - 1) + 1: stride[0], w0: w0 + stride[1] * (W - 1) + 1: stride[1]] += \
+                np.einsum("ngchw,gco->ngohw", xg, wg[:, :, :, kh, kw])
+    y = y[:, :, :, padding[0]: padding[0] + out[0], padding[1]: padding[1] + out[1]].reshape(N, groups * Cgo, *out)
+    return y if b is None else y + b[None, :, None, None]
+
+
+# (N, C_in, H, W), (C_out, KH, KW), stride, padding, output_padding, groups, dilation  --  path of the kernel
+TCASES = [
+    ((2, 4, 5, 6), (18, 3, 3), (1, 1), (0, 0), (0, 0), 1, (1, 1)),   # GEMM (grad-input of a 18->4 conv)
+    ((2, 5, 4, 5), (17, 3, 2), (2, 1), (1, 0), (1, 0), 1, (1, 2)),   # stride, padding, output padding, dilation
+    ((1, 6, 4, 3), (34, 3, 3), (2, 2), (1, 1), (1, 1), 2, (1, 1)),   # groups
+    ((1, 3, 4, 4), (5, 2, 3), (1, 1), (0, 1), (1, 1), 1, (2, 3)),    # output padding >= stride (< dilation)
+    ((2, 5, 4, 4), (5, 3, 3), (2, 2), (1, 1), (0, 1), 5, (1, 1)),    # direct: depthwise
+    ((1, 16, 3, 3), (16, 1, 1), (1, 1), (0, 0), (0, 0), 1, (1, 1)),  # 1x1
+]
+
+
+def _tids(c):
+    return f"x{c[0]}-w{c[1]}-s{c[2]}-p{c[3]}-op{c[4]}-g{c[5]}-d{c[6]}".replace(" ", "")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("case", TCASES, ids=_tids)
+def test_conv_transpose2d_forward(dtype, case):
+    xs, (OC, KH, KW), stride, padding, output_padding, groups, dilation = case
+    x = rng.standard_normal(xs).astype(NP[dtype])
+    w = rng.standard_normal((xs[1], OC // groups, KH, KW)).astype(NP[dtype])
+    b = rng.standard_normal(OC).astype(NP[dtype])
+    x64, w64, b64 = x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)
+    y_ref = ref_conv_transpose2d(x64, w64, b64, stride, padding, output_padding, groups, dilation)
+    k = xs[1] // groups * KH * KW
+    y = tt.conv_transpose2d(tt.from_numpy(x), tt.from_numpy(w), tt.from_numpy(b), stride, padding, output_padding,
+                            groups, dilation)
+    assert y.dtype is dtype and y.shape == y_ref.shape
+    assert_close(y, y_ref, dtype, "accumulate", k=k)
+    # the same through nn.functional, strided operands (channels-last input, a sliced weight)
+    x_cl = tt.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+    w_big = np.concatenate([w, w], axis=3)
+    y2 = tt.nn.functional.conv_transpose2d(x_cl, tt.from_numpy(w_big)[..., :KW], None, stride, padding,
+                                           output_padding, groups, dilation)
+    assert_close(y2, y_ref - b64[None, :, None, None], dtype, "accumulate", k=k)
+    # the gradients against float64: dx is conv2d of dy, dw the grad-weight map with the roles swapped;
+    # checked by the adjoint identity <convT(x), g> == <x, dx> == <w, dw> (float64, exact up to rounding)
+    if dtype is tt.float64:
+        xt, wt = tt.tensor(x64, requires_grad=True), tt.tensor(w64, requires_grad=True)
+        g = rng.standard_normal(y_ref.shape)
+        (tt.conv_transpose2d(xt, wt, None, stride, padding, output_padding, groups, dilation)
+         * tt.tensor(g)).sum().backward()
+        lhs = np.vdot(y_ref - b64[None, :, None, None], g)
+        assert np.vdot(x64, xt.grad.numpy()) == pytest.approx(lhs, rel=1e-12, abs=1e-9)
+        assert np.vdot(w64, wt.grad.numpy()) == pytest.approx(lhs, rel=1e-12, abs=1e-9)
+
+
+TCONVS = {
+    "plain": dict(), "stride_pad_outpad": dict(stride=2, padding=1, output_padding=1),
+    "groups_dilation": dict(groups=2, dilation=2, padding=1), "outpad_below_dilation": dict(dilation=2, output_padding=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TCONVS))
+def test_conv_transpose2d_gradcheck(name):
+    kw = TCONVS[name]
+    g = kw.get("groups", 1)
+    x, w, b = leaf(2, 4, 3, 4), leaf(4, 6 // g, 3, 2), leaf(6)
+    assert gradcheck(lambda a, ww, bb: tt.conv_transpose2d(a, ww, bb, **kw), (x, w, b), fast_mode=True)
+    x = noncontig(4, 3, 2).permute(2, 1, 0)  # unbatched (2, 3, 4), non-contiguous
+    assert gradcheck(lambda a, ww: tt.conv_transpose2d(a, ww, None, **kw), (x, leaf(2, 4 // g if g <= 2 else 2, 2, 2)),
+                     fast_mode=True)
+
+
+def test_conv_transpose_unbatched_empty_1d_and_modules():
+    x = rng.standard_normal((3, 4, 5))
+    w = rng.standard_normal((3, 2, 3, 3))
+    y = tt.conv_transpose2d(tt.tensor(x), tt.tensor(w), stride=2)
+    assert_close(y, ref_conv_transpose2d(x[None], w, None, (2, 2), (0, 0), (0, 0), 1, (1, 1))[0], tt.float64,
+                 "accumulate", k=27)
+    assert tt.conv_transpose2d(tt.zeros(0, 3, 4, 5), tt.zeros(3, 2, 3, 3)).shape == (0, 2, 6, 7)
+    # 1-D: conv_transpose2d over a height of one
+    x1, w1, b1 = rng.standard_normal((2, 4, 7)), rng.standard_normal((4, 3, 3)), rng.standard_normal(6)
+    y1 = tt.nn.functional.conv_transpose1d(tt.tensor(x1), tt.tensor(w1), tt.tensor(b1), 2, 1, 1, 2, 1)
+    ref1 = ref_conv_transpose2d(x1[:, :, None], w1[:, :, None], b1, (1, 2), (0, 1), (0, 1), 2, (1, 1))[:, :, 0]
+    assert y1.shape == (2, 6, 14)
+    assert_close(y1, ref1, tt.float64, "accumulate", k=6)
+    # modules: torch's parameter shapes, repr, output_size, a learning step's gradients
+    m = tt.nn.ConvTranspose2d(16, 33, 3, stride=2)
+    assert m.weight.shape == (16, 33, 3, 3) and m.bias.shape == (33,)
+    assert repr(m) == "ConvTranspose2d(16, 33, kernel_size=(3, 3), stride=(2, 2))"
+    bound = 1 / np.sqrt(33 * 9)  # kaiming_uniform(a=sqrt(5)): fan-in is dim 1 (out_channels / groups) x kernel
+    assert np.abs(m.weight.detach().numpy()).max() <= bound and np.abs(m.bias.detach().numpy()).max() <= bound
+    xi = tt.randn(2, 16, 5, 5)
+    assert m(xi).shape == (2, 33, 11, 11) and m(xi, output_size=[12, 12]).shape == (2, 33, 12, 12)
+    assert m(xi, output_size=(2, 33, 12, 11)).shape == (2, 33, 12, 11)
+    with pytest.raises(ValueError, match=r"requested an output size of \[20, 20\], but valid sizes range from "
+                                         r"\[11, 11\] to \[12, 12\] \(for an input of tritensor.Size\(\[5, 5\]\)\)"):
+        m(xi, output_size=[20, 20])
+    m1 = tt.nn.ConvTranspose1d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, bias=False)
+    assert repr(m1) == ("ConvTranspose1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,), output_padding=(1,), "
+                        "groups=2, bias=False)")
+    assert m1.weight.shape == (4, 3, 3) and m1(tt.randn(4, 7)).shape == (6, 14)
+    out = m(xi.requires_grad_())
+    out.sum().backward()
+    assert xi.grad.shape == xi.shape and m.weight.grad.shape == m.weight.shape
+    assert_close(m.bias.grad, np.full(33, 2 * 11 * 11.0), tt.float32, "exact")
+
+
+def test_conv_transpose_bad_input(no_launch):
+    x = tt.zeros(2, 16, 5, 5)
+    with pytest.raises(RuntimeError, match=r"Given transposed=1, weight of size \[3, 2, 3, 3\], expected "
+                                           r"input\[2, 16, 5, 5\] to have 3 channels, but got 16 channels instead"):
+        tt.conv_transpose2d(x, tt.zeros(3, 2, 3, 3))
+    with pytest.raises(RuntimeError, match="output padding must be smaller than either stride or dilation, but got "
+                                           "output_padding_height: 1 output_padding_width: 1 stride_height: 1"):
+        tt.conv_transpose2d(x, tt.zeros(16, 2, 3, 3), output_padding=1)
+    with pytest.raises(RuntimeError, match=r"Given input size per channel: \(1 x 1\)\. Calculated output size per "
+                                           r"channel: \(-3 x -3\)\. Output size is too small"):
+        tt.conv_transpose2d(tt.zeros(1, 1, 1, 1), tt.zeros(1, 1, 3, 3), padding=3)
+    with pytest.raises(RuntimeError, match=r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv_transpose2d"):
+        tt.conv_transpose2d(tt.zeros(5, 5), tt.zeros(1, 1, 3, 3))
+    with pytest.raises(RuntimeError, match="kernel size should be greater than zero"):
+        tt.conv_transpose2d(x, tt.zeros(16, 1, 0, 3))
+    with pytest.raises(RuntimeError, match=r"bias must have shape \[4\]"):
+        tt.conv_transpose2d(x, tt.zeros(16, 2, 3, 3), tt.zeros(3), groups=2)
+    with pytest.raises(RuntimeError, match=r"input type \(float32\) and weight type \(float64\)"):
+        tt.conv_transpose2d(x, tt.zeros(16, 2, 3, 3, dtype=tt.float64))
+    with pytest.raises(ValueError, match='Only "zeros" padding mode is supported for ConvTranspose2d'):
+        tt.nn.ConvTranspose2d(1, 1, 3, padding_mode="reflect")

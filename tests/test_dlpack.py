@@ -190,3 +190,29 @@ def test_torch_interop_if_torch_is_installed():
     assert y.tolist() == [0.0, 1.0, 2.0, 3.0]
     b = torch.from_dlpack(tt.tensor([1.5], dtype=tt.bfloat16))
     assert b.dtype == torch.bfloat16 and b.item() == 1.5
+
+
+def test_numpy_operands_and_ufuncs_give_tensors_as_torch():
+    t = tt.tensor([1.0, 2.0, 3.0])
+    a = np.array([0.5, 0.25, 2.0])
+    r = t + a  # the array is taken as a (float64) tensor: the result is a tensor, promoted
+    assert isinstance(r, tt.Tensor) and r.dtype is tt.float64
+    np.testing.assert_array_equal(r.numpy(), t.numpy() + a)
+    q = t * np.arange(3, dtype=np.int64)
+    assert isinstance(q, tt.Tensor) and q.dtype is tt.float32
+    e = np.exp(t)  # NumPy computes on __array__'s host array; __array_wrap__ hands back a tensor
+    assert isinstance(e, tt.Tensor) and e.dtype is tt.float32
+    np.testing.assert_array_equal(e.numpy(), np.exp(t.numpy()))
+    assert isinstance(np.maximum(t, a), tt.Tensor)
+    h = np.exp(tt.tensor([1.0, 2.0], dtype=tt.float16))
+    assert h.dtype is tt.float16
+
+
+def test_utils_dlpack_is_torchs_older_spelling():
+    from tritensor.utils import dlpack as tud
+
+    t = tt.arange(6, dtype=tt.float32).reshape(2, 3)
+    back = tud.from_dlpack(tud.to_dlpack(t))
+    assert back.data_ptr() == t.data_ptr() and back.shape == t.shape  # the same memory, no copy
+    with pytest.raises(TypeError, match="argument 'tensor' must be Tensor"):
+        tud.to_dlpack(np.zeros(3))

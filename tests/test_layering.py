@@ -16,6 +16,29 @@ Also checked: no function-level import of a tritensor module (the style rule for
 way around a cycle; a module that needs one sits in the wrong layer), no import cycle among
 module-level imports, and the layers above autograd never reach into the kernels or the launch
 point (they use the public surface: Tensor, ops, autograd).
+
+Package ``__init__`` edges count: importing ``a.b.c`` first runs the ``__init__`` of ``a`` and
+``a.b``, so the cycle check gives every import an edge to each package it runs, except the
+importer's own packages (a module is only ever imported while its package's ``__init__`` has
+already begun). A name taken from a package (``from .. import all_reduce``) is an edge to that
+package's ``__init__``, the importer's own included.
+
+Inside comm (layer 5), a public API over a backend, as torch.distributed's. Its public API is the
+package ``tritensor.comm`` and its modules ``collectives``, ``process_group``, ``store``, ``work``,
+``grad_bucket``, ``errors`` (:data:`COMM_PUBLIC`); its transport is ``comm.backend``.
+
+- ``comm.backend`` imports nothing of comm outside it but ``comm.errors`` (the exceptions it
+  raises) and ``comm.work`` (the Work handles it completes).
+- The DDP hooks (``comm.algorithms``) and RPC (``comm.rpc``) are comm's clients: from the rest of
+  comm they import the package ``tritensor.comm`` only, and from it only names of its
+  ``__all__``. One exception: RPC's agent has sockets of its own, let in and authenticated as a
+  process group's are, so ``comm.rpc`` also imports ``comm.backend.auth`` and ``comm.backend.gate``
+  (:data:`RPC_BACKEND`). From the layers below comm they take only names the package root
+  exposes under the same name (``tritensor.Tensor``, ``tritensor.from_numpy``,
+  ``tritensor.float16``, ``tritensor.orthogonalize_``): no core entry, no private helper.
+- Every other module outside comm (nn.parallel, utils, elastic, the launcher) imports only comm's
+  public API, the hooks and rpc, and no name with a leading underscore; ``bench`` may reach the
+  backend (the soak benchmark floods the store speaking its handshake).
 """
 from __future__ import annotations
 
@@ -54,6 +77,7 @@ def _modules():
 
 
 MODULES = {name: (is_pkg, path) for name, is_pkg, path in _modules()}
+TREES = {name: ast.parse(path.read_text(), str(path)) for name, (_, path) in MODULES.items()}
 
 
 def _layer(name: tuple) -> int:
@@ -77,18 +101,24 @@ def _resolve(importer: tuple, is_pkg: bool, node) -> list[tuple]:
             if parts[0] == "tritensor":
                 out.append(tuple(parts[1:]))
         return out
-    if node.level == 0:
-        parts = (node.module or "").split(".")
-        if parts[0] != "tritensor":
-            return []
-        base = tuple(parts[1:])
-    else:
-        pkg = importer if is_pkg else importer[:-1]
-        base = pkg[: len(pkg) - (node.level - 1)] + tuple((node.module or "").split(".") if node.module else ())
+    base = _from_base(importer, is_pkg, node)
+    if base is None:
+        return []
     # ``from pkg import sub`` loads the submodule; the package itself counts only when a name is
     # one of its attributes (its __init__ must have run to provide it).
     subs = [base + (a.name,) for a in node.names if base + (a.name,) in MODULES]
     return subs if len(subs) == len(node.names) else [base] + subs
+
+
+def _from_base(importer: tuple, is_pkg: bool, node: ast.ImportFrom):
+    """The tritensor module a ``from X import ...`` names as X; None outside tritensor."""
+    if node.level == 0:
+        parts = (node.module or "").split(".")
+        if parts[0] != "tritensor":
+            return None
+        return tuple(parts[1:])
+    pkg = importer if is_pkg else importer[:-1]
+    return pkg[: len(pkg) - (node.level - 1)] + tuple((node.module or "").split(".") if node.module else ())
 
 
 TYPE_ONLY: set = set()  # (importer, imported) under ``if TYPE_CHECKING:``: for type checkers, never run
@@ -100,10 +130,18 @@ def _type_checking(node) -> bool:
         isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
+def _packages_run(importer: tuple, target: tuple) -> list[tuple]:
+    """The packages whose ``__init__`` importing ``target`` runs: its enclosing packages, less the
+    importer's own (already running when the importer runs) and the package root."""
+    own = {importer[:i] for i in range(len(importer) + 1)}
+    return [target[:i] for i in range(1, len(target)) if target[:i] not in own and target[:i] in MODULES]
+
+
 def _imports():
-    """(importer, imported, function_level, line) for every import of a tritensor module."""
+    """(importer, imported, function_level, line) for every import of a tritensor module, and for
+    every package ``__init__`` that import runs (:func:`_packages_run`)."""
     for name, (is_pkg, path) in MODULES.items():
-        tree = ast.parse(path.read_text(), str(path))
+        tree = TREES[name]
         top_level, type_only = set(), set()
         for node in tree.body:
             for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else (node,):
@@ -113,7 +151,8 @@ def _imports():
                         type_only.add(id(sub))
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
-                for target in _resolve(name, is_pkg, node):
+                targets = _resolve(name, is_pkg, node)
+                for target in dict.fromkeys(targets + [p for t in targets for p in _packages_run(name, t)]):
                     if target != name:
                         if id(node) in type_only:
                             TYPE_ONLY.add((name, target))
@@ -121,6 +160,34 @@ def _imports():
 
 
 IMPORTS = list(_imports())
+
+
+def _named_imports():
+    """(importer, module, names, line) for every import of a tritensor module as written: a
+    submodule taken from a package is that module (no names), a name taken from a module is in
+    ``names``. No package ``__init__`` edges."""
+    for name, (is_pkg, _path) in MODULES.items():
+        for node in ast.walk(TREES[name]):
+            if isinstance(node, ast.Import):
+                for target in _resolve(name, is_pkg, node):
+                    yield name, target, [], node.lineno
+            elif isinstance(node, ast.ImportFrom):
+                base = _from_base(name, is_pkg, node)
+                if base is None:
+                    continue
+                attrs = [a.name for a in node.names if base + (a.name,) not in MODULES]
+                for a in node.names:
+                    if base + (a.name,) in MODULES:
+                        yield name, base + (a.name,), [], node.lineno
+                if attrs:
+                    yield name, base, attrs, node.lineno
+
+
+NAMED_IMPORTS = list(_named_imports())
+COMM_PUBLIC = {("comm",)} | {("comm", m) for m in ("collectives", "process_group", "store", "work", "grad_bucket",
+                                                    "errors")}
+COMM_CLIENTS = (("comm", "algorithms"), ("comm", "rpc"))  # inside comm, above its public API
+RPC_BACKEND = {("comm", "backend", "auth"), ("comm", "backend", "gate")}
 
 
 def _fmt(name):
@@ -151,6 +218,63 @@ def test_public_surface_layers_do_not_reach_into_kernels():
     bad = [f"{_fmt(a)} line {line}: imports {_fmt(b)}" for a, b, _, line in IMPORTS
            if a and a[0] in PUBLIC_ONLY and ".".join(b).startswith(INTERNAL)]
     assert not bad, "layers above autograd use the public surface, not kernels or launch:\n" + "\n".join(bad)
+
+
+def test_comm_backend_sits_beneath_the_public_api():
+    allowed = {("comm", "errors"), ("comm", "work")}
+    bad = [f"{_fmt(a)} line {line}: imports {_fmt(b)}" for a, b, _, line in IMPORTS
+           if a[:2] == ("comm", "backend") and b[:1] == ("comm",) and b[:2] != ("comm", "backend")
+           and b not in allowed]
+    assert not bad, "comm.backend imports comm's public API (it sits beneath it):\n" + "\n".join(bad)
+
+
+def _client(name: tuple):
+    """The comm client package ``name`` belongs to (``comm.algorithms``, ``comm.rpc``)."""
+    return next((pkg for pkg in COMM_CLIENTS if name[:len(pkg)] == pkg), None)
+
+
+def test_comm_hooks_and_rpc_use_comm_public_names_only():
+    import tritensor.comm as dist
+
+    bad = []
+    for a, b, names, line in NAMED_IMPORTS:
+        own = _client(a)
+        if own is None or b[:1] != ("comm",) or b[:len(own)] == own:
+            continue
+        if b == ("comm",):
+            bad += [f"{_fmt(a)} line {line}: takes {n!r} from tritensor.comm, not in its __all__"
+                    for n in names if n not in dist.__all__]
+        elif not (own == ("comm", "rpc") and b in RPC_BACKEND):
+            bad.append(f"{_fmt(a)} line {line}: imports {_fmt(b)}; import from tritensor.comm instead")
+    assert not bad, "comm's hooks and rpc use comm's public names only:\n" + "\n".join(bad)
+
+
+def test_comm_hooks_and_rpc_take_public_names_from_below():
+    import importlib
+
+    import tritensor
+
+    bad = []
+    for a, b, names, line in NAMED_IMPORTS:
+        if _client(a) is None or _layer(b) >= _layer(("comm",)):
+            continue
+        module = importlib.import_module(_fmt(b))
+        pairs = [(n, getattr(module, n)) for n in names] or [(b[-1], module)]  # a module: tritensor.<it>?
+        bad += [f"{_fmt(a)} line {line}: imports {_fmt(b)}" + (f".{n}" if names else "") + ", not a name tritensor exposes"
+                for n, obj in pairs if getattr(tritensor, n, None) is not obj]
+    assert not bad, "below comm, the hooks and rpc use tritensor's public names only:\n" + "\n".join(bad)
+
+
+def test_comm_is_used_through_its_public_api_elsewhere():
+    allowed = COMM_PUBLIC | {("comm", "algorithms"), ("comm", "rpc")}
+    bad = []
+    for a, b, names, line in NAMED_IMPORTS:
+        if a[:1] in (("comm",), ("bench",)) or b[:1] != ("comm",):
+            continue
+        if b not in allowed and b[:2] not in allowed:
+            bad.append(f"{_fmt(a)} line {line}: imports {_fmt(b)}, not comm's public API")
+        bad += [f"{_fmt(a)} line {line}: imports the private name {n} of {_fmt(b)}" for n in names if n.startswith("_")]
+    assert not bad, "outside comm, comm is used through its public API:\n" + "\n".join(bad)
 
 
 def test_no_import_cycle():

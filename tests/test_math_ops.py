@@ -223,3 +223,19 @@ def test_math_gradcheck():
     assert type(w.grad_fn).__name__ == "RoundBackward0" and tt.autograd.grad(w.sum(), z)[0].tolist() == [0.0] * 3
     with pytest.raises(RuntimeError, match="leaf Variable"):
         z.round_()
+
+
+def test_linalg_norm_picks_the_vector_or_matrix_norm_as_torch():
+    a = np.random.default_rng(8).standard_normal((3, 4, 5))
+    A = tt.tensor(a)
+    assert_close(tt.linalg.norm(A), np.linalg.norm(a.ravel()), tt.float64)  # all elements, 2-norm
+    assert_close(tt.linalg.norm(A, 3, dim=1), np.linalg.norm(a, 3, axis=1), tt.float64)
+    assert_close(tt.linalg.norm(A, dim=(1, 2)), np.linalg.norm(a, axis=(1, 2)), tt.float64)
+    for ord in ("fro", 1, -1, float("inf"), -float("inf")):
+        assert_close(tt.linalg.norm(A[0], ord), np.linalg.norm(a[0], ord), tt.float64)
+    assert_close(tt.linalg.norm(A[0, 0], 0.5), np.linalg.norm(a[0, 0], 0.5), tt.float64)
+    assert tt.linalg.norm(A, dim=2, keepdim=True).shape == (3, 4, 1)
+    with pytest.raises(RuntimeError, match="the input must be 1D or 2D"):
+        tt.linalg.norm(A, 2)
+    with pytest.raises(RuntimeError, match="length 1 or 2"):
+        tt.linalg.norm(A, dim=(0, 1, 2))

@@ -17,7 +17,9 @@ from tritensor import nn
 from tritensor.autograd import gradcheck, gradgradcheck
 from tritensor.core import ops as _ops
 from tritensor.triton_kernels import autotune as _autotune
+from tritensor.triton_kernels import _common as _kcommon
 from tritensor.triton_kernels import matmul as _kmatmul
+from tritensor.triton_kernels import matmul_splitk as _ksplitk
 
 rng = np.random.default_rng(1234)
 # conftest.py: fresh float outputs start as NaN, so an element a kernel forgets to write fails.
@@ -142,6 +144,64 @@ def test_linear_fused_epilogue(dtype, activation):
                      "accumulate", k=70)
 
 
+# ----- split-K (triton_kernels/matmul_splitk.py): few output tiles, long K ---------------------------
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("mkn", [(1, 1000, 1), (3, 777, 5), (70, 1500, 20), (17, 2048, 1)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_split_k(dtype, mkn, monkeypatch):
+    M, K, N = mkn
+    assert _ksplitk.plan(M, N, K, 1) > 1  # this mode's thresholds split these shapes
+    calls = []
+    real = _ksplitk.matmul
+    monkeypatch.setattr(_ksplitk, "matmul", lambda *a, **k: (calls.append(a[5]), real(*a, **k)))
+    a, a64 = rand((M, K), dtype)
+    b, b64 = rand((K, N), dtype)
+    assert_close(tt.matmul(T(a), T(b)), a64 @ b64, dtype, "accumulate", k=K)
+    # operands read through their strides: a transposed, b a strided column slice
+    bt, bt64 = rand((N, 2 * K), dtype)
+    bv = T(bt).T[::2]
+    assert_close(tt.matmul(T(a.T.copy()).T, bv), a64 @ bt64.T[::2], dtype, "accumulate", k=K)
+    # the epilogue after the partials are summed: bias (strided) and activation
+    bias_full, bias_full64 = rand((2 * N,), dtype)
+    ref = a64 @ b64 + bias_full64[::2]
+    out = _ops.matmul.fused_linear(T(a), T(b.T.copy()), T(bias_full)[::2], activation="relu")
+    assert_close(out, np.maximum(ref, 0), dtype, "accumulate", k=K)
+    assert len(calls) == 3 and all(s > 1 for s in calls)
+
+
+def test_split_k_vectors_gradients_and_determinism():
+    # x.dot(y), matrix-vector and x.T @ x (the products split-K is for), their gradients, and the
+    # same bits on every call (the partials are summed in a fixed order, no atomics).
+    x64 = rng.standard_normal(1200)
+    y64 = rng.standard_normal(1200)
+    x, y = tt.tensor(x64, requires_grad=True), tt.tensor(y64, requires_grad=True)
+    d = x.dot(y)
+    assert_close(d.detach(), x64 @ y64, tt.float64, "accumulate", k=1200)
+    d.backward()
+    assert_close(x.grad, y64, tt.float64, "exact")
+    X64 = rng.standard_normal((1100, 6)).astype(np.float32).astype(np.float64)  # fp32-exact values
+    X = tt.tensor(X64, dtype=tt.float32)
+    g = X.T @ X
+    assert_close(g, X64.T @ X64, tt.float32, "accumulate", k=1100)
+    assert all(np.array_equal((X.T @ X).numpy(), g.numpy()) for _ in range(2))
+    v64 = x64[:1100].astype(np.float32).astype(np.float64)
+    assert_close(X.T @ tt.tensor(v64, dtype=tt.float32), X64.T @ v64, tt.float32, "accumulate", k=1100)
+    W = tt.tensor(rng.standard_normal((4, 600)), requires_grad=True)
+    u = tt.tensor(rng.standard_normal((600, 2)), requires_grad=True)
+    assert gradcheck(lambda W, u: W @ u, (W, u))
+
+
+def test_split_k_plan():
+    # Batched, many-tile or short-K products keep the general kernel.
+    assert _ksplitk.plan(1, 1, 100, 1) == 0
+    assert _ksplitk.plan(1, 1, 100000, 2) == 0
+    assert _ksplitk.plan(64 * 100, 64 * 100, 100000, 1) == 0
+    split = _ksplitk.plan(1, 1, 100000, 1)
+    assert 2 <= split <= _ksplitk.TARGET_PROGRAMS
+    chunk = -(-100000 // split)
+    assert chunk >= _ksplitk.MIN_CHUNK
+
+
 # ----- bad input: a clear error naming the arguments, raised before any kernel runs ---------------
 def test_inner_dimension_mismatch_names_both_shapes(no_launch):
     with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
@@ -190,7 +250,7 @@ def test_tf32_switch():
     # The switch selects tl.dot's precision for fp32 only, and only when compiling for a GPU.
     assert _kmatmul.input_precision("float16", True) == "ieee"
     assert _kmatmul.input_precision("float32", False) == "ieee"
-    assert _kmatmul.input_precision("float32", True) == ("ieee" if _kmatmul.INTERPRET else "tf32")
+    assert _kmatmul.input_precision("float32", True) == ("tf32" if _kcommon.GPU_SHAPES else "ieee")
 
 
 def test_event_timer_quantiles_match_numpy():

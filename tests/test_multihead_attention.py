@@ -248,3 +248,68 @@ def test_charlm_example_runs_and_learns(capsys):
     out = capsys.readouterr().out
     held = float(out.split("held-out")[1].split()[0])
     assert held < math.log(128) and "--- sample ---" in out
+
+
+# ----- Transformer decoder and nn.Transformer ---------------------------------------------------------
+def np_decoder_layer(layer, x, mem, tgt_mask=None):
+    """TransformerDecoderLayer.forward on (L, N, E), dropout off."""
+    def sa(y):
+        return np_mha(layer.self_attn, y, y, y, attn_mask=tgt_mask)[0]
+
+    def ca(y):
+        return np_mha(layer.multihead_attn, y, mem, mem)[0]
+
+    def ff(y):
+        h = np.maximum(y @ P(layer.linear1.weight).T + P(layer.linear1.bias), 0)
+        return h @ P(layer.linear2.weight).T + P(layer.linear2.bias)
+
+    if layer.norm_first:
+        x = x + sa(np_layer_norm(x, layer.norm1))
+        x = x + ca(np_layer_norm(x, layer.norm2))
+        return x + ff(np_layer_norm(x, layer.norm3))
+    x = np_layer_norm(x + sa(x), layer.norm1)
+    x = np_layer_norm(x + ca(x), layer.norm2)
+    return np_layer_norm(x + ff(x), layer.norm3)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_matches_numpy(norm_first):
+    rng = np.random.default_rng(6)
+    layer = nn.TransformerDecoderLayer(16, 4, dim_feedforward=32, dropout=0.1, norm_first=norm_first,
+                                       dtype=f64).eval()
+    x, mem = rng.standard_normal((5, 2, 16)), rng.standard_normal((7, 2, 16))
+    mask = nn.Transformer.generate_square_subsequent_mask(5, dtype=f64)
+    out = layer(T(x), T(mem), tgt_mask=mask, tgt_is_causal=True)
+    assert_close(out.detach(), np_decoder_layer(layer, x, mem, tgt_mask=mask.numpy()), f64)
+    keys = set(layer.state_dict())
+    assert {"multihead_attn.in_proj_weight", "norm3.bias", "linear2.weight"} <= keys
+
+
+def test_transformer_matches_numpy_and_trains():
+    rng = np.random.default_rng(7)
+    model = nn.Transformer(8, 2, num_encoder_layers=2, num_decoder_layers=1, dim_feedforward=16, dropout=0.0,
+                           batch_first=True, dtype=f64)
+    w = model.encoder.layers[0].linear1.weight.detach().numpy()
+    assert np.abs(w).max() <= np.sqrt(6 / (8 + 16))  # xavier_uniform_, as torch's _reset_parameters
+    src, tgt = rng.standard_normal((2, 6, 8)), rng.standard_normal((2, 4, 8))
+    mask = model.generate_square_subsequent_mask(4, dtype=f64)
+    out = model(T(src), T(tgt), tgt_mask=mask)
+    mem = src.transpose(1, 0, 2)
+    for lay in model.encoder.layers:
+        mem = np_encoder_layer(lay, mem)
+    mem = np_layer_norm(mem, model.encoder.norm)
+    y = np_decoder_layer(model.decoder.layers[0], tgt.transpose(1, 0, 2), mem, tgt_mask=mask.numpy())
+    ref = np_layer_norm(y, model.decoder.norm).transpose(1, 0, 2)
+    assert_close(out.detach(), ref, f64)
+    out.square().sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
+    with pytest.raises(RuntimeError, match="batch number of src and tgt"):
+        model(T(src), T(tgt[:1]))
+    with pytest.raises(RuntimeError, match="equal to d_model"):
+        model(T(src[..., :4]), T(tgt[..., :4]))
+
+    class Custom(nn.Transformer):  # subclassable, as scripts do
+        def forward(self, src, tgt):
+            return super().forward(src, tgt).mean()
+
+    assert Custom(8, 2, 1, 1, 16, dtype=f64)(T(src[:, :, :8].transpose(1, 0, 2)), T(tgt.transpose(1, 0, 2))).ndim == 0

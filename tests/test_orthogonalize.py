@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tritensor as tt
-from tritensor.core.ops.orthogonalize import orthogonalize_
+from tritensor import orthogonalize_
 
 TOL = {"float32": 1e-5, "float64": 1e-12}
 

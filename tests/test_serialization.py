@@ -101,6 +101,26 @@ def test_values_and_dtypes_round_trip():
     assert isinstance(t, tt.Tensor) and t.dtype is tt.float16 and t.tolist() == [1, 1, 1]
 
 
+def test_open_file_objects_paths_and_bare_arrays(tmp_path):
+    # torch's idioms: `with open(p, "wb") as f: torch.save(obj, f)`, pathlib paths, and a bare
+    # array or a list of arrays at the top of the checkpoint.
+    path = tmp_path / "obj.pt"
+    obj = [np.arange(6.0).reshape(2, 3).T, {"inner": (tt.arange(3), np.zeros(0, np.int32))},
+           collections.OrderedDict(a=np.float64(2.5))]
+    with open(path, "wb") as fh:
+        tt.save(obj, fh)
+    with open(path, "rb") as fh:
+        back = tt.load(fh)
+    again = tt.load(path)
+    for got in (back, again):
+        np.testing.assert_array_equal(got[0], obj[0])
+        assert got[1]["inner"][0].tolist() == [0, 1, 2] and got[1]["inner"][1].dtype == np.int32
+        assert isinstance(got[2], collections.OrderedDict) and got[2]["a"] == 2.5
+    tt.save(np.eye(2, dtype=np.float16), path)
+    bare = tt.load(str(path))
+    assert isinstance(bare, np.ndarray) and bare.dtype == np.float16 and bare.tolist() == [[1, 0], [0, 1]]
+
+
 def test_state_dict_file_is_a_plain_safetensors_file(tmp_path):
     path = str(tmp_path / "m.safetensors")
     sd = {"fc.weight": tt.ones(2, 3, dtype=tt.bfloat16), "fc.bias": tt.zeros(2)}

@@ -167,3 +167,24 @@ def test_softmax_gradcheck_noncontiguous(name):
 def test_softmax_second_derivative(name):
     x = leaf(2, 3, 2)
     assert gradgradcheck(SOFTMAXES[name], (x,), fast_mode=True)
+
+
+def test_functional_softmax_without_dim_chooses_as_torch_and_warns():
+    import warnings
+
+    import tritensor.nn.functional as F
+
+    for shape, dim in (((5,), 0), ((2, 3, 4), 0), ((2, 3), 1), ((2, 3, 4, 5), 1)):
+        x = tt.tensor(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+        with pytest.warns(UserWarning, match="Implicit dimension choice for softmax"):
+            implicit = F.softmax(x)
+        assert implicit.numpy().tobytes() == x.softmax(dim).numpy().tobytes()
+        with pytest.warns(UserWarning, match="Implicit dimension choice for log_softmax"):
+            assert F.log_softmax(x).numpy().tobytes() == x.log_softmax(dim).numpy().tobytes()
+        with pytest.warns(UserWarning, match="softmin"):
+            assert F.softmin(x).numpy().tobytes() == (-x).softmax(dim).numpy().tobytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        F.softmax(x, dim=-1)  # a dim given: no warning
+    with pytest.raises(TypeError, match="argument 'dim' must be int"):
+        tt.softmax(x, None)  # torch.softmax itself has no implicit dim

@@ -15,10 +15,12 @@ from tolerances import FLOAT_DTYPES, NEEDS_K, PROFILES, TOL, assert_close, toler
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
 # Comparisons that are not one kernel against a per-dtype NumPy reference keep their own numbers:
 # whole training steps and collectives across processes (their tolerance is the summation order
-# of a reduction over ranks), the numeric suite's SQNR-scaled checks, and the Gram-Schmidt kernel's
-# entry-size-relative bounds, each stated at the top of its file.
+# of a reduction over ranks), whole optimizer trajectories against torch's (LBFGS: many steps, each
+# a line search, so the bound is on the run, not on one kernel), the numeric suite's SQNR-scaled
+# checks, and the Gram-Schmidt kernel's entry-size-relative bounds, each stated at the top of its file.
 OWN_TOLERANCES = {"comm_helpers.py", "test_ddp.py", "test_ddp_hooks.py", "test_powersgd.py",
-                  "test_numeric_suite.py", "test_grad_scaler.py", "test_orthogonalize.py", "tolerances.py"}
+                  "test_numeric_suite.py", "test_grad_scaler.py", "test_orthogonalize.py", "test_lbfgs.py",
+                  "tolerances.py"}
 COMPARISONS = {"assert_close", "assert_allclose", "allclose", "isclose"}
 
 

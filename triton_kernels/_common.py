@@ -220,6 +220,19 @@ HOPPER_SMEM_BYTES = 232448
 
 
 @triton.jit
+def apply_epilogue(acc, bias_ptr, offs_n, N, stride_bias, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
+    """acc (fp32/fp64 tile) + bias[None, :], then relu or exact (erf) gelu."""
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n * stride_bias, mask=offs_n < N, other=0.0)
+        acc = acc + bias.to(acc.dtype)[None, :]
+    if ACTIVATION == "relu":
+        acc = tl.where(acc < 0, 0.0, acc)
+    elif ACTIVATION == "gelu":
+        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
+    return acc
+
+
+@triton.jit
 def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """Map a linear program id to (pid_m, pid_n) in GROUP_M-row super-tiles (L2 reuse)."""
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -234,5 +247,9 @@ def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_
 
 
 def input_precision(dtype_name: str, allow_tf32: bool) -> str:
-    """``tl.dot``'s input_precision: TF32 only for fp32 with the switch on; IEEE otherwise."""
-    return "tf32" if (allow_tf32 and dtype_name == "float32" and not INTERPRET) else "ieee"
+    """``tl.dot``'s input_precision: TF32 only for fp32 with the switch on; IEEE otherwise.
+
+    The interpreter ignores it (its dot is NumPy's), so CPU mode asks for IEEE; a recording run
+    asks for what the GPU would, so ``tools/sm90_compile.py`` compiles the tensor-core path.
+    """
+    return "tf32" if (allow_tf32 and dtype_name == "float32" and GPU_SHAPES) else "ieee"

@@ -202,6 +202,10 @@ def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, sca
             y = scalar_int.to(COMPUTE) + tl.zeros_like(x)
         else:
             y = tl.load(b + ob, mask=mask).to(COMPUTE)
+            if B_SCALAR == 3:  # add/sub's alpha: other scaled by the scalar (torch's a + alpha * b)
+                y = y * load_f64_scalar(scalar_bits).to(COMPUTE)
+            elif B_SCALAR == 4:
+                y = y * scalar_int.to(COMPUTE)
         r = _binary(x, y, OP, IS_FLOAT)
         if OP == "pow" and IS_FLOAT and not out.dtype.element_ty.is_floating():
             # Integer pow runs in float64: round, don't truncate 8.999... to 8. A negative exponent
@@ -236,11 +240,12 @@ def _layout(shape, strides):
     return hit
 
 
-def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None) -> None:
+def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None, alpha=None) -> None:
     """out = op(a[, b or scalar][, c]); every tensor already has ``out``'s shape (stride-0 broadcast).
 
     ``compute`` names the dtype arithmetic happens in ("float32", "float64", "int32" or
-    "int64"); ``scalar`` (a Python number) replaces ``b`` for binary ops. The layout's geometry
+    "int64"); ``scalar`` (a Python number) replaces ``b`` for binary ops; ``alpha`` (a Python
+    number, with a tensor ``b``) scales ``b`` first: add/sub's ``alpha=``. The layout's geometry
     (collapsed shape and strides, grid, block) is computed once per layout and kept.
     """
     shape = tuple(out.shape)
@@ -259,6 +264,11 @@ def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None) -> N
             b_kind, bits = 1, f64_bits(scalar)
         else:
             b_kind, ival = 2, int(scalar)
+    elif alpha is not None:
+        if isinstance(alpha, float):
+            b_kind, bits = 3, f64_bits(alpha)
+        else:
+            b_kind, ival = 4, int(alpha)
     launch(_elementwise_kernel, grid,
            a, b if b is not None else out, c if c is not None else out, out, n, cshape, sa, sb, sc, so, bits, ival,
            OP=op, NARGS=nargs, B_SCALAR=b_kind, COMPUTE=_TL_DTYPES[compute], NDIM=len(cshape), CONTIG=contig,

@@ -17,7 +17,8 @@ of tiles share the same columns of B) so a wave of programs reuses A and B out o
   one pass over C.
 
 On Hopper, ``matmul_tma.py`` holds a persistent, TMA-descriptor variant that the launcher
-below prefers for contiguous operands.
+below prefers for contiguous operands; a 2-D product of a few output tiles with a long K
+(``dot``, matrix-vector, ``X.T @ X``) is split along K instead (``matmul_splitk.py``).
 """
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from . import matmul_tma
-from ._common import INTERPRET, cdiv, collapse, grouped_tile, input_precision, needs_int64
+from . import matmul_splitk, matmul_tma
+from ._common import INTERPRET, apply_epilogue, cdiv, collapse, grouped_tile, input_precision, needs_int64
 from .autotune import autotune
 
 ACTIVATIONS = (None, "relu", "gelu")
@@ -48,19 +49,6 @@ CONFIGS = [
 # The interpreter pays per program and per loop trip: few, large tiles.
 INTERPRET_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
 MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y; programs stride over larger batches
-
-
-@triton.jit
-def apply_epilogue(acc, bias_ptr, offs_n, N, stride_bias, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
-    """acc (fp32/fp64 tile) + bias[None, :], then relu or exact (erf) gelu."""
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_n * stride_bias, mask=offs_n < N, other=0.0)
-        acc = acc + bias.to(acc.dtype)[None, :]
-    if ACTIVATION == "relu":
-        acc = tl.where(acc < 0, 0.0, acc)
-    elif ACTIVATION == "gelu":
-        acc = 0.5 * acc * (1.0 + tl.erf(acc * 0.7071067811865476))
-    return acc
 
 
 @autotune(configs=CONFIGS, key=["M", "N", "K", "stride_ak", "stride_bn", "INPUT_PRECISION"])
@@ -141,6 +129,13 @@ def matmul(out, a, b, bias=None, activation=None, allow_tf32: bool = False) -> N
     N = b.shape[-1]
     if out.numel() == 0:
         return
+    if not batch:
+        split = matmul_splitk.plan(M, N, K, 1)
+        if split > 1:  # a few output tiles and a long K: spread K over the SMs
+            int64 = needs_int64(a.shape, a.stride()) or needs_int64(b.shape, b.stride()) or \
+                needs_int64(out.shape, out.stride())
+            matmul_splitk.matmul(out, a, b, bias, activation, split, input_precision(a.dtype.name, allow_tf32), int64)
+            return
     if bias is None and activation is None and K > 0:
         if matmul_tma.usable(out, a, b):
             matmul_tma.matmul(out, a, b, allow_tf32)

@@ -1,16 +1,19 @@
-"""Associative scans along one dim: ``cumprod`` (``tl.cumprod``), ``logcumsumexp`` and
-``cummax``/``cummin`` (``tl.associative_scan``; the extremes scan (value, position) pairs, a later
-element winning ties and NaN winning, as torch's). The interpreter runs ``tl.cumprod`` with NumPy
-but a custom combine function element by element in Python: those are slow in CPU mode (not on
-the GPU).
+"""Scans along one dim: ``cumsum`` (``tl.cumsum``), ``cumprod`` (``tl.cumprod``), ``logcumsumexp``
+and ``cummax``/``cummin`` (``tl.associative_scan``; the extremes scan (value, position) pairs, a
+later element winning ties and NaN winning, as torch's). The interpreter runs ``tl.cumsum`` and
+``tl.cumprod`` with NumPy but a custom combine function element by element in Python: those are
+slow in CPU mode (not on the GPU).
 
-The layout is cumsum's (``triton_kernels/cumsum.py``): the tensor seen as (O, N, I) with one
-stride each, one program per o and BLOCK_I columns, N walked in chunks of BLOCK_N. Each chunk is
-scanned (``tl.cumprod``; ``tl.associative_scan`` with a log-add-exp combine) and combined with the
-carry of the chunks before it; the scan's last row is the next carry. Masked lanes hold
-the operation's identity (1 for prod, -inf for logaddexp). ``REVERSE`` walks N from its end.
-Values are loaded, combined and carried in ``ACC`` (fp32 for fp16/bf16/fp32, fp64 for fp64,
-int64 for integer cumprod) and cast on store.
+The core entries (``core/ops/scan.py``) present the tensor as (O, N, I): O = the dims before the
+scanned one, N = the scanned dim, I = the dims after it, each with one stride, so a strided input
+is read in place whenever those three strides describe it. One program takes one o and BLOCK_I
+columns of I, and walks N in chunks of BLOCK_N. Each chunk is scanned and combined with the carry
+of the chunks before it: for a sum, the chunk's scan plus the running total, which then grows by
+the chunk's ``tl.sum``; otherwise the scan's last row is the next carry (masked lanes hold the
+operation's identity: 1 for prod, -inf for logaddexp). ``REVERSE`` walks N from its end (the
+derivative of cumsum is the reversed cumsum of the gradient). Values are loaded, combined and
+carried in ``ACC`` (fp32 for fp16/bf16/fp32, fp64 for fp64, int64 for integer sums and products)
+and cast on store.
 """
 from __future__ import annotations
 
@@ -18,7 +21,11 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from .cumsum import tiling  # the same (O, N, I) layout and tiles as cumsum
+from ._common import cdiv, needs_int64, next_pow2, per_mode
+
+# The interpreter pays per program and per loop trip, not per element: wide tiles.
+MAX_TILE = per_mode(65536, 2048)
+MAX_BLOCK_N = per_mode(1024, 64)
 
 
 @triton.jit
@@ -56,10 +63,10 @@ def _scan_kernel(out, idx, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_
     cmask = cols < I
     if OP == "prod":
         carry = tl.full((BLOCK_I,), 1, ACC)
-    elif OP == "cummax" or OP == "cummin":
-        carry = tl.zeros((BLOCK_I,), ACC)  # not read before the first chunk has set it
-    else:
+    elif OP == "logcumsumexp":
         carry = tl.full((BLOCK_I,), float("-inf"), ACC)
+    else:  # sum; cummax/cummin do not read it before the first chunk has set it
+        carry = tl.zeros((BLOCK_I,), ACC)
     carry_i = tl.zeros((BLOCK_I,), tl.int64)
     for start in range(0, N, BLOCK_N):
         k = start + tl.arange(0, BLOCK_N)
@@ -69,7 +76,11 @@ def _scan_kernel(out, idx, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_
             n = k
         mask = (k < N)[:, None] & cmask[None, :]
         ptr = x + o * xs_o + n[:, None] * xs_n + cols[None, :] * xs_i
-        if OP == "prod":
+        if OP == "sum":
+            v = tl.load(ptr, mask=mask, other=0).to(ACC)
+            c = tl.cumsum(v, axis=0) + carry[None, :]
+            carry += tl.sum(v, axis=0)
+        elif OP == "prod":
             v = tl.load(ptr, mask=mask, other=1).to(ACC)
             c = tl.cumprod(v, 0) * carry[None, :]
         elif OP == "cummax" or OP == "cummin":
@@ -92,15 +103,25 @@ def _scan_kernel(out, idx, x, N, I, n_iblocks, xs_o, xs_n, xs_i, os_o, os_n, os_
             tl.static_assert(OP == "logcumsumexp")
             v = tl.load(ptr, mask=mask, other=float("-inf")).to(ACC)
             c = _logaddexp(tl.associative_scan(v, 0, _logaddexp), carry[None, :])
-        # the new carry: the scan's last row (masked lanes hold the identity, so it is the chunk's total)
-        last = (tl.arange(0, BLOCK_N) == BLOCK_N - 1)[:, None]
-        carry = tl.sum(tl.where(last, c, 0), axis=0)
+        if OP != "sum":  # the new carry: the scan's last row (masked lanes hold the identity)
+            last = (tl.arange(0, BLOCK_N) == BLOCK_N - 1)[:, None]
+            carry = tl.sum(tl.where(last, c, 0), axis=0)
         tl.store(out + o * os_o + n[:, None] * os_n + cols[None, :] * os_i, c.to(out.dtype.element_ty), mask=mask)
 
 
+def tiling(dims, x_strides, out_strides):
+    """The (O, N, I) scan layout's launch: ``(grid, n_iblocks, meta)``."""
+    O, N, I = dims
+    block_n = min(next_pow2(N), MAX_BLOCK_N)
+    block_i = min(next_pow2(I), max(1, MAX_TILE // block_n))
+    n_iblocks = cdiv(I, block_i)
+    int64 = needs_int64(dims, x_strides, out_strides) or O * n_iblocks >= 2**31 - 1
+    return (O * n_iblocks,), n_iblocks, dict(INT64=int64, BLOCK_N=block_n, BLOCK_I=block_i)
+
+
 def scan(op: str, out, x, dims, x_strides, out_strides, acc: str, reverse: bool = False, idx=None) -> None:
-    """out[o, n, i] = op-scan of x[o, :n+1, i] (``reverse``: of x[o, n:, i]); (O, N, I) = ``dims``.
-    cummax/cummin also write ``idx`` (int64, ``out``'s strides): where each running extreme is."""
+    """out[o, n, i] = op-scan of x[o, :n+1, i] (``reverse``: of x[o, n:, i]); (O, N, I) = ``dims``;
+    ``op``: "sum", "prod", "logcumsumexp", "cummax" or "cummin". cummax/cummin also write ``idx`` (int64, ``out``'s strides): where each running extreme is."""
     O, N, I = dims
     if O * N * I == 0:
         return

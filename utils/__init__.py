@@ -1,2 +1,2 @@
-"""``tritensor.utils``: PyTorch's ``torch.utils`` namespace (for now ``utils.data``)."""
-from . import data  # noqa: F401
+"""``tritensor.utils``: PyTorch's ``torch.utils`` namespace (``utils.data``, ``utils.dlpack``)."""
+from . import data, dlpack  # noqa: F401

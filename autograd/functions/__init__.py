@@ -7,6 +7,11 @@ the dispatcher (``autograd/layer.py``) calls it instead of the core entry when g
 an argument requires grad. An op that is not here records nothing (comparisons, argmax, ...); an
 op made of other ops (``nll_loss``, ``flatten``) is recorded piece by piece.
 
+The simple families are formula tables, one generic Function each: elementwise.py
+(``UNARY_FORMULAS``, ``BINARY_FORMULAS``), reduce.py (``REDUCTION_FORMULAS``), scan.py
+(``SCAN_FORMULAS``), softmax.py (``SOFTMAX_FORMULAS``); ``function.functions_from_table`` makes a
+class per row, named for the op. The other ops are a ``BuiltinFunction`` subclass each.
+
 Where an op's derivative lives:
   elementwise.py  unary math, + - * / ** maximum minimum remainder, where, clamp (and in-place forms)
   views.py        view reshape transpose permute expand squeeze unsqueeze narrow select, basic []
@@ -15,17 +20,16 @@ Where an op's derivative lives:
   softmax.py      softmax log_softmax
   layer_norm.py   layer_norm native_layer_norm
   matmul.py       matmul mm bmm linear
-  conv.py         conv2d
+  conv.py         conv2d conv_transpose2d
   pool.py         max_pool2d max_pool2d_with_indices avg_pool2d
   loss.py         cross_entropy (fused log-softmax + NLL kernel)
   index.py        index_select gather, x[idx] (advanced: integer tensors, lists, masks), x[idx] = v
-  cumsum.py       cumsum
   attention.py    scaled_dot_product_attention (fused FlashAttention-2 backward kernels)
   embedding.py    embedding
   batch_norm.py   batch_norm
   join.py         cat stack hstack vstack flip roll repeat tile tril triu diag movedim
   math_ops.py     round nan_to_num dot
-  scan.py         cumprod logcumsumexp
+  scan.py         cumsum cumprod logcumsumexp cummax cummin
   sort.py         sort msort topk kthvalue
   select.py       masked_fill masked_fill_
   scatter.py      scatter scatter_reduce index_put (and in-place forms)
@@ -34,11 +38,11 @@ Where an op's derivative lives:
 """
 from __future__ import annotations
 
-from . import (attention, batch_norm, conv, copies, cumsum, elementwise, embedding, index, join, layer_norm, loss,
+from . import (attention, batch_norm, conv, copies, elementwise, embedding, index, join, layer_norm, loss,
                math_ops, matmul, pool, random, reduce, rnn, scan, scatter, select, softmax, sort, views)
 
 DERIVATIVES: dict = {}
-for _module in (elementwise, views, copies, reduce, softmax, layer_norm, matmul, conv, pool, loss, index, cumsum, attention,
+for _module in (elementwise, views, copies, reduce, softmax, layer_norm, matmul, conv, pool, loss, index, attention,
                 embedding, batch_norm, join, math_ops, scan, sort, select, scatter, random, rnn):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:

@@ -13,10 +13,10 @@ differentiable again (no double backward), as with PyTorch's fused flash / memor
 from __future__ import annotations
 
 from ...core.ops import attention as _attn
-from .elementwise import Op
+from ..function import BuiltinFunction
 
 
-class ScaledDotProductAttention(Op):
+class ScaledDotProductAttention(BuiltinFunction):
     @staticmethod
     def forward(ctx, q, k, v, mask, plan):
         out, lse = _attn.forward(q, k, v, mask, plan)

@@ -5,11 +5,11 @@ running statistics (buffers)."""
 from __future__ import annotations
 
 from ...core.ops import batch_norm as _bn
+from ..function import BuiltinFunction
 from .conv import _first_order_only
-from .elementwise import Op
 
 
-class BatchNorm(Op):
+class BatchNorm(BuiltinFunction):
     @staticmethod
     def forward(ctx, input, weight, bias, running_mean, running_var, training, momentum, eps):
         out, mean, rstd = _bn.native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,

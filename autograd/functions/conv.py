@@ -1,4 +1,4 @@
-"""Derivative of ``conv2d``: each backward is its own Triton kernel (``triton_kernels/conv.py``;
+"""Derivatives of ``conv2d`` and ``conv_transpose2d``: each backward is its own Triton kernel (``triton_kernels/conv.py``;
 wrappers in ``core/ops/conv.py``). Those kernels are not themselves recorded, so conv2d supports
 first derivatives only; asking for a second (``create_graph=True``) raises instead of silently
 returning a gradient without history (:func:`_first_order_only`, shared by the other
@@ -7,8 +7,8 @@ kernel-backed derivatives: pooling, layer_norm, cross_entropy).
 from __future__ import annotations
 
 from ...core.ops import conv as _conv
+from ..function import BuiltinFunction
 from ..grad_mode import is_grad_enabled
-from .elementwise import Op
 
 
 def _first_order_only(name):
@@ -16,7 +16,7 @@ def _first_order_only(name):
         raise NotImplementedError(f"double backward (create_graph=True) through {name} is not implemented")
 
 
-class Conv2d(Op):
+class Conv2d(BuiltinFunction):
     """dx = conv2d_backward_input(dy, W), dW = conv2d_backward_weight(dy, x), db = sum of dy
     over batch and space."""
 
@@ -46,8 +46,47 @@ class Conv2d(Op):
         return gx, gw, gb, None, None, None, None
 
 
+class ConvTranspose2d(BuiltinFunction):
+    """conv_transpose2d is conv2d's grad-input map, so its adjoints are conv2d's other two maps:
+    dx = conv2d(dy, W) (cropped to x where an output padding reached a whole stride), dW =
+    conv2d_backward_weight with dy as conv2d's input and x as its output gradient, db = sum of dy."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+        out = _conv.conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation)
+        ctx.args = (stride, padding, output_padding, groups, dilation)
+        ctx.save_for_backward(x, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        _first_order_only("conv_transpose2d")
+        x, w = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        unbatched = x.ndim == 3
+        x4 = x.unsqueeze(0) if unbatched else x
+        g4 = g.unsqueeze(0) if unbatched else g
+        stride, padding, output_padding, groups, dilation = ctx.args
+        stride, pad, dilation, _, conv_hw = _conv.conv_transpose_geometry(
+            "conv_transpose2d", x4.shape, w.shape, stride, padding, output_padding, groups, dilation)
+        gx = gw = gb = None
+        if needs[0]:
+            gx = _conv.conv2d(g4, w, None, stride, pad, dilation, groups)[:, :, :x4.shape[2], :x4.shape[3]]
+            gx = gx.squeeze(0) if unbatched else gx
+        if needs[1]:
+            gw = _conv.conv2d_backward_weight(_conv.zero_extend(x4, conv_hw), g4, w.shape, stride, pad, dilation,
+                                              groups)
+        if len(needs) > 2 and needs[2]:
+            gb = g4.sum((0, 2, 3))
+        return gx, gw, gb, None, None, None, None, None
+
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return Conv2d.apply(input, weight, bias, stride, padding, dilation, groups)
 
 
-RECORD = {"conv2d": conv2d}  # op name -> recorder
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return ConvTranspose2d.apply(input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+RECORD = {"conv2d": conv2d, "conv_transpose2d": conv_transpose2d}  # op name -> recorder

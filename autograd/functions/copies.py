@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from ...core.ops import copies as _copies
 from ...core.tensor import Tensor
-from ..function import check_inplace
+from ..function import BuiltinFunction, check_inplace
 from ..grad_mode import no_grad
-from .elementwise import Op
 
 
-class Clone(Op):
+class Clone(BuiltinFunction):
     @staticmethod
     def forward(ctx, x):
         return _copies.clone(x)
@@ -21,7 +20,7 @@ class Clone(Op):
         return g
 
 
-class ToCopy(Op):
+class ToCopy(BuiltinFunction):
     """``x.to(dtype/device)`` that made a new tensor: the gradient goes back to x's dtype and
     device (the engine casts it)."""
 
@@ -34,7 +33,7 @@ class ToCopy(Op):
         return g, None
 
 
-class CopyInto(Op):
+class CopyInto(BuiltinFunction):
     """``self.copy_(src)``: self's old value is overwritten (no gradient); src's gradient is
     the incoming one, summed back over broadcasting and cast to src's dtype by the engine."""
 
@@ -49,7 +48,7 @@ class CopyInto(Op):
         return None, g
 
 
-class Fill(Op):
+class Fill(BuiltinFunction):
     @staticmethod
     def forward(ctx, self, value):
         _copies.fill_(self, value)

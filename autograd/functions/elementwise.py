@@ -1,13 +1,18 @@
-"""Derivatives of the elementwise ops (kernels: ``triton_kernels/elementwise.py``).
+"""Derivatives of the elementwise ops (kernels: ``triton_kernels/elementwise.py``; core entries:
+``core/ops/elementwise.py``).
 
-One class per op. ``forward`` runs the core op (``core/ops/elementwise.py``); ``backward``
-is written with tritensor's own tensor ops, so it is itself differentiable
-(``create_graph=True``). Gradients of broadcast operands come back in the broadcast shape;
-the engine sums them down to each input's shape (``engine._sum_to``).
+The unary and binary ops are data: one row per op in :data:`UNARY_FORMULAS` and
+:data:`BINARY_FORMULAS` (what backward keeps, and each input's gradient as a formula of the
+incoming gradient ``g`` and what was kept), run by one generic Function per kind, :class:`Unary`
+and :class:`Binary`. ``functions_from_table`` makes a class per row, so each op's nodes keep its
+name (``ExpBackward0``, ``MulBackward0``). Formulas use tritensor's own tensor ops, so they are
+recorded in turn and differentiable again (``create_graph=True``). Gradients of broadcast operands
+come back in the broadcast shape; the engine sums them down to each input's shape
+(``engine._sum_to``). ``where`` (three operands) and ``clamp`` (optional bounds) keep classes.
 
-In-place variants (``x.mul_(y)``) are the same classes with ``inplace=True``: the kernel
-writes into ``x``, the version counter is bumped, and if backward needs ``x``'s old value a
-copy is saved first.
+In-place forms (``x.mul_(y)``) are the same Functions with ``inplace=True``: the kernel writes
+into ``x``, the version counter is bumped, and if backward needs ``x``'s old value a copy is
+saved first.
 """
 from __future__ import annotations
 
@@ -15,19 +20,15 @@ import math
 
 from ...core.ops import elementwise as _ew
 from ...core.tensor import Tensor
-from ..function import Function, check_inplace
-
-
-class Op(Function):
-    """Base of the builtin ops: their nodes are named like PyTorch's (``MulBackward0``)."""
-
-    _builtin = True
+from ..function import BuiltinFunction, check_inplace, functions_from_table
 
 
 # ----- unary -------------------------------------------------------------------------------
-class _Unary(Op):
-    op = ""  # the kernel's op name
-    saves = "x"  # what backward needs: the input "x", the output "out", or nothing (None)
+class Unary(BuiltinFunction):
+    """``op(x)`` and ``op_(x)`` for a row of :data:`UNARY_FORMULAS`: ``saves`` names what the
+    formula gets besides ``g``: the input ``"x"``, the output ``"y"``, or nothing (None)."""
+
+    op = saves = formula = None
 
     @classmethod
     def forward(cls, ctx, x, inplace=False):
@@ -40,377 +41,145 @@ class _Unary(Op):
             ctx.mark_dirty(x)
         if cls.saves == "x":
             ctx.save_for_backward(keep)
-        elif cls.saves == "out":
+        elif cls.saves == "y":
             ctx.save_for_backward(out)
         return out
 
-
-class Neg(_Unary):
-    op, saves = "neg", None
-
-    @staticmethod
-    def backward(ctx, g):
-        return -g
-
-
-class Abs(_Unary):
-    op = "abs"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * x.sign()
-
-
-class Exp(_Unary):
-    op, saves = "exp", "out"
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * y
-
-
-class Exp2(_Unary):
-    op, saves = "exp2", "out"
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * y * math.log(2.0)
-
-
-class Expm1(_Unary):
-    op, saves = "expm1", "out"
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * (y + 1)
-
-
-class Log(_Unary):
-    op = "log"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g / x
-
-
-class Log2(_Unary):
-    op = "log2"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g / (x * math.log(2.0))
-
-
-class Log1p(_Unary):
-    op = "log1p"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g / (x + 1)
-
-
-class Sqrt(_Unary):
-    op, saves = "sqrt", "out"
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g / (y * 2)
-
-
-class Rsqrt(_Unary):
-    op, saves = "rsqrt", "out"
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * y * y * y * -0.5
-
-
-class Sin(_Unary):
-    op = "sin"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * x.cos()
-
-
-class Cos(_Unary):
-    op = "cos"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return -g * x.sin()
-
-
-class Tanh(_Unary):
-    op, saves = "tanh", "out"
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * (1 - y * y)
-
-
-class Sigmoid(_Unary):
-    op, saves = "sigmoid", "out"
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * y * (1 - y)
-
-
-class Relu(_Unary):
-    op, saves = "relu", "out"
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return g * (y > 0)
+    @classmethod
+    def backward(cls, ctx, g):
+        return cls.formula(g, ctx.saved_tensors[0] if cls.saves else None)
 
 
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
-class Gelu(_Unary):
+def _gelu(g, x):
     """Exact GELU, x * Phi(x): d/dx = Phi(x) + x * phi(x)."""
-
-    op = "gelu"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        cdf = ((x * (1 / math.sqrt(2.0))).erf() + 1) * 0.5
-        pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
-        return g * (cdf + x * pdf)
+    cdf = ((x * (1 / math.sqrt(2.0))).erf() + 1) * 0.5
+    pdf = (x * x * -0.5).exp() * _INV_SQRT_2PI
+    return g * (cdf + x * pdf)
 
 
-class GeluTanh(_Unary):
-    """GELU's tanh approximation: 0.5 x (1 + tanh(k (x + 0.044715 x^3)))."""
-
-    op = "gelu_tanh"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        k = math.sqrt(2.0 / math.pi)
-        t = ((x + x * x * x * 0.044715) * k).tanh()
-        dinner = (x * x * (3 * 0.044715) + 1) * k
-        return g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner)
+def _gelu_tanh(g, x):
+    """GELU's tanh approximation, 0.5 x (1 + tanh(k (x + 0.044715 x^3))), differentiated."""
+    k = math.sqrt(2.0 / math.pi)
+    t = ((x + x * x * x * 0.044715) * k).tanh()
+    dinner = (x * x * (3 * 0.044715) + 1) * k
+    return g * ((t + 1) * 0.5 + x * 0.5 * (1 - t * t) * dinner)
 
 
-class Silu(_Unary):
-    op = "silu"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        s = x.sigmoid()
-        return g * s * (x * (1 - s) + 1)
+def _silu(g, x):
+    s = x.sigmoid()
+    return g * s * (x * (1 - s) + 1)
 
 
-class Erf(_Unary):
-    op = "erf"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * (x * x * -1).exp() * (2 / math.sqrt(math.pi))
+def _flat(g, *_):
+    """Piecewise constant (floor, ceil, trunc, sign, floor_divide): a zero gradient, as in PyTorch."""
+    return g * 0
 
 
-class Reciprocal(_Unary):
-    op, saves = "reciprocal", "out"
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return -g * y * y
-
-
-class Square(_Unary):
-    op = "square"
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return g * x * 2
-
-
-class _Piecewise(_Unary):
-    """floor/ceil/trunc/sign: piecewise constant, so the gradient is zero (as in PyTorch)."""
-
-    saves = None
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 0
-
-
-class Floor(_Piecewise):
-    op = "floor"
-
-
-class Ceil(_Piecewise):
-    op = "ceil"
-
-
-class Trunc(_Piecewise):
-    op = "trunc"
-
-
-class Sign(_Piecewise):
-    op = "sign"
-
-
-UNARY = {c.op: c for c in (Neg, Abs, Exp, Exp2, Expm1, Log, Log2, Log1p, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid,
-                           Relu, Gelu, GeluTanh, Silu, Erf, Reciprocal, Square, Floor, Ceil, Trunc, Sign)}
+# op: (what backward keeps, dL/dx from g and it)
+UNARY_FORMULAS = {
+    "neg": (None, lambda g, _: -g),
+    "abs": ("x", lambda g, x: g * x.sign()),
+    "exp": ("y", lambda g, y: g * y),
+    "exp2": ("y", lambda g, y: g * y * math.log(2.0)),
+    "expm1": ("y", lambda g, y: g * (y + 1)),
+    "log": ("x", lambda g, x: g / x),
+    "log2": ("x", lambda g, x: g / (x * math.log(2.0))),
+    "log1p": ("x", lambda g, x: g / (x + 1)),
+    "sqrt": ("y", lambda g, y: g / (y * 2)),
+    "rsqrt": ("y", lambda g, y: g * y * y * y * -0.5),
+    "sin": ("x", lambda g, x: g * x.cos()),
+    "cos": ("x", lambda g, x: -g * x.sin()),
+    "tanh": ("y", lambda g, y: g * (1 - y * y)),
+    "sigmoid": ("y", lambda g, y: g * y * (1 - y)),
+    "relu": ("y", lambda g, y: g * (y > 0)),
+    "gelu": ("x", _gelu),
+    "gelu_tanh": ("x", _gelu_tanh),
+    "silu": ("x", _silu),
+    "erf": ("x", lambda g, x: g * (x * x * -1).exp() * (2 / math.sqrt(math.pi))),
+    "reciprocal": ("y", lambda g, y: -g * y * y),
+    "square": ("x", lambda g, x: g * x * 2),
+    "floor": (None, _flat),
+    "ceil": (None, _flat),
+    "trunc": (None, _flat),
+    "sign": (None, _flat),
+}
+UNARY = functions_from_table(Unary, UNARY_FORMULAS, ("saves", "formula"))
 
 
 # ----- binary ------------------------------------------------------------------------------
-class _Binary(Op):
-    """``a op b``; either side may be a Python number (kept on ctx, never differentiated)."""
+class Binary(BuiltinFunction):
+    """``a op b`` and ``a.op_(b)`` for a row of :data:`BINARY_FORMULAS`; either side may be a
+    Python number (kept on ctx, never differentiated). ``saves``: whether the formulas read the
+    operands; ``da``/``db`` run only for an operand that needs a gradient."""
 
-    op = ""
-    saves = (False, False)  # (backward needs a, backward needs b)
+    op = saves = da = db = None
 
     @classmethod
-    def forward(cls, ctx, a, b, inplace=False):
-        need_a, need_b = cls.saves
-        needs = ctx.needs_input_grad or (False, False)
+    def forward(cls, ctx, a, b, inplace=False, alpha=1):
         keep_a = a
-        if inplace and need_a and any(needs):
+        if inplace and cls.saves and any(ctx.needs_input_grad):
             keep_a = a.clone()
-        out = _ew.binary(cls.op, a, b, out=a if inplace else None)
+        out = _ew.binary(cls.op, a, b, out=a if inplace else None, alpha=alpha)
+        ctx.alpha = alpha  # add/sub: a + alpha * b, so dL/db is alpha times the formula's
         if inplace:
             a._bump_version()
             ctx.mark_dirty(a)
-        if need_a or need_b:
-            ctx.a = None if isinstance(a, Tensor) else a
-            ctx.b = None if isinstance(b, Tensor) else b
-            ctx.save_for_backward(keep_a if need_a and isinstance(a, Tensor) else None,
-                                  b if need_b and isinstance(b, Tensor) else None)
+        if cls.saves:
+            a_tensor, b_tensor = isinstance(a, Tensor), isinstance(b, Tensor)
+            ctx.a = None if a_tensor else a
+            ctx.b = None if b_tensor else b
+            ctx.save_for_backward(keep_a if a_tensor else None, b if b_tensor else None)
         return out
-
-    @staticmethod
-    def operands(ctx):
-        a, b = ctx.saved_tensors
-        return (ctx.a if a is None else a), (ctx.b if b is None else b)
-
-
-class Add(_Binary):
-    op = "add"
-
-    @staticmethod
-    def backward(ctx, g):
-        return g, g
-
-
-class Sub(_Binary):
-    op = "sub"
-
-    @staticmethod
-    def backward(ctx, g):
-        return g, (-g if ctx.needs_input_grad[1] else None)
-
-
-class Mul(_Binary):
-    op, saves = "mul", (True, True)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = _Binary.operands(ctx)
-        return (g * b if ctx.needs_input_grad[0] else None), (g * a if ctx.needs_input_grad[1] else None)
-
-
-class Div(_Binary):
-    op, saves = "div", (True, True)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = _Binary.operands(ctx)
-        ga = g / b if ctx.needs_input_grad[0] else None
-        gb = -g * a / (b * b) if ctx.needs_input_grad[1] else None
-        return ga, gb
-
-
-class Pow(_Binary):
-    """d(a^b)/da = b a^(b-1); d(a^b)/db = a^b log(a), taken as 0 where a == 0 and b >= 0."""
-
-    op, saves = "pow", (True, True)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = _Binary.operands(ctx)
-        ga = gb = None
-        if ctx.needs_input_grad[0]:
-            if isinstance(b, Tensor):
-                ga = g * b * a ** (b - 1)
-            else:
-                ga = g * b * a ** (b - 1) if b != 0 else g * 0
-        if ctx.needs_input_grad[1]:
-            y = a ** b
-            if isinstance(a, Tensor):  # 0 ** b is flat in b for b >= 0: use log(1) = 0 there
-                at_zero = (a == 0) & (b >= 0) if isinstance(b, Tensor) else (a == 0) & (b >= 0)
-                log_a = Where.apply(at_zero, 1.0, a).log()
-            else:
-                log_a = math.log(a) if a > 0 else (0.0 if a == 0 else float("nan"))
-            gb = g * y * log_a
-        return ga, gb
-
-
-class _Extremum(_Binary):
-    """maximum/minimum: the gradient goes to the chosen side, split evenly on ties (PyTorch)."""
-
-    saves = (True, True)
 
     @classmethod
     def backward(cls, ctx, g):
-        a, b = _Binary.operands(ctx)
-        wins = (a > b) if cls.op == "maximum" else (a < b)
-        share = wins.to(g.dtype) + (a == b).to(g.dtype) * 0.5
-        ga = g * share if ctx.needs_input_grad[0] else None
-        gb = g * (1 - share) if ctx.needs_input_grad[1] else None
-        return ga, gb
+        a = b = None
+        if cls.saves:
+            a, b = ctx.saved_tensors
+            a, b = (ctx.a if a is None else a), (ctx.b if b is None else b)
+        needs = ctx.needs_input_grad
+        gb = None
+        if needs[1]:
+            gb = cls.db(g, a, b) if ctx.alpha == 1 else cls.db(g, a, b) * ctx.alpha
+        return (cls.da(g, a, b) if needs[0] else None), gb
 
 
-class Maximum(_Extremum):
-    op = "maximum"
+def _pow_da(g, a, b):
+    """d(a^b)/da = b a^(b-1) (zero for a Python exponent 0)."""
+    return g * b * a ** (b - 1) if isinstance(b, Tensor) or b != 0 else g * 0
 
 
-class Minimum(_Extremum):
-    op = "minimum"
+def _pow_db(g, a, b):
+    """d(a^b)/db = a^b log(a), taken as 0 where a == 0 and b >= 0 (0 ** b is flat in b there)."""
+    y = a ** b
+    if isinstance(a, Tensor):
+        log_a = _ew_where((a == 0) & (b >= 0), 1.0, a).log()
+    else:
+        log_a = math.log(a) if a > 0 else (0.0 if a == 0 else float("nan"))
+    return g * y * log_a
 
 
-class Remainder(_Binary):
-    """a - floor(a / b) * b: d/da = 1, d/db = -floor(a / b)."""
-
-    op, saves = "remainder", (True, True)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = _Binary.operands(ctx)
-        return g, (-g * (a / b).floor() if ctx.needs_input_grad[1] else None)
+def _share(wins, a, b, g):
+    """maximum/minimum: the chosen side's share of the gradient, split evenly on ties (PyTorch)."""
+    return wins.to(g.dtype) + (a == b).to(g.dtype) * 0.5
 
 
-class FloorDivide(_Binary):
-    op = "floor_divide"
-
-    @staticmethod
-    def backward(ctx, g):
-        return g * 0, g * 0
-
-
-BINARY = {c.op: c for c in (Add, Sub, Mul, Div, Pow, Maximum, Minimum, Remainder, FloorDivide)}
+# op: (whether the formulas read a and b, dL/da, dL/db), each from g, a, b
+BINARY_FORMULAS = {
+    "add": (False, lambda g, a, b: g, lambda g, a, b: g),
+    "sub": (False, lambda g, a, b: g, lambda g, a, b: -g),
+    "mul": (True, lambda g, a, b: g * b, lambda g, a, b: g * a),
+    "div": (True, lambda g, a, b: g / b, lambda g, a, b: -g * a / (b * b)),
+    "pow": (True, _pow_da, _pow_db),
+    "maximum": (True, lambda g, a, b: g * _share(a > b, a, b, g), lambda g, a, b: g * (1 - _share(a > b, a, b, g))),
+    "minimum": (True, lambda g, a, b: g * _share(a < b, a, b, g), lambda g, a, b: g * (1 - _share(a < b, a, b, g))),
+    "remainder": (True, lambda g, a, b: g, lambda g, a, b: -g * (a / b).floor()),  # a - floor(a / b) * b
+    "floor_divide": (False, _flat, _flat),
+}
+BINARY = functions_from_table(Binary, BINARY_FORMULAS, ("saves", "da", "db"))
 
 
 def unary(op: str, x, inplace=False):
@@ -419,17 +188,17 @@ def unary(op: str, x, inplace=False):
     return UNARY[op].apply(x, inplace) if inplace else UNARY[op].apply(x)
 
 
-def binary(op: str, a, b, inplace=False):
+def binary(op: str, a, b, inplace=False, alpha=1):
     if inplace:
         if not isinstance(a, Tensor):
             raise TypeError(f"{op}_(): self must be a Tensor, got {type(a).__name__}")
         check_inplace(a)
-        return BINARY[op].apply(a, b, True)
-    return BINARY[op].apply(a, b)
+        return BINARY[op].apply(a, b, True, alpha)
+    return BINARY[op].apply(a, b, False, alpha)
 
 
 # ----- where and clamp ---------------------------------------------------------------------
-class Where(Op):
+class Where(BuiltinFunction):
     @staticmethod
     def forward(ctx, cond, x, y):
         ctx.save_for_backward(cond)
@@ -447,7 +216,7 @@ def _ew_where(cond, x, y):
     return Where.apply(cond, x, y)
 
 
-class Clamp(Op):
+class Clamp(BuiltinFunction):
     """clamp(x, min, max): gradient 1 inside [min, max] (ends included), 0 outside."""
 
     @staticmethod
@@ -488,16 +257,17 @@ def _no_out(name, out):
                            "but one of the arguments requires grad.")
 
 
-def _recorders(op, n_args):
-    """``op`` and ``op_`` for a unary (n_args=1) or binary (2) elementwise op."""
-    run = unary if n_args == 1 else binary
+def _recorders(op, run, fn):
+    """``op`` and ``op_`` for a unary (``run`` = :func:`unary`) or binary (:func:`binary`) op;
+    ``alpha`` (add/sub's keyword) reaches the core entry, which refuses it for any other op."""
 
-    def record(*args, out=None):
-        _no_out(op, out)
-        return run(op, *args)
+    def record(*args, out=None, **alpha):
+        if out is not None:
+            _no_out(op, out)
+        return fn.apply(*args, False, *alpha.values()) if alpha else fn.apply(*args)
 
-    def record_(*args):
-        return run(op, *args, inplace=True)
+    def record_(*args, **alpha):
+        return run(op, *args, inplace=True, **alpha)
 
     record.__name__, record_.__name__ = op, op + "_"
     return {op: record, op + "_": record_}
@@ -519,7 +289,7 @@ RECORD = {"where": where, "clamp_": clamp_,
           "clamp": lambda input, min=None, max=None: Clamp.apply(input, min, max),
           "clamp_min": lambda input, min: Clamp.apply(input, min, None),
           "clamp_max": lambda input, max: Clamp.apply(input, None, max)}
-for _op in UNARY:
-    RECORD.update(_recorders(_op, 1))
-for _op in BINARY:
-    RECORD.update(_recorders(_op, 2))
+for _op, _fn in UNARY.items():
+    RECORD.update(_recorders(_op, unary, _fn))
+for _op, _fn in BINARY.items():
+    RECORD.update(_recorders(_op, binary, _fn))

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from ...core.ops import embedding as _emb
 from ...core.tensor import Tensor
-from .elementwise import Op
+from ..function import BuiltinFunction
 from .index import IndexAddIntoZeros, _zeros
 
 
-class Embedding(Op):
+class Embedding(BuiltinFunction):
     @staticmethod
     def forward(ctx, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq):
         out, flat = _emb.embedding_rows(input, weight, max_norm, norm_type)

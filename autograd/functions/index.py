@@ -14,8 +14,7 @@ from ...runtime import dtype as dt
 from ...core.ops import index as _ix
 from ...core.functional import cat
 from ...core.tensor import Tensor
-from ..function import check_inplace
-from .elementwise import Op
+from ..function import BuiltinFunction, check_inplace
 from .views import Index
 
 
@@ -25,7 +24,7 @@ def _zeros(shape, d, dev):
     return z
 
 
-class IndexSelect(Op):
+class IndexSelect(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.shape, ctx.dim, ctx.index = x.shape, dim, index.reshape(-1)
@@ -36,7 +35,7 @@ class IndexSelect(Op):
         return IndexAddIntoZeros.apply(g, ctx.shape, ctx.dim, ctx.index), None, None
 
 
-class IndexAddIntoZeros(Op):
+class IndexAddIntoZeros(BuiltinFunction):
     @staticmethod
     def forward(ctx, g, shape, dim, index):
         ctx.dim, ctx.index = dim, index
@@ -47,7 +46,7 @@ class IndexAddIntoZeros(Op):
         return IndexSelect.apply(gg, ctx.dim, ctx.index), None, None, None
 
 
-class Gather(Op):
+class Gather(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.shape, ctx.dim, ctx.index = x.shape, dim, index
@@ -58,7 +57,7 @@ class Gather(Op):
         return ScatterAddIntoZeros.apply(g, ctx.shape, ctx.dim, ctx.index), None, None
 
 
-class ScatterAddIntoZeros(Op):
+class ScatterAddIntoZeros(BuiltinFunction):
     @staticmethod
     def forward(ctx, g, shape, dim, index):
         ctx.dim, ctx.index = dim, index
@@ -72,7 +71,7 @@ class ScatterAddIntoZeros(Op):
         return Gather.apply(gg, ctx.dim, ctx.index), None, None, None
 
 
-class AdvancedIndex(Op):
+class AdvancedIndex(BuiltinFunction):
     """``x[idx]`` with index tensors / lists / masks. The checked plan (index buffer, layout) is
     kept, so backward neither re-checks bounds nor syncs with the host again."""
 
@@ -87,7 +86,7 @@ class AdvancedIndex(Op):
         return IndexPutAccumulateIntoZeros.apply(g, ctx.shape, ctx.plan), None
 
 
-class IndexPutAccumulateIntoZeros(Op):
+class IndexPutAccumulateIntoZeros(BuiltinFunction):
     @staticmethod
     def forward(ctx, g, shape, plan):
         ctx.plan = plan
@@ -100,7 +99,7 @@ class IndexPutAccumulateIntoZeros(Op):
         return _ReIndex.apply(gg, ctx.plan), None, None
 
 
-class _ReIndex(Op):
+class _ReIndex(BuiltinFunction):
     """``x[idx]`` from an already checked plan (the double backward of advanced indexing)."""
 
     @staticmethod
@@ -113,7 +112,7 @@ class _ReIndex(Op):
         return IndexPutAccumulateIntoZeros.apply(g, ctx.shape, ctx.plan), None
 
 
-class ScatterAdd(Op):
+class ScatterAdd(BuiltinFunction):
     """``input.scatter_add(dim, index, src)``: the gradient passes to ``input`` whole and reaches
     ``src`` gathered at ``index`` (zero where ``src`` is larger than ``index``)."""
 
@@ -134,7 +133,7 @@ class ScatterAdd(Op):
         return g, None, None, gs, None
 
 
-class IndexAdd(Op):
+class IndexAdd(BuiltinFunction):
     """``input.index_add(dim, index, source, alpha=alpha)``: the gradient passes to ``input`` whole
     and reaches ``source`` as ``alpha * g.index_select(dim, index)``."""
 

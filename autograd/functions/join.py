@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from ...core.ops import join as _j
 from ...core.tensor import Tensor
-from .elementwise import Op
+from ..function import BuiltinFunction
 
 
-class Cat(Op):
+class Cat(BuiltinFunction):
     @staticmethod
     def forward(ctx, dim, *tensors):
         out = _j.cat(list(tensors), dim)
@@ -40,7 +40,7 @@ def cat(tensors, dim=0):
     return Cat.apply(dim, *_j._tensor_list(tensors, "cat"))  # the core entry's type errors first
 
 
-class Stack(Op):
+class Stack(BuiltinFunction):
     @staticmethod
     def forward(ctx, dim, *tensors):
         out = _j.stack(list(tensors), dim)
@@ -69,7 +69,7 @@ def vstack(tensors):
     return cat([_atleast(t, 2) for t in _j._tensor_list(tensors, "vstack")], 0)
 
 
-class Flip(Op):
+class Flip(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, *dims):
         ctx.dims = dims
@@ -80,7 +80,7 @@ class Flip(Op):
         return g.flip(*ctx.dims)
 
 
-class Roll(Op):
+class Roll(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, shifts, dims=None):
         ctx.shifts, ctx.dims = shifts, dims
@@ -92,7 +92,7 @@ class Roll(Op):
         return g.roll(neg, ctx.dims)
 
 
-class Repeat(Op):
+class Repeat(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, *sizes):
         out = _j.repeat(x, *sizes)
@@ -119,7 +119,7 @@ def tile(input, dims):
     return Repeat.apply(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
-class Triangle(Op):
+class Triangle(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, diagonal=0, upper=False):
         ctx.k, ctx.upper = diagonal, upper
@@ -130,7 +130,7 @@ class Triangle(Op):
         return g.triu(ctx.k) if ctx.upper else g.tril(ctx.k)
 
 
-class Diag(Op):
+class Diag(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, diagonal=0):
         ctx.k, ctx.shape = diagonal, x.shape
@@ -143,7 +143,7 @@ class Diag(Op):
         return DiagScatter.apply(g, ctx.shape, ctx.k)
 
 
-class DiagScatter(Op):
+class DiagScatter(BuiltinFunction):
     """zeros(shape) with its ``k``-th diagonal set to ``g``: the backward of taking a diagonal."""
 
     @staticmethod
@@ -160,7 +160,7 @@ class DiagScatter(Op):
         return gg.diag(ctx.k)
 
 
-class Diagonal(Op):
+class Diagonal(BuiltinFunction):
     _is_view = True
 
     @staticmethod
@@ -173,7 +173,7 @@ class Diagonal(Op):
         return DiagonalScatter.apply(g, ctx.shape, ctx.args)
 
 
-class DiagonalScatter(Op):
+class DiagonalScatter(BuiltinFunction):
     """zeros(shape) with ``diagonal(*args)`` set to ``g``; its own backward takes the diagonal again."""
 
     @staticmethod

@@ -5,11 +5,11 @@ mean/rstd as constants, so it supports first derivatives only.
 from __future__ import annotations
 
 from ...core.ops import layer_norm as _ln
+from ..function import BuiltinFunction
 from .conv import _first_order_only
-from .elementwise import Op
 
 
-class LayerNorm(Op):
+class LayerNorm(BuiltinFunction):
     """y = (x - mean) * rstd * w + b over the trailing ``normalized_shape`` dims.
 
     dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat)) with gh = g * w and xhat the

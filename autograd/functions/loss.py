@@ -7,11 +7,11 @@ recorded ops in ``core/ops/loss.py`` (any order).
 from __future__ import annotations
 
 from ...core.ops import loss as _loss
+from ..function import BuiltinFunction
 from .conv import _first_order_only
-from .elementwise import Op
 
 
-class CrossEntropy(Op):
+class CrossEntropy(BuiltinFunction):
     @staticmethod
     def forward(ctx, input, target, reduction="mean", ignore_index=-100, weight=None, label_smoothing=0.0):
         out, saved, ctx.count, ctx.denom = _loss.cross_entropy_forward(input, target, reduction, ignore_index,
@@ -42,7 +42,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 
 # ----- issue 15 (nn15): binary_cross_entropy_with_logits ---------------------------------------------
-class BCEWithLogits(Op):
+class BCEWithLogits(BuiltinFunction):
     """One fused kernel each way (triton_kernels/loss.py); first derivatives only. The target's
     gradient, (pos_weight - 1) * softplus(-x) - x times the weight, is made of ops; none flows to
     weight or pos_weight."""

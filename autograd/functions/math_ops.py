@@ -8,11 +8,10 @@ the ops they are made of and need nothing here.
 from __future__ import annotations
 
 from ...core.ops import math_ops as _m
-from ..function import check_inplace
-from .elementwise import Op
+from ..function import BuiltinFunction, check_inplace
 
 
-class Round(Op):
+class Round(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, decimals=0, inplace=False):
         if inplace:
@@ -25,7 +24,7 @@ class Round(Op):
         return g * 0
 
 
-class NanToNum(Op):
+class NanToNum(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, nan=0.0, posinf=None, neginf=None, inplace=False):
         ctx.save_for_backward(_m.isfinite(x))  # before an in-place form overwrites x
@@ -40,7 +39,7 @@ class NanToNum(Op):
         return g * finite  # a recorded mul: differentiable again
 
 
-class Dot(Op):
+class Dot(BuiltinFunction):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)

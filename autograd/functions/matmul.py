@@ -7,10 +7,10 @@ engine. 1-D operands are handled as in PyTorch by unsqueezing to matrices (recor
 from __future__ import annotations
 
 from ...core.ops import matmul as _mm
-from .elementwise import Op
+from ..function import BuiltinFunction
 
 
-class Matmul(Op):
+class Matmul(BuiltinFunction):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a if ctx.needs_input_grad and ctx.needs_input_grad[1] else None,
@@ -56,7 +56,7 @@ def bmm(input, mat2):
     return _mm.bmm(input, mat2)
 
 
-class Linear(Op):
+class Linear(BuiltinFunction):
     """y = x @ W^T + b in one fused kernel; dx = dy @ W, dW = dy^T @ x, db = sum(dy)."""
 
     @staticmethod

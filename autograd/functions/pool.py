@@ -5,11 +5,11 @@ Those kernels are not themselves recorded, so these ops support first derivative
 from __future__ import annotations
 
 from ...core.ops import pool as _pool
+from ..function import BuiltinFunction
 from .conv import _first_order_only
-from .elementwise import Op
 
 
-class MaxPool2d(Op):
+class MaxPool2d(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
         y, idx = _pool.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
@@ -28,7 +28,7 @@ class MaxPool2d(Op):
         return (_pool.max_pool2d_backward(g, ctx.in_shape, idx, *ctx.args),) + (None,) * 6
 
 
-class AvgPool2d(Op):
+class AvgPool2d(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                 divisor_override=None):

@@ -9,11 +9,10 @@ and a leaf that requires grad is refused, as in PyTorch.
 from __future__ import annotations
 
 from ...core.ops import random as _r
-from ..function import check_inplace
-from .elementwise import Op
+from ..function import BuiltinFunction, check_inplace
 
 
-class Fill(Op):
+class Fill(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, fill, args, kwargs):
         fill(x, *args, **kwargs)

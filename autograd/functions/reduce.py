@@ -1,7 +1,13 @@
 """Derivatives of the reductions: ``sum mean prod amax amin max min var std`` (kernels:
 ``triton_kernels/reduce.py``; checks and shapes: ``core/ops/reduce.py``).
 
-Backward formulas use tensor ops, so they are differentiable again.
+The reductions to one value per slice are data: a row per op in :data:`REDUCTION_FORMULAS` (its
+core entry, what backward keeps, and the gradient as a formula), run by one generic Function,
+:class:`Reduction`, whose forward is the row's core entry and whose backward hands the formula the
+gradient and the kept output with the reduced dims put back (size 1, so they broadcast against
+the input).
+``max``/``min`` along a dim also return indices: they keep a class, :class:`MaxDim`. Formulas use
+tensor ops, so they are differentiable again.
 """
 from __future__ import annotations
 
@@ -11,8 +17,9 @@ import math
 from ...core.factories import arange
 from ...core.ops import reduce as _red
 from ...core.tensor import Tensor
+from ..function import BuiltinFunction, functions_from_table
 from . import elementwise as _e
-from .elementwise import Op, _ew_where
+from .elementwise import _ew_where
 
 
 def _keep(g: Tensor, x_shape, dims, keepdim: bool) -> Tensor:
@@ -22,65 +29,97 @@ def _keep(g: Tensor, x_shape, dims, keepdim: bool) -> Tensor:
     return g.reshape(tuple(1 if d in dims else n for d, n in enumerate(x_shape)))
 
 
-class Sum(Op):
-    @staticmethod
-    def forward(ctx, x, dim=None, keepdim=False, dtype=None):
-        out = _red.sum(x, dim, keepdim, dtype=dtype)  # checks the arguments first
-        ctx.shape, ctx.dims, ctx.keepdim = x.shape, _red.reduced_dims(x, dim, "sum"), keepdim
-        return out
+class Reduction(BuiltinFunction):
+    """``op(x, dim, keepdim, **options)`` for a row of :data:`REDUCTION_FORMULAS`: forward is the
+    row's core entry; ``saves`` is what the formula gets besides the node (``shape``, ``dims``,
+    ``options``) and the gradient: nothing (None), the input ``"x"``, or the input and the output
+    ``"xy"``."""
 
-    @staticmethod
-    def backward(ctx, g):
-        return _keep(g, ctx.shape, ctx.dims, ctx.keepdim).expand(ctx.shape), None, None, None
-
-
-class Mean(Op):
-    @staticmethod
-    def forward(ctx, x, dim=None, keepdim=False, dtype=None):
-        out = _red.mean(x, dim, keepdim, dtype=dtype)
-        ctx.shape, ctx.dims, ctx.keepdim = x.shape, _red.reduced_dims(x, dim, "mean"), keepdim
-        ctx.n = math.prod(x.shape[d] for d in ctx.dims)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        return (_keep(g, ctx.shape, ctx.dims, ctx.keepdim) / ctx.n).expand(ctx.shape), None, None, None
-
-
-class _Extreme(Op):
-    """amax/amin and max()/min() over all elements: the gradient is shared evenly among the
-    elements that attain the extreme (PyTorch's rule)."""
-
-    op = ""
+    op = entry = saves = formula = None
 
     @classmethod
-    def forward(cls, ctx, x, dim=(), keepdim=False):
-        if dim is None:
-            out = getattr(_red, cls.op[1:])(x)
-            ctx.dims, ctx.keepdim = tuple(range(x.ndim)), False
-        else:
-            out = getattr(_red, cls.op)(x, dim, keepdim)
-            ctx.dims, ctx.keepdim = _red.reduced_dims(x, dim, cls.op), keepdim
-        ctx.save_for_backward(x, out)
+    def forward(cls, ctx, x, dim, keepdim, **options):
+        out = cls.entry(x, dim, keepdim=keepdim, **options)  # checks the arguments first
+        ctx.shape, ctx.dims, ctx.keepdim, ctx.options = x.shape, _red.reduced_dims(x, dim, cls.op), keepdim, options
+        if cls.saves == "x":
+            ctx.save_for_backward(x)
+        elif cls.saves == "xy":
+            ctx.save_for_backward(x, out)
         return out
 
-    @staticmethod
-    def backward(ctx, g):
-        x, out = ctx.saved_tensors
-        hit = x == _keep(out, x.shape, ctx.dims, ctx.keepdim)
-        count = hit.sum(ctx.dims, keepdim=True)
-        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * hit / count, None, None
+    @classmethod
+    def backward(cls, ctx, g):
+        shape, dims, keepdim = ctx.shape, ctx.dims, ctx.keepdim
+        x = y = None
+        if cls.saves:
+            saved = ctx.saved_tensors
+            x = saved[0]
+            if cls.saves == "xy":
+                y = _keep(saved[1], shape, dims, keepdim)
+        return cls.formula(ctx, _keep(g, shape, dims, keepdim), x, y), None, None  # none for dim, keepdim
 
 
-class Amax(_Extreme):
-    op = "amax"
+def _extreme(c, g, x, y):
+    """amax/amin, and max()/min() of all elements: the gradient is shared evenly among the
+    elements that attain the extreme (PyTorch's rule)."""
+    hit = x == y
+    count = hit.sum(c.dims, keepdim=True)
+    return g * hit / count
 
 
-class Amin(_Extreme):
-    op = "amin"
+def _prod(c, g, x, y):
+    """d prod / dx_i = product of the other entries of x_i's slice (torch's rule at zeros): with no
+    zero in the slice, prod / x_i; with one zero, the zero's position gets the product of the
+    others and the rest 0; with two or more, all 0. Written with tensor ops and no host sync, and
+    so that it is differentiable again exactly, zeros included: with ``xs`` = x with zeros set to
+    1, ``P = prod(xs)`` and ``Zs`` = sum of the slice's zero entries (value 0, gradient 1 to each):
+
+        no zero:   P / xs_i
+        one zero:  zero's position P;                 others P / xs_i * Zs
+        two zeros: zero's positions P * (Zs - x_i);   others 0
+        more:      0
+    """
+    if not c.dims:  # nothing reduced (0-d input): prod is the identity
+        return g
+    z = x == 0
+    nz = z.sum(c.dims, keepdim=True)
+    xs = _ew_where(z, 1.0, x)
+    if len(c.dims) == 1:
+        P = xs.prod(c.dims[0], keepdim=True)
+    else:  # prod reduces one dim or all of them
+        P = xs.prod().reshape((1,) * x.ndim)
+    Zs = _ew_where(z, x, 0.0).sum(c.dims, keepdim=True)
+    others = P / xs
+    one = _ew_where(z, P, others * Zs)
+    two = _ew_where(z, P * (Zs - x), 0.0)
+    local = _ew_where(nz == 0, others, _ew_where(nz == 1, one, _ew_where(nz == 2, two, 0.0)))
+    return g * local
 
 
-class MaxDim(Op):
+def _denom(c):
+    """var/std: N - correction (not below 0)."""
+    return builtins.max(math.prod(c.shape[i] for i in c.dims) - c.options["correction"], 0)
+
+
+# op: (core entry, what backward keeps, dL/dx from the node c, g and the kept x and y)
+REDUCTION_FORMULAS = {
+    "sum": (_red.sum, None, lambda c, g, x, y: g.expand(c.shape)),
+    "mean": (_red.mean, None, lambda c, g, x, y: (g / math.prod(c.shape[d] for d in c.dims)).expand(c.shape)),
+    "prod": (_red.prod, "x", _prod),
+    "amax": (_red.amax, "xy", _extreme),
+    "amin": (_red.amin, "xy", _extreme),
+    "max": (_red.max, "xy", _extreme),  # max(x): all elements (max(x, dim) is MaxDim)
+    "min": (_red.min, "xy", _extreme),
+    # d var / dx = 2 (x - mean) / (N - correction); d std / dx = (x - mean) / ((N - correction) std)
+    "var": (_red.var, "x", lambda c, g, x, y: g * (x - x.mean(c.dims, keepdim=True)) * (2.0 / _denom(c))),
+    "std": (_red.std, "xy", lambda c, g, x, y: g / (y * _denom(c)) * (x - x.mean(c.dims, keepdim=True))),
+}
+# max(x)/min(x) keep the node names they have always had (AmaxBackward0)
+REDUCTIONS = functions_from_table(Reduction, REDUCTION_FORMULAS, ("entry", "saves", "formula"),
+                                  {"max": "Amax", "min": "Amin"})
+
+
+class MaxDim(BuiltinFunction):
     """``max(x, dim)`` -> (values, indices): the gradient goes to the returned index only."""
 
     op = "max"
@@ -110,132 +149,55 @@ class MinDim(MaxDim):
     op = "min"
 
 
-def _extreme(op, x, dim=None, keepdim=False, *, other=None):
+def _max_or_min(op, x, dim=None, keepdim=False, *, other=None):
     """``max``/``min`` in all three of PyTorch's forms."""
     if isinstance(dim, Tensor) or other is not None:
         return _e.binary("maximum" if op == "max" else "minimum", x, dim if other is None else other)
     if dim is None:
         if keepdim:
             raise TypeError(f"{op}(): keepdim=True needs a 'dim'")
-        return (Amax if op == "max" else Amin).apply(x, None)
+        return REDUCTIONS[op].apply(x, None, False)
     values, indices = (MaxDim if op == "max" else MinDim).apply(x, dim, keepdim)
     return (_red.max_result if op == "max" else _red.min_result)(values, indices)
 
 
-class Prod(Op):
-    """d prod / dx_i = product of the other entries of x_i's slice (torch's rule at zeros): with no
-    zero in the slice, prod / x_i; with one zero, the zero's position gets the product of the
-    others and the rest 0; with two or more, all 0. Written with tensor ops and no host sync, and
-    so that it is differentiable again exactly, zeros included: with ``xs`` = x with zeros set to
-    1, ``P = prod(xs)`` and ``Zs`` = sum of the slice's zero entries (value 0, gradient 1 to each):
-
-        no zero:   P / xs_i
-        one zero:  zero's position P;                 others P / xs_i * Zs
-        two zeros: zero's positions P * (Zs - x_i);   others 0
-        more:      0
-    """
-
-    @staticmethod
-    def forward(ctx, x, dim=None, keepdim=False, dtype=None):
-        out = _red.prod(x, dim, keepdim, dtype=dtype)
-        ctx.dims, ctx.keepdim = _red.reduced_dims(x, dim, "prod"), keepdim
-        ctx.save_for_backward(x)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        g = _keep(g, x.shape, ctx.dims, ctx.keepdim)
-        if not ctx.dims:  # nothing reduced (0-d input): prod is the identity
-            return g, None, None, None
-        z = x == 0
-        nz = z.sum(ctx.dims, keepdim=True)
-        xs = _ew_where(z, 1.0, x)
-        if len(ctx.dims) == 1:
-            P = xs.prod(ctx.dims[0], keepdim=True)
-        else:  # prod reduces one dim or all of them
-            P = xs.prod().reshape((1,) * x.ndim)
-        Zs = _ew_where(z, x, 0.0).sum(ctx.dims, keepdim=True)
-        others = P / xs
-        one = _ew_where(z, P, others * Zs)
-        two = _ew_where(z, P * (Zs - x), 0.0)
-        local = _ew_where(nz == 0, others, _ew_where(nz == 1, one, _ew_where(nz == 2, two, 0.0)))
-        return g * local, None, None, None
-
-
-class _Variance(Op):
-    op = ""
-
-    @classmethod
-    def forward(cls, ctx, x, dim=None, unbiased=None, keepdim=False, correction=None):
-        out = getattr(_red, cls.op)(x, dim, unbiased, keepdim, correction=correction)
-        d, corr = _red._correction(cls.op, dim, unbiased, correction)
-        ctx.dims, ctx.keepdim = _red.reduced_dims(x, d, cls.op), keepdim
-        ctx.denom = builtins.max(math.prod(x.shape[i] for i in ctx.dims) - corr, 0)
-        ctx.save_for_backward(x, out)
-        return out
-
-
-class Var(_Variance):
-    """d var / dx = 2 (x - mean) / (N - correction)."""
-
-    op = "var"
-
-    @staticmethod
-    def backward(ctx, g):
-        x, _ = ctx.saved_tensors
-        centered = x - x.mean(ctx.dims, keepdim=True)
-        return _keep(g, x.shape, ctx.dims, ctx.keepdim) * centered * (2.0 / ctx.denom), None, None, None, None
-
-
-class Std(_Variance):
-    """d std / dx = (x - mean) / ((N - correction) std)."""
-
-    op = "std"
-
-    @staticmethod
-    def backward(ctx, g):
-        x, std = ctx.saved_tensors
-        centered = x - x.mean(ctx.dims, keepdim=True)
-        scale = _keep(g / (std * ctx.denom), x.shape, ctx.dims, ctx.keepdim)
-        return scale * centered, None, None, None, None
-
-
 # The free functions / methods. Like torch's, these names shadow Python's builtins below here.
 def sum(input, dim=None, keepdim=False, *, dtype=None):
-    return Sum.apply(input, dim, keepdim, dtype)
+    return REDUCTIONS["sum"].apply(input, dim, keepdim, dtype=dtype)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
-    return Mean.apply(input, dim, keepdim, dtype)
+    return REDUCTIONS["mean"].apply(input, dim, keepdim, dtype=dtype)
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
-    return Prod.apply(input, dim, keepdim, dtype)
+    return REDUCTIONS["prod"].apply(input, dim, keepdim, dtype=dtype)
 
 
 def amax(input, dim=(), keepdim=False):
-    return Amax.apply(input, dim, keepdim)
+    return REDUCTIONS["amax"].apply(input, dim, keepdim)
 
 
 def amin(input, dim=(), keepdim=False):
-    return Amin.apply(input, dim, keepdim)
+    return REDUCTIONS["amin"].apply(input, dim, keepdim)
 
 
 def max(input, dim=None, keepdim=False, *, other=None):
-    return _extreme("max", input, dim, keepdim, other=other)
+    return _max_or_min("max", input, dim, keepdim, other=other)
 
 
 def min(input, dim=None, keepdim=False, *, other=None):
-    return _extreme("min", input, dim, keepdim, other=other)
+    return _max_or_min("min", input, dim, keepdim, other=other)
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return Var.apply(input, dim, unbiased, keepdim, correction)
+    dim, correction = _red._correction("var", dim, unbiased, correction)  # var(x, False): the legacy unbiased
+    return REDUCTIONS["var"].apply(input, dim, keepdim, correction=correction)
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
-    return Std.apply(input, dim, unbiased, keepdim, correction)
+    dim, correction = _red._correction("std", dim, unbiased, correction)
+    return REDUCTIONS["std"].apply(input, dim, keepdim, correction=correction)
 
 
 RECORD = {"sum": sum, "mean": mean, "prod": prod, "amax": amax, "amin": amin, "max": max, "min": min, "var": var,

@@ -13,8 +13,8 @@ from __future__ import annotations
 from ...core.factories import zeros_like
 from ...core.functional import cat
 from ...core.ops import rnn as _rnn
+from ..function import BuiltinFunction
 from ..grad_mode import is_grad_enabled
-from .elementwise import Op
 
 
 def _gates(input_gates, hidden_gates, input_bias, hidden_bias, chunks: int):
@@ -50,7 +50,7 @@ def gru_cell_backward_graph(grad_hy, input_gates, hidden_gates, input_bias, hidd
     return cat([d_r, d_z, d_n], 1), cat([d_r, d_z, d_n * r], 1), grad_hy * z
 
 
-class ThnnFusedLstmCell(Op):
+class ThnnFusedLstmCell(BuiltinFunction):
     """(hy, cy, workspace) = the fused LSTM cell; the node is ``ThnnFusedLstmCellBackward0``, as PyTorch's."""
 
     @staticmethod
@@ -78,7 +78,7 @@ class ThnnFusedLstmCell(Op):
                 grad_bias if has_bias and needs[3] else None, grad_bias if has_bias and needs[4] else None)
 
 
-class ThnnFusedGruCell(Op):
+class ThnnFusedGruCell(BuiltinFunction):
     """(hy, workspace) = the fused GRU cell; the node is ``ThnnFusedGruCellBackward0``, as PyTorch's."""
 
     @staticmethod

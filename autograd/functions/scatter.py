@@ -16,8 +16,7 @@ from ...core.factories import arange
 from ...core.functional import where
 from ...core.ops import scatter as _sc
 from ...core.tensor import Tensor
-from ..function import check_inplace
-from .elementwise import Op
+from ..function import BuiltinFunction, check_inplace
 from .index import _pad_to
 
 
@@ -33,7 +32,7 @@ def _forward(ctx, x, inplace, run):
     return out
 
 
-class Scatter(Op):
+class Scatter(BuiltinFunction):
     """``input.scatter(dim, index, src | value)``: ``input`` keeps the gradient where nothing was
     written; ``src`` gets it gathered at ``index``, where it was written: of repeated indices only
     the last along ``dim``, the one the forward kept (torch gives it to every repeat)."""
@@ -67,7 +66,7 @@ def _written(index, d, shape):
     return index.new_zeros(tuple(shape)).scatter(d, index, pos).gather(d, index) == pos
 
 
-class ScatterReduce(Op):
+class ScatterReduce(BuiltinFunction):
     """``input.scatter_reduce(dim, index, src, reduce, include_self=...)`` (and ``scatter`` with
     ``reduce='add'|'multiply'``: sum and prod with ``self`` included)."""
 
@@ -129,7 +128,7 @@ def _prod_grads(g, x, src, result, d, index, include_self):
     return gx, gs
 
 
-class IndexPut(Op):
+class IndexPut(BuiltinFunction):
     """``input.index_put(indices, values, accumulate)``: ``input`` keeps the gradient where nothing
     was put (all of it when accumulating); ``values`` get ``g[indices]`` (summed to their shape by
     the engine where they were broadcast), without accumulating only where they were written: of

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from ...core.ops import select as _sel
 from ...core.tensor import Tensor
-from ..function import check_inplace
-from .elementwise import Op
+from ..function import BuiltinFunction, check_inplace
 
 
-class MaskedFill(Op):
+class MaskedFill(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, mask, value, inplace=False):
         ctx.save_for_backward(mask)

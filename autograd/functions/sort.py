@@ -9,10 +9,10 @@ from __future__ import annotations
 from ...core.ops import sort as _sort
 from ...core.ops.index import scatter_add
 from ...core.tensor import Tensor
-from .elementwise import Op
+from ..function import BuiltinFunction
 
 
-class ScatterDim(Op):
+class ScatterDim(BuiltinFunction):
     """zeros(shape) with ``g`` added at ``index`` along ``dim``: the backward of picking by index."""
 
     @staticmethod
@@ -31,7 +31,7 @@ class ScatterDim(Op):
         return gg.gather(ctx.dim, ctx.index), None, None, None
 
 
-class _Pick(Op):
+class _Pick(BuiltinFunction):
     """An op whose values are input elements at returned int64 indices along ``dim``."""
 
     @classmethod
@@ -55,7 +55,7 @@ class TopK(_Pick):
         return v, i
 
 
-class KthValue(Op):
+class KthValue(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, k, dim=-1, keepdim=False):
         v, i = _sort.kthvalue(x, k, dim, keepdim)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ...core.ops import views as _views
 from ...core.tensor import Tensor
 from ..engine import _sum_to
-from .elementwise import Op
+from ..function import BuiltinFunction
 
 CORE = {"view": _views.view, "reshape": _views.reshape, "transpose": _views.transpose, "permute": _views.permute,
         "expand": _views.expand, "squeeze": _views.squeeze, "unsqueeze": _views.unsqueeze,
@@ -28,7 +28,7 @@ def _own(out: Tensor, x: Tensor) -> Tensor:
     return Tensor(out._storage, out._shape, out._stride, out._offset, out.dtype)
 
 
-class _View(Op):
+class _View(BuiltinFunction):
     _is_view = True
     method = ""
 
@@ -108,7 +108,7 @@ class Index(_Slice):
     method = "getitem"
 
 
-class ScatterIntoZeros(Op):
+class ScatterIntoZeros(BuiltinFunction):
     """zeros(shape) with ``zeros.<method>(*args)`` set to ``g``: the backward of a slicing view.
     Its own backward is that view again, so slicing supports double backward."""
 

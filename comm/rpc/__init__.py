@@ -3,7 +3,8 @@
 ``init_rpc``, ``rpc_sync``, ``rpc_async``, ``remote``, ``RRef``, ``get_worker_info``,
 ``WorkerInfo``, ``functions.async_execution``, ``shutdown``, ``TensorPipeRpcBackendOptions``;
 ``FaultInjector``/``FaultRule`` inject faults into RRef control messages for tests.
-Modules: :mod:`.api` (the functions), :mod:`.agent` (sockets and threads), :mod:`.links`
+Modules: :mod:`.api` (the functions), :mod:`.agent` (sockets and threads; :mod:`.responder`
+runs the requests it receives and answers them), :mod:`.links`
 (outgoing connections: made, checked, remade, failures named), :mod:`.wire`
 (frames), :mod:`.rref` (the RRef handle), :mod:`.rref_context` (the RRef protocol),
 :mod:`.channel` (retried, acknowledged control messages), :mod:`.faults` (the injector).

@@ -1,7 +1,7 @@
 """The RPC agent: one authenticated listener per worker, request/response matching, RRef upkeep.
 
-Security: connections come in through a :class:`tritensor.comm.gate.Gate`, the process
-group's gate: every one first passes the HMAC handshake of :mod:`tritensor.comm.auth` (role
+Security: connections come in through a :class:`tritensor.comm.backend.gate.Gate`, the process
+group's gate: every one first passes the HMAC handshake of :mod:`tritensor.comm.backend.auth` (role
 ``b"rpc"``) and a binary HELLO frame naming the peer's rank, concurrently and non-blocking,
 each within :data:`AUTH_TIMEOUT` seconds, at most :data:`MAX_UNAUTHENTICATED` (plus one per
 peer) at once; until both succeed nothing is unpickled (:func:`.wire.unpickle` is only called
@@ -34,21 +34,20 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import pickle
 import socket
 import threading
 import time
-import traceback
 from collections import Counter, deque
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import auth, gate
-from ..gate import host_id, unix_listener
-from ...futures import Future
+from ..backend import auth, gate
+from ..backend.gate import host_id, unix_listener
+from .. import Future
 from . import wire
 from .channel import ControlChannel
 from .links import ROLE, Links, tune
 from .options import WorkerInfo
+from .responder import Responder
 from .rref import RRef
 from .rref_context import RRefContext
 
@@ -79,7 +78,10 @@ def _rebuild_error(payload, worker):
     return err
 
 
-class Agent:
+class Agent(Responder):
+    """One worker's RPC endpoint: its listener and readers, sending and calls, RRef upkeep;
+    running received requests and answering them is :class:`~.responder.Responder`'s."""
+
     def __init__(self, name: str, rank: int, world_size: int, store, options):
         self.name, self.rank, self.world_size, self.store, self.options = name, rank, world_size, store, options
         self._secret = auth.get_secret()
@@ -252,75 +254,6 @@ class Agent:
             self.ctx.owner_future(rref_id).add_done_callback(answer)
         except Exception as e:  # the owner already deleted it
             self.executor.submit(self._respond, src, msg_id, self._error(e))
-
-    # -- running requests ------------------------------------------------------------
-    def _error(self, e):
-        try:
-            pickle.dumps(e)
-            obj = e
-        except Exception:
-            obj = None
-        return ("err", obj, type(e).__qualname__, str(e), "".join(traceback.format_exception(e)))
-
-    def _run(self, src, msg_id, msg, recs):
-        with self._pending_lock:
-            self.active += 1
-        try:
-            self._run_inner(src, msg_id, msg, recs)
-        finally:
-            with self._pending_lock:
-                self.active -= 1
-
-    def _run_inner(self, src, msg_id, msg, recs):
-        try:
-            t = self.options.rpc_timeout
-            for rec in recs:  # the seed: the function runs once the owner confirmed each child RRef
-                rec.confirmation.wait(t if t > 0 else None)
-            fn, args, kwargs = msg[1], msg[2], msg[3]
-            out = fn(*args, **kwargs)
-            if getattr(fn, "_tritensor_async_execution", False):
-                if not isinstance(out, Future):
-                    raise TypeError(f"{getattr(fn, '__name__', fn)} is marked async_execution but returned "
-                                    f"{type(out).__name__}, not a Future")
-                out.add_done_callback(lambda f: self._finish(src, msg_id, msg, f))
-                return
-            if msg[0] != "remote":  # the common case answers at once, without a Future
-                self._respond(src, msg_id, ("ok", out))
-                return
-            fut = Future()
-            fut.set_result(out)
-        except Exception as e:
-            fut = Future()
-            fut.set_exception(e)
-        self._finish(src, msg_id, msg, fut)
-
-    def _finish(self, src, msg_id, msg, fut):
-        if msg[0] == "remote":
-            try:
-                self.ctx.set_value(msg[4], fut.value())
-            except Exception as e:
-                self.ctx.set_value(msg[4], exc=e)
-            return
-        self._respond_future(src, msg_id, fut)
-
-    def _respond_future(self, src, msg_id, fut, nowait=False):
-        try:
-            payload = ("ok", fut.value())
-        except Exception as e:
-            payload = self._error(e)
-        self._respond(src, msg_id, payload, nowait)
-
-    def _respond(self, dst, msg_id, payload, nowait=False):
-        try:
-            self.send(dst, wire.RESPONSE, msg_id, payload, nowait=nowait)
-        except Exception as e:
-            if payload[0] == "ok":  # e.g. an unpicklable result: tell the caller why
-                try:
-                    self.send(dst, wire.RESPONSE, msg_id, self._error(e), nowait=nowait)
-                    return
-                except Exception:
-                    pass
-            log.warning("%s: could not answer worker %s: %s", self.name, dst, e)
 
     # -- sending ---------------------------------------------------------------------
     def send(self, dst, kind, msg_id, obj, deadline=None, nowait=False):

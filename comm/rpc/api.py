@@ -20,8 +20,7 @@ import os
 import threading
 import time
 
-from ..errors import DistStoreTimeoutError
-from ..store import TCPStore
+from .. import DistStoreTimeoutError, TCPStore
 from . import current
 from .agent import Agent
 from .options import BackendType, RpcBackendOptions, WorkerInfo

@@ -3,7 +3,7 @@
 Why a module of its own: sending is where a worker meets the two ways a peer can be out of
 reach, and each must end in one clear error naming the peer rather than a bare socket error.
 A listener crowded by strangers turns the connection away before authenticating; the
-connection is retried until the send's deadline (:func:`tritensor.comm.gate.connect`), then
+connection is retried until the send's deadline (:func:`tritensor.comm.backend.gate.connect`), then
 reported as crowded out. A peer that died leaves a connection its kernel closed: it is
 noticed before the send (:func:`still_open`; over TCP a send would still succeed once and its
 reply never come), and the reconnection is refused, "the worker is not running". A send that
@@ -18,8 +18,8 @@ import socket
 import threading
 import time
 
-from .. import auth, gate
-from ..errors import DistNetworkError
+from ..backend import auth, gate
+from .. import DistNetworkError
 from . import wire
 
 __all__ = ["Links", "tune", "still_open", "ROLE", "SOCKET_BUFFER"]

@@ -45,7 +45,7 @@ import sys
 import threading
 from collections import deque
 
-from ...futures import Future
+from .. import Future
 
 __all__ = ["RRefContext", "OwnerRecord", "UserRecord", "RRefDeletedError"]
 

@@ -12,7 +12,7 @@ a tensor or RRef that occurs twice in one message is sent once and arrives as on
 Control frames (ids and names only) are plain pickles.
 
 Trust: the envelope is a pickle, so it is only ever unpickled (:func:`unpickle`) for frames
-from a peer that passed the HMAC handshake of :mod:`tritensor.comm.auth`; the agent never
+from a peer that passed the HMAC handshake of :mod:`tritensor.comm.backend.auth`; the agent never
 calls it for anything else. Pickled payloads are therefore **trusted-peer-only**: any
 process holding the job's secret can run code on every worker, as with torch's RPC.
 

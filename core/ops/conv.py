@@ -9,6 +9,11 @@ the forward so autograd can call them with what it saved:
 * ``conv2d_backward_weight(grad_output, input, weight_shape, stride, padding, dilation, groups)``
 
 (grad of the bias is ``grad_output.sum((0, 2, 3))``, a plain reduction.)
+
+``conv_transpose2d`` is conv2d's gradient with respect to its input, used as a layer: it runs the
+grad-input kernel with the layer's input in the place of ``grad_output`` (torch's weight layout
+``(C_in, C_out / groups, kH, kW)`` is exactly conv2d's weight for that), so it needs no kernel
+of its own; its derivative is conv2d (input) and the grad-weight kernel with the roles swapped.
 """
 from __future__ import annotations
 
@@ -22,6 +27,8 @@ from ...triton_kernels import matmul as _mm
 from ...runtime import dtype as dt
 from ..shape import channels_last
 from ..tensor_base import TensorBase
+from . import copies as _copies
+from . import elementwise as _ew
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
     from ..tensor import Tensor
@@ -106,7 +113,7 @@ def _batched(input, op: str):
     if input.ndim == 3:
         return input.unsqueeze(0), True
     if input.ndim != 4:
-        raise RuntimeError(f"{op}(): Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: "
+        raise RuntimeError(f"{op}(): Expected 3D (unbatched) or 4D (batched) input to {op}, but got input of size: "
                            f"{list(input.shape)}")
     return input, False
 
@@ -211,3 +218,77 @@ def conv2d_backward_weight(grad_output, input, weight_shape, stride=1, padding=0
     dw = TensorBase._empty(weight_shape, input.dtype, input.device)  # contiguous: what an optimizer steps flat
     _k.conv2d_backward_weight(dw, grad_output, input, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
     return dw
+
+
+def conv_transpose_geometry(op: str, input_shape, weight_shape, stride, padding, output_padding, groups, dilation):
+    """Check a conv_transpose2d's shapes and arguments (torch's rules and wording); return
+    ``(stride, padding, dilation, output_shape, conv_hw)``. ``conv_hw`` is the (H, W) that conv2d
+    gives from ``output_shape``: the input's own unless an output padding reaches a whole stride
+    (allowed where it is below the dilation), when the input is read as if zero-padded to it."""
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups <= 0:
+        raise RuntimeError(f"{op}(): non-positive groups is not supported, got groups={groups!r}")
+    N, C, H, W = input_shape
+    C_in, Cg_out, KH, KW = weight_shape
+    if KH <= 0 or KW <= 0:
+        raise RuntimeError(f"{op}(): kernel size should be greater than zero, but got kernel_height: {KH} "
+                           f"kernel_width: {KW}")
+    if C_in % groups:
+        raise RuntimeError(f"{op}(): Given groups={groups}, expected weight to be divisible by {groups} at "
+                           f"dimension 0, but got weight of size {list(weight_shape)} instead")
+    if C != C_in:
+        raise RuntimeError(f"{op}(): Given transposed=1, weight of size {list(weight_shape)}, expected input"
+                           f"{list(input_shape)} to have {C_in} channels, but got {C} channels instead")
+    stride = _pair(stride, "stride", op, 1)
+    dilation = _pair(dilation, "dilation", op, 1)
+    if isinstance(padding, str):
+        raise RuntimeError(f"{op}(): padding must be an int or a pair of ints for a transposed convolution, "
+                           f"got {padding!r}")
+    pad = _pair(padding, "padding", op, 0)
+    out_pad = _pair(output_padding, "output_padding", op, 0)
+    if any(o >= s and o >= d for o, s, d in zip(out_pad, stride, dilation)):
+        raise RuntimeError(f"{op}(): output padding must be smaller than either stride or dilation, but got "
+                           f"output_padding_height: {out_pad[0]} output_padding_width: {out_pad[1]} stride_height: "
+                           f"{stride[0]} stride_width: {stride[1]} dilation_height: {dilation[0]} dilation_width: "
+                           f"{dilation[1]}")
+    out_hw = tuple((n - 1) * s - 2 * p + d * (k - 1) + o + 1
+                   for n, s, p, d, k, o in zip((H, W), stride, pad, dilation, (KH, KW), out_pad))
+    if out_hw[0] <= 0 or out_hw[1] <= 0:
+        raise RuntimeError(f"{op}(): Given input size per channel: ({H} x {W}). Calculated output size per channel: "
+                           f"({out_hw[0]} x {out_hw[1]}). Output size is too small")
+    conv_hw = tuple((o + 2 * p - d * (k - 1) - 1) // s + 1
+                    for o, s, p, d, k in zip(out_hw, stride, pad, dilation, (KH, KW)))
+    return stride, pad, dilation, (N, Cg_out * groups, *out_hw), conv_hw
+
+
+def zero_extend(x, hw):
+    """``x`` (N, C, H, W) as (N, C, *hw) with zeros below and to the right (hw >= (H, W))."""
+    if tuple(x.shape[2:]) == tuple(hw):
+        return x
+    big = _copies.fill_(TensorBase._empty((*x.shape[:2], *hw), x.dtype, x.device), 0)
+    _copies.copy_(big._view(x.shape, big.stride()), x)
+    return big
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1) -> Tensor:
+    """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight
+    (C_in, C_out / groups, kH, kW). conv2d's grad-input kernel with the input as its gradient."""
+    op = "conv_transpose2d"
+    _check_tensor(input, "input", op)
+    _check_tensor(weight, "weight", op)
+    if bias is not None:
+        _check_tensor(bias, "bias", op)
+    _check_dtypes(op, input=input, weight=weight, bias=bias)
+    x, unbatched = _batched(input, op)
+    if weight.ndim != 4:
+        raise RuntimeError(f"{op}(): weight must be 4-D (in_channels, out_channels / groups, kH, kW), got shape "
+                           f"{list(weight.shape)}")
+    stride, pad, dilation, out_shape, conv_hw = conv_transpose_geometry(op, x.shape, weight.shape, stride, padding,
+                                                                        output_padding, groups, dilation)
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_shape[1]):
+        raise RuntimeError(f"{op}(): bias must have shape [{out_shape[1]}] (out_channels), got {list(bias.shape)}")
+    y = _output(out_shape, x, weight, x.dtype, x.device)
+    _k.conv2d_backward_input(y, zero_extend(x, conv_hw), weight, stride, pad, dilation, groups,
+                             allow_tf32=_cudnn.allow_tf32)
+    if bias is not None:
+        _ew.binary("add", y, bias._view((1, out_shape[1], 1, 1), (0, bias.stride(0), 0, 0)), out=y)
+    return y.squeeze(0) if unbatched else y

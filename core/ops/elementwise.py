@@ -16,7 +16,7 @@ from ...triton_kernels import elementwise as _k
 from ...runtime import dtype as dt
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
-from . import _check_writable, _overlaps
+from . import _check_writable, _overlaps, host_tensor
 from . import views as _views
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
@@ -132,7 +132,14 @@ def _signature(x):
     return (x.dtype, x._shape, x.device) if isinstance(x, TensorBase) else type(x)
 
 
-def binary(op: str, a, b, out=None) -> Tensor:
+def binary(op: str, a, b, out=None, alpha=1) -> Tensor:
+    """``op(a, b)`` with broadcasting and torch's type promotion; ``alpha`` is add/sub's keyword:
+    ``a + alpha * b``, ``b`` scaled inside the same kernel."""
+    if type(b) is np.ndarray or type(a) is np.ndarray:  # torch takes an array operand as a tensor
+        a, b = (_from_array(x, b if x is a else a) if type(x) is np.ndarray else x for x in (a, b))
+    scale = None
+    if type(alpha) is not int or alpha != 1:  # torch checks any alpha given, even 1.0
+        b, scale = _alpha_operand(op, a, b, alpha)
     if op == "pow" and isinstance(b, numbers.Integral) and b < 0:  # a value check: at every call, not planned
         _check_integer_exponent(a)
     key = (op, _signature(a), _signature(b), dt.default_float)
@@ -159,8 +166,37 @@ def binary(op: str, a, b, out=None) -> Tensor:
     else:
         scalar = float(b) if compute.startswith("float") else int(b)
         b = None
-    _k.elementwise(op, out, _views.broadcast_view(a, shape), b, scalar=scalar, compute=compute)
+    if scale is not None:
+        scale = float(scale) if compute.startswith("float") else int(scale)
+    _k.elementwise(op, out, _views.broadcast_view(a, shape), b, scalar=scalar, compute=compute, alpha=scale)
     return out
+
+
+def _alpha_operand(op: str, a, b, alpha):
+    """add/sub's ``alpha``, checked as torch checks it: ``(b, kernel scale)``. A number ``b`` is
+    scaled here; a number ``a`` gets ``alpha * b`` first (the op can't swap its operands then);
+    otherwise the kernel scales ``b`` as it loads it."""
+    if op not in ("add", "sub"):
+        raise TypeError(f"{op}() got an unexpected keyword argument 'alpha'")
+    if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
+        raise TypeError(f"{op}(): argument 'alpha' must be Number, not {type(alpha).__name__}")
+    result = dt.result_type(a, b)
+    if isinstance(alpha, bool) and result is not dt.bool_:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if not result.is_floating_point and not isinstance(alpha, numbers.Integral):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    if not isinstance(b, TensorBase):
+        return (b and alpha) if isinstance(b, bool) else b * alpha, None  # bool * bool stays bool
+    if not isinstance(a, TensorBase):
+        return binary("mul", b, alpha), None
+    return b, alpha
+
+
+def _from_array(arr: np.ndarray, other):
+    """A NumPy array operand as a tensor on the other operand's device (a copy)."""
+    if not isinstance(other, TensorBase):
+        raise TypeError("elementwise op: at least one argument must be a Tensor")
+    return host_tensor(np.ascontiguousarray(arr), other.device)
 
 
 def _new_4d(shape, plan, a, b):
@@ -274,13 +310,22 @@ def _unary_entries(op: str):
 
 
 def _binary_entries(op: str):
-    def entry(input, other, *, out=None) -> Tensor:
-        return binary(op, input, other, out=out)
+    if op in ("add", "sub"):  # torch's alpha: input + alpha * other
+        def entry(input, other, *, alpha=1, out=None) -> Tensor:
+            return binary(op, input, other, out=out, alpha=alpha)
 
-    def entry_(input, other) -> Tensor:
-        binary(op, input, other, out=input)
-        input._bump_version()
-        return input
+        def entry_(input, other, *, alpha=1) -> Tensor:
+            binary(op, input, other, out=input, alpha=alpha)
+            input._bump_version()
+            return input
+    else:
+        def entry(input, other, *, out=None) -> Tensor:
+            return binary(op, input, other, out=out)
+
+        def entry_(input, other) -> Tensor:
+            binary(op, input, other, out=input)
+            input._bump_version()
+            return input
 
     entry.__name__ = entry.__qualname__ = op
     entry_.__name__ = entry_.__qualname__ = op + "_"

@@ -1,6 +1,5 @@
-"""``cumprod``, ``logcumsumexp``, ``cummax``, ``cummin``: PyTorch's checks and result dtypes, then the scan kernel
-(``triton_kernels/scan.py``; cumsum has its own file, ``cumsum.py``). Derivatives:
-``autograd/functions/scan.py``."""
+"""``cumsum``, ``cumprod``, ``logcumsumexp``, ``cummax``, ``cummin``: PyTorch's checks and result dtypes, then
+the scan kernel (``triton_kernels/scan.py``). Derivatives: ``autograd/functions/scan.py``."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -43,6 +42,22 @@ def _check(input, op: str, dtype):
         raise TypeError(f"{op}(): argument 'dtype' must be a tritensor dtype, not {type(dtype).__name__}")
 
 
+def _acc(result: dt.dtype) -> str:
+    """What the kernel loads, combines and carries in: fp64, fp32 (fp16/bf16/fp32) or int64."""
+    return "float64" if result is dt.float64 else ("float32" if result.is_floating_point else "int64")
+
+
+def cumsum(input, dim, *, dtype=None) -> Tensor:
+    """Inclusive cumulative sum along ``dim``. Integer and bool inputs sum to int64 (as torch);
+    with ``dtype`` the input is cast to it first."""
+    return scan_sum(input, dim, dtype=dtype)
+
+
+def scan_sum(input, dim, *, dtype=None, reverse: bool = False) -> Tensor:
+    """cumsum, or with ``reverse`` the sums from each position to the end of ``dim``."""
+    return _sum_or_prod("sum", input, dim, dtype, reverse)
+
+
 def cumprod(input, dim, *, dtype=None) -> Tensor:
     """Inclusive cumulative product along ``dim``. Integer and bool inputs multiply in int64 (as torch);
     with ``dtype`` the input is cast to it first."""
@@ -51,12 +66,18 @@ def cumprod(input, dim, *, dtype=None) -> Tensor:
 
 def scan_prod(input, dim, *, dtype=None, reverse: bool = False) -> Tensor:
     """cumprod, or with ``reverse`` the products from each position to the end of ``dim``."""
-    _check(input, "cumprod", dtype)
+    return _sum_or_prod("prod", input, dim, dtype, reverse)
+
+
+def _sum_or_prod(op: str, input, dim, dtype, reverse: bool):
+    """Integer and bool inputs sum or multiply in int64 (as torch); ``dtype`` casts the input first."""
+    _check(input, "cum" + op, dtype)
     normalize_dim(dim, input.ndim)
     x = input if dtype is None or dtype is input.dtype else input.to(dtype)
+    if op == "sum" and x.dtype is dt.bool_:
+        x = x.to(dt.int64)
     result = dtype or (x.dtype if x.dtype.is_floating_point else dt.int64)
-    acc = "float64" if result is dt.float64 else ("float32" if result.is_floating_point else "int64")
-    return _scan("prod", x, dim, result, acc, reverse)
+    return _scan(op, x, dim, result, _acc(result), reverse)
 
 
 def logcumsumexp(input, dim) -> Tensor:
@@ -70,8 +91,7 @@ def scan_logaddexp(input, dim, *, reverse: bool = False) -> Tensor:
     normalize_dim(dim, input.ndim)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"\"logcumsumexp_out_cpu\" not implemented for '{_TORCH_NAME[input.dtype]}'")
-    acc = "float64" if input.dtype is dt.float64 else "float32"
-    return _scan("logcumsumexp", input, dim, input.dtype, acc, reverse)
+    return _scan("logcumsumexp", input, dim, input.dtype, _acc(input.dtype), reverse)
 
 
 def _extreme(op: str, input, dim):

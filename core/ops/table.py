@@ -25,8 +25,8 @@ import inspect
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import (attention, batch_norm, conv, copies, cumsum, einsum, elementwise, embedding, index, join, layer_norm, loss,
-               math_ops, matmul, pool, random, reduce, rnn, scan, scatter, select, softmax, sort, views)
+from . import (attention, batch_norm, conv, copies, einsum, elementwise, embedding, index, join, layer_norm, loss,
+               math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -147,7 +147,7 @@ _add(Op("scaled_dot_product_attention", attention.scaled_dot_product_attention, 
 for _name in ("_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"):
     _add(Op(_name, getattr(rnn, _name), "lower", method=False))
 
-# ----- reductions, scans, normalizations (core/ops/reduce.py, cumsum.py, softmax.py, layer_norm.py) -
+# ----- reductions, scans, normalizations (core/ops/reduce.py, scan.py, softmax.py, layer_norm.py) ----
 for _name in ("sum", "prod"):
     _add(Op(_name, getattr(reduce, _name), "fp32"))
 for _name in ("mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any"):
@@ -157,14 +157,16 @@ for _name in ("std_mean", "var_mean"):
     _add(Op(_name, getattr(reduce, _name), "none", method=False))
 for _name in ("aminmax", "nansum", "nanmean", "count_nonzero"):
     _add(Op(_name, getattr(reduce, _name), "none"))
-_add(Op("cumsum", cumsum.cumsum, "fp32"))
-_add(Op("softmax", softmax.softmax, "fp32", functional=True))
-_add(Op("log_softmax", softmax.log_softmax, "fp32", functional=True))
+_add(Op("cumsum", scan.cumsum, "fp32"))
+# nn.functional's softmax/log_softmax take dim=None (torch's implicit-dim choice): written in nn/functional.py
+_add(Op("softmax", softmax.softmax, "fp32"))
+_add(Op("log_softmax", softmax.log_softmax, "fp32"))
 _add(Op("layer_norm", layer_norm.layer_norm, "fp32", method=False, functional=True))
 _add(Op("native_layer_norm", layer_norm.native_layer_norm, "fp32", method=False))
 
 # ----- convolution and pooling (core/ops/conv.py, core/ops/pool.py) ---------------------------
 _add(Op("conv2d", conv.conv2d, "lower", method=False, functional=True))
+_add(Op("conv_transpose2d", conv.conv_transpose2d, "lower", method=False, functional=True))  # issue 24
 _add(Op("max_pool2d", pool.max_pool2d, "none", method=False, functional=True))
 _add(Op("max_pool2d_with_indices", pool.max_pool2d_with_indices, "none", method=False, functional=True))
 _add(Op("avg_pool2d", pool.avg_pool2d, "none", method=False, functional=True))
@@ -246,6 +248,10 @@ _add(Op("multinomial", random.multinomial, "none"))
 _add(Op("normal", random.normal, "none", method=False))
 for _name in ("normal_", "uniform_", "random_"):
     _add(Op(_name, getattr(random, _name), "none", function=False))
+
+# ----- issue 26: PowerSGD's Gram-Schmidt (core/ops/orthogonalize.py, triton_kernels/orthogonalize.py): in place,
+# no derivative; tritensor.orthogonalize_, so the DDP hook (a layer above core) calls a public function
+_add(Op("orthogonalize_", orthogonalize.orthogonalize_, "none", method=False))
 
 
 # ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------

@@ -26,7 +26,7 @@ import time
 from ...autograd.grad_mode import no_grad
 from ...comm import collectives
 from ...futures import Future
-from ...comm.grad_bucket import _DEFAULT_FIRST_BUCKET_BYTES as DEFAULT_FIRST_BUCKET_BYTES, GradBucket
+from ...comm.grad_bucket import DEFAULT_FIRST_BUCKET_BYTES, GradBucket
 from ...core.factories import zeros
 
 __all__ = ["assign_buckets", "Reducer", "DEFAULT_FIRST_BUCKET_BYTES"]

@@ -13,8 +13,7 @@ reduced flat buffer; ``process_group=None`` means the default group.
 from __future__ import annotations
 
 from ....runtime.dtype import bfloat16, float16
-from ... import collectives, process_group as _pg
-from ....futures import Future
+from ... import Future, ReduceOp, all_reduce
 
 __all__ = ["allreduce_hook", "fp16_compress_hook", "bf16_compress_hook", "fp16_compress_wrapper",
            "bf16_compress_wrapper"]
@@ -26,7 +25,7 @@ def _allreduce_fut(process_group, tensor) -> Future:
     ``ReduceOp.AVG`` divides on the host copy the transport reduces anyway, instead of a
     ``div_`` kernel over the whole bucket first (in CPU mode an interpreter pass of ~50 ns an
     element); for a power-of-two world size it is bitwise what dividing first gives (that division is exact)."""
-    work = collectives.all_reduce(tensor, op=_pg.ReduceOp.AVG, group=process_group, async_op=True)
+    work = all_reduce(tensor, op=ReduceOp.AVG, group=process_group, async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0])
 
 
@@ -39,7 +38,7 @@ def _compress_hook(dtype, process_group, bucket) -> Future:
     buffer = bucket.buffer()
     compressed = buffer.to(dtype)
     # the mean in fp32 on the host, rounded to ``dtype`` once (see _allreduce_fut)
-    work = collectives.all_reduce(compressed, op=_pg.ReduceOp.AVG, group=process_group, async_op=True)
+    work = all_reduce(compressed, op=ReduceOp.AVG, group=process_group, async_op=True)
 
     def decompress(fut):
         buffer.copy_(fut.value()[0])

@@ -12,7 +12,7 @@ algorithm, on tritensor's collectives. ``powerSGD_hook`` compresses each paramet
 4. ``Q`` is warm-started from last step (``q_memory_dict``) and orthogonalised, or drawn from
    a normal distribution seeded identically on every rank (``random_seed``);
 5. ``P = M Q``; every ``P`` allreduced as one flat buffer; ``P`` orthogonalised (Gram-Schmidt,
-   ``triton_kernels/orthogonalize.py``); ``Q = M^T P``; every ``Q`` allreduced as one flat
+   ``tritensor.orthogonalize_``); ``Q = M^T P``; every ``Q`` allreduced as one flat
    buffer and divided by the world size; ``M ~= P Q^T``;
 6. the new local error is (input with error) - (what was sent back), in the bucket's dtype.
 
@@ -29,9 +29,8 @@ from collections import defaultdict
 import numpy as np
 
 from ....core.factories import from_numpy, zeros
-from ....core.ops.orthogonalize import orthogonalize_
-from ... import collectives, process_group as _pg
-from ....futures import Future
+from ....core.functional import orthogonalize_
+from ... import Future, GroupMember, all_reduce, get_world_size, is_initialized
 from . import default_hooks as default
 
 __all__ = ["PowerSGDState", "powerSGD_hook", "batched_powerSGD_hook"]
@@ -135,10 +134,10 @@ class PowerSGDState:
         """Restore; the process group becomes the default one (set ``process_group`` to change it).
 
         As torch's: without an initialized default group this raises ``ValueError``."""
-        if not _pg.is_initialized():
+        if not is_initialized():
             raise ValueError("PowerSGDState: restoring a pickled state sets its process group to the default group, "
                              "which has not been initialized, please make sure to call init_process_group.")
-        self.process_group = _pg.group.WORLD
+        self.process_group = GroupMember.WORLD
         log.warning("NOTE: Process group will be set to a default group (i.e. the world size). If a different group "
                     "is desired, please set `self.process_group` after PowerSGD state is loaded.")
         for slot, value in state.items():
@@ -173,7 +172,7 @@ def _random_like(shape, dtype, device, rng):
 
 def _allreduce_now(tensor, group):
     """A blocking sum-allreduce inside a callback (the group's timeout bounds it)."""
-    collectives.all_reduce(tensor, group=group)
+    all_reduce(tensor, group=group)
     return tensor
 
 
@@ -190,7 +189,7 @@ def powerSGD_hook(state: PowerSGDState, bucket) -> Future:
     """PowerSGD, layer by layer (see the module docstring); a future of the bucket's buffer."""
     _check_state(state, "powerSGD_hook")
     group = state.process_group
-    world_size = _pg.get_world_size(group)
+    world_size = get_world_size(group)
     input_tensor = bucket.buffer()
     if state.iter < state.start_powerSGD_iter:
         state.maybe_increase_iter(bucket)
@@ -267,7 +266,7 @@ def powerSGD_hook(state: PowerSGDState, bucket) -> Future:
     for (_, batch), p, q in zip(groups, ps, qs):
         p.copy_(batch @ q)
 
-    fut = collectives.all_reduce(uncompressed_memory, group=group, async_op=True).get_future()
+    fut = all_reduce(uncompressed_memory, group=group, async_op=True).get_future()
 
     def unpack_uncompressed_and_allreduce_ps(f):
         memory = f.value()[0].div_(world_size)
@@ -304,7 +303,7 @@ def batched_powerSGD_hook(state: PowerSGDState, bucket) -> Future:
     """PowerSGD on the whole bucket viewed as one zero-padded square matrix."""
     _check_state(state, "batched_powerSGD_hook")
     group = state.process_group
-    world_size = _pg.get_world_size(group)
+    world_size = get_world_size(group)
     input_tensor = bucket.buffer()
     if state.iter < state.start_powerSGD_iter:
         state.maybe_increase_iter(bucket)
@@ -337,7 +336,7 @@ def batched_powerSGD_hook(state: PowerSGDState, bucket) -> Future:
     eps = state.orthogonalization_epsilon
     orthogonalize_(q_mem, eps)
     p_mem.copy_(matrix @ q_mem)
-    fut = collectives.all_reduce(p_mem, group=group, async_op=True).get_future()
+    fut = all_reduce(p_mem, group=group, async_op=True).get_future()
 
     def compute_q(f):
         f.value()

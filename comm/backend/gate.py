@@ -1,7 +1,7 @@
 """Letting peers in through a listener that anyone can connect to, without strangers crowding them out.
 
 Why a module of its own: a process-group rank's listener (:mod:`.mesh`, during setup) and an RPC
-worker's listener (:mod:`.rpc.agent`, for the life of the job) face the same problem. Whoever
+worker's listener (:mod:`tritensor.comm.rpc.agent`, for the life of the job) face the same problem. Whoever
 can reach the port can connect, and must not be able to make a real peer wait or fail. Both
 use this one gate:
 
@@ -32,7 +32,7 @@ import tempfile
 import time
 
 from . import auth
-from .errors import DistNetworkError
+from ..errors import DistNetworkError
 
 __all__ = ["Gate", "Refused", "CrowdedOut", "connect", "await_challenge", "unix_listener", "host_id",
            "HANDSHAKE_TIMEOUT", "MAX_PENDING", "UNIX_ENV"]

@@ -14,7 +14,7 @@ rank that only sees our sockets close finds our cause already recorded as the fi
 Here: the texts (:func:`peer_error`, :func:`mismatch`, :func:`timeout_message`, reading a
 peer's ABORT reason) and :class:`FailureState`, the engine's first error and its pending
 report to the store. Closing the sockets is :mod:`.peer_io`'s part; failing the open works
-is :mod:`.work`'s; :class:`~.transport.Engine` composes them in :meth:`~.transport.Engine._fail`.
+is :mod:`tritensor.comm.work`'s; :class:`~.transport.Engine` composes them in :meth:`~.transport.Engine._fail`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import select
 import socket
 import time
 
-from .errors import DistBackendError
+from ..errors import DistBackendError
 from .framing import (ABORT, BYE, DATA, DATA_MAGIC, DTYPE_NAMES, OP_NAMES, P2P, ROOTED, describe_data_header,
                       pack_data_header, redop_name)
 

@@ -23,7 +23,7 @@ import time
 import zlib
 
 from . import auth, gate
-from .errors import DistNetworkError, DistStoreError, DistStoreTimeoutError, DistTimeoutError
+from ..errors import DistNetworkError, DistStoreError, DistStoreTimeoutError, DistTimeoutError
 from .gate import UNIX_ENV, host_id, unix_listener
 from .peer import Peer
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..staging import SegmentStager
+from .staging import SegmentStager
 from .plan import LOW_PRECISION, Plan, acc_dtype
 
 __all__ = ["ring", "all_reduce", "all_gather", "reduce_scatter", "CHUNK_BYTES"]
@@ -94,10 +94,10 @@ def _mark_ready(follow):
 
 
 def all_reduce(o: Plan, buf, ufunc, avg: bool):
-    """Ring all_reduce of ``buf`` (a :class:`~tritensor.comm.staging.HostBuffer`) in place.
+    """Ring all_reduce of ``buf`` (a :class:`~.staging.HostBuffer`) in place.
 
     A CUDA tensor whose host copy was deferred is staged segment by segment, in the
-    ring's order of need (:class:`~tritensor.comm.staging.SegmentStager`)."""
+    ring's order of need (:class:`~.staging.SegmentStager`)."""
     if o.n == 1:
         buf.stage_all()
     flat = buf.flat

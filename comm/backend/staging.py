@@ -22,10 +22,10 @@ import time
 
 import numpy as np
 
-from ..core.factories import from_numpy
-from ..runtime import cuda as _cuda
+from ...core.factories import from_numpy
+from ...runtime import cuda as _cuda
 
-from .errors import DistBackendError
+from ..errors import DistBackendError
 from .framing import DTYPE_CODES
 
 __all__ = ["HostBuffer", "SegmentStager", "side_stream", "as_bytes"]

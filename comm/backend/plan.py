@@ -1,7 +1,7 @@
 """What every collective algorithm shares: the posting context of one operation.
 
 Why this module exists: an operation is a *plan*, the sends and receives it posts to the
-group's engine (:mod:`tritensor.comm.transport`) in an order both ends compute identically,
+group's engine (:mod:`.transport`) in an order both ends compute identically,
 plus finalizers that run when its last byte has moved. :class:`Plan` is that context (its
 work, header factory, peers, scratch buffers); :func:`landing` and :class:`Confirm` are
 how rooted and pairwise operations leave outputs untouched until every rank has
@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..framing import DTYPE_CODES, pack_data_header
-from ..process_group import ReduceOp
-from ..staging import as_bytes
+from .framing import DTYPE_CODES, ReduceOp, pack_data_header
+from .staging import as_bytes
 
 __all__ = ["Plan", "Confirm", "CONFIRM", "landing", "reduce_ordered", "acc_dtype", "use_direct", "UFUNCS",
            "LOW_PRECISION", "DIRECT_MAX_BYTES"]
@@ -65,7 +64,7 @@ class Plan:
         return self.eng.recv(self.work, peer, self.hdr(tag, nbytes, total), target, on_done, p2p)
 
     def recv_any(self, tag, arr):
-        """A send/recv receive from whichever rank sends first (see :mod:`tritensor.comm.peer_io`)."""
+        """A send/recv receive from whichever rank sends first (see :mod:`.peer_io`)."""
         return self.eng.recv_any(self.work, self.hdr(tag, arr.nbytes), as_bytes(arr))
 
     def then(self, fn):

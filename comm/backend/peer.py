@@ -4,7 +4,7 @@ Why this module exists: these are the data that :mod:`.peer_io` moves bytes for 
 :mod:`.failures` describes when something breaks; keeping them apart lets both read them
 without importing each other. A :class:`Peer` holds its socket and two FIFO queues, of
 posted sends and of posted receives, in program order; a request remembers its
-:class:`~.work.Work` and how far its bytes have moved.
+:class:`~tritensor.comm.work.Work` and how far its bytes have moved.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ import threading
 import time
 
 from . import auth
-from .errors import DistNetworkError
+from ..errors import DistNetworkError
 from .framing import FRAME, FrameError, decode_fields, encode_frame, parse_frame_header
 
 log = logging.getLogger("tritensor.comm.store")

@@ -1,7 +1,7 @@
 """Socket I/O of a process group: framed, non-blocking sends and receives on its peers.
 
 Why this module exists: moving bytes is one concern with its own invariants, separate
-from what an operation is (:mod:`.work`) and from what happens when one fails
+from what an operation is (:mod:`tritensor.comm.work`) and from what happens when one fails
 (:mod:`.failures`). :class:`PeerIO` owns the peers' sockets, the queues of posted
 requests and the ``poll`` loop; it knows nothing of deadlines or Futures beyond calling
 back when a request has moved its last byte.
@@ -32,7 +32,7 @@ import select
 import socket
 import time
 
-from .errors import DistBackendError
+from ..errors import DistBackendError
 from .failures import mismatch, peer_error, read_reason
 from .framing import ABORT, BYE, DATA, DATA_MAGIC, DATA_VERSION, P2P, pack_data_header
 from .peer import HDR, AnyRecvRequest, Peer, RecvRequest, SendRequest

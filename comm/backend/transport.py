@@ -5,7 +5,7 @@ Why this shape:
 * **One authenticated connection per pair of ranks**, set up by :func:`.mesh.connect_mesh`
   (a Unix-domain socket between ranks on one machine, TCP otherwise); the engine only
   moves bytes over them.
-* **Everything is posted, in program order.** An operation (a :class:`~.work.Work`) posts
+* **Everything is posted, in program order.** An operation (a :class:`~tritensor.comm.work.Work`) posts
   all of its sends and receives up front, per peer, in the order both sides compute from
   the same plan; a send whose data is not ready yet (a ring step waiting for a reduction)
   is posted as a placeholder and marked ready later. So the byte stream between two ranks
@@ -23,7 +23,7 @@ Why this shape:
   the store hears it outside the engine lock, within what is left of the timeout.
 
 :class:`Engine` composes three parts, each in its own module: :class:`~.peer_io.PeerIO`
-(the sockets and the poll loop), :class:`~.work.WorkTracker` (open operations, completion,
+(the sockets and the poll loop), :class:`~tritensor.comm.work.WorkTracker` (open operations, completion,
 Futures) and :class:`~.failures.FailureState` (the first error and its report to the
 store). The engine adds the lock, which thread drives, deadlines, and the background
 thread. Peer sockets on one host are Unix-domain sockets; abort notices travel in band.
@@ -35,18 +35,14 @@ import logging
 import threading
 import time
 
-from .errors import DistBackendError, DistNetworkError, DistTimeoutError
+from ..errors import DistBackendError, DistNetworkError, DistTimeoutError
+from ..work import Work, WorkTracker
 from .failures import REPORT_TIMEOUT, FailureState, abort_notice, timeout_message
-from .framing import (ABORT, ALL_GATHER, ALL_REDUCE, ALL_TO_ALL, BARRIER, BROADCAST, BYE, DTYPE_CODES,
-                      DTYPE_NAMES, GATHER, OP_NAMES, P2P, REDUCE, REDUCE_SCATTER, SCATTER)
+from .framing import ABORT
 from .peer import Peer
 from .peer_io import PeerIO
-from .work import Work, WorkTracker
 
-# Op codes and dtype codes are re-exported: ``tritensor.comm.transport`` is where they were first found.
-__all__ = ["Work", "Engine", "Peer", "OP_NAMES", "REPORT_TIMEOUT", "DTYPE_CODES", "DTYPE_NAMES",
-           "ALL_REDUCE", "BROADCAST", "REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "GATHER", "SCATTER",
-           "ALL_TO_ALL", "BARRIER", "P2P", "BYE", "ABORT"]
+__all__ = ["Engine"]
 
 log = logging.getLogger(__name__)
 
