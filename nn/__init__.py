@@ -21,6 +21,7 @@ from .parameter import Parameter
 from .loss import BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
 from .normalization import GroupNorm, RMSNorm
 from .resizing import AdaptiveAvgPool2d, Upsample
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
 from .transformer import TransformerEncoder, TransformerEncoderLayer
 from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
 
@@ -32,4 +33,5 @@ __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d
            "AdaptiveAvgPool2d", "Upsample", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
            "Conv1d", "MaxPool1d", "AvgPool1d", "PixelShuffle", "PixelUnshuffle", "Unfold", "CosineSimilarity",
            "PairwiseDistance", "Bilinear", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
-           "ConvTranspose1d", "ConvTranspose2d"]
+           "ConvTranspose1d", "ConvTranspose2d", "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell",
+           "LSTMCell", "GRUCell"]

@@ -33,7 +33,7 @@ TESTS_DIR = pathlib.Path(__file__).resolve().parent
 # PyTorch's CUDA autocast lists, restricted to tritensor's ops; every other op is "none".
 AUTOCAST = {
     "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention",
-              "conv_transpose2d"],  # issue 24
+              "conv_transpose2d", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"],  # issue 24
     "fp32": ["exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "native_layer_norm", "cross_entropy", "nll_loss", "mse_loss",
              # issue 15 (nn15); torch bans binary_cross_entropy under autocast, we run it in fp32
@@ -127,6 +127,9 @@ TESTS = {
             SC + "test_index_put_and_composites_gradcheck")
        for op in ("index_put", "index_put_", "index_fill", "index_fill_", "index_copy", "index_copy_",
                   "masked_scatter", "masked_scatter_", "take_along_dim")},
+    # ----- issue 24: the fused recurrent cells -----
+    **{op: ("test_rnn.py::test_fused_cells_against_float64", "test_rnn.py::test_fused_cells_gradcheck")
+       for op in ("_thnn_fused_lstm_cell", "_thnn_fused_gru_cell")},
     "getitem": (IX + "test_getitem_matches_numpy", IX + "test_gradcheck"),
     "setitem": (IX + "test_setitem_matches_numpy", IX + "test_setitem_gradcheck"),
     **{op: ("test_views.py::test_view_semantics_match_numpy", "test_views.py::test_view_gradcheck") for op in VIEWS},

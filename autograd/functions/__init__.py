@@ -34,15 +34,16 @@ Where an op's derivative lives:
   select.py       masked_fill masked_fill_
   scatter.py      scatter scatter_reduce index_put (and in-place forms)
   random.py       normal_ uniform_ random_ bernoulli_ (a zero gradient; the fill is recorded)
+  rnn.py          _thnn_fused_lstm_cell _thnn_fused_gru_cell (fused cell backward kernels)
 """
 from __future__ import annotations
 
 from . import (attention, batch_norm, conv, copies, elementwise, embedding, index, join, layer_norm, loss,
-               math_ops, matmul, pool, random, reduce, scan, scatter, select, softmax, sort, views)
+               math_ops, matmul, pool, random, reduce, rnn, scan, scatter, select, softmax, sort, views)
 
 DERIVATIVES: dict = {}
 for _module in (elementwise, views, copies, reduce, softmax, layer_norm, matmul, conv, pool, loss, index, attention,
-                embedding, batch_norm, join, math_ops, scan, sort, select, scatter, random):
+                embedding, batch_norm, join, math_ops, scan, sort, select, scatter, random, rnn):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:
             raise ValueError(f"op {_name} has two derivatives ({_module.__name__})")

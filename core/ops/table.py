@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
 from . import (attention, batch_norm, conv, copies, einsum, elementwise, embedding, index, join, layer_norm, loss,
-               math_ops, matmul, orthogonalize, pool, random, reduce, scan, scatter, select, softmax, sort, views)
+               math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort, views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -141,6 +141,11 @@ _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
 # ----- attention (core/ops/attention.py, triton_kernels/attention.py + attention_bwd.py) -------
 _add(Op("scaled_dot_product_attention", attention.scaled_dot_product_attention, "lower", method=False, function=False,
         functional=True))
+
+# ----- issue 24: the fused recurrent cells (core/ops/rnn.py, triton_kernels/rnn.py); torch's CUDA autocast
+# lists run them in the autocast dtype. tritensor._thnn_fused_lstm_cell, as torch._thnn_fused_lstm_cell.
+for _name in ("_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"):
+    _add(Op(_name, getattr(rnn, _name), "lower", method=False))
 
 # ----- reductions, scans, normalizations (core/ops/reduce.py, scan.py, softmax.py, layer_norm.py) ----
 for _name in ("sum", "prod"):
