@@ -13,7 +13,8 @@ configuration) and this script reuses that machinery, reading from each compiled
 * ``wgmma``: the count of ``wgmma.mma_async`` instructions in the PTX, Hopper's warpgroup MMA
   (what ``HGMMA`` is in the SASS; ``mma`` below names the kind the SASS has: HGMMA, HMMA or -);
 * the widths of global memory accesses in the PTX, by the pointer argument each addresses (its
-  address traced back through the registers it is computed from to the kernel's parameters):
+  address traced back through the registers it is computed from to the kernel's parameters, or
+  to a table the compiler put in global memory such as libdevice's ``__cudart_i2opi_f``):
   ``ld x:128b x4,32b x2`` is 4 loads of 128 bits and 2 of 32 bits from argument ``x``.
   ``ld`` is ``ld.global[.nc][.vN].<type>``, ``st`` ``st.global...``, ``cp`` ``cp.async`` (global
   -> shared, by bytes copied), ``tma ld``/``tma st`` the bulk tensor copies through a descriptor.
@@ -42,6 +43,7 @@ import sm90_compile as sc  # noqa: E402  (first: it imports Triton in compile mo
 _REG = re.compile(r"%\w+")
 _PARAM = re.compile(r"\b\w+_param_(\d+)\b")
 _BRACKET = re.compile(r"\[([^\]]*)\]")
+_GLOBAL = re.compile(r"^\.global\s.*?([\w$]+)\[", re.M)
 _VEC = re.compile(r"v(\d+)$")
 _TYPE = re.compile(r"[bsuf](\d+)$")
 
@@ -74,6 +76,7 @@ def access_widths(ptx: str, signature: dict) -> dict:
     traced back through the registers it is computed from to the kernel's parameters ('?': none)."""
     params = _param_names(signature)
     pointers = {p for p in params if str(signature.get(p.split("[")[0], "")).startswith(("*", "tensordesc"))}
+    constants = set(_GLOBAL.findall(ptx))  # tables the compiler put in global memory (libdevice's, say)
     defs = collections.defaultdict(set)  # register -> the registers and parameters it is computed from
     accesses = []  # (kind, address registers, bits)
     for line in ptx.splitlines():
@@ -98,11 +101,12 @@ def access_widths(ptx: str, signature: dict) -> dict:
             continue
         dst, rest = (operands[1:].split("}", 1) if operands.startswith("{") else operands.split(",", 1) + [""])[:2]
         srcs = set(_REG.findall(rest)) | {params[int(i)] for i in _PARAM.findall(rest) if int(i) < len(params)}
+        srcs |= {w for w in re.findall(r"[\w$]+", rest) if w in constants}
         for r in _REG.findall(dst):
             defs[r] |= srcs
     out = {"ld": {}, "st": {}, "cp": {}, "tma": {"ld": {}, "st": {}}}
     for kind, regs, bits in accesses:
-        arg = ",".join(sorted(_trace(regs, defs) & pointers)) or "?"
+        arg = ",".join(sorted(_trace(regs, defs) & (pointers | constants))) or "?"
         if kind.startswith("tma"):
             out["tma"][kind[4:]][arg] = out["tma"][kind[4:]].get(arg, 0) + 1
         else:
