@@ -19,9 +19,10 @@ launchers directly (``tests/test_sm90_compile.py`` does); their descriptors' blo
 per configuration by the configuration's pre-hook, as the GPU autotuner does.
 
 ``--resources`` also reports what each kernel compiled to, per configuration: registers per
-thread, spilled bytes (local memory), shared memory, and whether its matrix products became
-Hopper's warpgroup MMA (``HGMMA`` in the SASS) or stayed on the older ``HMMA``; read with the
-``cuobjdump`` Triton ships. That is how a kernel is judged without a GPU to time it.
+thread, spilled bytes (the stack frame ptxas spills registers to), shared memory, and whether its
+matrix products became Hopper's warpgroup MMA (``HGMMA`` in the SASS) or stayed on the older
+``HMMA``; read with the ``cuobjdump`` Triton ships. That is how a kernel is judged without a GPU
+to time it (``tools/sm90_report.py`` reports more: wgmma counts, global access widths).
 
 It lives outside the package because it must import Triton before tritensor does: tritensor
 puts Triton in interpreter mode on a machine without a GPU, and Triton's own library functions
@@ -133,8 +134,13 @@ _CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia"
 
 
 def resource_usage(cubin: bytes) -> dict:
-    """Registers per thread, spilled bytes (local memory), static shared bytes and the kind of MMA
-    ('HGMMA', 'HMMA' or '-') of one compiled kernel, read with cuobjdump."""
+    """Registers per thread, local memory per thread, static shared bytes, the spill instructions
+    and the kind of MMA ('HGMMA', 'HMMA' or '-') of one compiled kernel, read with cuobjdump.
+
+    ``local`` is the stack frame plus static local memory: where ptxas puts the registers it
+    spills (``STACK``; cuobjdump's ``LOCAL`` stays 0 for spills) and any local array. tritensor's
+    kernels keep no local arrays, so for them it is the spill area, and ``spill_ops`` (the SASS's
+    local loads and stores, ``LDL``/``STL``) the instructions that move spilled registers."""
     import re
     import subprocess
     import tempfile
@@ -144,10 +150,11 @@ def resource_usage(cubin: bytes) -> dict:
         f.flush()
         usage = subprocess.run([_CUOBJDUMP, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
         sass = subprocess.run([_CUOBJDUMP, "-sass", f.name], capture_output=True, text=True).stdout
-    found = {k: re.search(rf"{k}:(\d+)", usage) for k in ("REG", "LOCAL", "SHARED")}
-    out = {k.lower(): int(m.group(1)) if m else None for k, m in found.items()}
-    out["mma"] = "HGMMA" if "HGMMA" in sass else ("HMMA" if "HMMA" in sass else "-")
-    return out
+    found = {k: re.search(rf"\b{k}:(\d+)", usage) for k in ("REG", "STACK", "LOCAL", "SHARED")}
+    n = {k: int(m.group(1)) if m else None for k, m in found.items()}
+    return {"reg": n["REG"], "local": None if n["STACK"] is None else n["STACK"] + (n["LOCAL"] or 0),
+            "shared": n["SHARED"], "spill_ops": len(re.findall(r"\b(?:STL|LDL)(?:\.\w+)*\s", sass)),
+            "mma": "HGMMA" if "HGMMA" in sass else ("HMMA" if "HMMA" in sass else "-")}
 
 
 def _resources(kernel) -> str:
