@@ -8,7 +8,8 @@ No GPU has been lent to time the kernels, so what can be judged is the code the 
 ``tools/sm90_compile.py`` replays each launch through Triton's JIT for sm_90 (every autotune
 configuration) and this script reuses that machinery, reading from each compiled kernel:
 
-* registers per thread and spilled bytes (local memory), from the cubin (``cuobjdump``);
+* registers per thread and spilled bytes: the stack frame ptxas spills registers to (no kernel
+  here keeps a local array), from the cubin (``cuobjdump``), and the SASS's spill loads/stores;
 * shared memory (``metadata.shared``: what the launch asks for, static and dynamic);
 * ``wgmma``: the count of ``wgmma.mma_async`` instructions in the PTX, Hopper's warpgroup MMA
   (what ``HGMMA`` is in the SASS; ``mma`` below names the kind the SASS has: HGMMA, HMMA or -);
@@ -119,7 +120,8 @@ def _inspect(kernel) -> dict:
     """What one compiled configuration is made of (runs in the worker, per config)."""
     use = sc.resource_usage(kernel.asm["cubin"])
     ptx = kernel.asm["ptx"]
-    return {"reg": use["reg"], "spill": use["local"], "smem": kernel.metadata.shared, "mma": use["mma"],
+    return {"reg": use["reg"], "spill": use["local"], "spill_ops": use["spill_ops"], "smem": kernel.metadata.shared,
+            "mma": use["mma"],
             "wgmma": ptx.count("wgmma.mma_async"), "warps": kernel.metadata.num_warps,
             "stages": kernel.metadata.num_stages, **access_widths(ptx, dict(kernel.src.signature))}
 
@@ -215,6 +217,12 @@ def _accesses(rows) -> str:
     return "; ".join(parts) or "-"
 
 
+def _spills(rows) -> str:
+    """'0', or '0-1024 (2/8 configs)' where some configurations spill."""
+    spilling = sum(1 for r in rows if r["spill"])
+    return _range(r["spill"] for r in rows) + (f" ({spilling}/{len(rows)} configs)" if spilling else "")
+
+
 def _config_name(c: dict) -> str:
     blocks = " ".join(f"{k}={v}" for k, v in c.items() if k not in ("num_warps", "num_stages", "num_ctas"))
     return f"{blocks} w{c.get('num_warps', '-')} s{c.get('num_stages', '-')}"
@@ -231,14 +239,14 @@ def format_table(specs: list[dict], configs: bool = False) -> str:
             continue
         wg = [r for r in ok if r["wgmma"]]
         lines.append(f"| {s['label']} | {len(ok)}/{n} | {_range(r['reg'] for r in ok)} | "
-                     f"{_range(r['spill'] for r in ok)} | {_range(_kb(r['smem']) for r in ok)} | "
+                     f"{_spills(ok)} | {_range(_kb(r['smem']) for r in ok)} | "
                      f"{len(wg)}/{len(ok)}{': ' + _range(r['wgmma'] for r in wg) if wg else ''} | "
                      f"{'/'.join(sorted({r['mma'] for r in ok}))} | {_accesses(ok)} |")
         if configs and s["autotuned"]:
             for r in s["configs"]:
-                detail = (r["err"][:200] if r["err"] else
-                          f"R{r['reg']} S{r['spill']} smem {_kb(r['smem']):g} KB, wgmma {r['wgmma']} "
-                          f"{r['mma']}; {_accesses([r])}")
+                spill = f"S{r['spill']} ({r['spill_ops']} LDL/STL)" if r.get("spill") else "S0"
+                detail = (r["err"][:200] if r["err"] else f"R{r['reg']} {spill} smem {_kb(r['smem']):g} KB, "
+                          f"wgmma {r['wgmma']} {r['mma']}; {_accesses([r])}")
                 lines.append(f"|   {_config_name(r['config'])} | | | | | | | {detail} |")
     return "\n".join(lines)
 
