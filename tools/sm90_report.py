@@ -144,17 +144,29 @@ def _short(v) -> str:
     return str(v)
 
 
-def _label(entry: dict, fields: dict, differ: list) -> str:
-    """Kernel name, its operands' element types and the compile-time values its recorded
-    specialisations differ in (the other arguments' if those are all alike)."""
-    def is_ptr(v):
-        return isinstance(v, dict) and ("ptr" in v or "desc" in v)
+def _is_ptr(v) -> bool:
+    return isinstance(v, dict) and ("ptr" in v or "desc" in v)
 
-    dtypes = dict.fromkeys(_short(v).replace("desc:", "") for v in fields.values() if is_ptr(v))
-    shown = [k for k in differ if k in entry["kwargs"]] or [k for k in differ if not is_ptr(fields[k])]
-    parts = [entry["kernel"].rsplit(":", 1)[-1], ",".join(dtypes), *(f"{k}={_short(fields[k])}" for k in shown)]
-    label = " ".join(p for p in parts if p)
-    return label if len(label) <= 72 else label[:71] + "…"
+
+def _labels(entries: list[dict], fields: list[dict]) -> list[str]:
+    """Kernel name, its operands' element types and the compile-time values its recorded
+    specialisations differ in; the other arguments that differ where those do not tell them apart."""
+    def differ(group, keys):
+        return [k for k in keys if len({json.dumps(g.get(k), sort_keys=True) for g in group}) > 1]
+
+    def label(e, f, shown):
+        dtypes = dict.fromkeys(_short(v).replace("desc:", "") for v in f.values() if _is_ptr(v))
+        text = " ".join(p for p in [e["kernel"].rsplit(":", 1)[-1], ",".join(dtypes),
+                                    *(f"{k}={_short(f[k])}" for k in shown)] if p)
+        return text if len(text) <= 72 else text[:71] + "…"
+
+    out = []
+    for e, f in zip(entries, fields):
+        same = [g for d, g in zip(entries, fields) if d["kernel"] == e["kernel"]]
+        shown = differ(same, e["kwargs"])
+        twins = [g for g in same if all(json.dumps(g.get(k)) == json.dumps(f[k]) for k in e["kwargs"])]
+        out.append(label(e, f, shown + [k for k in differ(twins, f) if k not in e["kwargs"] and not _is_ptr(f[k])]))
+    return out
 
 
 def _configs(entry: dict) -> list[dict]:
@@ -171,16 +183,11 @@ def report(files, arch: int = 90, jobs: int = 1, max_configs: int | None = None)
     _init(arch, max_configs)
     names = {e["kernel"]: sc._constexprs(e["kernel"])["__order__"] for e in entries}
     fields = [dict(zip(names[e["kernel"]], e["args"]), **e["kwargs"]) for e in entries]
-    by_kernel = collections.defaultdict(list)
-    for e, f in zip(entries, fields):
-        by_kernel[e["kernel"]].append(f)
     out = []
     with ProcessPoolExecutor(jobs, initializer=_init, initargs=(arch, max_configs)) as ex:
-        for e, f, results in zip(entries, fields, ex.map(sc._compile, entries)):
-            same = by_kernel[e["kernel"]]
-            differ = [k for k in f if len({json.dumps(g.get(k), sort_keys=True) for g in same}) > 1]
+        for e, label, results in zip(entries, _labels(entries, fields), ex.map(sc._compile, entries)):
             rows = [{"config": c, "err": err, **(res or {})} for c, (_, err, res) in zip(_configs(e), results)]
-            out.append({"kernel": e["kernel"], "label": _label(e, f, differ), "arg_names": names[e["kernel"]],
+            out.append({"kernel": e["kernel"], "label": label, "arg_names": names[e["kernel"]],
                         "args": e["args"], "kwargs": e["kwargs"], "autotuned": e["kernel"] in sc._state["configs"],
                         "configs": rows})
     return out
