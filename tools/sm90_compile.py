@@ -19,9 +19,10 @@ launchers directly (``tests/test_sm90_compile.py`` does); their descriptors' blo
 per configuration by the configuration's pre-hook, as the GPU autotuner does.
 
 ``--resources`` also reports what each kernel compiled to, per configuration: registers per
-thread, spilled bytes (local memory), shared memory, and whether its matrix products became
-Hopper's warpgroup MMA (``HGMMA`` in the SASS) or stayed on the older ``HMMA``; read with the
-``cuobjdump`` Triton ships. That is how a kernel is judged without a GPU to time it.
+thread, spilled bytes (the stack frame ptxas spills registers to), shared memory, and whether its
+matrix products became Hopper's warpgroup MMA (``HGMMA`` in the SASS) or stayed on the older
+``HMMA``; read with the ``cuobjdump`` Triton ships. That is how a kernel is judged without a GPU
+to time it (``tools/sm90_report.py`` reports more: wgmma counts, global access widths).
 
 It lives outside the package because it must import Triton before tritensor does: tritensor
 puts Triton in interpreter mode on a machine without a GPU, and Triton's own library functions
@@ -132,8 +133,14 @@ _state = {}
 _CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 
 
-def _resources(cubin: bytes) -> str:
-    """'R<registers> S<spilled bytes> M<shared bytes> HGMMA|HMMA|-' of one compiled kernel."""
+def resource_usage(cubin: bytes) -> dict:
+    """Registers per thread, local memory per thread, static shared bytes, the spill instructions
+    and the kind of MMA ('HGMMA', 'HMMA' or '-') of one compiled kernel, read with cuobjdump.
+
+    ``local`` is the stack frame plus static local memory: where ptxas puts the registers it
+    spills (``STACK``; cuobjdump's ``LOCAL`` stays 0 for spills) and any local array. tritensor's
+    kernels keep no local arrays, so for them it is the spill area, and ``spill_ops`` (the SASS's
+    local loads and stores, ``LDL``/``STL``) the instructions that move spilled registers."""
     import re
     import subprocess
     import tempfile
@@ -143,15 +150,22 @@ def _resources(cubin: bytes) -> str:
         f.flush()
         usage = subprocess.run([_CUOBJDUMP, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
         sass = subprocess.run([_CUOBJDUMP, "-sass", f.name], capture_output=True, text=True).stdout
-    reg = re.search(r"REG:(\d+)", usage)
-    local = re.search(r"LOCAL:(\d+)", usage)
-    shared = re.search(r"SHARED:(\d+)", usage)
-    mma = "HGMMA" if "HGMMA" in sass else ("HMMA" if "HMMA" in sass else "-")
-    return (f"R{reg.group(1) if reg else '?'} S{local.group(1) if local else '?'} "
-            f"M{shared.group(1) if shared else '?'} {mma}")
+    found = {k: re.search(rf"\b{k}:(\d+)", usage) for k in ("REG", "STACK", "LOCAL", "SHARED")}
+    n = {k: int(m.group(1)) if m else None for k, m in found.items()}
+    return {"reg": n["REG"], "local": None if n["STACK"] is None else n["STACK"] + (n["LOCAL"] or 0),
+            "shared": n["SHARED"], "spill_ops": len(re.findall(r"\b(?:STL|LDL)(?:\.\w+)*\s", sass)),
+            "mma": "HGMMA" if "HGMMA" in sass else ("HMMA" if "HMMA" in sass else "-")}
+
+
+def _resources(kernel) -> str:
+    """'R<registers> S<spilled bytes> M<shared bytes> HGMMA|HMMA|-' of one compiled kernel."""
+    r = {k: "?" if v is None else v for k, v in resource_usage(kernel.asm["cubin"]).items()}
+    return f"R{r['reg']} S{r['local']} M{r['shared']} {r['mma']}"
 
 
 def _init(arch, resources=False):
+    """Set up a process to compile for sm_<arch>; ``resources``: report :func:`_resources` per config
+    (``_state["inspect"]`` may be replaced by any function of the compiled kernel: sm90_report.py)."""
     import tritensor  # noqa: F401  (CPU mode: kernels become interpreter functions; rebuilt below)
     from tritensor.runtime import interpreter
     from tritensor.runtime.dtype import to_dtype
@@ -160,7 +174,8 @@ def _init(arch, resources=False):
     interpreter.remove_fixups()  # CPU mode patched triton.language for the interpreter: undo it
     os.environ["TRITON_INTERPRET"] = "0"
     driver.set_active(_FakeDriver(GPUTarget("cuda", arch, 32)))
-    _state.update(arch=arch, rebuild=_Rebuilder(), configs=autotune.GPU_CONFIGS, to_dtype=to_dtype, resources=resources)
+    _state.update(arch=arch, rebuild=_Rebuilder(), configs=autotune.GPU_CONFIGS, to_dtype=to_dtype,
+                  inspect=_resources if resources else None)
 
 
 def _int_class(v: int) -> int:
@@ -200,8 +215,8 @@ def _constexprs(kernel: str):
     return names
 
 
-def _compile(entry: dict) -> list[tuple[str, str]]:
-    """Compile one recorded launch (each autotune config); [(config, error or '')]."""
+def _compile(entry: dict) -> list[tuple]:
+    """Compile one recorded launch (each autotune config); [(config, error or '', what inspect found)]."""
     arch, rb = _state["arch"], _state["rebuild"]
     mod, qual = entry["kernel"].split(":")
     obj = importlib.import_module(mod)
@@ -229,13 +244,31 @@ def _compile(entry: dict) -> list[tuple[str, str]]:
             smem = k.metadata.shared
             limit = SMEM_LIMIT.get(arch)
             err = f"needs {smem} B of shared memory, sm_{arch} has {limit}" if limit and smem > limit else ""
-            res = _resources(k.asm["cubin"]) if _state.get("resources") and not err else ""
+            res = _state["inspect"](k) if _state.get("inspect") and not err else ""
         except Exception as e:  # a compile failure is the finding: report it, go on
             lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip() and set(ln.strip()) != {"^"}]
             err = f"{type(e).__name__}: {' | '.join(lines[-3:])}"
             res = ""
         out.append((name, err, res))
     return out
+
+
+def load(files, arch: int) -> tuple[int, list[dict]]:
+    """(launches recorded in ``files``, one of them per distinct specialisation, in order).
+    Sets this process up to compile for sm_<arch>."""
+    entries = {}
+    for path in files:
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    entries[line.strip()] = json.loads(line)
+    _init(arch)  # here too, to read each kernel's constexpr parameters for the merge
+    merged, kinds = {}, {}
+    for e in entries.values():
+        if e["kernel"] not in kinds:
+            kinds[e["kernel"]] = _constexprs(e["kernel"])
+        merged.setdefault(_key(e, kinds[e["kernel"]]), e)
+    return len(entries), list(merged.values())
 
 
 def main(argv=None) -> int:
@@ -246,25 +279,13 @@ def main(argv=None) -> int:
     ap.add_argument("--resources", action="store_true",
                     help="also report registers, spills, shared memory and HGMMA use per configuration")
     a = ap.parse_args(argv)
-    entries = {}
-    for path in a.files:
-        with open(path) as f:
-            for line in f:
-                if line.strip():
-                    entries[line.strip()] = json.loads(line)
-    _init(a.arch)  # here too, to read each kernel's constexpr parameters for the merge
-    merged, kinds = {}, {}
-    for e in entries.values():
-        if e["kernel"] not in kinds:
-            kinds[e["kernel"]] = _constexprs(e["kernel"])
-        merged.setdefault(_key(e, kinds[e["kernel"]]), e)
-    print(f"{len(entries)} recorded launches, {len(merged)} distinct specialisations")
-    entries = merged
+    recorded, entries = load(a.files, a.arch)
+    print(f"{recorded} recorded launches, {len(entries)} distinct specialisations")
     t0 = time.perf_counter()
     per_kernel = collections.defaultdict(lambda: [0, 0, []])
     resources = collections.defaultdict(set)
     with ProcessPoolExecutor(a.jobs, initializer=_init, initargs=(a.arch, a.resources)) as ex:
-        for e, results in zip(entries.values(), ex.map(_compile, entries.values())):
+        for e, results in zip(entries, ex.map(_compile, entries)):
             row = per_kernel[e["kernel"]]
             for name, err, res in results:
                 row[0] += 1
