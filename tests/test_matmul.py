@@ -285,3 +285,25 @@ def test_linear_gradcheck():
     assert gradcheck(lambda a, ww, bb: tt.linear(a, ww, bb), (x, w, b), fast_mode=True)
     assert gradcheck(lambda a, ww: nn.functional.linear(a, ww), (leaf(4), w), fast_mode=True)
     assert gradgradcheck(lambda a, ww, bb: tt.linear(a, ww, bb), (leaf(2, 4), w, b), fast_mode=True)
+
+
+def test_configurations_are_pruned_to_what_fits_the_dtype():
+    # tools/sm90_report.py found 128x256x64 at 3 stages (the first configuration, the one a pinned
+    # run takes) needing 288 KB of shared memory with fp32 tiles (sm_90 has 227 KB), and two 4-warp
+    # TF32 tiles spilling; the GPU autotuner prunes them for 4-byte operands, keeps them for fp16.
+    class _Arg:
+        def __init__(self, dtype):
+            self.dtype = dtype
+
+    def kept(dtype):
+        return _kmatmul.fitting_configs(_kmatmul.CONFIGS, {"a_ptr": _Arg(dtype)})
+
+    assert kept(tt.float16) == kept(tt.bfloat16) == _kmatmul.CONFIGS
+    for dtype in (tt.float32, tt.float64):
+        configs = kept(dtype)
+        assert configs and configs[0] is not _kmatmul.CONFIGS[0]
+        for c in configs:
+            m, n, k = c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]
+            assert (m + n) * k * dtype.itemsize * c.num_stages <= _kmatmul.SMEM_BYTES
+            assert m * n // (32 * c.num_warps) <= 64
+    assert _autotune.GPU_PRUNES["tritensor.triton_kernels.matmul:_matmul_kernel"] is _kmatmul.fitting_configs

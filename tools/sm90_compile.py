@@ -174,7 +174,8 @@ def _init(arch, resources=False):
     interpreter.remove_fixups()  # CPU mode patched triton.language for the interpreter: undo it
     os.environ["TRITON_INTERPRET"] = "0"
     driver.set_active(_FakeDriver(GPUTarget("cuda", arch, 32)))
-    _state.update(arch=arch, rebuild=_Rebuilder(), configs=autotune.GPU_CONFIGS, to_dtype=to_dtype,
+    _state.update(arch=arch, rebuild=_Rebuilder(), configs=autotune.GPU_CONFIGS, prunes=autotune.GPU_PRUNES,
+                  to_dtype=to_dtype,
                   inspect=_resources if resources else None)
 
 
@@ -215,6 +216,19 @@ def _constexprs(kernel: str):
     return names
 
 
+def tried_configs(entry: dict):
+    """The configurations the GPU autotuner would try for this launch: the kernel's list, pruned
+    for the launch's arguments where the kernel has a prune (``autotune(..., prune=)``)."""
+    configs = _state["configs"].get(entry["kernel"])
+    prune = _state["prunes"].get(entry["kernel"])
+    if not configs or prune is None:
+        return configs
+    names = _constexprs(entry["kernel"])["__order__"]
+    named = dict(zip(names, (_decode(a) for a in entry["args"])))
+    named.update({k: _decode(v) for k, v in entry["kwargs"].items()})
+    return prune(configs, named)
+
+
 def _compile(entry: dict) -> list[tuple]:
     """Compile one recorded launch (each autotune config); [(config, error or '', what inspect found)]."""
     arch, rb = _state["arch"], _state["rebuild"]
@@ -226,7 +240,8 @@ def _compile(entry: dict) -> list[tuple]:
     args = [_decode(a) for a in entry["args"]]
     kwargs = {k: _decode(v) for k, v in entry["kwargs"].items()}
     kwargs.update({k: v for k, v in INTERPRETER_ONLY.items() if k in kwargs})
-    configs = _state["configs"].get(entry["kernel"])
+    configs = tried_configs(entry)
+    names = [p.name for p in jf.params]
     variants = [("as recorded", kwargs, None)]
     if configs:
         variants = []
@@ -235,7 +250,6 @@ def _compile(entry: dict) -> list[tuple]:
             kw.update(c.all_kwargs())
             variants.append((str(c), kw, c.pre_hook))
     out = []
-    names = [p.name for p in jf.params]
     for name, kw, pre_hook in variants:
         try:
             if pre_hook is not None:  # e.g. TMA descriptors take the config's block shapes

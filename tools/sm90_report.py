@@ -170,7 +170,7 @@ def _labels(entries: list[dict], fields: list[dict]) -> list[str]:
 
 
 def _configs(entry: dict) -> list[dict]:
-    configs = sc._state["configs"].get(entry["kernel"])
+    configs = sc.tried_configs(entry)  # pruned as _compile prunes them, so names and results pair up
     if configs:
         return [c.all_kwargs() for c in configs]
     return [{k: v for k, v in entry["kwargs"].items() if k in ("num_warps", "num_stages")}]

@@ -91,20 +91,35 @@ def _quantile(sorted_times, q: float) -> float:
 # CPU mode: the configurations each autotuned kernel would try on a GPU, by "module:qualname",
 # for tools/sm90_compile.py (which compiles every one of them for Hopper without a GPU).
 GPU_CONFIGS: dict[str, list] = {}
+GPU_PRUNES: dict = {}  # and the prune function of those that have one (autotune's ``prune``)
 
 
-def autotune(configs, key, **kwargs):
+def autotune(configs, key, prune=None, **kwargs):
     """``@triton.autotune(configs, key, do_bench=<event timer>)`` on GPU; a no-op in the interpreter.
 
     In the interpreter the caller supplies the meta-parameters itself (see each launcher's
-    ``INTERPRET_CONFIG``), exactly as if the autotuner had picked them.
+    ``INTERPRET_CONFIG``), exactly as if the autotuner had picked them. ``prune(configs,
+    named_args)`` drops the configurations that cannot run for a call's arguments (tiles of a wide
+    dtype overflowing shared memory) before any is compiled; a pinned run (``TRITENSOR_AUTOTUNE=0``)
+    takes the first one that remains, so it never pins one the device can't launch.
     """
     def deco(fn):
         if INTERPRET:
-            GPU_CONFIGS[f"{fn.fn.__module__}:{fn.fn.__qualname__}"] = list(configs)
+            name = f"{fn.fn.__module__}:{fn.fn.__qualname__}"
+            GPU_CONFIGS[name] = list(configs)
+            if prune is not None:
+                GPU_PRUNES[name] = prune
             return fn
-        # One configuration: Triton's autotuner runs it (pre-hooks included) and times nothing.
-        return triton.autotune(configs=list(configs)[:1] if PINNED else configs, key=key, do_bench=do_bench,
-                               **kwargs)(fn)
+        if prune is None:
+            # One configuration: Triton's autotuner runs it (pre-hooks included) and times nothing.
+            return triton.autotune(configs=list(configs)[:1] if PINNED else configs, key=key, do_bench=do_bench,
+                                   **kwargs)(fn)
+
+        def early_config_prune(all_configs, named_args, **_):
+            kept = prune(all_configs, named_args)
+            return kept[:1] if PINNED else kept
+
+        return triton.autotune(configs=list(configs), key=key, do_bench=do_bench,
+                               prune_configs_by={"early_config_prune": early_config_prune}, **kwargs)(fn)
 
     return deco

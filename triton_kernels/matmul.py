@@ -33,7 +33,8 @@ from .autotune import autotune
 ACTIVATIONS = (None, "relu", "gelu")
 
 # GPU configurations (Triton tutorial's set, plus small tiles for skinny and fp64 problems).
-# Configs that do not fit the device (registers / shared memory) are discarded by the autotuner.
+# Configs whose tiles overflow shared memory for the operands' dtype are pruned before compiling
+# (fitting_configs); the autotuner times the rest.
 CONFIGS = [
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=3, num_warps=8),
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=4, num_warps=4),
@@ -46,12 +47,28 @@ CONFIGS = [
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 8}, num_stages=5, num_warps=2),
     triton.Config({"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_stages=4, num_warps=4),
 ]
+SMEM_BYTES = 232448  # shared memory one block may use on sm_90 (227 KB)
+
+
+def fitting_configs(configs, named_args):
+    """The configurations that fit the operands' dtype. Shared memory: ``num_stages`` A and B tiles
+    of its element size; fp32 feeding TF32 tensor cores doubles fp16's bytes, so 128x256x64 at 3
+    stages needs 288 KB there, fp64 more still. Registers: with 4-byte (or wider) operands a thread
+    holding more than 64 accumulators spills (64x256 and 128x128 at 4 warps: 264 and 56 B in TF32;
+    fp16 holds 128 without). Both found by tools/sm90_report.py."""
+    size = named_args["a_ptr"].dtype.itemsize
+    max_acc = 128 if size <= 2 else 64
+    return [c for c in configs
+            if (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) * c.kwargs["BLOCK_K"] * size * c.num_stages <= SMEM_BYTES
+            and c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] // (32 * c.num_warps) <= max_acc]
+
+
 # The interpreter pays per program and per loop trip: few, large tiles.
 INTERPRET_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
 MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y; programs stride over larger batches
 
 
-@autotune(configs=CONFIGS, key=["M", "N", "K", "stride_ak", "stride_bn", "INPUT_PRECISION"])
+@autotune(configs=CONFIGS, key=["M", "N", "K", "stride_ak", "stride_bn", "INPUT_PRECISION"], prune=fitting_configs)
 @triton.jit
 def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, n_batch, batch_shape, sab, sbb, scb,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_bias,

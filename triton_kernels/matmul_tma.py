@@ -56,10 +56,16 @@ def _fits(conf) -> bool:
     return conf.num_stages * (m * k + k * n) * 2 + m * n * 2 <= HOPPER_SMEM_BYTES
 
 
+def _registers_fit(conf) -> bool:
+    """Is the fp32 accumulator at most 128 registers a thread? 128x256 at 4 warps holds 256 and
+    spilled (1 KB stack frame, 589 spill loads/stores: tools/sm90_report.py); at 8 warps it is 128."""
+    return conf.kwargs["BLOCK_M"] * conf.kwargs["BLOCK_N"] // (32 * conf.num_warps) <= 128
+
+
 CONFIGS = [c for c in (
     triton.Config({"BLOCK_M": 128, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w,
                   pre_hook=_set_block_shapes)
-    for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)) if _fits(c)]
+    for bn in (128, 256) for bk in (64, 128) for s in (3, 4) for w in (4, 8)) if _fits(c) and _registers_fit(c)]
 
 
 @autotune(configs=CONFIGS, key=["M", "N", "K", "A_T", "B_T", "C_TMA", "INPUT_PRECISION", "DTYPE"])
