@@ -233,6 +233,25 @@ def apply_epilogue(acc, bias_ptr, offs_n, N, stride_bias, HAS_BIAS: tl.constexpr
 
 
 @triton.jit
+def dot_over_k(acc, a_ptrs, b_ptrs, k_len, stride_ak, stride_bk, offs_k, INPUT_PRECISION: tl.constexpr,
+               UPCAST: tl.constexpr, BLOCK_K: tl.constexpr):
+    """acc += A[:, :k_len] @ B[:k_len, :], BLOCK_K columns of A (rows of B) a step, masked past
+    k_len: the K loop of the matmul kernels (matmul.py, matmul_splitk.py). UPCAST: the operands
+    in acc's dtype first (the interpreter's dot of fp16/bf16)."""
+    for k in range(0, tl.cdiv(k_len, BLOCK_K)):
+        k_left = k_len - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if UPCAST:
+            a = a.to(acc.dtype)
+            b = b.to(acc.dtype)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=acc.dtype)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton.jit
 def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
     """Map a linear program id to (pid_m, pid_n) in GROUP_M-row super-tiles (L2 reuse)."""
     num_pid_m = tl.cdiv(M, BLOCK_M)

@@ -27,7 +27,8 @@ import triton.language as tl
 
 from ..runtime.launch import launch
 from . import matmul_splitk, matmul_tma
-from ._common import INTERPRET, apply_epilogue, cdiv, collapse, grouped_tile, input_precision, needs_int64
+from ._common import (INTERPRET, apply_epilogue, cdiv, collapse, dot_over_k, grouped_tile, input_precision,
+                      needs_int64)
 from .autotune import autotune
 
 ACTIVATIONS = (None, "relu", "gelu")
@@ -102,17 +103,8 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, n_batch, batch_shape,
             oc += i * scb[d]
         a_ptrs = a_ptr + oa + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
         b_ptrs = b_ptr + ob + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            k_left = K - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            if UPCAST:
-                a = a.to(ACC)
-                b = b.to(ACC)
-            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
+        acc = dot_over_k(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, K, stride_ak, stride_bk, offs_k,
+                         INPUT_PRECISION, UPCAST, BLOCK_K)
         acc = apply_epilogue(acc, bias_ptr, offs_n, N, stride_bias, HAS_BIAS, ACTIVATION)
         c_ptrs = c_ptr + oc + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
         c_mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)

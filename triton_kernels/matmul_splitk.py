@@ -21,7 +21,7 @@ import triton.language as tl
 
 from ..runtime import dtype as dt
 from ..runtime.launch import launch
-from ._common import INTERPRET, apply_epilogue, cdiv, grouped_tile, per_mode
+from ._common import INTERPRET, apply_epilogue, cdiv, dot_over_k, grouped_tile, per_mode
 from .autotune import autotune
 
 TARGET_PROGRAMS = per_mode(4, 264)  # about two waves of the H100's 132 SMs
@@ -65,18 +65,8 @@ def _matmul_splitk_kernel(a_ptr, b_ptr, w_ptr, M, N, K, chunk, stride_am, stride
     # rows/cols past the edge wrap around, as in matmul.py: in-bounds loads, masked store
     a_ptrs = a_ptr + (offs_m % M)[:, None] * stride_am + (k0 + offs_k)[None, :] * stride_ak
     b_ptrs = b_ptr + (k0 + offs_k)[:, None] * stride_bk + (offs_n % N)[None, :] * stride_bn
-    k_end = tl.minimum(chunk, K - k0)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
-    for k in range(0, tl.cdiv(k_end, BLOCK_K)):
-        k_left = k_end - k * BLOCK_K
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        if UPCAST:
-            a = a.to(ACC)
-            b = b.to(ACC)
-        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+    acc = dot_over_k(tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC), a_ptrs, b_ptrs, tl.minimum(chunk, K - k0), stride_ak,
+                     stride_bk, offs_k, INPUT_PRECISION, UPCAST, BLOCK_K)
     w_ptrs = w_ptr + s.to(tl.int64) * M * N + offs_m[:, None] * N + offs_n[None, :]
     tl.store(w_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
