@@ -16,6 +16,26 @@ def _first_order_only(name):
         raise NotImplementedError(f"double backward (create_graph=True) through {name} is not implemented")
 
 
+def _grads(ctx, g, grad_input, grad_weight):
+    """(dx, dW, db) of a 2-D convolution that saved (x, W): an unbatched (C, H, W) x as a batch of
+    one; ``grad_input(g4, w, x4)`` and ``grad_weight(g4, x4, w)`` run only for what needs a
+    gradient; db is the sum of dy over batch and space."""
+    x, w = ctx.saved_tensors
+    needs = ctx.needs_input_grad
+    unbatched = x.ndim == 3
+    x4 = x.unsqueeze(0) if unbatched else x
+    g4 = g.unsqueeze(0) if unbatched else g
+    gx = gw = gb = None
+    if needs[0]:
+        gx = grad_input(g4, w, x4)
+        gx = gx.squeeze(0) if unbatched else gx
+    if needs[1]:
+        gw = grad_weight(g4, x4, w)
+    if len(needs) > 2 and needs[2]:
+        gb = g4.sum((0, 2, 3))
+    return gx, gw, gb
+
+
 class Conv2d(BuiltinFunction):
     """dx = conv2d_backward_input(dy, W), dW = conv2d_backward_weight(dy, x), db = sum of dy
     over batch and space."""
@@ -30,19 +50,8 @@ class Conv2d(BuiltinFunction):
     @staticmethod
     def backward(ctx, g):
         _first_order_only("conv2d")
-        x, w = ctx.saved_tensors
-        needs = ctx.needs_input_grad
-        unbatched = x.ndim == 3
-        x4 = x.unsqueeze(0) if unbatched else x
-        g4 = g.unsqueeze(0) if unbatched else g
-        gx = gw = gb = None
-        if needs[0]:
-            gx = _conv.conv2d_backward_input(g4, w, x4.shape, *ctx.geom)
-            gx = gx.squeeze(0) if unbatched else gx
-        if needs[1]:
-            gw = _conv.conv2d_backward_weight(g4, x4, w.shape, *ctx.geom)
-        if len(needs) > 2 and needs[2]:
-            gb = g4.sum((0, 2, 3))
+        gx, gw, gb = _grads(ctx, g, lambda g4, w, x4: _conv.conv2d_backward_input(g4, w, x4.shape, *ctx.geom),
+                            lambda g4, x4, w: _conv.conv2d_backward_weight(g4, x4, w.shape, *ctx.geom))
         return gx, gw, gb, None, None, None, None
 
 
@@ -54,30 +63,18 @@ class ConvTranspose2d(BuiltinFunction):
     @staticmethod
     def forward(ctx, x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
         out = _conv.conv_transpose2d(x, weight, bias, stride, padding, output_padding, groups, dilation)
-        ctx.args = (stride, padding, output_padding, groups, dilation)
+        stride, pad, dilation, _, ctx.conv_hw = _conv.conv_transpose_geometry(
+            "conv_transpose2d", (1, *x.shape[-3:]), weight.shape, stride, padding, output_padding, groups, dilation)
+        ctx.geom = (stride, pad, dilation, groups)  # as conv2d's
         ctx.save_for_backward(x, weight)
         return out
 
     @staticmethod
     def backward(ctx, g):
         _first_order_only("conv_transpose2d")
-        x, w = ctx.saved_tensors
-        needs = ctx.needs_input_grad
-        unbatched = x.ndim == 3
-        x4 = x.unsqueeze(0) if unbatched else x
-        g4 = g.unsqueeze(0) if unbatched else g
-        stride, padding, output_padding, groups, dilation = ctx.args
-        stride, pad, dilation, _, conv_hw = _conv.conv_transpose_geometry(
-            "conv_transpose2d", x4.shape, w.shape, stride, padding, output_padding, groups, dilation)
-        gx = gw = gb = None
-        if needs[0]:
-            gx = _conv.conv2d(g4, w, None, stride, pad, dilation, groups)[:, :, :x4.shape[2], :x4.shape[3]]
-            gx = gx.squeeze(0) if unbatched else gx
-        if needs[1]:
-            gw = _conv.conv2d_backward_weight(_conv.zero_extend(x4, conv_hw), g4, w.shape, stride, pad, dilation,
-                                              groups)
-        if len(needs) > 2 and needs[2]:
-            gb = g4.sum((0, 2, 3))
+        gx, gw, gb = _grads(
+            ctx, g, lambda g4, w, x4: _conv.conv2d(g4, w, None, *ctx.geom)[:, :, :x4.shape[2], :x4.shape[3]],
+            lambda g4, x4, w: _conv.conv2d_backward_weight(_conv.zero_extend(x4, ctx.conv_hw), g4, w.shape, *ctx.geom))
         return gx, gw, gb, None, None, None, None, None
 
 

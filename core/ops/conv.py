@@ -118,9 +118,9 @@ def _batched(input, op: str):
     return input, False
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
-    op = "conv2d"
+def _operands(op: str, input, weight, bias, weight_layout: str):
+    """The checks conv2d and conv_transpose2d share: tensors of one floating dtype and device, a
+    3-D (unbatched) or 4-D input, returned 4-D with whether it was unbatched, and a 4-D weight."""
     _check_tensor(input, "input", op)
     _check_tensor(weight, "weight", op)
     if bias is not None:
@@ -128,8 +128,14 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     _check_dtypes(op, input=input, weight=weight, bias=bias)
     x, unbatched = _batched(input, op)
     if weight.ndim != 4:
-        raise RuntimeError(f"{op}(): weight must be 4-D (out_channels, in_channels / groups, kH, kW), got shape "
-                           f"{list(weight.shape)}")
+        raise RuntimeError(f"{op}(): weight must be 4-D {weight_layout}, got shape {list(weight.shape)}")
+    return x, unbatched
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
+    op = "conv2d"
+    x, unbatched = _operands(op, input, weight, bias, "(out_channels, in_channels / groups, kH, kW)")
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
         raise RuntimeError(f"{op}(): bias must have shape [{weight.shape[0]}] (out_channels), got {list(bias.shape)}")
     stride, pad, dilation, (OH, OW) = conv_geometry(op, x.shape, weight.shape, stride, padding, dilation, groups)
@@ -273,15 +279,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight
     (C_in, C_out / groups, kH, kW). conv2d's grad-input kernel with the input as its gradient."""
     op = "conv_transpose2d"
-    _check_tensor(input, "input", op)
-    _check_tensor(weight, "weight", op)
-    if bias is not None:
-        _check_tensor(bias, "bias", op)
-    _check_dtypes(op, input=input, weight=weight, bias=bias)
-    x, unbatched = _batched(input, op)
-    if weight.ndim != 4:
-        raise RuntimeError(f"{op}(): weight must be 4-D (in_channels, out_channels / groups, kH, kW), got shape "
-                           f"{list(weight.shape)}")
+    x, unbatched = _operands(op, input, weight, bias, "(in_channels, out_channels / groups, kH, kW)")
     stride, pad, dilation, out_shape, conv_hw = conv_transpose_geometry(op, x.shape, weight.shape, stride, padding,
                                                                         output_padding, groups, dilation)
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_shape[1]):
