@@ -10,6 +10,7 @@ import math
 from ..core.factories import empty
 from . import functional as F
 from . import init
+from .layers import _check_conv_channels, _conv_parameters, _reset_weight_and_bias
 from .module import Module
 from .parameter import Parameter
 
@@ -24,31 +25,17 @@ class Conv1d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups:
-            raise ValueError("out_channels must be divisible by groups")
+        _check_conv_channels(in_channels, out_channels, groups)
         if padding_mode != "zeros":
             raise NotImplementedError(f"Conv1d: padding_mode={padding_mode!r} is not implemented (only 'zeros')")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
         self.kernel_size, self.stride, self.dilation = _one(kernel_size), _one(stride), _one(dilation)
         self.padding = padding if isinstance(padding, str) else _one(padding)
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, device=device,
-                                      dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _conv_parameters(self, (out_channels, in_channels // groups, *self.kernel_size), out_channels, bias, device,
+                         dtype)
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._fans(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        _reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, x):
         return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)

@@ -8,13 +8,9 @@ output size into the ``output_padding`` that gives it, as torch's ``_output_padd
 """
 from __future__ import annotations
 
-import math
-
-from ..core.factories import empty
 from . import functional as F
-from . import init
+from .layers import _check_conv_channels, _conv_parameters, _reset_weight_and_bias
 from .module import Module
-from .parameter import Parameter
 
 
 def _tuple(v, n: int) -> tuple:
@@ -28,12 +24,7 @@ class _ConvTransposeNd(Module):
                  bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         name = type(self).__name__
-        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups:
-            raise ValueError("out_channels must be divisible by groups")
+        _check_conv_channels(in_channels, out_channels, groups)
         if isinstance(padding, str):
             raise ValueError(f'padding must be an int or a tuple of ints for {name}, got "{padding}"')
         if padding_mode != "zeros":
@@ -43,20 +34,11 @@ class _ConvTransposeNd(Module):
             padding_mode
         self.kernel_size, self.stride, self.padding = _tuple(kernel_size, n), _tuple(stride, n), _tuple(padding, n)
         self.output_padding, self.dilation, self.transposed = _tuple(output_padding, n), _tuple(dilation, n), True
-        self.weight = Parameter(empty(in_channels, out_channels // groups, *self.kernel_size, device=device,
-                                      dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _conv_parameters(self, (in_channels, out_channels // groups, *self.kernel_size), out_channels, bias, device,
+                         dtype)
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._fans(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        _reset_weight_and_bias(self.weight, self.bias)
 
     def _output_padding(self, input, output_size) -> tuple:
         """The output padding that makes the output ``output_size`` (torch's rule and message)."""

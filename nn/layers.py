@@ -27,6 +27,27 @@ def _reset_weight_and_bias(weight, bias) -> None:
         init.uniform_(bias, -bound, bound)
 
 
+def _check_conv_channels(in_channels, out_channels, groups) -> None:
+    """torch's _ConvNd checks, for every convolution layer (plain and transposed, 1-D and 2-D)."""
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        raise ValueError("groups must be a positive integer")
+    if in_channels % groups:
+        raise ValueError("in_channels must be divisible by groups")
+    if out_channels % groups:
+        raise ValueError("out_channels must be divisible by groups")
+
+
+def _conv_parameters(module, weight_shape, out_channels, bias, device, dtype) -> None:
+    """A convolution layer's ``weight`` of ``weight_shape`` and ``bias`` (or None), initialised
+    as torch's ``reset_parameters`` does."""
+    module.weight = Parameter(empty(*weight_shape, device=device, dtype=dtype))
+    if bias:
+        module.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
+    else:
+        module.register_parameter("bias", None)
+    module.reset_parameters()
+
+
 class Linear(Module):
     """y = x W^T + b; W and b ~ U(-1/sqrt(in_features), 1/sqrt(in_features))."""
 
@@ -54,12 +75,7 @@ class Conv2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
-            raise ValueError("groups must be a positive integer")
-        if in_channels % groups:
-            raise ValueError("in_channels must be divisible by groups")
-        if out_channels % groups:
-            raise ValueError("out_channels must be divisible by groups")
+        _check_conv_channels(in_channels, out_channels, groups)
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
                 raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'same', 'valid'}}")
@@ -71,13 +87,8 @@ class Conv2d(Module):
         self.kernel_size, self.stride, self.dilation = _pair(kernel_size), _pair(stride), _pair(dilation)
         self.padding = padding if isinstance(padding, str) else _pair(padding)
         self.groups = groups
-        self.weight = Parameter(empty(out_channels, in_channels // groups, *self.kernel_size, device=device,
-                                      dtype=dtype))
-        if bias:
-            self.bias = Parameter(empty(out_channels, device=device, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _conv_parameters(self, (out_channels, in_channels // groups, *self.kernel_size), out_channels, bias, device,
+                         dtype)
 
     def reset_parameters(self) -> None:
         _reset_weight_and_bias(self.weight, self.bias)
