@@ -37,6 +37,34 @@ def _sigmoid(x):
 
 
 @triton.jit
+def _gate(ig, hg, b_ih, b_hh, k, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask,
+          HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr):
+    """Gate chunk ``k`` at element (row, col), in COMPUTE: (input part, hidden part, input bias,
+    hidden bias), the biases 0 without HAS_BIAS. Element (row, col) of chunk k sits at column
+    k * H + col of its row."""
+    x = tl.load(ig + (row * ig_r + col * ig_c) + k * (H * ig_c), mask=mask, other=0).to(COMPUTE)
+    h = tl.load(hg + (row * hg_r + col * hg_c) + k * (H * hg_c), mask=mask, other=0).to(COMPUTE)
+    bx = tl.zeros_like(x)
+    bh = tl.zeros_like(x)
+    if HAS_BIAS:
+        bx = tl.load(b_ih + col * bi_s + k * H * bi_s, mask=mask, other=0).to(COMPUTE)
+        bh = tl.load(b_hh + col * bh_s + k * H * bh_s, mask=mask, other=0).to(COMPUTE)
+    return x, h, bx, bh
+
+
+@triton.jit
+def _gate_sum(ig, hg, b_ih, b_hh, k, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask,
+              HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr):
+    """A gate's pre-activation: (input part + hidden part) + (input bias + hidden bias)."""
+    x, h, bx, bh = _gate(ig, hg, b_ih, b_hh, k, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask, HAS_BIAS,
+                         COMPUTE)
+    a = x + h
+    if HAS_BIAS:
+        a += bx + bh
+    return a
+
+
+@triton.jit
 def _lstm_cell_fwd_kernel(ig, hg, cx, b_ih, b_hh, hy, cy, ws, n, H,
                           ig_r, ig_c, hg_r, hg_c, cx_r, cx_c, bi_s, bh_s,
                           HAS_BIAS: tl.constexpr, COMPUTE: tl.constexpr, INT64: tl.constexpr,
@@ -45,25 +73,10 @@ def _lstm_cell_fwd_kernel(ig, hg, cx, b_ih, b_hh, hy, cy, ws, n, H,
     mask = lin < n
     row = lin // H
     col = lin % H
-    # element (row, col) of gate chunk k sits at column k * H + col of its row
-    pi = ig + (row * ig_r + col * ig_c)
-    ph = hg + (row * hg_r + col * hg_c)
-    si = H * ig_c
-    sh = H * hg_c
-    a_i = tl.load(pi, mask=mask, other=0).to(COMPUTE) + tl.load(ph, mask=mask, other=0).to(COMPUTE)
-    a_f = tl.load(pi + si, mask=mask, other=0).to(COMPUTE) + tl.load(ph + sh, mask=mask, other=0).to(COMPUTE)
-    a_g = tl.load(pi + 2 * si, mask=mask, other=0).to(COMPUTE) + tl.load(ph + 2 * sh, mask=mask, other=0).to(COMPUTE)
-    a_o = tl.load(pi + 3 * si, mask=mask, other=0).to(COMPUTE) + tl.load(ph + 3 * sh, mask=mask, other=0).to(COMPUTE)
-    if HAS_BIAS:
-        pbi = b_ih + col * bi_s
-        pbh = b_hh + col * bh_s
-        a_i += tl.load(pbi, mask=mask, other=0).to(COMPUTE) + tl.load(pbh, mask=mask, other=0).to(COMPUTE)
-        a_f += (tl.load(pbi + H * bi_s, mask=mask, other=0).to(COMPUTE)
-                + tl.load(pbh + H * bh_s, mask=mask, other=0).to(COMPUTE))
-        a_g += (tl.load(pbi + 2 * H * bi_s, mask=mask, other=0).to(COMPUTE)
-                + tl.load(pbh + 2 * H * bh_s, mask=mask, other=0).to(COMPUTE))
-        a_o += (tl.load(pbi + 3 * H * bi_s, mask=mask, other=0).to(COMPUTE)
-                + tl.load(pbh + 3 * H * bh_s, mask=mask, other=0).to(COMPUTE))
+    a_i = _gate_sum(ig, hg, b_ih, b_hh, 0, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask, HAS_BIAS, COMPUTE)
+    a_f = _gate_sum(ig, hg, b_ih, b_hh, 1, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask, HAS_BIAS, COMPUTE)
+    a_g = _gate_sum(ig, hg, b_ih, b_hh, 2, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask, HAS_BIAS, COMPUTE)
+    a_o = _gate_sum(ig, hg, b_ih, b_hh, 3, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask, HAS_BIAS, COMPUTE)
     i = _sigmoid(a_i)
     f = _sigmoid(a_f)
     g = _tanh(a_g)
@@ -124,22 +137,13 @@ def _gru_cell_fwd_kernel(ig, hg, hx, b_ih, b_hh, hy, ws, n, H,
     mask = lin < n
     row = lin // H
     col = lin % H
-    pi = ig + (row * ig_r + col * ig_c)
-    ph = hg + (row * hg_r + col * hg_c)
-    si = H * ig_c
-    sh = H * hg_c
-    a_r = tl.load(pi, mask=mask, other=0).to(COMPUTE) + tl.load(ph, mask=mask, other=0).to(COMPUTE)
-    a_z = tl.load(pi + si, mask=mask, other=0).to(COMPUTE) + tl.load(ph + sh, mask=mask, other=0).to(COMPUTE)
-    xn = tl.load(pi + 2 * si, mask=mask, other=0).to(COMPUTE)
-    hn = tl.load(ph + 2 * sh, mask=mask, other=0).to(COMPUTE)
-    if HAS_BIAS:
-        pbi = b_ih + col * bi_s
-        pbh = b_hh + col * bh_s
-        a_r += tl.load(pbi, mask=mask, other=0).to(COMPUTE) + tl.load(pbh, mask=mask, other=0).to(COMPUTE)
-        a_z += (tl.load(pbi + H * bi_s, mask=mask, other=0).to(COMPUTE)
-                + tl.load(pbh + H * bh_s, mask=mask, other=0).to(COMPUTE))
-        xn += tl.load(pbi + 2 * H * bi_s, mask=mask, other=0).to(COMPUTE)
-        hn += tl.load(pbh + 2 * H * bh_s, mask=mask, other=0).to(COMPUTE)
+    a_r = _gate_sum(ig, hg, b_ih, b_hh, 0, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask, HAS_BIAS, COMPUTE)
+    a_z = _gate_sum(ig, hg, b_ih, b_hh, 1, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask, HAS_BIAS, COMPUTE)
+    xn, hn, bxn, bhn = _gate(ig, hg, b_ih, b_hh, 2, row, col, H, ig_r, ig_c, hg_r, hg_c, bi_s, bh_s, mask, HAS_BIAS,
+                             COMPUTE)
+    if HAS_BIAS:  # n = tanh(x_n + b_in + r * (h_n + b_hn)): the two sides stay apart
+        xn += bxn
+        hn += bhn
     r = _sigmoid(a_r)
     z = _sigmoid(a_z)
     ng = _tanh(xn + r * hn)
