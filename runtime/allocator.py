@@ -88,6 +88,11 @@ class Backend:
         """Make work queued on ``stream`` from now on wait for ``event``."""
         raise NotImplementedError
 
+    # ``scrub(ptr, size, stream)``, or None: called, ordered on ``stream``, when a block goes back
+    # to the cache. A debugging backend (the simulated device) fills it with poison there, so a
+    # kernel that reads a freed tensor reads NaN; on a GPU it is None and costs nothing.
+    scrub = None
+
 
 class Block:
     """A block handed out by the allocator. ``ptr`` is its address, ``size`` its size class."""
@@ -179,6 +184,7 @@ class CachingAllocator:
         self._num = dict.fromkeys(("num_alloc_retries", "num_ooms", "num_sync_all_streams",
                                    "num_device_alloc", "num_device_free"), 0)
         self._base: dict = {}  # (type, stat) -> (allocated, freed) at reset_accumulated_memory_stats
+        self._scrub = backend.scrub
 
     # ----- the hot path -----------------------------------------------------------------------
     def malloc(self, nbytes: int, stream, pool: int = 0) -> Block:
@@ -216,6 +222,8 @@ class CachingAllocator:
             a.n -= 1; a.b -= size; a.r -= r  # noqa: E702
             k.n -= 1; k.b -= size; k.r -= r  # noqa: E702
             if block.uses is None:
+                if self._scrub is not None:
+                    self._scrub(block.ptr, block.size, block.stream)
                 block.home.append(block)
                 return
             for c in (a, k):
@@ -290,6 +298,8 @@ class CachingAllocator:
         for c in (self._all, self._small if size <= SMALL_SIZE else self._large):
             c.pn -= 1; c.pb -= size; c.pr -= r  # noqa: E702
         self._pending -= 1
+        if self._scrub is not None:
+            self._scrub(block.ptr, block.size, block.stream)
         block.home.append(block)
 
     def _release_cached(self) -> None:

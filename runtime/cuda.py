@@ -4,13 +4,15 @@ Streams and events wrap ``cuda.core`` objects. The *current stream* is per threa
 device, as in PyTorch; every Triton launch goes on it because Triton's
 ``driver.active.get_current_stream`` is pointed at :func:`current_stream` (see ``launch.py``).
 In CPU mode there is no device: ``is_available()`` is False and everything that needs one
-raises a clear error.
+raises a clear error. On the simulated device (``TRITENSOR_DEVICE=sim``) this module is the same
+code: what it asks of cuda.core and the driver goes through ``runtime/driver.py``.
 """
 from __future__ import annotations
 
 import threading
 from collections import namedtuple
 
+from . import driver as drv
 from . import memory, mode
 from .allocator import OutOfMemoryError  # noqa: F401  (tritensor.cuda.OutOfMemoryError, as torch's)
 from .device import device as _device
@@ -35,7 +37,7 @@ def _require(what: str) -> None:
 
 def device_count() -> int:
     # The driver's count honours CUDA_VISIBLE_DEVICES (NVML's, in cuda.core.system, does not).
-    return mode._cuda_device_count() if mode.GPU else 0
+    return drv.device_count()
 
 
 def _index(dev) -> int:
@@ -61,12 +63,10 @@ def _cu_device(index: int | None = None):
         index = current_device()
     d = _devices.get(index)
     if d is None:
-        from cuda.core import Device
-
         with _lock:
             d = _devices.get(index)
             if d is None:
-                d = Device(index)
+                d = drv.Device(index)
                 d.set_current()
                 _keep_pool_cached(d)
                 _devices[index] = d
@@ -86,11 +86,9 @@ def _keep_pool_cached(d) -> None:
     caches tensors' blocks itself and gives them back to the pool only in ``empty_cache()``, which
     then trims the pool, and when the device is full (the retry reuses them at once).
     """
-    from cuda.bindings import driver
-
-    attr = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+    attr = drv.driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
     try:
-        memory._check(driver.cuMemPoolSetAttribute(d.memory_resource.handle, attr, driver.cuuint64_t(2**64 - 1)))
+        memory._check(drv.driver.cuMemPoolSetAttribute(d.memory_resource.handle, attr, drv.driver.cuuint64_t(2**64 - 1)))
     except Exception as e:  # slower, not wrong: say so once
         import warnings
 
@@ -123,9 +121,7 @@ def get_device_properties(dev=None):
     d = _cu_device(_index(dev))
     p = d.properties
     major, minor = d.compute_capability
-    from cuda.bindings import driver
-
-    total = memory._check(driver.cuDeviceTotalMem(d.device_id))[1]
+    total = memory._check(drv.driver.cuDeviceTotalMem(d.device_id))[1]
     return _DeviceProperties(d.name, major, minor, int(total), int(p.multiprocessor_count))
 
 
@@ -144,9 +140,7 @@ class Stream:
         if _wrap is not None:
             self._cu = _wrap
         else:
-            from cuda.core import StreamOptions
-
-            self._cu = _cu_device(idx).create_stream(options=StreamOptions(nonblocking=True, priority=priority))
+            self._cu = _cu_device(idx).create_stream(options=drv.StreamOptions(nonblocking=True, priority=priority))
 
     @property
     def cuda_stream(self) -> int:
@@ -199,9 +193,7 @@ class Event:
     def record(self, stream: Stream | None = None) -> None:
         stream = current_stream() if stream is None else stream
         if self._cu is None:
-            from cuda.core import EventOptions
-
-            opts = EventOptions(timing_enabled=self.enable_timing, blocking_sync=self.blocking,
+            opts = drv.EventOptions(timing_enabled=self.enable_timing, blocking_sync=self.blocking,
                                 ipc_enabled=self.interprocess)
             self._cu = _cu_device(stream.device.index).create_event(options=opts)
         stream._cu.record(self._cu)
@@ -222,10 +214,8 @@ class Event:
             raise ValueError("elapsed_time: both events need enable_timing=True")
         if self._cu is None or end_event._cu is None:
             raise ValueError("elapsed_time: both events must be recorded first")
-        from cuda.bindings import driver
-
         end_event.synchronize()
-        return float(memory._check(driver.cuEventElapsedTime(self._cu.handle, end_event._cu.handle))[1])
+        return float(memory._check(drv.driver.cuEventElapsedTime(self._cu.handle, end_event._cu.handle))[1])
 
 
 def default_stream(device=None) -> Stream:
@@ -338,9 +328,7 @@ def empty_cache() -> None:
     memory back to the driver (live tensors keep theirs)."""
     if not mode.GPU:
         return
-    from cuda.bindings import driver
-
     for idx, d in list(_devices.items()):
         memory.device_allocator(idx).empty_cache()
         d.sync()
-        memory._check(driver.cuMemPoolTrimTo(d.memory_resource.handle, 0))
+        memory._check(drv.driver.cuMemPoolTrimTo(d.memory_resource.handle, 0))

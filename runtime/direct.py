@@ -33,6 +33,8 @@ import warnings
 
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from . import driver as drv
+
 ENABLED = os.environ.get("TRITENSOR_DIRECT_LAUNCH", "1").strip() != "0"
 
 _UNKNOWN = object()  # an argument the key cannot describe: the launch goes through Triton
@@ -98,11 +100,14 @@ class _Entry:
 class DirectLauncher:
     """Direct launches of one kernel (a JITFunction, or an Autotuner over one)."""
 
-    def __init__(self, kernel, jit_fn, autotuned: bool, triton_bind, hooks):
+    def __init__(self, kernel, jit_fn, autotuned: bool, triton_bind, hooks, jit_run=None):
         """``triton_bind(args, kwargs)``: Triton's binder's values for a call (the check);
-        ``hooks()``: Triton's launch enter and exit hooks (None and None unless a profiler set them)."""
+        ``hooks()``: Triton's launch enter and exit hooks (None and None unless a profiler set them);
+        ``jit_run(kernel, grid, args, kwargs, stream)``: a launch through Triton's JIT, returning the
+        compiled kernel (``runtime/driver.py``'s; by default ``kernel[grid](*args, **kwargs)``)."""
         self.kernel, self.jit_fn, self.autotuned = kernel, jit_fn, autotuned
         self.triton_bind, self.hooks = triton_bind, hooks
+        self.jit_run = jit_run or _subscript
         params = jit_fn.signature.parameters
         self.names = tuple(params)
         self.defaults = {n: p.default for n, p in params.items() if p.default is not p.empty}
@@ -142,7 +147,7 @@ class DirectLauncher:
             compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
                          compiled.function, compiled.packed_metadata, meta, enter, exit_, *bound)
             return
-        compiled = self.kernel[grid](*args, **kwargs)
+        compiled = self.jit_run(self.kernel, grid, args, kwargs, stream)
         if key is None or self.off:
             return
         config = self.kernel.best_config if self.autotuned else None
@@ -164,6 +169,10 @@ class DirectLauncher:
         self.entries.clear()
         warnings.warn(f"tritensor: direct launch of {self.jit_fn.__name__} is off ({why}); it launches "
                       "through Triton's binder from now on (slower, same results)", RuntimeWarning, stacklevel=3)
+
+
+def _subscript(kernel, grid, args, kwargs, stream):
+    return kernel[grid](*args, **kwargs)
 
 
 def needs_autotuning(kernel, args, kwargs) -> bool:
@@ -188,34 +197,10 @@ def launcher_for(kernel):
     found = _launchers.get(id(kernel), _UNKNOWN)
     if found is not _UNKNOWN:
         return found
-    from triton.runtime.autotuner import Autotuner
-    from triton.runtime.jit import JITFunction
-
     made = None
-    if type(kernel) is JITFunction:
-        jit_fn, autotuned = kernel, False
-    elif type(kernel) is Autotuner and type(kernel.fn) is JITFunction:
-        jit_fn, autotuned = kernel.fn, True
-    else:
-        jit_fn = None
+    jit_fn = drv.kernel_function(kernel)
     if jit_fn is not None and not jit_fn.pre_run_hooks:
-        made = DirectLauncher(kernel, jit_fn, autotuned, _triton_binder(jit_fn), _triton_hooks)
+        made = DirectLauncher(kernel, jit_fn, jit_fn is not kernel and hasattr(kernel, "configs"),
+                              drv.triton_binder(jit_fn), drv.launch_hooks, drv.jit_run)
     _launchers[id(kernel)] = made  # kernels are module-level objects: they live as long as the process
     return made
-
-
-def _triton_binder(jit_fn):
-    """Triton's own binder of ``jit_fn`` for the current device (made by its first launch there)."""
-    from triton.runtime import driver
-
-    def bind(args, kwargs) -> list:
-        binder = jit_fn.device_caches[driver.active.get_current_device()][4]
-        return list(binder(*args, **kwargs)[0].values())
-
-    return bind
-
-
-def _triton_hooks():
-    from triton import knobs
-
-    return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook

@@ -31,12 +31,13 @@ import numpy as np
 
 from . import cuda, interpreter, interpreter_gpu, interpreter_speed, launch_log, memory, mode  # noqa: F401 (the fix-up modules register themselves)
 from . import direct
+from . import driver as drv
 from . import dtype as dt
 from .device import device
 from .interpreter import HostArg
 from triton.tools.tensor_descriptor import TensorDescriptor  # after .mode: it chose the interpreter or not
 
-if mode.CPU:
+if mode.INTERPRET:  # CPU mode, and the simulated device: kernels run in the interpreter
     interpreter.apply_fixups()
     HEAP_PAD_KEPT = interpreter.keep_heap_pad()
 
@@ -140,12 +141,8 @@ def _device_table(values: np.ndarray, stream):
 
 def _hook_triton_stream() -> None:
     global _hooked
-    from triton.runtime import driver  # GPU mode only: the CPU path never touches Triton's driver
-
-    active = driver.active
-    active.get_current_stream = lambda device=None: cuda.current_stream(device).cuda_stream
-    active.get_current_device = cuda.current_device
-    active.set_current_device = cuda.set_device
+    drv.hook_triton_stream(lambda device=None: cuda.current_stream(device).cuda_stream, cuda.current_device,
+                           cuda.set_device)
     _hooked = True
 
 
@@ -220,7 +217,7 @@ def triton_launch(kernel, grid, args, kwargs, stream) -> None:
                                       "it times every configuration and waits for each on the host")
     fast = direct.launcher_for(kernel) if direct.ENABLED else None
     if fast is None:
-        kernel[grid](*args, **kwargs)
+        drv.jit_run(kernel, grid, args, kwargs, stream.cuda_stream)
     else:
         fast.launch(grid, args, kwargs, stream.cuda_stream)
 

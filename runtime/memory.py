@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 
+from . import driver as drv
 from .allocator import Backend, CachingAllocator, OutOfMemoryError
 from .device import CPU, device
 
@@ -94,9 +95,7 @@ class _PinnedHostStorage(HostStorage):
 
 def pinned_host_storage(nbytes: int) -> HostStorage:
     """``nbytes`` of page-locked host memory (GPU mode only: it needs the CUDA driver)."""
-    from cuda.core import LegacyPinnedMemoryResource
-
-    buf = LegacyPinnedMemoryResource().allocate(max(int(nbytes), 1))
+    buf = drv.LegacyPinnedMemoryResource().allocate(max(int(nbytes), 1))
     return _PinnedHostStorage(nbytes, owner=buf, ptr=int(buf.handle))
 
 
@@ -143,8 +142,7 @@ class CudaPoolBackend(Backend):
         """A block for a graph's private pool: ``cuMemAlloc`` (not stream-ordered, so not recorded
         into the graph: the memory outlives every replay, as the graph's tensors must), with this
         thread's capture mode relaxed for the call, as PyTorch's allocator does."""
-        from cuda.bindings import driver
-
+        driver = drv.driver
         relaxed = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
         _err, previous = driver.cuThreadExchangeStreamCaptureMode(relaxed)
         try:
@@ -171,6 +169,11 @@ class CudaPoolBackend(Backend):
     def wait_event(self, stream, event) -> None:
         stream._cu.wait(event)
 
+    if drv.scrub_freed is not None:
+        @staticmethod
+        def scrub(ptr: int, nbytes: int, stream) -> None:
+            drv.scrub_freed(ptr, nbytes, stream._cu)
+
 
 class _RawBlock:
     """A block from ``cuMemAlloc`` (a graph's private pool): freed with ``cuMemFree``."""
@@ -181,9 +184,7 @@ class _RawBlock:
         self.ptr = ptr
 
     def free(self) -> None:
-        from cuda.bindings import driver
-
-        _check(driver.cuMemFree(self.ptr))
+        _check(drv.driver.cuMemFree(self.ptr))
 
 
 _allocators: dict[int, CachingAllocator] = {}
@@ -251,9 +252,7 @@ def _pinned(nbytes: int):
     """A per-thread pinned staging buffer, grown on demand (cuMemAllocHost is slow)."""
     buf = getattr(_pinned_local, "buf", None)
     if buf is None or buf.size < nbytes:
-        from cuda.core import LegacyPinnedMemoryResource
-
-        mr = getattr(_pinned_local, "mr", None) or LegacyPinnedMemoryResource()
+        mr = getattr(_pinned_local, "mr", None) or drv.LegacyPinnedMemoryResource()
         _pinned_local.mr = mr
         if buf is not None:
             buf.close()
@@ -263,53 +262,43 @@ def _pinned(nbytes: int):
 
 
 def _check(result):
-    from cuda.bindings import driver
-
     err = result[0] if isinstance(result, tuple) else result
-    if err != driver.CUresult.CUDA_SUCCESS:
+    if err != drv.driver.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"CUDA error: {err!r}")
     return result
 
 
 def host_to_device(dst_ptr: int, src: np.ndarray, stream) -> None:
     """Copy a C-contiguous host array to device memory; returns when the copy is done."""
-    from cuda.bindings import driver
-
     n = src.nbytes
     if n == 0:
         return
     refuse_while_capturing(stream, "a host-to-device copy", "it waits for the copy on the host")
     pin = _pinned(n)
     ctypes.memmove(pin, src.ctypes.data, n)
-    _check(driver.cuMemcpyHtoDAsync(dst_ptr, pin, n, stream.cuda_stream))
+    _check(drv.driver.cuMemcpyHtoDAsync(dst_ptr, pin, n, stream.cuda_stream))
     stream.synchronize()  # the staging buffer is reused by the next copy
 
 
 def device_to_host(dst: np.ndarray, src_ptr: int, stream) -> None:
     """Copy device bytes into a C-contiguous host array, ordered after work on ``stream``."""
-    from cuda.bindings import driver
-
     n = dst.nbytes
     if n == 0:
         return
     refuse_while_capturing(stream, "a device-to-host copy (.item(), .cpu(), .numpy(), bool(t), print)",
                            "it waits for the GPU on the host")
     pin = _pinned(n)
-    _check(driver.cuMemcpyDtoHAsync(pin, src_ptr, n, stream.cuda_stream))
+    _check(drv.driver.cuMemcpyDtoHAsync(pin, src_ptr, n, stream.cuda_stream))
     stream.synchronize()
     ctypes.memmove(dst.ctypes.data, pin, n)
 
 
 def device_to_device(dst_ptr: int, src_ptr: int, nbytes: int, stream) -> None:
-    from cuda.bindings import driver
-
     if nbytes:
-        _check(driver.cuMemcpyDtoDAsync(dst_ptr, src_ptr, nbytes, stream.cuda_stream))
+        _check(drv.driver.cuMemcpyDtoDAsync(dst_ptr, src_ptr, nbytes, stream.cuda_stream))
 
 
 def device_memset(dst_ptr: int, value: int, nbytes: int, stream) -> None:
     """Set ``nbytes`` of device memory to the byte ``value``, ordered on ``stream``."""
-    from cuda.bindings import driver
-
     if nbytes:
-        _check(driver.cuMemsetD8Async(dst_ptr, value, nbytes, stream.cuda_stream))
+        _check(drv.driver.cuMemsetD8Async(dst_ptr, value, nbytes, stream.cuda_stream))

@@ -16,6 +16,7 @@ import sys
 
 import pytest
 
+from tritensor.runtime import driver as drv
 from tritensor.runtime import mode
 
 EXIT_CODE = 70  # EX_SOFTWARE: the process's CUDA context is unusable
@@ -25,7 +26,7 @@ def sticky_cuda_error():
     """The CUDA driver's error when this process's current context is dead, else None."""
     if not mode.GPU:
         return None
-    from cuda.bindings import driver
+    driver = drv.driver  # the real driver, or the simulated device's
 
     ok = driver.CUresult.CUDA_SUCCESS
     err, ctx = driver.cuCtxGetCurrent()

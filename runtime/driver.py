@@ -1,0 +1,81 @@
+"""The seam between tritensor's GPU path and the device: what it asks of cuda.core and the CUDA
+driver, and the final kernel launch. Nothing else in tritensor imports cuda.core, the driver
+bindings or Triton's JIT launcher.
+
+GPU mode binds these names to the real things. The simulated device (``TRITENSOR_DEVICE=sim``)
+binds them to ``runtime/sim.py``, which answers the same calls over simulated memory, streams
+and graphs and runs kernels in Triton's interpreter. The GPU path above this module (storages,
+the caching allocator, streams and events, address tables, the direct launcher, graphs) is the
+same code in both, so the simulator tests what a GPU runs. CPU mode has no device: the names are
+None and the GPU path refuses before it reaches them (``tritensor.cuda``'s ``_require``).
+
+The names:
+
+* ``Device``, ``StreamOptions``, ``EventOptions``, ``LegacyPinnedMemoryResource``: cuda.core's.
+* ``driver``: ``cuda.bindings.driver`` (enums and the few ``cu*`` calls cuda.core has no method for).
+* ``device_count()``: CUDA devices visible to this process.
+* ``kernel_function(kernel)``: the ``JITFunction`` behind a kernel object the direct launcher can
+  launch (a JITFunction itself, in GPU mode; the JIT twin of an interpreted kernel in the
+  simulator), or None.
+* ``jit_run(kernel, grid, args, kwargs, stream)``: ``kernel[grid](*args, **kwargs)`` on ``stream``
+  (a raw handle) through Triton's JIT: binds, specialises, compiles on a new key, launches; returns
+  the compiled kernel, whose ``run(...)`` is the direct launch.
+* ``triton_binder(jit_fn)``: Triton's own binder for a kernel (the direct launcher's check).
+* ``launch_hooks()``: Triton's launch enter and exit hooks.
+* ``hook_triton_stream(get_stream, get_device, set_device)``: point Triton's driver at
+  tritensor's current stream and device.
+* ``scrub_freed(ptr, nbytes, stream)``: the caching allocator took a block back; None on a GPU,
+  where nothing is done; the simulator poisons it.
+"""
+from __future__ import annotations
+
+from . import mode
+
+if mode.SIM:
+    from .sim import (Device, EventOptions, LegacyPinnedMemoryResource, StreamOptions, device_count,  # noqa: F401
+                      driver, hook_triton_stream, jit_run, kernel_function, launch_hooks, scrub_freed,
+                      triton_binder)
+elif mode.GPU:
+    from cuda.bindings import driver  # noqa: F401
+    from cuda.core import Device, EventOptions, LegacyPinnedMemoryResource, StreamOptions  # noqa: F401
+    from triton import knobs
+    from triton.runtime import driver as _triton_driver
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    scrub_freed = None
+
+    def device_count() -> int:
+        return mode._cuda_device_count()
+
+    def kernel_function(kernel):
+        if type(kernel) is JITFunction:
+            return kernel
+        if type(kernel) is Autotuner and type(kernel.fn) is JITFunction:
+            return kernel.fn
+        return None
+
+    def jit_run(kernel, grid, args, kwargs, stream):
+        return kernel[grid](*args, **kwargs)  # on tritensor's current stream: hook_triton_stream
+
+    def triton_binder(jit_fn):
+        def bind(args, kwargs) -> list:
+            binder = jit_fn.device_caches[_triton_driver.active.get_current_device()][4]
+            return list(binder(*args, **kwargs)[0].values())
+
+        return bind
+
+    def launch_hooks():
+        return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+
+    def hook_triton_stream(get_stream, get_device, set_device) -> None:
+        active = _triton_driver.active
+        active.get_current_stream = get_stream
+        active.get_current_device = get_device
+        active.set_current_device = set_device
+else:
+    Device = EventOptions = LegacyPinnedMemoryResource = StreamOptions = driver = None
+    scrub_freed = jit_run = kernel_function = triton_binder = launch_hooks = hook_triton_stream = None
+
+    def device_count() -> int:
+        return 0
