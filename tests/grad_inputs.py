@@ -19,7 +19,7 @@ def leaf(*shape, lo=-1.0, hi=1.0, positive=False):
 def noncontig(*shape, positive=False):
     """A float64 leaf that is a transposed (non-contiguous) view of its storage."""
     base = RNG.uniform(0.2 if positive else -1.0, 2.0 if positive else 1.0, size=shape[::-1])
-    t = tt.from_numpy(np.ascontiguousarray(base)).permute(*reversed(range(len(shape))))
+    t = tt.tensor(np.ascontiguousarray(base)).permute(*reversed(range(len(shape))))
     assert not t.is_contiguous()
     t.requires_grad_()
     return t

@@ -22,20 +22,20 @@ def test_alpha_against_float64(op, dtype, alpha):
     a_np, b_np = rng.standard_normal((7, 1, 5)).astype(NP[dtype]), rng.standard_normal((3, 5)).astype(NP[dtype])
     aq, bq = a_np.astype(np.float64), b_np.astype(np.float64)
     ref = aq + sign * alpha * bq
-    a, b = tt.from_numpy(a_np), tt.from_numpy(b_np)
+    a, b = tt.tensor(a_np), tt.tensor(b_np)  # on the default device (the test variant's)
     out = getattr(tt, op)(a, b, alpha=alpha)
     assert out.shape == (7, 3, 5) and out.dtype is dtype
     assert_close(out, ref, dtype)
     assert_close(getattr(a, op)(b, alpha=alpha), ref, dtype)
     # strided operands read in place, and an out= tensor
-    at = tt.from_numpy(np.ascontiguousarray(a_np.transpose(2, 1, 0))).permute(2, 1, 0)
+    at = tt.tensor(np.ascontiguousarray(a_np.transpose(2, 1, 0))).permute(2, 1, 0)
     bt = b.T.contiguous().T
     assert not at.is_contiguous() and not bt.is_contiguous()
     res = tt.empty(7, 3, 5, dtype=dtype)
     assert getattr(tt, op)(at, bt, alpha=alpha, out=res) is res
     assert_close(res, ref, dtype)
     # in place, through a view of a bigger tensor
-    big = tt.from_numpy(np.zeros((7, 3, 10), NP[dtype]))
+    big = tt.zeros(7, 3, 10, dtype=dtype)
     view = big[..., ::2]
     view.copy_(a.expand(7, 3, 5))
     assert getattr(view, op + "_")(b, alpha=alpha) is view
