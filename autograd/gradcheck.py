@@ -134,8 +134,6 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         if x.dtype.name != "float64":
             warnings.warn(f"Input #{i} requires gradient and is not a double precision floating point. "
                           "This check will likely fail if all the inputs are not of double precision floating point.")
-        if x.device.type != "cpu":
-            raise ValueError("gradcheck: inputs must be CPU tensors (finite differences nudge host memory)")
     if fast_mode:
         msg = _fast_check(func, inputs, diff_idx, eps, atol, rtol)
         if msg and raise_exception:
@@ -160,7 +158,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     inputs = _as_tuple(inputs)
     outs = _outputs(func, inputs)
     if grad_outputs is None:
-        grad_outputs = tuple(randn(o.shape, dtype=o.dtype).requires_grad_() for o in outs)
+        grad_outputs = tuple(randn(o.shape, dtype=o.dtype, device=o.device).requires_grad_() for o in outs)
     grad_outputs = _as_tuple(grad_outputs)
     diff_idx = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     n_in = len(inputs)
