@@ -88,10 +88,12 @@ class Backend:
         """Make work queued on ``stream`` from now on wait for ``event``."""
         raise NotImplementedError
 
-    # ``scrub(ptr, size, stream)``, or None: called, ordered on ``stream``, when a block goes back
-    # to the cache. A debugging backend (the simulated device) fills it with poison there, so a
-    # kernel that reads a freed tensor reads NaN; on a GPU it is None and costs nothing.
-    scrub = None
+    # ``lent(ptr, nbytes, stream)`` and ``returned(ptr, size, stream)``, or None: a block was handed
+    # out for ``nbytes`` (malloc), or taken back into the cache (free), ordered on ``stream``. A
+    # debugging backend (the simulated device) uses them to check accesses at tensor granularity:
+    # past the bytes a tensor asked for, or into a block in the cache. On a GPU both are None.
+    lent = None
+    returned = None
 
 
 class Block:
@@ -184,7 +186,7 @@ class CachingAllocator:
         self._num = dict.fromkeys(("num_alloc_retries", "num_ooms", "num_sync_all_streams",
                                    "num_device_alloc", "num_device_free"), 0)
         self._base: dict = {}  # (type, stat) -> (allocated, freed) at reset_accumulated_memory_stats
-        self._scrub = backend.scrub
+        self._lent, self._returned = backend.lent, backend.returned
 
     # ----- the hot path -----------------------------------------------------------------------
     def malloc(self, nbytes: int, stream, pool: int = 0) -> Block:
@@ -203,6 +205,8 @@ class CachingAllocator:
             lst = by_size.get(size) if by_size else None
             block = lst.pop() if lst else self._new_block(size, stream, p)
             block.requested = nbytes
+            if self._lent is not None:
+                self._lent(block.ptr, nbytes, block.stream)
             a = self._all
             a.n += 1; a.b += size; a.r += nbytes  # noqa: E702
             k.n += 1; k.b += size; k.r += nbytes; k.tn += 1; k.tb += size; k.tr += nbytes  # noqa: E702
@@ -222,8 +226,8 @@ class CachingAllocator:
             a.n -= 1; a.b -= size; a.r -= r  # noqa: E702
             k.n -= 1; k.b -= size; k.r -= r  # noqa: E702
             if block.uses is None:
-                if self._scrub is not None:
-                    self._scrub(block.ptr, block.size, block.stream)
+                if self._returned is not None:
+                    self._returned(block.ptr, block.size, block.stream)
                 block.home.append(block)
                 return
             for c in (a, k):
@@ -298,8 +302,8 @@ class CachingAllocator:
         for c in (self._all, self._small if size <= SMALL_SIZE else self._large):
             c.pn -= 1; c.pb -= size; c.pr -= r  # noqa: E702
         self._pending -= 1
-        if self._scrub is not None:
-            self._scrub(block.ptr, block.size, block.stream)
+        if self._returned is not None:
+            self._returned(block.ptr, block.size, block.stream)
         block.home.append(block)
 
     def _release_cached(self) -> None:

@@ -24,8 +24,9 @@ The names:
 * ``launch_hooks()``: Triton's launch enter and exit hooks.
 * ``hook_triton_stream(get_stream, get_device, set_device)``: point Triton's driver at
   tritensor's current stream and device.
-* ``scrub_freed(ptr, nbytes, stream)``: the caching allocator took a block back; None on a GPU,
-  where nothing is done; the simulator poisons it.
+* ``block_lent(ptr, nbytes, stream)``, ``block_returned(ptr, size, stream)``: the caching
+  allocator handed a block out for ``nbytes``, or took it back (stream-ordered). None on a GPU,
+  where nothing is done; the simulator checks accesses against them and poisons returned blocks.
 """
 from __future__ import annotations
 
@@ -33,8 +34,8 @@ from . import mode
 
 if mode.SIM:
     from .sim import (Device, EventOptions, LegacyPinnedMemoryResource, StreamOptions, device_count,  # noqa: F401
-                      driver, hook_triton_stream, jit_run, kernel_function, launch_hooks, scrub_freed,
-                      triton_binder)
+                      block_lent, block_returned, driver, hook_triton_stream, jit_run, kernel_function,
+                      launch_hooks, triton_binder)
 elif mode.GPU:
     from cuda.bindings import driver  # noqa: F401
     from cuda.core import Device, EventOptions, LegacyPinnedMemoryResource, StreamOptions  # noqa: F401
@@ -43,7 +44,7 @@ elif mode.GPU:
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import JITFunction
 
-    scrub_freed = None
+    block_lent = block_returned = None
 
     def device_count() -> int:
         return mode._cuda_device_count()
@@ -75,7 +76,7 @@ elif mode.GPU:
         active.set_current_device = set_device
 else:
     Device = EventOptions = LegacyPinnedMemoryResource = StreamOptions = driver = None
-    scrub_freed = jit_run = kernel_function = triton_binder = launch_hooks = hook_triton_stream = None
+    block_lent = block_returned = jit_run = kernel_function = triton_binder = launch_hooks = hook_triton_stream = None
 
     def device_count() -> int:
         return 0

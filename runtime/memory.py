@@ -169,10 +169,14 @@ class CudaPoolBackend(Backend):
     def wait_event(self, stream, event) -> None:
         stream._cu.wait(event)
 
-    if drv.scrub_freed is not None:
+    if drv.block_lent is not None:  # a device that checks accesses per tensor: the simulator
         @staticmethod
-        def scrub(ptr: int, nbytes: int, stream) -> None:
-            drv.scrub_freed(ptr, nbytes, stream._cu)
+        def lent(ptr: int, nbytes: int, stream) -> None:
+            drv.block_lent(ptr, nbytes, stream._cu)
+
+        @staticmethod
+        def returned(ptr: int, size: int, stream) -> None:
+            drv.block_returned(ptr, size, stream._cu)
 
 
 class _RawBlock:

@@ -18,10 +18,14 @@ the culprit:
   checked: a lane outside every live allocation raises :class:`IllegalAddress` naming the kernel,
   the pointer argument nearest below it and the byte offset; a host address reaching a kernel
   (an argument, or a pointer read from an address table) is named as such. Masked-off lanes are
-  not accesses, as on hardware. Fresh allocations are filled with :data:`POISON` (0xFF: NaN in
-  every float format, -1 in every integer), and so is a block the caching allocator takes back
-  (``scrub_freed``), so reading memory nobody wrote, or memory freed, gives NaN, not a plausible
-  number. A host copy whose host side is a device address (or the other way round) is refused.
+  not accesses, as on hardware. The caching allocator says which bytes of a block a tensor holds
+  (``block_lent``, ``block_returned``, in stream order), so the check is at tensor granularity: a
+  lane past a tensor's bytes faults even inside its 512-byte block. Fresh allocations are filled
+  with :data:`POISON` (0xFF: NaN in every float format, -1 in every integer), and so is a block
+  the caching allocator takes back, so reading memory nobody wrote, or memory freed, gives NaN,
+  not a plausible number; with ``TRITENSOR_SIM_STRICT=1`` any access to a block in the
+  allocator's cache faults instead. A host copy whose host side is a device address (or the
+  other way round) is refused.
 * **Launch limits**: grid dimensions (x < 2**31, y and z < 2**16) and threads per block.
 * **Streams are queues.** A launch, copy, memset, free or event record is queued on its stream and
   runs only when something waits for it: a synchronize, an event query or sync, a host copy, or a
@@ -74,6 +78,7 @@ ALIGN = 512  # allocations start on this boundary (cudaMalloc gives 256 or more)
 POISON = 0xFF
 QUEUE_DEPTH = 1024  # a stream's queued items before it runs on its own (a GPU's work queue is finite)
 DEVICES = int(os.environ.get("TRITENSOR_SIM_DEVICES", "2"))
+STRICT = os.environ.get("TRITENSOR_SIM_STRICT", "0").strip() not in ("", "0")  # freed blocks fault
 MEMORY = int(float(os.environ.get("TRITENSOR_SIM_MEMORY_GB", "16")) * (1 << 30))  # per device
 NAME = "tritensor simulated H100 (sm_90)"
 CAPABILITY = (9, 0)
@@ -135,10 +140,15 @@ def counting():
 # Device memory
 
 class _Allocation:
-    __slots__ = ("start", "end", "size", "host", "host_ptr", "delta", "device", "alive", "kind")
+    __slots__ = ("start", "end", "size", "host", "host_ptr", "delta", "device", "alive", "kind", "tensor", "cached")
 
     def __init__(self, start: int, size: int, device: int, kind: str):
+        # ``end``: where accesses stop being legal: the allocation's end, or that of the tensor the
+        # caching allocator lent it to (``tensor`` bytes), or its start while it sits in the
+        # allocator's cache in strict mode.
         self.start, self.size, self.end, self.device, self.kind = start, size, start + size, device, kind
+        self.tensor = None
+        self.cached = False
         self.host = np.full(max(size, 1), POISON, dtype=np.uint8)
         self.host_ptr = self.host.ctypes.data
         self.delta = np.uint64((self.host_ptr - start) % (1 << 64))  # device -> host address, mod 2**64
@@ -171,6 +181,11 @@ class _AddressSpace:
         self._arrays = None
         return a
 
+    def changed(self) -> None:
+        """An allocation's legal range changed (a tensor took or left its block)."""
+        self._arrays = None
+        self._last = None
+
     def release(self, a: _Allocation) -> None:
         a.alive = False
         a.host = None  # its bytes go; its range stays known, for the message of a later access
@@ -184,7 +199,7 @@ class _AddressSpace:
         i = bisect.bisect(self.starts, address) - 1
         if i >= 0:
             a = self.allocs[i]
-            if address < a.end or (a.size == 0 and address == a.start):
+            if address < a.start + a.size or (a.size == 0 and address == a.start):
                 return a
         return None
 
@@ -221,6 +236,13 @@ class _AddressSpace:
             if a is not None and not a.alive:
                 where = (f"address {address:#x} is {address - a.start} bytes into a {a.size}-byte allocation at "
                          f"{a.start:#x} that was freed (use after free)")
+            elif a is not None and a.cached:
+                where = (f"address {address:#x} is {address - a.start} bytes into a {a.size}-byte block at "
+                         f"{a.start:#x} that the caching allocator holds: the tensor that had it was freed "
+                         "(use after free)")
+            elif a is not None and a.tensor is not None:
+                where = (f"{nbytes} bytes at {address:#x} run past the end of the {a.tensor}-byte tensor storage at "
+                         f"{a.start:#x} (offset {address - a.start}; its block is {a.size} bytes)")
             elif a is not None:
                 where = (f"{nbytes} bytes at {address:#x} run past the end of the {a.size}-byte allocation at "
                          f"{a.start:#x} (offset {address - a.start})")
@@ -948,7 +970,6 @@ class _Driver:
             if s.capture is not None:
                 _unsafe_during_capture("a host-to-device copy", s)
             dst, src, nbytes = int(dst), int(src), int(nbytes)
-            space.host_address(dst, nbytes, "cuMemcpyHtoDAsync: its device side")  # checked when queued too
 
             def copy():
                 ctypes.memmove(space.host_address(dst, nbytes, "cuMemcpyHtoDAsync"), src, nbytes)
@@ -1016,20 +1037,64 @@ driver = _Driver()
 _raw: dict = {}  # cuMemAlloc'd address -> allocation
 
 
-def scrub_freed(ptr: int, nbytes: int, stream: CoreStream) -> None:
-    """A block went back to the caching allocator: poison it, in stream order (not a driver call
-    a GPU makes, so not counted), so that a read after free gives NaN."""
+def block_lent(ptr: int, nbytes: int, stream: CoreStream) -> None:
+    """The caching allocator handed the block at ``ptr`` to a tensor of ``nbytes``: from this point
+    of its stream on, accesses past those bytes fault. (Not a driver call: not counted.)"""
+    s = getattr(stream, "_s", None)  # a stream of the simulator's (tests may drive the allocator with fakes)
     with _lock:
-        if nbytes:
-            stream._s.enqueue(_memset(ptr, POISON, nbytes, "the allocator's scrub of a freed block"))
+        a = space.find(ptr)
+        if s is None or a is None or a.start != ptr:
+            return
+
+        def lend():
+            a.tensor, a.cached, a.end = nbytes, False, a.start + nbytes
+            space.changed()
+        s.enqueue(lend)
+
+
+def block_returned(ptr: int, size: int, stream: CoreStream) -> None:
+    """The block at ``ptr`` went back into the allocator's cache: from this point of its stream on
+    it holds poison (strict mode: any access faults)."""
+    s = getattr(stream, "_s", None)
+    with _lock:
+        a = space.find(ptr)
+        if s is None or a is None or a.start != ptr:
+            return
+
+        def retire():
+            if a.host is not None:
+                a.host[:] = POISON
+            a.tensor, a.cached, a.end = None, True, a.start if STRICT else a.start + a.size
+            space.changed()
+        s.enqueue(retire)
 
 
 def device_count() -> int:
     return DEVICES
 
 
+_current_stream_handle = None  # tritensor's current stream, as Triton's driver would be told it
+
+
 def hook_triton_stream(get_stream, get_device, set_device) -> None:
-    """Triton's own driver is never used in the simulator: kernels reach the interpreter here."""
+    """Triton's driver is pointed at tritensor's current stream on a GPU; here a user's own
+    ``kernel[grid](...)`` launch asks the same function which stream it goes on."""
+    global _current_stream_handle
+    _current_stream_handle = get_stream
+
+
+def _user_launch(self, grid):
+    """``kernel[grid]`` of an interpreted kernel called by a user (a ``@triton.jit`` kernel of their
+    own over tritensor tensors): launched as Triton's JIT launches it on a GPU, on the current
+    stream, through :func:`jit_run`, so its accesses are checked and it is ordered like any other
+    launch. (tritensor's own launches reach :func:`jit_run` or a compiled kernel directly.)"""
+    def launch(*args, **kwargs):
+        stream = _current_stream_handle() if _current_stream_handle is not None else 0
+        return jit_run(self, grid, args, kwargs, stream)
+    return launch
+
+
+InterpretedFunction.__getitem__ = _user_launch
 
 
 def launch_hooks():
