@@ -30,6 +30,8 @@ CASES = {
     "adam_wd_amsgrad": (optim.Adam, dict(lr=0.01, weight_decay=0.1, amsgrad=True, maximize=True)),
     "adamw": (optim.AdamW, dict(lr=0.01, betas=(0.8, 0.99))),
 }
+# The scaler lives where the tests' tensors are made (the default device: cuda in the device-tensor variant).
+DEV = tt.get_default_device().type
 # The multipliers of each step's loss; inf and NaN steps are skipped.
 XS = [1.0, -0.5, np.inf, 2.0, np.nan, 0.75]
 
@@ -68,7 +70,7 @@ def test_fused_matches_unscale_then_step_bit_for_bit(case, dtype, init_scale):
     params, _ = _model(dtype)
     ref_opt, opt = cls(ref_params, **kw), cls(params, fused=True, **kw)
     assert opt._step_supports_amp_scaling and not hasattr(ref_opt, "_step_supports_amp_scaling")
-    ref_scaler, scaler = (GradScaler("cpu", init_scale=init_scale, growth_interval=2) for _ in range(2))
+    ref_scaler, scaler = (GradScaler(DEV, init_scale=init_scale, growth_interval=2) for _ in range(2))
     for x in XS:
         for ps, o, s in ((ref_params, ref_opt, ref_scaler), (params, opt, scaler)):
             o.zero_grad()
@@ -100,7 +102,7 @@ def test_fused_matches_unscale_then_step_bit_for_bit(case, dtype, init_scale):
 def test_inf_step_changes_nothing_and_leaves_grads_scaled(cls, kw, bad):
     params, data = _model(tt.float32)
     opt = cls(params, fused=True, **kw)
-    scaler = GradScaler("cpu", init_scale=64.0)
+    scaler = GradScaler(DEV, init_scale=64.0)
     _backward(scaler, params, data, 1.0)
     scaler.step(opt)
     scaler.update()
@@ -125,7 +127,7 @@ def test_inf_step_changes_nothing_and_leaves_grads_scaled(cls, kw, bad):
 def test_fused_step_reads_nothing_on_the_host_and_launches(monkeypatch):
     params, data = _model(tt.float32)
     opt = optim.Adam(params, lr=0.01, fused=True)
-    scaler = GradScaler("cpu")
+    scaler = GradScaler(DEV)
     _backward(scaler, params, data, 1.0)
     launches = []
     for mod in (amp_k, optim_k):
@@ -150,7 +152,7 @@ def test_unscale_then_fused_step_and_noncontiguous_grad():
     params, data = _model(tt.float32)
     ref, _ = _model(tt.float32)
     opt, ref_opt = optim.AdamW(params, fused=True), optim.AdamW(ref)
-    scaler, ref_scaler = GradScaler("cpu", init_scale=8.0), GradScaler("cpu", init_scale=8.0)
+    scaler, ref_scaler = GradScaler(DEV, init_scale=8.0), GradScaler(DEV, init_scale=8.0)
     for ps, o, s in ((params, opt, scaler), (ref, ref_opt, ref_scaler)):
         _backward(s, ps, data, 1.0)
         s.unscale_(o)
@@ -205,7 +207,7 @@ def test_multi_program_and_empty_params_advance_the_count_once():
     big, ref = tt.nn.Parameter(tt.tensor(w0)), tt.nn.Parameter(tt.tensor(w0))
     empty, ref_empty = tt.nn.Parameter(tt.empty(0)), tt.nn.Parameter(tt.empty(0))
     opt, ref_opt = optim.Adam([big, empty], lr=0.01, fused=True), optim.Adam([ref, ref_empty], lr=0.01)
-    scaler, ref_scaler = GradScaler("cpu", init_scale=4.0), GradScaler("cpu", init_scale=4.0)
+    scaler, ref_scaler = GradScaler(DEV, init_scale=4.0), GradScaler(DEV, init_scale=4.0)
     for bad in (False, True, False):
         g = rng.standard_normal(n).astype(np.float32) * 4.0
         if bad:
@@ -236,7 +238,7 @@ def test_sgd_skipped_first_step_then_momentum():
     first step unskipped would have been (b = d)."""
     (p,), (q,) = [tt.nn.Parameter(tt.tensor([1.0, -2.0]))], [tt.nn.Parameter(tt.tensor([1.0, -2.0]))]
     opt, ref = optim.SGD([p], lr=0.1, momentum=0.9, fused=True), optim.SGD([q], lr=0.1, momentum=0.9)
-    scaler = GradScaler("cpu", init_scale=4.0)
+    scaler = GradScaler(DEV, init_scale=4.0)
     p.grad = tt.tensor([np.inf, 4.0])
     scaler.scale(tt.ones(1))
     scaler.step(opt)
