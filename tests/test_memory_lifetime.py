@@ -87,7 +87,7 @@ def test_views_of_views_keep_memory_alive():
 
 
 def test_owned_storage_views_keep_memory_alive():
-    t = tt.full((100_000,), 3.0)
+    t = tt.full((100_000,), 3.0, device="cpu")  # host memory is what this checks, whatever the default device
     v = t.numpy()
     b = t.untyped_storage().bytes_view()
     del t
@@ -145,7 +145,7 @@ def test_dropping_the_last_view_frees_at_once():
         assert alive() is not None  # b still holds it
         del b
         assert alive() is None, "something still holds the borrowed array (a reference cycle?)"
-        t = tt.empty(1000)  # an owned storage (and no kernel launch, whose interpreter holds args)
+        t = tt.empty(1000, device="cpu")  # an owned host storage (and no kernel launch, whose interpreter holds args)
         v = t.numpy()
         raw = weakref.ref(_base_chain(v)[-1])
         del t
@@ -197,5 +197,7 @@ def test_deepcopy_and_pickle_of_storages_copy_bytes():
     m2 = copy.deepcopy(m)
     assert m.weight.data_ptr() != m2.weight.data_ptr()
     np.testing.assert_array_equal(m(tt.ones(2, 4)).detach().numpy(), m2(tt.ones(2, 4)).detach().numpy())
-    s = pickle.loads(pickle.dumps(b.untyped_storage()))
-    assert s.data_ptr() != b.data_ptr() and s.bytes_view().tobytes() == b.untyped_storage().bytes_view().tobytes()
+    # A storage pickles on its own only on the host (a CUDA storage refuses: it is a device address).
+    hb = b.cpu()
+    s = pickle.loads(pickle.dumps(hb.untyped_storage()))
+    assert s.data_ptr() != hb.data_ptr() and s.bytes_view().tobytes() == hb.untyped_storage().bytes_view().tobytes()
