@@ -67,6 +67,17 @@ def cuda_semantics(monkeypatch):
     monkeypatch.setattr(am, "_device_type_of", lambda t: "cuda")
 
 
+@pytest.fixture
+def cpu_tensors():
+    """A "cpu" region casts only CPU tensors (a region of one device type leaves the other's alone:
+    test_other_device_type_and_non_floating_untouched), so the tests of the cpu lists make their
+    tensors on the cpu, also in the device-tensor variant (TRITENSOR_TEST_DEVICE=cuda)."""
+    before = tt.get_default_device()
+    tt.set_default_device("cpu")
+    yield
+    tt.set_default_device(before)
+
+
 def _expected(lists, name, in_dtype, lowp):
     if name in lists["lower"]:
         return lowp
@@ -76,7 +87,7 @@ def _expected(lists, name, in_dtype, lowp):
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))
-def test_op_output_dtype_in_cpu_region(name):
+def test_op_output_dtype_in_cpu_region(name, cpu_tensors):
     for in_dtype in (f32, bf16):
         with tt.autocast("cpu"):
             out = CALLS[name](in_dtype)
@@ -127,7 +138,7 @@ def test_explicit_dtype_is_not_eligible_and_inplace_never_casts(cuda_semantics):
         pass
 
 
-def test_other_device_type_and_non_floating_untouched(monkeypatch):
+def test_other_device_type_and_non_floating_untouched(monkeypatch, cpu_tensors):
     monkeypatch.setattr(am, "_device_type_of", lambda t: "cuda")  # tensors count as cuda; the region is cpu
     with tt.autocast("cpu"):
         assert CALLS["mm"](f32).dtype is f32
@@ -138,7 +149,7 @@ def test_other_device_type_and_non_floating_untouched(monkeypatch):
         assert tt.mm(_t((2, 2), tt.float64), _t((2, 2), tt.float64)).dtype is tt.float64  # fp64 never cast
 
 
-def test_nesting_disabled_regions_dtype_and_decorator():
+def test_nesting_disabled_regions_dtype_and_decorator(cpu_tensors):
     assert not tt.is_autocast_enabled("cpu") and tt.get_autocast_dtype("cpu") is bf16
     assert tt.get_autocast_dtype("cuda") is f16
     with tt.autocast("cpu"):
@@ -162,7 +173,7 @@ def test_nesting_disabled_regions_dtype_and_decorator():
     assert tt.autocast is tt.amp.autocast
 
 
-def test_state_exits_on_exception_and_cuda_without_gpu_disables():
+def test_state_exits_on_exception_and_cuda_without_gpu_disables(cpu_tensors):
     with pytest.raises(KeyError):
         with tt.autocast("cpu"):
             raise KeyError
@@ -173,7 +184,7 @@ def test_state_exits_on_exception_and_cuda_without_gpu_disables():
                 assert not tt.is_autocast_enabled("cuda")
 
 
-def test_threads_do_not_share_state():
+def test_threads_do_not_share_state(cpu_tensors):
     seen, go, done = {}, threading.Event(), threading.Event()
 
     def other():
@@ -203,7 +214,7 @@ def _count_casts(monkeypatch):
     return casts
 
 
-def test_cast_cache_one_cast_per_weight_per_region(monkeypatch):
+def test_cast_cache_one_cast_per_weight_per_region(monkeypatch, cpu_tensors):
     casts = _count_casts(monkeypatch)
     w = tt.nn.Parameter(_t((4, 3), f32))
     x = _t((2, 3), f32, 1)
@@ -225,7 +236,7 @@ def test_cast_cache_one_cast_per_weight_per_region(monkeypatch):
     assert len([c for c in casts if c[0] == id(w)]) == 3  # a new region casts again
 
 
-def test_backward_runs_in_forward_dtype_and_grads_reach_leaves_in_their_dtype():
+def test_backward_runs_in_forward_dtype_and_grads_reach_leaves_in_their_dtype(cpu_tensors):
     w = tt.nn.Parameter(_t((4, 3), f32))
     x = _t((2, 3), f32, 1).requires_grad_()
     seen = []
@@ -241,7 +252,7 @@ def test_backward_runs_in_forward_dtype_and_grads_reach_leaves_in_their_dtype():
     assert_close(w.grad, ref.T @ x.detach().numpy(), bf16, "autocast_bf16")  # fp32 grad through bf16 ops
 
 
-def test_custom_fwd_and_bwd():
+def test_custom_fwd_and_bwd(cpu_tensors):
     seen = {}
 
     class Sq(tt.autograd.Function):
