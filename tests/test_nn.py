@@ -219,10 +219,12 @@ def test_digits_short_run_learns():
     train = DataLoader(TensorDataset(tt.from_numpy(x_train[:256]), tt.from_numpy(y_train[:256])), batch_size=32)
     test = DataLoader(TensorDataset(tt.from_numpy(x_test[:120]), tt.from_numpy(y_test[:120])), batch_size=64)
     model = ex.make_model()
+    device = str(next(model.parameters()).device.type)  # the default device; batches move there, as in the example
     opt = tt.optim.Adam(model.parameters(), lr=3e-3)
-    before = ex.evaluate(model, test)
+    before = ex.evaluate(model, test, device)
     losses = []
     for xb, yb in train:
+        xb, yb = xb.to(device), yb.to(device)
         loss = F.cross_entropy(model(xb), yb)
         opt.zero_grad()
         loss.backward()
@@ -230,7 +232,7 @@ def test_digits_short_run_learns():
         opt.step()
         losses.append(float(loss))
     assert len(losses) == 8 and losses[-1] < losses[0]
-    assert ex.evaluate(model, test) > before
+    assert ex.evaluate(model, test, device) > before
     assert model.training  # evaluate() puts the model back in training mode
 
 
