@@ -34,7 +34,7 @@ ROWS = [
 _BATCH_US = 5_000  # each timed batch lasts about this long (short batches: some escape the noise)
 
 
-def time_rows(T, repeat: int, device: str = "cpu") -> dict:
+def time_rows(T, repeat: int, device: str = "cpu", clock=None) -> dict:
     """{name: [ops, microseconds per call]} for module ``T`` (tritensor or torch) on ``device``.
 
     On "cuda" each batch ends with a device synchronize, so a row's time is its real time per
@@ -45,7 +45,8 @@ def time_rows(T, repeat: int, device: str = "cpu") -> dict:
         scope = {"T": T, "D": device}
         exec(setup, scope)
         fn = eval(f"lambda: {stmt}", scope)
-        clock = time.thread_time if device == "cpu" else time.perf_counter  # the GPU's time is wall time
+        if clock is None:
+            clock = time.thread_time if device == "cpu" else time.perf_counter  # the GPU's time is wall time
         for _ in range(20):
             fn()
         t0 = time.perf_counter()
@@ -69,6 +70,23 @@ def measure_device(repeat: int) -> dict:
     import tritensor as tt
 
     return time_rows(tt, repeat, "cuda")
+
+
+def measure_sim(repeat: int) -> dict:
+    """tritensor's rows on device tensors of the simulated device, the driver's launch call a no-op
+    (``runtime/sim.py: HOST_ONLY``): the GPU path's host cost (allocator, streams, argument
+    packing, the direct launcher), which ``measure`` (the CPU path) leaves out. Thread CPU time."""
+    import tritensor as tt
+    from tritensor.runtime import sim
+
+    for _ in range(3):  # each row's kernels are through their checked launches and run direct
+        time_rows(tt, 1, "cuda", time.thread_time)
+    tt.cuda.synchronize()
+    sim.HOST_ONLY = True
+    try:
+        return time_rows(tt, repeat, "cuda", time.thread_time)
+    finally:
+        sim.HOST_ONLY = False
 
 
 def measure(repeat: int) -> dict:

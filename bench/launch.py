@@ -11,7 +11,8 @@ that covers the tensor.
 
 Times are wall clock: the minimum and the median of ``--repeat`` calls after warm-up.
 
-``--host-only``: tritensor's host path per op alone, every launch a no-op (``bench/host_only.py``),
+``--sim``: the GPU path's host cost per op on the simulated device, the driver's launch a no-op
+(``bench/host_only.py: measure_sim``). ``--host-only``: the CPU path's host cost per op, every launch a no-op,
 beside torch CPU eager with ``--peer-python``.
 """
 from __future__ import annotations
@@ -125,6 +126,9 @@ def main(argv=None) -> int:
     p.add_argument("--peer-python", metavar="PATH",
                    help="a Python with torch and Triton: also time stock Triton's add kernel on torch tensors")
     p.add_argument("--json", metavar="PATH", help="also write the measurements as JSON")
+    p.add_argument("--sim", action="store_true",
+                   help="time the GPU path's host cost per op on the simulated device (TRITENSOR_DEVICE=sim), the "
+                        "driver's launch call a no-op; with --peer-python, beside torch CPU eager on the same rows")
     p.add_argument("--host-only", action="store_true",
                    help="time tritensor's host path per op with every kernel launch a no-op (bench/host_only.py); "
                         "with --peer-python, beside torch CPU eager on the same rows")
@@ -132,10 +136,26 @@ def main(argv=None) -> int:
     if args.repeat < 1:
         p.error("--repeat must be a positive integer")
 
+    if args.sim and os.environ.get("TRITENSOR_DEVICE") != "sim":  # the mode is chosen at import: a process of its own
+        env = dict(os.environ, TRITENSOR_DEVICE="sim")
+        return subprocess.run([sys.executable, "-m", "tritensor.bench", "launch", *(argv if argv is not None else
+                                                                                    sys.argv[2:])], env=env).returncode
+
     import tritensor as tt
 
     gpu = tt.cuda.is_available()
     stamp = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    if args.sim:
+        print(f"tritensor {tt.__version__} GPU path per op on the simulated device, the driver's launch a no-op -- "
+              f"{stamp}")
+        rows = host_only.measure_sim(max(3, args.repeat // 20))
+        peer = host_only.run_peer(args.peer_python, max(3, args.repeat // 20)) if args.peer_python else None
+        print(host_only.report(rows, peer, "GPU path (simulated), per call"))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"date": stamp, "mode": "sim", "host_only": rows, "peer": peer}, f, indent=1)
+            print(f"wrote {args.json}")
+        return 0
     if args.host_only:
         print(f"tritensor {tt.__version__} host path per op, launches replaced by a no-op -- "
               f"{'GPU' if gpu else 'CPU mode'} -- {stamp}")

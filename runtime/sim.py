@@ -86,6 +86,9 @@ SM_COUNT = 132
 MAX_THREADS = 1024
 
 _lock = threading.RLock()  # one device model for every thread: its state and the interpreter
+# ``bench launch --sim`` times the GPU path's host side: a launch is then counted and does nothing
+# (the driver's launch call a no-op), and the per-tensor bookkeeping, which a GPU has not, is off.
+HOST_ONLY = False
 counts: collections.Counter = collections.Counter()
 
 
@@ -565,6 +568,9 @@ class SimCompiled:
 
     def run(self, gx, gy, gz, stream, function, packed_metadata, launch_metadata, enter_hook, exit_hook, *args):
         """A kernel launch (``cuLaunchKernel``): checked now, run when its stream gets to it."""
+        if HOST_ONLY:
+            counts["launch"] += 1
+            return
         with _lock:
             counts["launch"] += 1
             _check_sticky()
@@ -1041,6 +1047,8 @@ def block_lent(ptr: int, nbytes: int, stream: CoreStream) -> None:
     """The caching allocator handed the block at ``ptr`` to a tensor of ``nbytes``: from this point
     of its stream on, accesses past those bytes fault. (Not a driver call: not counted.)"""
     s = getattr(stream, "_s", None)  # a stream of the simulator's (tests may drive the allocator with fakes)
+    if HOST_ONLY:
+        return
     with _lock:
         a = space.find(ptr)
         if s is None or a is None or a.start != ptr:
@@ -1056,6 +1064,8 @@ def block_returned(ptr: int, size: int, stream: CoreStream) -> None:
     """The block at ``ptr`` went back into the allocator's cache: from this point of its stream on
     it holds poison (strict mode: any access faults)."""
     s = getattr(stream, "_s", None)
+    if HOST_ONLY:
+        return
     with _lock:
         a = space.find(ptr)
         if s is None or a is None or a.start != ptr:
