@@ -16,6 +16,17 @@ from tritensor.core import dlpack
 DTYPES = [tt.float32, tt.float64, tt.float16, tt.int32, tt.int64, tt.bool]
 
 
+@pytest.fixture(autouse=True)
+def host_tensors():
+    """These tests exchange host memory with NumPy, which consumes only CPU capsules and shares
+    only host memory: their tensors are made on the cpu, also in the device-tensor variant
+    (TRITENSOR_TEST_DEVICE=cuda). The device side is test_device_capsules_round_trip's."""
+    before = tt.get_default_device()
+    tt.set_default_device("cpu")
+    yield
+    tt.set_default_device(before)
+
+
 @pytest.mark.parametrize("d", DTYPES, ids=str)
 def test_numpy_from_tritensor_shares_memory(d):
     t = tt.tensor(np.arange(12).reshape(3, 4) % 2, dtype=d)
@@ -216,3 +227,24 @@ def test_utils_dlpack_is_torchs_older_spelling():
     assert back.data_ptr() == t.data_ptr() and back.shape == t.shape  # the same memory, no copy
     with pytest.raises(TypeError, match="argument 'tensor' must be Tensor"):
         tud.to_dlpack(np.zeros(3))
+
+
+@pytest.mark.skipif(not tt.cuda.is_available(), reason="needs a CUDA device (a GPU, or TRITENSOR_DEVICE=sim)")
+def test_device_capsules_round_trip():
+    """A device tensor's capsule names its device and its device address; importing it gives a
+    tensor over the same device memory (writes through one are seen through the other), released
+    once the last view is gone."""
+    gc.collect()
+    before = dlpack.live_exports()
+    t = tt.arange(6, dtype=tt.float32, device="cuda").reshape(2, 3)
+    assert t.__dlpack_device__() == (dlpack.kDLCUDA, t.device.index or 0)
+    assert t.__cuda_array_interface__["data"] == (t.data_ptr(), False)
+    v = t.t()[1:]
+    back = tt.from_dlpack(v.__dlpack__(max_version=(1, 0)))
+    assert back.device == t.device and back.data_ptr() == v.data_ptr() and back.stride() == v.stride()
+    back.fill_(-1.0)
+    assert t.cpu().tolist() == [[0.0, -1.0, -1.0], [3.0, -1.0, -1.0]]
+    assert dlpack.live_exports() == before + 1
+    del back
+    gc.collect()
+    assert dlpack.live_exports() == before
