@@ -19,12 +19,12 @@ def test_embedding_forward_and_backward_vs_numpy(dtype, idx_shape):
     idx = rng.integers(0, 11, size=idx_shape)
     if idx.size:
         idx.reshape(-1)[0] = idx.reshape(-1)[-1]  # a duplicate: gradients must accumulate
-    weight = tt.from_numpy(w).requires_grad_()
-    out = F.embedding(tt.from_numpy(idx), weight)
+    weight = tt.tensor(w).requires_grad_()
+    out = F.embedding(tt.tensor(idx), weight)
     assert tuple(out.shape) == idx_shape + (5,) and out.dtype is dtype
     assert_close(out.detach(), w.astype(np.float64)[idx], dtype)
     g = rng.standard_normal(idx_shape + (5,)).astype(NP[dtype])
-    out.backward(tt.from_numpy(g))
+    out.backward(tt.tensor(g))
     expected = np.zeros((11, 5))
     np.add.at(expected, idx.reshape(-1), g.astype(np.float64).reshape(-1, 5))
     assert weight.grad.dtype is dtype
@@ -33,10 +33,10 @@ def test_embedding_forward_and_backward_vs_numpy(dtype, idx_shape):
 
 def test_noncontiguous_weight_and_int32_indices():
     base = np.arange(24, dtype=np.float32).reshape(4, 6)
-    weight = tt.from_numpy(base).T  # (6, 4), strides (1, 6)
+    weight = tt.tensor(base).T  # (6, 4), strides (1, 6)
     assert not weight.is_contiguous()
     idx = np.array([[5, 0], [3, 3]], dtype=np.int32)
-    assert_close(F.embedding(tt.from_numpy(idx), weight), base.T[idx], tt.float32)
+    assert_close(F.embedding(tt.tensor(idx), weight), base.T[idx], tt.float32)
 
 
 def test_padding_idx_gets_no_gradient_and_module_zeroes_it():
@@ -62,9 +62,9 @@ def test_scale_grad_by_freq_divides_by_counts():
 def test_max_norm_renormalises_looked_up_rows_in_place(norm_type):
     rng = np.random.default_rng(2)
     w = (rng.standard_normal((5, 4)) * 3).astype(np.float32)
-    weight = tt.from_numpy(w.copy())
+    weight = tt.tensor(w.copy())
     idx = np.array([0, 3, 3])
-    out = F.embedding(tt.from_numpy(idx), weight, max_norm=1.5, norm_type=norm_type)
+    out = F.embedding(tt.tensor(idx), weight, max_norm=1.5, norm_type=norm_type)
     ref = w.astype(np.float64).copy()
     for i in np.unique(idx):
         n = np.linalg.norm(ref[i], ord=norm_type)
@@ -76,7 +76,7 @@ def test_max_norm_renormalises_looked_up_rows_in_place(norm_type):
 
 def test_embedding_gradcheck():
     rng = np.random.default_rng(3)
-    w = tt.from_numpy(rng.standard_normal((6, 2))).requires_grad_()
+    w = tt.tensor(rng.standard_normal((6, 2))).requires_grad_()
     idx = tt.tensor([[1, 4, 1], [0, 5, 1]])
     assert tt.autograd.gradcheck(lambda w: F.embedding(idx, w, padding_idx=3), (w,))  # 3 unused: a padding row present has no true derivative
     assert tt.autograd.gradgradcheck(lambda w: F.embedding(idx, w) ** 2, (w,))
