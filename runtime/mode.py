@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import warnings
 
 
@@ -56,6 +57,10 @@ CPU = not GPU
 INTERPRET = MODE in ("cpu", "sim")  # kernels run in Triton's interpreter
 
 if INTERPRET:
+    if "triton.language" in sys.modules and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        warnings.warn("triton was imported before tritensor: Triton's own library was built for a compiler, not for "
+                      "the interpreter that tritensor runs kernels in here, and kernels that call it (tl.randn, "
+                      "tl.sigmoid ...) will fail. Import tritensor before triton.", RuntimeWarning, stacklevel=2)
     os.environ["TRITON_INTERPRET"] = "1"
 elif os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
     warnings.warn("TRITON_INTERPRET is set but a GPU is present: tritensor runs in GPU mode and compiles kernels")
