@@ -57,7 +57,9 @@ CPU = not GPU
 INTERPRET = MODE in ("cpu", "sim")  # kernels run in Triton's interpreter
 
 if INTERPRET:
-    if "triton.language" in sys.modules and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    # (A tool that sets TRITON_INTERPRET=0 itself before importing Triton, tools/sm90_compile.py,
+    # wants exactly that and rebuilds the kernels it compiles.)
+    if "triton.language" in sys.modules and os.environ.get("TRITON_INTERPRET") is None:
         warnings.warn("triton was imported before tritensor: Triton's own library was built for a compiler, not for "
                       "the interpreter that tritensor runs kernels in here, and kernels that call it (tl.randn, "
                       "tl.sigmoid ...) will fail. Import tritensor before triton.", RuntimeWarning, stacklevel=2)
