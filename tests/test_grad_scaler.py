@@ -7,6 +7,9 @@ from tritensor.amp import GradScaler
 from tritensor.core.tensor import Tensor
 from tritensor.triton_kernels import amp as amp_k
 
+# The scaler lives where the tests' tensors are made (the default device: cuda in the device-tensor variant).
+DEV = tt.get_default_device().type
+
 
 class NumpyScaler:
     """PyTorch's rules in float64: skip on inf/NaN, back off, grow after growth_interval clean steps."""
@@ -41,7 +44,7 @@ STEPS = [[1.0, 2.0, -3.0], [0.5, 0.25, 1.0], [np.inf, 1.0, 1.0], [1.0, 1.0, 1.0]
 def test_several_steps_with_inf_and_nan_against_numpy_model():
     p = _param([0.1, 0.2, 0.3])
     opt = tt.optim.SGD([p], lr=0.125)
-    scaler = GradScaler("cpu", init_scale=16.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2)
+    scaler = GradScaler(DEV, init_scale=16.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2)
     ref, p64 = NumpyScaler(16.0, 2.0, 0.5, 2), np.array([0.1, 0.2, 0.3], dtype=np.float32).astype(np.float64)
     for x in STEPS:
         opt.zero_grad()
@@ -65,7 +68,7 @@ def test_several_steps_with_inf_and_nan_against_numpy_model():
 def test_unscale_then_clip_then_step_and_accumulation():
     p = _param([1.0, 1.0])
     opt = tt.optim.SGD([p], lr=1.0)
-    scaler = GradScaler("cpu", init_scale=1024.0)
+    scaler = GradScaler(DEV, init_scale=1024.0)
     _backward(scaler, p, [1.0, 2.0])
     _backward(scaler, p, [1.0, 2.0])  # accumulated over two micro-batches
     scaler.unscale_(opt)
@@ -80,7 +83,7 @@ def test_unscale_then_clip_then_step_and_accumulation():
 def test_several_optimizers_one_scaler():
     a, b = _param([1.0]), _param([1.0])
     oa, ob = tt.optim.SGD([a], lr=1.0), tt.optim.SGD([b], lr=1.0)
-    scaler = GradScaler("cpu", init_scale=8.0, growth_interval=1)
+    scaler = GradScaler(DEV, init_scale=8.0, growth_interval=1)
     loss = (a * 2.0).sum() + (b * float("inf")).sum()
     scaler.scale(loss).backward()
     scaler.step(oa)
@@ -93,7 +96,7 @@ def test_several_optimizers_one_scaler():
 def test_no_host_read_in_unscale_and_update(monkeypatch):
     p = _param([1.0, 2.0])
     opt = tt.optim.SGD([p], lr=1.0)
-    scaler = GradScaler("cpu")
+    scaler = GradScaler(DEV)
     _backward(scaler, p, [1.0, 1.0])
     launches = []
     real = amp_k.launch
@@ -110,7 +113,7 @@ def test_no_host_read_in_unscale_and_update(monkeypatch):
 
 
 def test_update_new_scale_getters_setters_and_disabled():
-    scaler = GradScaler("cpu", init_scale=4.0)
+    scaler = GradScaler(DEV, init_scale=4.0)
     assert scaler.get_scale() == 4.0 and scaler.is_enabled()
     scaler.scale(tt.ones(1))
     scaler.update(32.0)
@@ -121,7 +124,7 @@ def test_update_new_scale_getters_setters_and_disabled():
     scaler.set_backoff_factor(0.25)
     scaler.set_growth_interval(7)
     assert (scaler.get_growth_factor(), scaler.get_backoff_factor(), scaler.get_growth_interval()) == (3.0, 0.25, 7)
-    off = GradScaler("cpu", enabled=False)
+    off = GradScaler(DEV, enabled=False)
     x = tt.ones(2)
     assert off.scale(x) is x and off.get_scale() == 1.0 and off.state_dict() == {} and not off.is_enabled()
     if not tt.cuda.is_available():
@@ -130,7 +133,7 @@ def test_update_new_scale_getters_setters_and_disabled():
 
 
 def test_scale_nested_outputs():
-    scaler = GradScaler("cpu", init_scale=4.0)
+    scaler = GradScaler(DEV, init_scale=4.0)
     out = scaler.scale([tt.ones(2), (tt.full((1,), 2.0), [tt.ones(1).bfloat16()])])
     assert isinstance(out, list) and isinstance(out[1], tuple) and isinstance(out[1][1], list)
     assert out[0].tolist() == [4.0, 4.0] and out[1][0].tolist() == [8.0] and out[1][1][0].float().tolist() == [4.0]
@@ -139,7 +142,7 @@ def test_scale_nested_outputs():
 def test_state_dict_round_trip():
     p = _param([1.0])
     opt = tt.optim.SGD([p], lr=0.1)
-    s = GradScaler("cpu", init_scale=64.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=3)
+    s = GradScaler(DEV, init_scale=64.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=3)
     for x in ([1.0], [1.0], [np.inf], [1.0]):
         opt.zero_grad()
         _backward(s, p, x)
@@ -148,10 +151,10 @@ def test_state_dict_round_trip():
     sd = s.state_dict()
     assert sd == {"scale": 16.0, "growth_factor": 4.0, "backoff_factor": 0.25, "growth_interval": 3,
                   "_growth_tracker": 1}
-    fresh = GradScaler("cpu")
+    fresh = GradScaler(DEV)
     fresh.load_state_dict(sd)
     assert fresh.state_dict() == sd
-    used = GradScaler("cpu")
+    used = GradScaler(DEV)
     used.scale(tt.ones(1))  # already holds device scale/tracker tensors
     used.load_state_dict(sd)
     assert used.state_dict() == sd and used._scale.item() == 16.0
@@ -162,7 +165,7 @@ def test_state_dict_round_trip():
 def test_errors_before_any_kernel(monkeypatch):
     p = _param([1.0])
     opt = tt.optim.SGD([p], lr=0.1)
-    scaler = GradScaler("cpu")
+    scaler = GradScaler(DEV)
     with pytest.raises(TypeError, match="floating"):
         scaler.scale([tt.ones(1), tt.ones(1, dtype=tt.int64)])
     assert scaler._scale is None  # nothing was scaled, nothing allocated
@@ -171,7 +174,7 @@ def test_errors_before_any_kernel(monkeypatch):
     with pytest.raises(RuntimeError, match="unsupported device"):
         GradScaler("xpu")
     with pytest.raises(ValueError, match="growth_factor"):
-        GradScaler("cpu", growth_factor=1.0)
+        GradScaler(DEV, growth_factor=1.0)
     with pytest.raises(AssertionError, match="_scale is None"):
         scaler.unscale_(opt)
     _backward(scaler, p, [1.0])
