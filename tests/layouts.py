@@ -7,6 +7,9 @@ the reduction/softmax/layer_norm tests run each case on every layout here:
 - ``transposed``: built with the dims reversed and permuted back (every stride "wrong");
 - ``sliced``: every dim taken with step 2 from an offset of 1 (strides > 1, nonzero offset);
 - ``expanded``: dim 0 broadcast from size 1 (stride 0: the same memory read many times).
+
+The tensors are made on the default device (``tt.tensor``, not ``from_numpy``, which is always
+the cpu), so the device-tensor variant (TRITENSOR_TEST_DEVICE=cuda) reads device memory.
 """
 import numpy as np
 
@@ -32,18 +35,18 @@ def _make(shape, dtype, layout, values):
     nd = len(shape)
     if layout == "contiguous" or nd == 0:
         base = np.asarray(values(shape)).astype(NP[dtype])
-        return tt.from_numpy(base), base.astype(np.float64)
+        return tt.tensor(base), base.astype(np.float64)
     if layout == "transposed":
         base = values(shape[::-1]).astype(NP[dtype])
         perm = tuple(reversed(range(nd)))
-        return tt.from_numpy(base).permute(perm), base.transpose(perm).astype(np.float64)
+        return tt.tensor(base).permute(perm), base.transpose(perm).astype(np.float64)
     if layout == "sliced":
         base = values(tuple(2 * n + 1 for n in shape)).astype(NP[dtype])
         index = (slice(1, None, 2),) * nd
-        return tt.from_numpy(base)[index], base[index].astype(np.float64)
+        return tt.tensor(base)[index], base[index].astype(np.float64)
     if layout == "expanded":
         base = values((1,) + shape[1:]).astype(NP[dtype])
-        return tt.from_numpy(base).expand(shape), np.broadcast_to(base, shape).astype(np.float64)
+        return tt.tensor(base).expand(shape), np.broadcast_to(base, shape).astype(np.float64)
     raise ValueError(f"unknown layout {layout!r}")
 
 

@@ -58,11 +58,11 @@ def test_against_float64(affine, dtype, layout, shape, norm):
     w_np = b_np = w = b = None
     if affine != "none":
         w_np = RNG.standard_normal(norm).astype(NP[dtype])
-        w = tt.from_numpy(w_np)
+        w = tt.tensor(w_np)
         w_np = w_np.astype(np.float64)
     if affine == "both":
         b_np = RNG.standard_normal(norm).astype(NP[dtype])
-        b = tt.from_numpy(b_np)
+        b = tt.tensor(b_np)
         b_np = b_np.astype(np.float64)
     y = tt.layer_norm(x, norm, w, b)
     assert y.shape == x.shape and y.dtype is dtype
@@ -76,9 +76,9 @@ def test_against_float64(affine, dtype, layout, shape, norm):
 def test_native_layer_norm_statistics(dtype):
     """mean and rstd are returned for the backward: fp32 (fp64 for fp64), shaped [*lead, 1...]."""
     a = normal((3, 4, 6, 5)).astype(NP[dtype])
-    x = tt.from_numpy(a)[:, 1:]  # a sliced (non-contiguous) view
+    x = tt.tensor(a)[:, 1:]  # a sliced (non-contiguous) view
     ref = a[:, 1:].astype(np.float64)
-    w = tt.from_numpy(RNG.standard_normal((6, 5)).astype(NP[dtype]))
+    w = tt.tensor(RNG.standard_normal((6, 5)).astype(NP[dtype]))
     y, mean, rstd = tt.native_layer_norm(x, (6, 5), w, None, 1e-3)
     e_y, e_mean, e_rstd = ref_layer_norm(ref, 2, w.numpy().astype(np.float64), None, 1e-3)
     stats = tt.float64 if dtype is tt.float64 else tt.float32
@@ -97,7 +97,7 @@ def test_rows_longer_than_one_tile_with_large_mean(layout, dtype):
     x, ref = make((2, n), dtype, layout, lambda s: 1e3 + RNG.standard_normal(s))
     w_np = RNG.standard_normal(n).astype(NP[dtype])
     b_np = RNG.standard_normal(n).astype(NP[dtype])
-    y, mean, rstd = tt.native_layer_norm(x, [n], tt.from_numpy(w_np), tt.from_numpy(b_np))
+    y, mean, rstd = tt.native_layer_norm(x, [n], tt.tensor(w_np), tt.tensor(b_np))
     e_y, e_mean, e_rstd = ref_layer_norm(ref, 1, w_np.astype(np.float64), b_np.astype(np.float64))
     stats = tt.float64 if dtype is tt.float64 else tt.float32
     # rstd: fp32 chunk means carry the rounding of 1e3-sized sums (fp64 keeps the default)
@@ -114,9 +114,9 @@ def test_mixed_dtype_affine_and_strided_weight():
     weight is read correctly."""
     a = normal((4, 8)).astype(np.float16)
     wbase = RNG.standard_normal((8, 3)).astype(np.float32)
-    w = tt.from_numpy(wbase)[:, 1]  # stride 3
-    b = tt.from_numpy(RNG.standard_normal(8).astype(np.float32))
-    y = tt.layer_norm(tt.from_numpy(a), 8, w, b, eps=1e-6)
+    w = tt.tensor(wbase)[:, 1]  # stride 3
+    b = tt.tensor(RNG.standard_normal(8).astype(np.float32))
+    y = tt.layer_norm(tt.tensor(a), 8, w, b, eps=1e-6)
     assert y.dtype is tt.float16
     e, _, _ = ref_layer_norm(a.astype(np.float64), 1, wbase[:, 1].astype(np.float64), b.numpy().astype(np.float64),
                              1e-6)
@@ -128,7 +128,7 @@ def test_constant_rows_normalize_exactly_to_bias(n):
     """x - mean must be exactly 0 (sum/n of 0.1f copies is not 0.1f): rstd = 1/sqrt(eps) ~ 316
     would blow up any rounding left in it."""
     x = tt.full((3, 1), 0.1).expand(3, n)
-    b = tt.from_numpy(RNG.standard_normal(n).astype(np.float32))
+    b = tt.tensor(RNG.standard_normal(n).astype(np.float32))
     y, mean, rstd = tt.native_layer_norm(x, (n,), tt.ones(n), b)
     np.testing.assert_array_equal(y.numpy(), np.broadcast_to(b.numpy(), (3, n)))
     np.testing.assert_array_equal(mean.numpy(), np.full((3, 1), np.float32(0.1)))

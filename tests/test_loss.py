@@ -45,10 +45,10 @@ def test_cross_entropy_kernel_vs_numpy(dtype, shape, layout):
     if n > 2:
         t[1] = -100
     if layout == "transposed":
-        x = tt.from_numpy(np.ascontiguousarray(xn.T)).t()
+        x = tt.tensor(np.ascontiguousarray(xn.T)).t()
         assert not x.is_contiguous() or n == 1 or c == 1
     else:
-        x = tt.from_numpy(xn.copy())
+        x = tt.tensor(xn.copy())
     x.requires_grad_()
     rows, grad_rows, count = ce_ref(xn.astype(np.float64), t)
     for reduction, ref, gscale in (("none", rows, 1.0), ("sum", rows.sum(), 1.0), ("mean", rows.sum() / count,
@@ -108,7 +108,7 @@ def test_cross_entropy_weight_ignore_index_label_smoothing_vs_numpy(dtype, weigh
     w = rng.uniform(0.1, 2.0, size=c).astype(NP[dtype]) if weighted else None
     x64 = xn.astype(np.float64)
     w64 = None if w is None else w.astype(np.float64)
-    x = tt.from_numpy(xn.copy()).requires_grad_()
+    x = tt.tensor(xn.copy()).requires_grad_()
     kw = dict(ignore_index=7, label_smoothing=label_smoothing)
     for reduction in ("none", "sum", "mean"):
         x.grad = None
@@ -217,10 +217,10 @@ def test_mse_loss_vs_numpy(reduction):
     a, b = rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal((3, 5)).astype(np.float32)
     d = (a.astype(np.float64) - b.astype(np.float64)) ** 2
     ref = {"mean": d.mean(), "sum": d.sum(), "none": d}[reduction]
-    out = nn.functional.mse_loss(tt.from_numpy(a), tt.from_numpy(b).T.contiguous().T, reduction=reduction)
+    out = nn.functional.mse_loss(tt.tensor(a), tt.tensor(b).T.contiguous().T, reduction=reduction)
     assert_close(out, ref, tt.float32)
     with pytest.raises(ValueError, match="reduction"):
-        nn.functional.mse_loss(tt.from_numpy(a), tt.from_numpy(b), reduction="avg")
+        nn.functional.mse_loss(tt.tensor(a), tt.tensor(b), reduction="avg")
 
 
 # ----- issue 15: l1_loss, smooth_l1_loss, binary_cross_entropy(_with_logits), kl_div, NLLLoss,
@@ -232,8 +232,8 @@ def _t(a, dtype, transposed=False):
     """A tensor of ``a``'s values (rounded to dtype), optionally a non-contiguous transposed view."""
     a = np.asarray(a).astype(NP[dtype])
     if transposed:
-        return tt.from_numpy(np.ascontiguousarray(a.T)).T, a.astype(np.float64)
-    return tt.from_numpy(a), a.astype(np.float64)
+        return tt.tensor(np.ascontiguousarray(a.T)).T, a.astype(np.float64)
+    return tt.tensor(a), a.astype(np.float64)
 
 
 def _softplus(z):
@@ -297,8 +297,8 @@ def test_bce_probabilities_kl_div_and_nll_module():
     p = rng.random((4, 3)) * 0.98 + 0.01
     y = (rng.random((4, 3)) > 0.5).astype(np.float64)
     w = rng.random((4, 3))
-    got = nn.BCELoss(weight=tt.from_numpy(w.astype(np.float32)))(tt.from_numpy(p.astype(np.float32)),
-                                                                tt.from_numpy(y.astype(np.float32)))
+    got = nn.BCELoss(weight=tt.tensor(w.astype(np.float32)))(tt.tensor(p.astype(np.float32)),
+                                                                tt.tensor(y.astype(np.float32)))
     assert_close(got, (-w * (y * np.log(p) + (1 - y) * np.log(1 - p))).mean(), tt.float32)
     ends = F.binary_cross_entropy(tt.tensor([0.0, 1.0]), tt.tensor([1.0, 0.0]), reduction="none")
     assert ends.tolist() == [100.0, 100.0]  # log clamped at -100, as torch
@@ -306,17 +306,17 @@ def test_bce_probabilities_kl_div_and_nll_module():
     t = rng.dirichlet(np.ones(5), size=3)
     t[0, 1] = 0.0  # a zero target contributes 0 (not nan)
     kl = t * (np.log(np.where(t > 0, t, 1)) - logq)
-    X, T = tt.from_numpy(logq), tt.from_numpy(t)
+    X, T = tt.tensor(logq), tt.tensor(t)
     assert_close(nn.KLDivLoss(reduction="batchmean")(X, T), kl.sum() / 3, tt.float64)
     assert_close(F.kl_div(X, T, reduction="sum"), kl.sum(), tt.float64)
-    assert_close(F.kl_div(X, tt.from_numpy(np.log(t + 1e-30)), reduction="none", log_target=True),
+    assert_close(F.kl_div(X, tt.tensor(np.log(t + 1e-30)), reduction="none", log_target=True),
                  (t + 1e-30) * (np.log(t + 1e-30) - logq), tt.float64)
     with pytest.warns(UserWarning, match="'batchmean' divides only by the batch size"):
         F.kl_div(X, T)
     logp = np.log(rng.dirichlet(np.ones(4), size=5))
     tgt = np.array([0, 3, 3, 1, 2])
     wt = np.array([1.0, 2.0, 0.5, 1.5])
-    got = nn.NLLLoss(weight=tt.from_numpy(wt), ignore_index=1)(tt.from_numpy(logp), tt.from_numpy(tgt))
+    got = nn.NLLLoss(weight=tt.tensor(wt), ignore_index=1)(tt.tensor(logp), tt.tensor(tgt))
     keep = tgt != 1
     assert_close(got, -(wt[tgt] * logp[np.arange(5), tgt])[keep].sum() / wt[tgt][keep].sum(), tt.float64)
 
@@ -334,7 +334,7 @@ def test_cross_entropy_probability_targets_vs_numpy(dtype):
     ts = tr * (1 - ls) + ls / 4
     rows = -(logp * ts * w.reshape(1, 4, 1)).sum(1)
     for reduction, expected in (("none", rows), ("sum", rows.sum()), ("mean", rows.sum() / 15)):
-        got = F.cross_entropy(x, T, weight=tt.from_numpy(w.astype(NP[dtype])), reduction=reduction,
+        got = F.cross_entropy(x, T, weight=tt.tensor(w.astype(NP[dtype])), reduction=reduction,
                               label_smoothing=ls)
         # fp32: 60-term sums (15 positions x 4 classes); fp16/bf16: 15 rows of rounded ops, summed.
         profile, k = ("accumulate", 60) if dtype is tt.float32 else ("rounded_rows", 15)
@@ -385,19 +385,19 @@ def test_cross_entropy_and_friends_gradcheck():
 
 def test_loss_gradchecks():
     rng = np.random.default_rng(3)
-    x = tt.from_numpy(rng.standard_normal((2, 3)) * 2).requires_grad_()
-    y = tt.from_numpy(rng.random((2, 3))).requires_grad_()
-    w = tt.from_numpy(rng.random((1, 3)) + 0.5)
-    pw = tt.from_numpy(rng.random(3) + 0.5)
+    x = tt.tensor(rng.standard_normal((2, 3)) * 2).requires_grad_()
+    y = tt.tensor(rng.random((2, 3))).requires_grad_()
+    w = tt.tensor(rng.random((1, 3)) + 0.5)
+    pw = tt.tensor(rng.random(3) + 0.5)
     g = tt.autograd.gradcheck
     assert g(lambda x, y: F.binary_cross_entropy_with_logits(x, y, w, pos_weight=pw), (x, y))
     assert g(lambda x, y: F.binary_cross_entropy_with_logits(x, y, reduction="none"), (x, y))
     assert g(lambda x, y: F.l1_loss(x, y), (x, y))
     assert g(lambda x, y: F.smooth_l1_loss(x, y, beta=0.7, reduction="sum"), (x, y))
-    p = tt.from_numpy(rng.random((2, 3)) * 0.8 + 0.1).requires_grad_()
+    p = tt.tensor(rng.random((2, 3)) * 0.8 + 0.1).requires_grad_()
     assert g(lambda p, y: F.binary_cross_entropy(p, y), (p, y))
-    logq = tt.from_numpy(rng.standard_normal((2, 3))).requires_grad_()
+    logq = tt.tensor(rng.standard_normal((2, 3))).requires_grad_()
     assert g(lambda a, b: F.kl_div(a, b, reduction="batchmean"), (logq, y))
-    probs = tt.from_numpy(rng.dirichlet(np.ones(3), size=2))
+    probs = tt.tensor(rng.dirichlet(np.ones(3), size=2))
     assert g(lambda x: F.cross_entropy(x, probs, label_smoothing=0.1), (x,))
     assert tt.autograd.gradgradcheck(lambda x: F.cross_entropy(x, probs), (x,))
