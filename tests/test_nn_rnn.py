@@ -413,9 +413,9 @@ def test_forward_errors_name_the_argument(modules, no_launch):
     _err(lambda: lstm(x, tt.zeros(1, 2, 4)), TypeError, "argument 'hx' must be a tuple of two Tensors")
     _err(lambda: gru(x, (tt.zeros(1, 2, 4),)), TypeError, "argument 'hx' must be Tensor")
     _err(lambda: lstm(tt.zeros(0, 2, 3)), RuntimeError, "Expected sequence length to be larger than 0 in RNN")
-    packed = PackedSequence(tt.zeros(3, 2), tt.tensor([2, 1]))
+    packed = PackedSequence(tt.zeros(3, 2), tt.tensor([2, 1], device="cpu"))  # batch_sizes live on the CPU
     _err(lambda: gru(packed), RuntimeError, "input.size.-1. must be equal to input_size. Expected 3, got 2")
-    _err(lambda: gru(PackedSequence(tt.zeros(3, 3), tt.tensor([2, 1])), tt.zeros(1, 3, 4)), RuntimeError,
+    _err(lambda: gru(PackedSequence(tt.zeros(3, 3), tt.tensor([2, 1], device="cpu")), tt.zeros(1, 3, 4)), RuntimeError,
          r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]")
 
 
@@ -459,7 +459,7 @@ def test_pack_and_pad_round_trip_and_gradients():
     x_np = arr(T, B, 2)
     for batch_first in (False, True):
         x = tt.tensor(np.swapaxes(x_np, 0, 1) if batch_first else x_np)
-        p = pack_padded_sequence(x, tt.tensor(lengths), batch_first=batch_first, enforce_sorted=False)
+        p = pack_padded_sequence(x, tt.tensor(lengths, device="cpu"), batch_first=batch_first, enforce_sorted=False)
         order = [1, 0, 2]
         want = np.concatenate([x_np[t, [b for b in order if lengths[b] > t]] for t in range(T)])
         assert p.batch_sizes.tolist() == [3, 2, 1, 1] and p.batch_sizes.dtype is tt.int64
@@ -469,7 +469,7 @@ def test_pack_and_pad_round_trip_and_gradients():
         ref = np.full((6, B, 2), 9.0)
         for b, n in enumerate(lengths):
             ref[:n, b] = x_np[:n, b]
-        assert lens.tolist() == lengths and lens.dtype is tt.int64
+        assert lens.tolist() == lengths and lens.dtype is tt.int64 and lens.device.type == "cpu"
         assert_close(padded, np.swapaxes(ref, 0, 1) if batch_first else ref, F64, "exact")
     as_floats = pack_padded_sequence(tt.tensor(x_np), [2.0, 4.9, 1.0], enforce_sorted=False)  # truncated, as torch
     assert as_floats.batch_sizes.tolist() == [3, 2, 1, 1] and as_floats.sorted_indices.tolist() == [1, 0, 2]
@@ -479,7 +479,9 @@ def test_pack_and_pad_round_trip_and_gradients():
     assert [t.shape[0] for t in unpad_sequence(pad_sequence(seqs), lengths)] == lengths
     sorted_p = pack_sequence(sorted(seqs, key=lambda s: -s.shape[0]))
     assert sorted_p.sorted_indices is None and sorted_p.unsorted_indices is None
-    assert sorted_p.to(F32).data.dtype is F32 and sorted_p.double() is sorted_p and not sorted_p.is_cuda
+    assert sorted_p.to(F32).data.dtype is F32 and sorted_p.double() is sorted_p
+    assert sorted_p.is_cuda == (seqs[0].device.type == "cuda")  # the data's device; batch_sizes stay on the CPU
+    assert sorted_p.cpu().batch_sizes.device.type == "cpu" and not sorted_p.cpu().is_cuda
     xg = tt.tensor(arr(3, 2, 2), requires_grad=True)
     assert gradcheck(lambda x: pad_packed_sequence(pack_padded_sequence(x, [1, 3], enforce_sorted=False),
                                                    batch_first=True)[0], (xg,))
@@ -495,14 +497,14 @@ def test_packing_errors(no_launch):
     _err(lambda: pack_padded_sequence(x, [2, 4, 1]), RuntimeError, "must be sorted in decreasing order when "
                                                                     "`enforce_sorted` is True")
     _err(lambda: pack_padded_sequence(x, [5, 4, 1]), RuntimeError, "a length of 5 is longer than the input's 4")
-    _err(lambda: pack_padded_sequence(x, tt.tensor([[4, 2, 1]])), RuntimeError,
+    _err(lambda: pack_padded_sequence(x, tt.tensor([[4, 2, 1]], device="cpu")), RuntimeError,
          "'lengths' argument should be a 1D CPU int64 tensor, but got 2D cpu Long tensor")
     _err(lambda: pack_padded_sequence(x, 4), RuntimeError, "but got 0D cpu Long tensor")  # torch.as_tensor(4)
     _err(lambda: pack_padded_sequence(x, ["4", "2", "1"]), TypeError, "argument 'lengths' must be a list of ints")
     _err(lambda: unpad_sequence(x, [4, 2]), ValueError, "got 2 lengths for a batch of 3")
     _err(lambda: pack_padded_sequence(tt.zeros(3), [3]), ValueError, "at least 2 dims")
     _err(lambda: pack_padded_sequence(x.numpy(), [4, 2, 1]), TypeError, "argument 'input' must be Tensor")
-    p = PackedSequence(tt.zeros(3, 2), tt.tensor([2, 1]))
+    p = PackedSequence(tt.zeros(3, 2), tt.tensor([2, 1], device="cpu"))
     _err(lambda: pad_packed_sequence(p, total_length=1), ValueError,
          "Expected total_length to be at least the length of the longest sequence in input, but got total_length=1 "
          "and max sequence length being 2")
@@ -523,7 +525,7 @@ def test_autocast_and_half_precision():
     m = make("LSTM", 3, 4, dtype=F32, num_layers=2)
     x = arr(4, 2, 3)
     ref = ref_rnn(m, x)
-    with tt.autocast("cpu", dtype=tt.bfloat16):
+    with tt.autocast(tt.get_default_device().type, dtype=tt.bfloat16):  # the module's device
         out, (h, c) = m(tt.tensor(x, dtype=F32))
     assert out.dtype is tt.bfloat16 and c.dtype is tt.bfloat16
     assert_close(out, ref[0], tt.bfloat16, "autocast_bf16")

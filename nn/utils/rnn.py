@@ -163,7 +163,8 @@ def pack_padded_sequence(input, lengths, batch_first: bool = False, enforce_sort
     rows = b_idx * T + t_idx if batch_first else t_idx * B + b_idx
     flat = input.reshape((T * B,) + tuple(input.shape[2:]))
     data = flat.index_select(0, _index(rows, input.device))
-    return PackedSequence(data, tensor(batch_sizes, dtype=_dt.int64), sorted_indices, None)
+    # batch_sizes is host data on the CPU, whatever the default device (torch's too)
+    return PackedSequence(data, tensor(batch_sizes, dtype=_dt.int64, device="cpu"), sorted_indices, None)
 
 
 def _gather_padded(data: Tensor, rows: np.ndarray, shape: tuple, padding_value) -> Tensor:
@@ -201,7 +202,7 @@ def pad_packed_sequence(sequence, batch_first: bool = False, padding_value: floa
     if batch_first:
         rows = rows.T
     padded = _gather_padded(sequence.data, rows, rows.shape, padding_value)
-    return padded, tensor(lens_sorted[unsorted], dtype=_dt.int64)
+    return padded, tensor(lens_sorted[unsorted], dtype=_dt.int64, device="cpu")  # on the CPU, as torch's
 
 
 def pad_sequence(sequences, batch_first: bool = False, padding_value: float = 0.0,
