@@ -42,7 +42,7 @@ def test_training_forward_backward_and_running_stats_vs_numpy(dtype, layout, sha
     b = rng.standard_normal(C).astype(NP[dtype])
     rm, rv = tt.zeros(C, dtype=dtype), tt.ones(C, dtype=dtype)
     x = x.detach().requires_grad_()
-    W, B = tt.from_numpy(w).requires_grad_(), tt.from_numpy(b).requires_grad_()
+    W, B = tt.tensor(w).requires_grad_(), tt.tensor(b).requires_grad_()
     y = F.batch_norm(x, rm, rv, W, B, training=True, momentum=0.3)
     wr, br = w.astype(np.float64), b.astype(np.float64)
     expected, _ = _ref(xr, wr, br)
@@ -54,7 +54,7 @@ def test_training_forward_backward_and_running_stats_vs_numpy(dtype, layout, sha
     assert_close(rm, 0.3 * xr.mean(axes), dtype)
     assert_close(rv, 0.7 + 0.3 * xr.var(axes, ddof=1), dtype)
     dy = rng.standard_normal(shape).astype(NP[dtype])
-    y.backward(tt.from_numpy(dy))
+    y.backward(tt.tensor(dy))
     dx, dw, db = _ref_backward(xr, wr, dy.astype(np.float64))
     assert_close(x.grad, dx, dtype, "accumulate", k=m)
     # dweight and dbias: m-term sums accumulated in fp32, rounded once to the dtype. fp16/bf16 have
@@ -69,7 +69,7 @@ def test_large_mean_keeps_variance_precision_and_many_chunks():
     # 1e4 offset: a naive E[x^2] - E[x]^2 in fp32 loses the unit variance entirely.
     rng = np.random.default_rng(1)
     v = (rng.standard_normal((9, 2, 41, 53)) + 1e4).astype(np.float32)  # 19557 values per channel: several chunks
-    y = F.batch_norm(tt.from_numpy(v), None, None, training=True)
+    y = F.batch_norm(tt.tensor(v), None, None, training=True)
     expected, _ = _ref(v.astype(np.float64), np.ones(2), np.zeros(2))
     # The fp32 mean itself is rounded to half an ulp of 1e4 (4.9e-4, in units of the std of 1), so
     # y carries that much; the naive formula's variance would be off by ~6 (not usable at all).
@@ -81,7 +81,7 @@ def test_eval_uses_running_stats_and_momentum_none_averages():
     rng = np.random.default_rng(2)
     batches = [rng.standard_normal((2, 3, 4, 4)).astype(np.float32) * (i + 1) + i for i in range(3)]
     for xb in batches:
-        bn(tt.from_numpy(xb))
+        bn(tt.tensor(xb))
     assert int(bn.num_batches_tracked.item()) == 3
     means = np.mean([xb.astype(np.float64).mean((0, 2, 3)) for xb in batches], 0)
     vars_ = np.mean([xb.astype(np.float64).var((0, 2, 3), ddof=1) for xb in batches], 0)
@@ -90,7 +90,7 @@ def test_eval_uses_running_stats_and_momentum_none_averages():
     bn.eval()
     xe = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
     before = bn.running_mean.numpy().copy()
-    x = tt.from_numpy(xe).requires_grad_()
+    x = tt.tensor(xe).requires_grad_()
     y = bn(x)
     expected, _ = _ref(xe.astype(np.float64), np.ones(3), np.zeros(3), mean=means, var=vars_)
     assert_close(y.detach(), expected, tt.float32)
@@ -108,20 +108,20 @@ def test_module_state_dict_keys_and_no_tracking():
     assert list(free.state_dict()) == []
     free.eval()  # still batch statistics: nothing to run on
     x = np.arange(12, dtype=np.float32).reshape(3, 4) ** 1.5
-    assert_close(free(tt.from_numpy(x)), _ref(x.astype(np.float64), np.ones(4), np.zeros(4))[0], tt.float32)
+    assert_close(free(tt.tensor(x)), _ref(x.astype(np.float64), np.ones(4), np.zeros(4))[0], tt.float32)
     empty = nn.BatchNorm1d(4)(tt.zeros(0, 4))
     assert tuple(empty.shape) == (0, 4)
 
 
 def test_batch_norm_gradcheck():
     rng = np.random.default_rng(3)
-    x = tt.from_numpy(rng.standard_normal((3, 2, 4))).requires_grad_()
-    w = tt.from_numpy(rng.standard_normal(2)).requires_grad_()
-    b = tt.from_numpy(rng.standard_normal(2)).requires_grad_()
+    x = tt.tensor(rng.standard_normal((3, 2, 4))).requires_grad_()
+    w = tt.tensor(rng.standard_normal(2)).requires_grad_()
+    b = tt.tensor(rng.standard_normal(2)).requires_grad_()
     assert tt.autograd.gradcheck(lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True), (x, w, b))
-    rm, rv = tt.from_numpy(rng.standard_normal(2)), tt.from_numpy(rng.random(2) + 0.5)
+    rm, rv = tt.tensor(rng.standard_normal(2)), tt.tensor(rng.random(2) + 0.5)
     assert tt.autograd.gradcheck(lambda x, w, b: F.batch_norm(x, rm, rv, w, b, training=False), (x, w, b))
-    xt = tt.from_numpy(rng.standard_normal((4, 2, 3))).permute(0, 2, 1).requires_grad_()  # C strided
+    xt = tt.tensor(rng.standard_normal((4, 2, 3))).permute(0, 2, 1).requires_grad_()  # C strided
     assert tt.autograd.gradcheck(lambda x: F.batch_norm(x, None, None, training=True) ** 2, (xt,))
 
 

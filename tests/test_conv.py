@@ -119,7 +119,7 @@ def test_conv2d_forward_and_backward(dtype, case):
     x, w, b = _data(case, dtype)
     x64, w64, b64 = x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)
     kg = (xs[1] // groups) * KH * KW
-    y = tt.conv2d(tt.from_numpy(x), tt.from_numpy(w), tt.from_numpy(b), stride, padding, dilation, groups)
+    y = tt.conv2d(tt.tensor(x), tt.tensor(w), tt.tensor(b), stride, padding, dilation, groups)
     y_ref = ref_conv2d(x64, w64, b64, stride, padding, dilation, groups)
     assert y.dtype is dtype and y.shape == y_ref.shape
     assert_close(y, y_ref, dtype, "accumulate", k=kg)
@@ -132,10 +132,10 @@ def test_conv2d_forward_and_backward(dtype, case):
     assert np.vdot(x64, dx_ref) == pytest.approx(lhs, rel=1e-12, abs=1e-9)
     assert np.vdot(w64, dw_ref) == pytest.approx(lhs, rel=1e-12, abs=1e-9)
 
-    dx = _ops_conv.conv2d_backward_input(tt.from_numpy(g), tt.from_numpy(w), xs, stride, padding, dilation, groups)
+    dx = _ops_conv.conv2d_backward_input(tt.tensor(g), tt.tensor(w), xs, stride, padding, dilation, groups)
     assert dx.dtype is dtype and dx.shape == xs
     assert_close(dx, dx_ref, dtype, "accumulate", k=OC // groups * KH * KW)
-    dw = _ops_conv.conv2d_backward_weight(tt.from_numpy(g), tt.from_numpy(x), w.shape, stride, padding, dilation,
+    dw = _ops_conv.conv2d_backward_weight(tt.tensor(g), tt.tensor(x), w.shape, stride, padding, dilation,
                                           groups)
     assert dw.dtype is dtype and dw.shape == w.shape
     assert_close(dw, dw_ref, dtype, "accumulate", k=xs[0] * y_ref.shape[2] * y_ref.shape[3])
@@ -147,15 +147,15 @@ def test_non_contiguous_operands(dtype, case):
     """Channels-last storage, a transposed-storage weight and a sliced grad_output, read in place."""
     xs, (OC, KH, KW), stride, padding, dilation, groups = case
     x, w, b = _data(case, dtype, bias=False)
-    x_cl = tt.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
-    w_t = tt.from_numpy(np.ascontiguousarray(w.transpose(3, 2, 1, 0))).permute(3, 2, 1, 0)
+    x_cl = tt.tensor(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+    w_t = tt.tensor(np.ascontiguousarray(w.transpose(3, 2, 1, 0))).permute(3, 2, 1, 0)
     assert not x_cl.is_contiguous() and not w_t.is_contiguous()
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
     kg = (xs[1] // groups) * KH * KW
     y_ref = ref_conv2d(x64, w64, None, stride, padding, dilation, groups)
     assert_close(tt.conv2d(x_cl, w_t, None, stride, padding, dilation, groups), y_ref, dtype, "accumulate", k=kg)
     big = rng.standard_normal(y_ref.shape[:3] + (2 * y_ref.shape[3],)).astype(NP[dtype])
-    g = tt.from_numpy(big)[..., ::2]
+    g = tt.tensor(big)[..., ::2]
     g64 = big[..., ::2].astype(np.float64)
     dx_ref, dw_ref = ref_conv2d_backward(xs, x64, w64, g64, stride, padding, dilation, groups)
     dx = _ops_conv.conv2d_backward_input(g, w_t, xs, stride, padding, dilation, groups)
@@ -167,15 +167,15 @@ def test_non_contiguous_operands(dtype, case):
 def test_unbatched_and_empty():
     x = rng.standard_normal((4, 6, 5)).astype(np.float32)
     w = rng.standard_normal((16, 4, 3, 3)).astype(np.float32)
-    y = tt.conv2d(tt.from_numpy(x), tt.from_numpy(w), padding=1)
+    y = tt.conv2d(tt.tensor(x), tt.tensor(w), padding=1)
     assert y.shape == (16, 6, 5)
     assert_close(y, ref_conv2d(x[None].astype(np.float64), w.astype(np.float64), None, (1, 1), (1, 1), (1, 1), 1)[0],
                  tt.float32, "accumulate", k=36)
     empty = tt.zeros(0, 4, 6, 5)
-    assert tt.conv2d(empty, tt.from_numpy(w)).shape == (0, 16, 4, 3)
+    assert tt.conv2d(empty, tt.tensor(w)).shape == (0, 16, 4, 3)
     dw = _ops_conv.conv2d_backward_weight(tt.zeros(0, 16, 4, 3), empty, w.shape)
     np.testing.assert_array_equal(dw.numpy(), np.zeros(w.shape, np.float32))  # an empty batch contributes nothing
-    assert _ops_conv.conv2d_backward_input(tt.zeros(0, 16, 4, 3), tt.from_numpy(w), (0, 4, 6, 5)).shape == (0, 4, 6, 5)
+    assert _ops_conv.conv2d_backward_input(tt.zeros(0, 16, 4, 3), tt.tensor(w), (0, 4, 6, 5)).shape == (0, 4, 6, 5)
 
 
 # ----- bad input: clear errors before any launch --------------------------------------------------
@@ -324,14 +324,14 @@ def test_conv_transpose2d_forward(dtype, case):
     x64, w64, b64 = x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)
     y_ref = ref_conv_transpose2d(x64, w64, b64, stride, padding, output_padding, groups, dilation)
     k = xs[1] // groups * KH * KW
-    y = tt.conv_transpose2d(tt.from_numpy(x), tt.from_numpy(w), tt.from_numpy(b), stride, padding, output_padding,
+    y = tt.conv_transpose2d(tt.tensor(x), tt.tensor(w), tt.tensor(b), stride, padding, output_padding,
                             groups, dilation)
     assert y.dtype is dtype and y.shape == y_ref.shape
     assert_close(y, y_ref, dtype, "accumulate", k=k)
     # the same through nn.functional, strided operands (channels-last input, a sliced weight)
-    x_cl = tt.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+    x_cl = tt.tensor(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
     w_big = np.concatenate([w, w], axis=3)
-    y2 = tt.nn.functional.conv_transpose2d(x_cl, tt.from_numpy(w_big)[..., :KW], None, stride, padding,
+    y2 = tt.nn.functional.conv_transpose2d(x_cl, tt.tensor(w_big)[..., :KW], None, stride, padding,
                                            output_padding, groups, dilation)
     assert_close(y2, y_ref - b64[None, :, None, None], dtype, "accumulate", k=k)
     # the gradients against float64: dx is conv2d of dy, dw the grad-weight map with the roles swapped;
