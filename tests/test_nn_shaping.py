@@ -16,10 +16,11 @@ DTYPES = [tt.float32, tt.float16, tt.bfloat16]
 
 
 def _t(a, dtype, transposed=False):
+    # tt.tensor, not from_numpy: operands follow the default device, as the modules under test do
     a = np.asarray(a).astype(NP[dtype])
     if transposed:  # the same values through a non-contiguous view (last two dims swapped)
-        return tt.from_numpy(np.ascontiguousarray(np.swapaxes(a, -1, -2))).transpose(-1, -2), a.astype(np.float64)
-    return tt.from_numpy(a), a.astype(np.float64)
+        return tt.tensor(np.ascontiguousarray(np.swapaxes(a, -1, -2))).transpose(-1, -2), a.astype(np.float64)
+    return tt.tensor(a), a.astype(np.float64)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -53,7 +54,7 @@ def test_normalize_and_one_hot(dtype):
     rng = np.random.default_rng(1)
     x, xr = _t(rng.standard_normal((4, 5)), dtype, transposed=True)
     xr[1] = 0.0
-    x = tt.from_numpy(xr.astype(NP[dtype]))
+    x = tt.tensor(xr.astype(NP[dtype]))
     for p, dim in ((2.0, 1), (1.0, 0), (3.0, -1), (math.inf, 1)):
         n = np.linalg.norm(xr, ord=p, axis=dim, keepdims=True) if p != 3.0 else \
             (np.abs(xr) ** 3).sum(dim, keepdims=True) ** (1 / 3)
@@ -79,7 +80,7 @@ def test_pad_modes_vs_numpy(mode, np_mode, dtype):
 
 
 def test_pad_constant_crop_value_and_errors():
-    x = tt.from_numpy(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    x = tt.tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
     ref = np.pad(np.arange(24, dtype=np.float64).reshape(2, 3, 4), ((1, 0), (0, 0), (2, 0)), constant_values=-1.5)
     assert_close(F.pad(x, (2, -1, 0, 0, 1, 0), value=-1.5), ref[:, :, :-1], tt.float32)
     assert_close(F.pad(x, (1, 1)), np.pad(x.numpy(), ((0, 0), (0, 0), (1, 1))), tt.float32)
@@ -160,14 +161,14 @@ def test_adaptive_avg_pool2d_vs_numpy(dtype):
 def test_shaping_gradchecks():
     # Small inputs: gradcheck runs one backward per output element and two forwards per input one.
     rng = np.random.default_rng(5)
-    x = tt.from_numpy(rng.standard_normal((1, 4, 2, 3))).requires_grad_()
-    w = tt.from_numpy(rng.standard_normal(4)).requires_grad_()
-    b = tt.from_numpy(rng.standard_normal(4)).requires_grad_()
+    x = tt.tensor(rng.standard_normal((1, 4, 2, 3))).requires_grad_()
+    w = tt.tensor(rng.standard_normal(4)).requires_grad_()
+    b = tt.tensor(rng.standard_normal(4)).requires_grad_()
     g = tt.autograd.gradcheck
     assert g(lambda x, w, b: F.group_norm(x, 2, w, b), (x, w, b), fast_mode=True)
     assert g(lambda x, w: F.rms_norm(x, (3,), w[:3]), (x, w), fast_mode=True)
     assert g(lambda x: F.normalize(x, 2.0, 1), (x,), fast_mode=True)
-    s = tt.from_numpy(rng.standard_normal((1, 1, 3, 3))).requires_grad_()
+    s = tt.tensor(rng.standard_normal((1, 1, 3, 3))).requires_grad_()
     # fast_mode (random projections v^T J u): the full Jacobian of these takes ~10 s each in CPU mode
     assert g(lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"), (s,), fast_mode=True)
     assert g(lambda x: F.pad(x, (1, -1, 0, 2), value=0.5), (s,))
