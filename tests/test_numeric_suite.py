@@ -361,10 +361,11 @@ def test_report_function(setup, capsys):
 
 def test_report_autocast_variant(setup, capsys):
     model, x = setup
-    text = report.numeric_report(model, tritensor.autocast("cpu"), x)
+    dev = x.device.type  # autocast of the device the model runs on (the default device); bf16 on both
+    text = report.numeric_report(model, tritensor.autocast(dev, dtype=tritensor.bfloat16), x)
     assert text.splitlines()[0].startswith("numeric suite: float32 model vs the same model under "
-                                           "autocast('cpu', bfloat16)")
-    rows = report.sqnr_table(model, tritensor.autocast("cpu"), x)
+                                           f"autocast('{dev}', bfloat16)")
+    rows = report.sqnr_table(model, tritensor.autocast(dev, dtype=tritensor.bfloat16), x)
     copy_rows = report.sqnr_table(model, ns.reduced_precision_copy(model, tritensor.bfloat16), x)
     assert [r[:2] for r in rows] == [r[:2] for r in copy_rows]
     assert all(r[2] is None for r in rows)  # the weights stay float32 under autocast
