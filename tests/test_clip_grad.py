@@ -21,7 +21,7 @@ def _params(rng, specs):
     for shape, dtype, transposed in specs:
         p = tt.zeros(shape, dtype=dtype, requires_grad=True)
         g = (rng.standard_normal(shape[::-1] if transposed else shape) * 3).astype(NP[dtype])
-        gt = tt.from_numpy(g)
+        gt = tt.tensor(g)
         if transposed:
             gt = gt.T
             g = g.T
@@ -142,6 +142,6 @@ def test_fp64_norm_with_an_exponent_fp32_cannot_hold():
     # which moves an fp64 norm by ~1e-8 relative. The exponent reaches the kernel as fp64.
     rng = np.random.default_rng(3)
     g = rng.standard_normal(2000) * 3
-    total = foreach.multi_tensor_norm([tt.from_numpy(g)], 0.3)
+    total = foreach.multi_tensor_norm([tt.tensor(g)], 0.3)
     assert total.dtype is tt.float64
     assert_close(total, (np.abs(g) ** 0.3).sum() ** (1 / 0.3), tt.float64, "accumulate", k=2000)

@@ -38,7 +38,7 @@ def _bits_equal(a: np.ndarray, b: np.ndarray):
 @pytest.mark.parametrize("dst", FLOATS, ids=str)
 def test_float_to_float_bit_exact(src, dst):
     x = _specials().astype(NP[src])
-    y = tt.from_numpy(x).to(dst).numpy()
+    y = tt.tensor(x).to(dst).numpy()
     _bits_equal(y, x.astype(NP[dst]))
 
 
@@ -59,7 +59,7 @@ def _saturated(x: np.ndarray, dst) -> np.ndarray:
 def test_float_to_int_truncates(src, dst):
     x = np.array([0.0, 0.4, -0.4, 0.5, 1.5, -1.5, 2.7, -2.7, 100.9, -100.9, 2**20 + 0.5, 12345.6], dtype=np.float64)
     x = x.astype(NP[src])
-    y = tt.from_numpy(x).to(dst).numpy()
+    y = tt.tensor(x).to(dst).numpy()
     np.testing.assert_array_equal(y, _saturated(x, dst))  # fp16 holds 2**20 + 0.5 as inf: saturates
 
 
@@ -71,7 +71,7 @@ def test_float_to_int_saturates_as_the_gpu_does(src, dst):
     vals = [np.inf, -np.inf, np.nan, -np.nan, 65504.0, -65504.0, 3e9, -3e9, 2.0**31, -(2.0**31), 2.0**31 - 128,
             -(2.0**31) - 256, 2.0**63, -(2.0**63), 1e19, -1e19, 1e300, -1e300, 0.5, -0.5, 7.9, -7.9]
     x = np.array(vals, dtype=np.float64).astype(NP[src])
-    y = tt.from_numpy(x).to(dst).numpy()
+    y = tt.tensor(x).to(dst).numpy()
     np.testing.assert_array_equal(y, _saturated(x, dst))
     filled = tt.empty(3, dtype=dst).fill_(float("-inf")).numpy()
     np.testing.assert_array_equal(filled, [np.iinfo(NP[dst]).min] * 3)
@@ -86,7 +86,7 @@ def test_int_and_bool_casts(src, dst):
         info = np.iinfo(NP[src])
         x = np.array([0, 1, -1, 7, 2**11 + 1, 2**24 + 1, info.max, info.min, 65519, 65520, 123456789], dtype=np.int64)
         x = x.astype(NP[src])  # wraps like C for the out-of-range int32 literals
-    y = tt.from_numpy(x).to(dst).numpy()
+    y = tt.tensor(x).to(dst).numpy()
     expected = (x != 0) if dst is tt.bool else x.astype(NP[dst])
     if dst.is_floating_point:
         _bits_equal(y, expected)
@@ -97,7 +97,7 @@ def test_int_and_bool_casts(src, dst):
 @pytest.mark.parametrize("src", FLOATS, ids=str)
 def test_float_to_bool_is_nonzero(src):
     x = np.array([0.0, -0.0, 1e-30, np.nan, np.inf, -2.0], dtype=np.float64).astype(NP[src])
-    y = tt.from_numpy(x).to(tt.bool).numpy()
+    y = tt.tensor(x).to(tt.bool).numpy()
     np.testing.assert_array_equal(y, x.astype(np.float64) != 0)
 
 
@@ -105,7 +105,7 @@ def test_float_to_bool_is_nonzero(src):
 def test_strided_copy_layouts(layout):
     rng = np.random.default_rng(1)
     base = rng.standard_normal((37, 41)).astype(np.float32)
-    t = tt.from_numpy(base)
+    t = tt.tensor(base)
     if layout == "transposed":
         v, ref = t.T, base.T
     elif layout == "sliced":
@@ -116,7 +116,7 @@ def test_strided_copy_layouts(layout):
         v, ref = t[:, 5:5], base[:, 5:5]
     else:  # more than one interpreter block, int32 index math, 3-d permute
         big = rng.standard_normal((33, 47, 29)).astype(np.float32)
-        v, ref = tt.from_numpy(big).permute(2, 0, 1), big.transpose(2, 0, 1)
+        v, ref = tt.tensor(big).permute(2, 0, 1), big.transpose(2, 0, 1)
     for dst in FLOATS:
         out = v.to(dst).float().numpy()
         np.testing.assert_array_equal(out, ref.astype(NP[dst]).astype(np.float32))

@@ -75,9 +75,9 @@ def test_errors_name_the_argument(no_launch):
 
 
 def test_einsum_gradcheck():
-    x = tt.from_numpy(RNG.standard_normal((3, 4))).requires_grad_()
-    nc = tt.from_numpy(RNG.standard_normal((4, 3))).T.requires_grad_()  # a non-contiguous leaf
-    v = tt.from_numpy(RNG.standard_normal(5)).requires_grad_()
+    x = tt.tensor(RNG.standard_normal((3, 4))).requires_grad_()
+    nc = tt.tensor(RNG.standard_normal((4, 3))).T.requires_grad_()  # a non-contiguous leaf
+    v = tt.tensor(RNG.standard_normal(5)).requires_grad_()
     cases = [(lambda a, b: tt.einsum("ij,kj->ik", a, b), (x, nc)),
              (lambda a, b: tt.einsum("ij,j,k->ik", a, b[:4], b), (x, v)),
              (lambda a: tt.einsum("ii->i", a[:, :3]), (x,))]

@@ -49,7 +49,7 @@ def _sample(domain, shape):
 
 def _layouts(x_np, dtype):
     """(tensor, matching numpy array) pairs: contiguous, transposed, step-sliced, expanded, empty, big."""
-    base = tt.from_numpy(x_np.astype(NP[dtype]))
+    base = tt.tensor(x_np.astype(NP[dtype]))
     xq = x_np.astype(NP[dtype]).astype(np.float64)  # the values the kernel actually sees
     yield base, xq
     yield base.T, xq.T
@@ -77,7 +77,7 @@ def test_unary_against_float64(op, dtype):
 
 def test_unary_more_than_one_block_and_3d_permute():
     x_np = rng.standard_normal((29, 37, 41))  # 43,993 elements > one interpreter block (32,768)
-    t = tt.from_numpy(x_np)
+    t = tt.tensor(x_np)
     assert_close(t.exp(), np.exp(x_np), tt.float64, "ulps")
     assert_close(t.permute(2, 0, 1).tanh(), np.tanh(x_np.transpose(2, 0, 1)), tt.float64, "ulps")
 
@@ -98,7 +98,7 @@ def test_unary_special_values():
 @pytest.mark.parametrize("dtype", [tt.int32, tt.int64], ids=str)
 def test_unary_integer_inputs(dtype):
     x_np = np.array([-7, -1, 0, 3, 12], dtype=NP[dtype])
-    x = tt.from_numpy(x_np)
+    x = tt.tensor(x_np)
     for op, ref in (("neg", np.negative), ("abs", np.abs), ("relu", lambda v: np.maximum(v, 0)),
                     ("square", np.square), ("sign", np.sign)):
         out = getattr(x, op)()
@@ -127,7 +127,7 @@ def test_binary_broadcast_and_strides(op, dtype):
     if op in ("div", "floor_divide", "remainder"):
         b_np = np.sign(b_np) * (np.abs(b_np) + 0.5)
     aq, bq = a_np.astype(NP[dtype]), b_np.astype(NP[dtype])
-    a, b = tt.from_numpy(aq), tt.from_numpy(bq)
+    a, b = tt.tensor(aq), tt.tensor(bq)
     ref = BINARY[op](aq.astype(np.float64), bq.astype(np.float64))
     out = getattr(tt, op)(a, b)
     assert out.shape == (7, 3, 5) and out.dtype is dtype
@@ -136,7 +136,7 @@ def test_binary_broadcast_and_strides(op, dtype):
     # inputs are not that close, so the default holds.
     assert_close(out, ref, dtype)
     # non-contiguous operands: transposed and step-sliced views read in place
-    at, bt = tt.from_numpy(np.ascontiguousarray(aq.transpose(2, 1, 0))).permute(2, 1, 0), b.T.contiguous().T
+    at, bt = tt.tensor(np.ascontiguousarray(aq.transpose(2, 1, 0))).permute(2, 1, 0), b.T.contiguous().T
     assert not at.is_contiguous() and not bt.is_contiguous()
     assert_close(getattr(tt, op)(at, bt), ref, dtype)
 
@@ -144,7 +144,7 @@ def test_binary_broadcast_and_strides(op, dtype):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 def test_binary_with_python_scalars(dtype):
     x_np = (rng.standard_normal((6, 7)) + 3).astype(NP[dtype])
-    x, xq = tt.from_numpy(x_np), x_np.astype(np.float64)
+    x, xq = tt.tensor(x_np), x_np.astype(np.float64)
     cases = [(x + 2.5, xq + 2.5), (2.5 + x, 2.5 + xq), (x - 1, xq - 1), (1 - x, 1 - xq), (x * -3, xq * -3),
              (x / 4, xq / 4), (4 / x, 4 / xq), (x ** 2, xq ** 2), (2 ** x, 2 ** xq), (x // 2, xq // 2),
              (x % 1.5, np.mod(xq, 1.5)), (-x, -xq)]
@@ -164,7 +164,7 @@ def test_comparisons_return_bool(op):
     a_np = np.array([1.0, 2.0, np.nan, -np.inf, 3.0, 0.0])
     b_np = np.array([1.0, 3.0, np.nan, -np.inf, 2.0, -0.0])
     for dtype in FLOAT_DTYPES:
-        a, b = tt.from_numpy(a_np.astype(NP[dtype])), tt.from_numpy(b_np.astype(NP[dtype]))
+        a, b = tt.tensor(a_np.astype(NP[dtype])), tt.tensor(b_np.astype(NP[dtype]))
         out = getattr(tt, op)(a, b)
         assert out.dtype is tt.bool
         np.testing.assert_array_equal(out.numpy(), COMPARE[op](a_np, b_np))
@@ -176,7 +176,7 @@ def test_comparisons_return_bool(op):
 def test_integer_arithmetic(dtype):
     a_np = np.array([7, -7, 7, -7, 0, 13, 2**20], dtype=NP[dtype])
     b_np = np.array([2, 2, -2, -2, 5, 4, 3], dtype=NP[dtype])
-    a, b = tt.from_numpy(a_np), tt.from_numpy(b_np)
+    a, b = tt.tensor(a_np), tt.tensor(b_np)
     for op in ("add", "sub", "mul", "floor_divide", "remainder", "maximum", "minimum"):
         out = getattr(tt, op)(a, b)
         assert out.dtype is dtype
@@ -184,7 +184,7 @@ def test_integer_arithmetic(dtype):
     d = a / b  # true division of integers gives the default float
     assert d.dtype is tt.float32
     assert_close(d, a_np / b_np, tt.float32, "ulps")
-    p = tt.from_numpy(np.array([3, -2, 5, 0], dtype=NP[dtype])) ** 3
+    p = tt.tensor(np.array([3, -2, 5, 0], dtype=NP[dtype])) ** 3
     assert p.dtype is dtype
     np.testing.assert_array_equal(p.numpy(), [27, -8, 125, 0])
 
@@ -193,7 +193,7 @@ def test_integer_arithmetic(dtype):
 def test_integer_pow_negative_exponents(dtype, no_launch):
     """Issue 24: tensor([2]) ** -1 gave 1 and 0 ** -1 INT64_MIN. A negative Python integer exponent
     raises at every call (the plan cache keys on types, not values), before any launch."""
-    base = tt.from_numpy(np.array([2, 0, 1], dtype=NP[dtype]))
+    base = tt.tensor(np.array([2, 0, 1], dtype=NP[dtype]))
     for f in (lambda: base ** -1, lambda: tt.pow(base, -2), lambda: base.pow_(-1), lambda: base.pow(np.int64(-3))):
         for _ in range(2):  # the second call finds the cached plan
             with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed."):
@@ -205,11 +205,11 @@ def test_integer_pow_tensor_exponents_match_torch(dtype):
     """Negative tensor exponents compute, as torch's integer pow: 0 unless the base is 1 or -1."""
     x = np.array([[0, 1, -1, 2, -2, 3, -1, 5]], dtype=NP[dtype])
     y = np.array([[-1, -1, -1, -1, -3, 4, -2, 0]], dtype=NP[dtype])
-    p = tt.from_numpy(x) ** tt.from_numpy(y)
+    p = tt.tensor(x) ** tt.tensor(y)
     assert p.dtype is dtype
     np.testing.assert_array_equal(p.numpy(), [[0, 1, -1, 0, 0, 81, 1, 1]])
-    np.testing.assert_array_equal((2 ** tt.from_numpy(y[0, :3])).numpy(), [0, 0, 0])  # scalar base
-    np.testing.assert_array_equal((tt.from_numpy(x[:, :4]).T ** tt.from_numpy(y[0, :2])).numpy(),  # strided, broadcast
+    np.testing.assert_array_equal((2 ** tt.tensor(y[0, :3])).numpy(), [0, 0, 0])  # scalar base
+    np.testing.assert_array_equal((tt.tensor(x[:, :4]).T ** tt.tensor(y[0, :2])).numpy(),  # strided, broadcast
                                   [[0, 0], [1, 1], [-1, -1], [0, 0]])
     assert (tt.tensor([2]) ** -1.0).dtype is tt.float32  # a float exponent promotes: no error
 
@@ -226,7 +226,7 @@ def test_pow_special_cases_match_numpy():
     y = np.array([3.0, 0.5, 0.0, 2.0, -1.0, np.nan, 1 / 3, -2.0, 0.0, np.inf])
     with np.errstate(all="ignore"):
         ref = np.power(x, y)
-    assert_close(tt.pow(tt.from_numpy(x), tt.from_numpy(y)), ref, tt.float64, "ulps")
+    assert_close(tt.pow(tt.tensor(x), tt.tensor(y)), ref, tt.float64, "ulps")
 
 
 def test_type_promotion_rules():
@@ -265,7 +265,7 @@ def test_where_with_only_a_condition_is_nonzero_as_tuple():
 def test_where_broadcasts_and_promotes():
     c_np = np.array([[True], [False], [True]])
     x_np = np.arange(4, dtype=np.float32)
-    out = tt.where(tt.from_numpy(c_np), tt.from_numpy(x_np), 0.5)
+    out = tt.where(tt.tensor(c_np), tt.tensor(x_np), 0.5)
     assert out.dtype is tt.float32 and out.shape == (3, 4)
     np.testing.assert_array_equal(out.numpy(), np.where(c_np, x_np, 0.5))
     out = tt.where(tt.tensor([True, False]), tt.tensor([1, 2]), tt.tensor([0.5, 0.25], dtype=tt.float16))
@@ -313,7 +313,7 @@ LOGICAL = {"logical_and": np.logical_and, "logical_or": np.logical_or}
 
 def test_logical_ops_and_their_operators():
     a_np, b_np = np.array([True, True, False, False]), np.array([True, False, True, False])
-    a, b = tt.from_numpy(a_np), tt.from_numpy(b_np)
+    a, b = tt.tensor(a_np), tt.tensor(b_np)
     for op, ref in LOGICAL.items():
         np.testing.assert_array_equal(getattr(tt, op)(a, b).numpy(), ref(a_np, b_np))
         np.testing.assert_array_equal(getattr(a, op)(b).numpy(), ref(a_np, b_np))
@@ -336,9 +336,9 @@ def test_logical_ops_and_their_operators():
 def test_clamp_forms_match_numpy(dtype):
     x_np = rng.standard_normal((4, 5)).astype(NP[dtype])
     xq = x_np.astype(np.float64)
-    x = tt.from_numpy(x_np)
+    x = tt.tensor(x_np)
     lo_np = (rng.standard_normal(5) * 0.3).astype(NP[dtype])
-    lo = tt.from_numpy(lo_np)
+    lo = tt.tensor(lo_np)
     cases = {
         "clamp": (lambda t: t.clamp(-0.5, 0.25), np.clip(xq, -0.5, 0.25)),
         "clip": (lambda t: tt.clip(t, max=0.25), np.minimum(xq, 0.25)),
@@ -366,8 +366,8 @@ INPLACE_BINARY = sorted(BINARY) + sorted(COMPARE)
 def test_inplace_forms_match_out_of_place(op):
     domain = UNARY[op][1] if op in UNARY else "any"
     x_np = _sample(domain, (3, 4)).astype(np.float32)
-    x = tt.from_numpy(x_np)
-    args = () if op in UNARY else (tt.from_numpy(np.abs(_sample("any", (4,))).astype(np.float32) + 0.5),)
+    x = tt.tensor(x_np)
+    args = () if op in UNARY else (tt.tensor(np.abs(_sample("any", (4,))).astype(np.float32) + 0.5),)
     expected = getattr(x, op)(*args)
     z = x.clone()
     out = getattr(z, op + "_")(*args)
@@ -521,8 +521,8 @@ def test_interpreter_block_width_does_not_change_a_bit(monkeypatch):
     narrow blocks (many programs) and one wide program must give the same bytes."""
     from tritensor.triton_kernels import _common
 
-    x = tt.from_numpy(rng.standard_normal(5003).astype(np.float32))
-    y = tt.from_numpy(rng.standard_normal(5003).astype(np.float32)[::-1].copy())
+    x = tt.tensor(rng.standard_normal(5003).astype(np.float32))
+    y = tt.tensor(rng.standard_normal(5003).astype(np.float32)[::-1].copy())
 
     def run():
         g = tt.Generator().manual_seed(7)
