@@ -217,8 +217,8 @@ def test_variance_is_stable_for_large_mean(shape, dim):
     assert np.max(np.abs(naive - ref) / ref) > 1e-2  # the data really defeats the naive formula
     # the chunk means carry fp32 rounding of 1e4-sized sums, whose error enters the variance
     # through the (tiny, but not zero) mean shift
-    assert_close(tt.from_numpy(x_np).var(dim), ref, tt.float32, "large_mean")
-    assert_close(tt.from_numpy(x_np.astype(np.float64)).var(dim), ref, tt.float64)
+    assert_close(tt.tensor(x_np).var(dim), ref, tt.float32, "large_mean")
+    assert_close(tt.tensor(x_np.astype(np.float64)).var(dim), ref, tt.float64)
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ def test_half_sums_accumulate_in_fp32():
 
 def test_sum_dtype_argument():
     x_np = RNG.standard_normal((4, 9)).astype(np.float32)
-    x = tt.from_numpy(x_np)
+    x = tt.tensor(x_np)
     h = x.half()
     s = h.sum(1, dtype=tt.float32)
     assert s.dtype is tt.float32
@@ -246,7 +246,7 @@ def test_sum_dtype_argument():
     i = tt.arange(10, dtype=tt.int32)
     assert i.sum(dtype=tt.float64).dtype is tt.float64 and i.sum(dtype=tt.float64).item() == 45.0
     assert i.mean(dtype=tt.float32).item() == 4.5
-    assert tt.from_numpy(x_np).prod(1, dtype=tt.float64).dtype is tt.float64
+    assert tt.tensor(x_np).prod(1, dtype=tt.float64).dtype is tt.float64
 
 
 # --------------------------------------------------------------------------------------------
@@ -255,8 +255,8 @@ def test_sum_dtype_argument():
 @pytest.mark.parametrize("dtype", [tt.int32, tt.int64, tt.bool], ids=str)
 def test_integer_and_bool_reductions_are_exact(dtype):
     a = RNG.integers(-5, 6, (6, 7)).astype(NP[dtype]) if dtype is not tt.bool else RNG.random((6, 7)) < 0.5
-    x = tt.from_numpy(np.ascontiguousarray(a))
-    xt = tt.from_numpy(np.ascontiguousarray(a.T)).t()  # same values, transposed layout
+    x = tt.tensor(np.ascontiguousarray(a))
+    xt = tt.tensor(np.ascontiguousarray(a.T)).t()  # same values, transposed layout
     for t in (x, xt):
         s = t.sum(0)
         assert s.dtype is tt.int64
@@ -276,7 +276,7 @@ def test_integer_and_bool_reductions_are_exact(dtype):
 
 def test_int64_extremes_at_the_type_limits():
     lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
-    x = tt.from_numpy(np.array([[lo, lo, 3], [hi, 2, hi]], dtype=np.int64))
+    x = tt.tensor(np.array([[lo, lo, 3], [hi, 2, hi]], dtype=np.int64))
     np.testing.assert_array_equal(x.amax(1).numpy(), [3, hi])
     np.testing.assert_array_equal(x.argmin(1).numpy(), [0, 1])
     np.testing.assert_array_equal(x.argmax(1).numpy(), [2, 0])
@@ -286,7 +286,7 @@ def test_int64_extremes_at_the_type_limits():
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 def test_all_any_on_floats(dtype):
     a = np.array([[0.0, 1.0, np.nan], [0.0, 0.0, 0.0], [2.0, -1.0, 0.5]]).astype(NP[dtype])
-    x = tt.from_numpy(a)
+    x = tt.tensor(a)
     np.testing.assert_array_equal(x.all(1).numpy(), [False, False, True])
     np.testing.assert_array_equal(x.any(1).numpy(), [True, False, True])  # NaN is truthy
     np.testing.assert_array_equal(x.any(0, keepdim=True).numpy(), [[True, True, True]])
@@ -302,7 +302,7 @@ def test_nan_propagates_and_wins_extremes(dtype, shape):
     a[1, 2] = np.nan
     a[1, shape[1] - 2] = np.nan  # the first NaN is the index to report
     a[2, shape[1] - 1] = np.nan  # in the last chunk / last split
-    x = tt.from_numpy(a.astype(NP[dtype]))
+    x = tt.tensor(a.astype(NP[dtype]))
     ref = a.astype(NP[dtype]).astype(np.float64)
     for op in ("sum", "mean", "var"):
         r = getattr(x, op)(1).numpy().astype(np.float64)
@@ -319,7 +319,7 @@ def test_nan_propagates_and_wins_extremes(dtype, shape):
 def test_infinities(dtype):
     inf = np.inf
     a = np.array([[-inf, -inf, -inf], [inf, 1.0, inf], [-inf, 2.0, inf], [1.0, -inf, -inf]]).astype(NP[dtype])
-    x = tt.from_numpy(a)
+    x = tt.tensor(a)
     np.testing.assert_array_equal(x.argmax(1).numpy(), [0, 0, 2, 0])
     np.testing.assert_array_equal(x.argmin(1).numpy(), [0, 1, 0, 1])
     np.testing.assert_array_equal(x.amax(1).numpy().astype(np.float64), [-inf, inf, inf, 1.0])
@@ -368,7 +368,7 @@ def test_empty_extremes_raise_torch_errors():
 @pytest.mark.parametrize("dtype", [tt.float32, tt.float64], ids=str)
 def test_var_std_correction_and_unbiased(dtype):
     a = RNG.standard_normal((5, 8))
-    x = tt.from_numpy(a.astype(NP[dtype]))
+    x = tt.tensor(a.astype(NP[dtype]))
     ref = a.astype(NP[dtype]).astype(np.float64)
     assert_close(x.var(1, correction=0), ref.var(1), dtype)
     assert_close(x.var(1, correction=3, keepdim=True), ref.var(1, ddof=3, keepdims=True), dtype)
@@ -396,7 +396,7 @@ def test_variance_of_constant_rows_is_exactly_zero(dtype, shape, dim):
 # API shape and errors
 # --------------------------------------------------------------------------------------------
 def test_public_surface():
-    x = tt.from_numpy(np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 7.0]], dtype=np.float32))
+    x = tt.tensor(np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 7.0]], dtype=np.float32))
     assert tt.max(x, 1).indices.tolist() == [1, 0]
     assert tt.min(x, dim=0, keepdim=True).values.tolist() == [[1.0, 0.0, 2.0]]
     assert tt.max(x, tt.full((2, 3), 4.0)).tolist() == [[4.0, 5.0, 4.0], [7.0, 4.0, 7.0]]  # elementwise form
@@ -538,7 +538,7 @@ def test_composite_reductions_match_numpy(dtype, layout):
         assert tt.count_nonzero(t.gt(0), dim).tolist() == np.count_nonzero(ref > 0, axis=axis).tolist()
     nan = ref.copy()
     nan[1, 2] = nan[3, :] = np.nan
-    tn = tt.from_numpy(nan.astype(NP[dtype]))
+    tn = tt.tensor(nan.astype(NP[dtype]))
     assert_close(tn.nansum(1), np.nansum(nan, 1), dtype, "accumulate", k=6)
     assert_close(tt.nansum(tn), np.nansum(nan), dtype, "accumulate", k=30)
     with warnings.catch_warnings():
