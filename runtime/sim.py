@@ -26,7 +26,12 @@ the culprit:
   not a plausible number; with ``TRITENSOR_SIM_STRICT=1`` any access to a block in the
   allocator's cache faults instead. A host copy whose host side is a device address (or the
   other way round) is refused.
-* **Launch limits**: grid dimensions (x < 2**31, y and z < 2**16) and threads per block.
+* **Launch limits**: grid dimensions (x < 2**31, y and z < 2**16) and threads per block. The
+  interpreter compiles nothing, so shared memory and registers are unknown; the opt-in slow mode
+  ``TRITENSOR_SIM_COMPILE=1`` (from a checkout) compiles each new kernel specialisation for sm_90,
+  every configuration the GPU autotuner would try, with ``tools/sm90_compile.py`` in a process of
+  its own, and fails the launch of one that does not compile or needs more shared memory than an
+  H100 has.
 * **Streams are queues.** A launch, copy, memset, free or event record is queued on its stream and
   runs only when something waits for it: a synchronize, an event query or sync, a host copy, or a
   queue grown past :data:`QUEUE_DEPTH`. Work on one stream runs in order; across streams only
@@ -56,6 +61,9 @@ import ctypes
 import dataclasses
 import itertools
 import os
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -66,7 +74,7 @@ from triton.runtime.interpreter import InterpretedFunction, InterpreterError
 from triton.runtime.jit import JITFunction, create_function_from_signature
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from . import interpreter
+from . import interpreter, launch_log
 
 CUresult = _real_driver.CUresult
 OK = CUresult.CUDA_SUCCESS
@@ -79,6 +87,7 @@ POISON = 0xFF
 QUEUE_DEPTH = 1024  # a stream's queued items before it runs on its own (a GPU's work queue is finite)
 DEVICES = int(os.environ.get("TRITENSOR_SIM_DEVICES", "2"))
 STRICT = os.environ.get("TRITENSOR_SIM_STRICT", "0").strip() not in ("", "0")  # freed blocks fault
+COMPILE = os.environ.get("TRITENSOR_SIM_COMPILE", "0").strip() not in ("", "0")  # compile each kernel key
 MEMORY = int(float(os.environ.get("TRITENSOR_SIM_MEMORY_GB", "16")) * (1 << 30))  # per device
 NAME = "tritensor simulated H100 (sm_90)"
 CAPABILITY = (9, 0)
@@ -646,6 +655,8 @@ def jit_run(kernel, grid, args, kwargs, stream: int):
         if compiled is None:
             _unsafe_during_capture(f"compiling and loading {kernel.fn.__name__} (its first launch with these "
                                    "argument types)", s)
+            if COMPILE:
+                _compile_for_sm90(kernel, args, kwargs)
             compiled = _compiled[key] = SimCompiled(kernel, tuple(bound), s.device)
             compiled.num_warps = options.get("num_warps", 4)
         values = list(bound.values())
@@ -653,6 +664,35 @@ def jit_run(kernel, grid, args, kwargs, stream: int):
         compiled.run(g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1, stream, None, None, None, None, None,
                      *values)
         return compiled
+
+
+_compiler = None  # the sm90_compile.py --serve process of TRITENSOR_SIM_COMPILE=1
+
+
+def _compile_for_sm90(kernel, args, kwargs) -> None:
+    """Compile one launch for sm_90 as a GPU would (every autotune configuration it would try);
+    a configuration that fails to compile or overflows shared memory fails the launch."""
+    global _compiler
+    if _compiler is None or _compiler.poll() is not None:
+        tool = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "sm90_compile.py")
+        if not os.path.exists(tool):
+            raise RuntimeError(f"TRITENSOR_SIM_COMPILE=1 compiles with {tool}, which only a checkout of tritensor has")
+        env = {k: v for k, v in os.environ.items() if k not in ("TRITENSOR_DEVICE", "TRITON_INTERPRET")}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)  # the kernels' modules, as this process sees them
+        _compiler = subprocess.Popen([sys.executable, tool, "--serve", str(CAPABILITY[0] * 10 + CAPABILITY[1])],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    fn = kernel.fn
+    entry = {"kernel": f"{fn.__module__}:{fn.__qualname__}", "args": [launch_log.encode(a) for a in args],
+             "kwargs": {k: launch_log.encode(v) for k, v in sorted(kwargs.items())}}
+    _compiler.stdin.write(json.dumps(entry, sort_keys=True) + "\n")
+    _compiler.stdin.flush()
+    line = _compiler.stdout.readline()
+    if not line:
+        raise RuntimeError(f"the sm_90 compiler process ended while compiling {fn.__name__} (its stderr says why)")
+    failed = [f"{config}: {err}" for config, err, _res in json.loads(line) if err]
+    if failed:
+        raise SimError(CUresult.CUDA_ERROR_INVALID_VALUE, f"kernel {fn.__name__} cannot run on an H100 (sm_90): "
+                       + "; ".join(failed[:3]))
 
 
 # ---------------------------------------------------------------------------------------------

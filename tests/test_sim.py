@@ -230,3 +230,36 @@ def test_reading_a_value_back_is_one_copy_and_one_sync():
     x = tt.ones(4, device="cuda")
     calls = _steady(lambda: x.sum().item())
     assert calls == {"launch": 1, "dtoh": 1, "sync": 1}, calls
+
+
+@pytest.mark.slow
+def test_the_compile_mode_fails_a_kernel_an_h100_cannot_launch(tmp_path):
+    """TRITENSOR_SIM_COMPILE=1 compiles each new kernel key for sm_90: a tile pipelined in two
+    stages fits an H100's shared memory and runs; in four stages it needs 256 KB and its launch
+    fails, as it would on the device. (A process of its own: the mode is read at import.)"""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "import tritensor as tt\n"
+        "from sim_kernels import tile_matmul\n"
+        "from tritensor.runtime import sim\n"
+        "a, b = tt.ones(128, 256, device='cuda'), tt.ones(256, 128, device='cuda')\n"
+        "c = tt.empty(128, 128, device='cuda')\n"
+        "for stages in (2, 4):\n"
+        "    try:\n"
+        "        tile_matmul[(1,)](a, b, c, 256, BLOCK=128, BLOCK_K=64, num_stages=stages)\n"
+        "        print(stages, 'ran', float(c.cpu().numpy()[0, 0]))\n"
+        "    except sim.SimError as e:\n"
+        "        print(stages, 'refused', e)\n")
+    env = dict(os.environ, TRITENSOR_DEVICE="sim", TRITENSOR_SIM_COMPILE="1")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "2 ran 256.0", out.stdout
+    assert lines[1].startswith("4 refused CUDA_ERROR_INVALID_VALUE: kernel tile_matmul cannot run on an H100"), out.stdout
+    assert "needs 262144 B of shared memory, sm_90 has 232448" in lines[1], out.stdout

@@ -285,7 +285,25 @@ def load(files, arch: int) -> tuple[int, list[dict]]:
     return len(entries), list(merged.values())
 
 
+def serve(arch: int) -> int:
+    """``--serve``: compile launches as they come, one JSON entry a line on stdin, answering each
+    with a JSON line ``[[config, error or "", resources], ...]`` (the simulated device's
+    ``TRITENSOR_SIM_COMPILE=1`` mode asks this of each new kernel specialisation)."""
+    _init(arch)
+    for line in sys.stdin:
+        if line.strip():
+            try:
+                out = _compile(json.loads(line))
+            except Exception as e:  # an entry it cannot even decode: that is the answer
+                out = [["as recorded", f"{type(e).__name__}: {e}", ""]]
+            sys.stdout.write(json.dumps(out) + "\n")
+            sys.stdout.flush()
+    return 0
+
+
 def main(argv=None) -> int:
+    if argv is None and sys.argv[1:2] == ["--serve"]:
+        return serve(int(sys.argv[2]) if len(sys.argv) > 2 else 90)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+", help="launch records (TRITENSOR_RECORD_LAUNCHES=<path> writes <path>.<pid>.jsonl)")
     ap.add_argument("--arch", type=int, default=90, help="compute capability to compile for (default 90: Hopper)")

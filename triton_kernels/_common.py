@@ -18,10 +18,12 @@ INTERPRET = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 # The interpreter pays per program, not per element: few, wide blocks. The GPU wants
 # enough programs to fill its SMs and blocks that fit registers.
-# When launches are recorded for tools/sm90_compile.py, the interpreter runs with the GPU's
-# block sizes too, so that what is recorded is what a GPU would compile (the results are the
-# same; only the interpreter's speed changes).
-GPU_SHAPES = not INTERPRET or launch_log.PATH is not None
+# When launches are recorded for tools/sm90_compile.py, or compiled for sm_90 one by one on the
+# simulated device (TRITENSOR_SIM_COMPILE=1), the interpreter runs with the GPU's block sizes too,
+# so that what is compiled is what a GPU would compile (the results are the same; only the
+# interpreter's speed changes).
+GPU_SHAPES = (not INTERPRET or launch_log.PATH is not None
+              or os.environ.get("TRITENSOR_SIM_COMPILE", "0").strip() not in ("", "0"))
 
 
 def per_mode(interpreter, gpu):
