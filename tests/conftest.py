@@ -30,6 +30,28 @@ if TEST_DEVICE == "cuda":
     tritensor.Tensor.numpy = lambda self, *, force=False: _numpy(self, force=force or self.device.type == "cuda")
 from gpu_guard import pytest_runtest_teardown  # noqa: E402,F401  (GPU mode: a sticky CUDA error ends the worker)
 
+# Test files that never touch a device in any mode: the store, rpc and remote references, the
+# elastic launcher, the static checks. CI runs the suite twice, in CPU mode and on the simulated
+# device; ``--device-only`` leaves these out of the second run, which would only repeat them.
+DEVICE_FREE = frozenset({
+    "test_comm_store.py", "test_comm_store_flood.py", "test_rpc.py", "test_rpc_fuzz.py", "test_rpc_hardening.py",
+    "test_rref.py", "test_rref_fetch.py", "test_rref_model.py", "test_elastic_agent.py", "test_elastic_errors.py",
+    "test_elastic_metrics_events.py", "test_elastic_multiprocessing.py", "test_elastic_rendezvous.py",
+    "test_elastic_run.py", "test_elastic_timer.py", "test_layering.py", "test_stubs.py", "test_tolerances.py",
+    "test_sm90_compile.py", "test_sm90_report.py",
+})
+
+
+def pytest_addoption(parser):
+    parser.addoption("--device-only", action="store_true",
+                     help="leave out the test files that never touch a device (conftest.DEVICE_FREE)")
+
+
+def pytest_ignore_collect(collection_path, config):
+    if config.getoption("--device-only") and collection_path.name in DEVICE_FREE:
+        return True
+    return None
+
 
 @pytest.fixture
 def no_launch(monkeypatch):
