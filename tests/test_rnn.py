@@ -75,12 +75,12 @@ def operand(shape, dtype, layout):
     a = (RNG.standard_normal(shape) * 1.5).astype(NP[dtype])
     ref = a.astype(np.float64)
     if layout == "contiguous" or len(shape) == 1:
-        return tt.from_numpy(a), ref
+        return tt.tensor(a), ref
     if layout == "sliced":
         wide = np.zeros((shape[0], shape[1] + 3), NP[dtype])
         wide[:, 2:2 + shape[1]] = a
-        return tt.from_numpy(wide)[:, 2:2 + shape[1]], ref
-    return tt.from_numpy(np.ascontiguousarray(a.T)).t(), ref
+        return tt.tensor(wide)[:, 2:2 + shape[1]], ref
+    return tt.tensor(np.ascontiguousarray(a.T)).t(), ref
 
 
 # every dtype on a plain and a strided case; the other layouts and the edge shapes in fp32 and fp64
@@ -131,7 +131,7 @@ def test_fused_lstm_cell_backward_kernel_against_float64(grads, dtype):
     assert type(hy.grad_fn).__name__ == "ThnnFusedLstmCellBackward0" and not ws.requires_grad
     ghy, gcy = _grad_of(hy, dtype, grads != "cy"), _grad_of(cy, dtype, grads != "hy")
     outs = [o for o, g in ((hy, ghy), (cy, gcy)) if g is not None]
-    tt.autograd.backward(outs, [tt.from_numpy(g) for g in (ghy, gcy) if g is not None])
+    tt.autograd.backward(outs, [tt.tensor(g) for g in (ghy, gcy) if g is not None])
     *_, ref_gates, ref_gcx = ref_lstm_cell(ig_r, hg_r, cx_r, bi_r, bh_r,
                                            None if ghy is None else ghy.astype(np.float64),
                                            None if gcy is None else gcy.astype(np.float64))
@@ -155,7 +155,7 @@ def test_fused_gru_cell_backward_kernel_against_float64(dtype):
     hy, ws = tt._thnn_fused_gru_cell(*leaves)
     assert type(hy.grad_fn).__name__ == "ThnnFusedGruCellBackward0" and not ws.requires_grad
     ghy = _grad_of(hy, dtype, True)
-    hy.backward(tt.from_numpy(ghy))
+    hy.backward(tt.tensor(ghy))
     *_, ref_ig, ref_hg, ref_hx = ref_gru_cell(ig_r, hg_r, hx_r, bi_r, bh_r, ghy.astype(np.float64))
     profile, k = ("default", None) if dtype in (tt.float32, tt.float64) else ("rounded_terms", 4)
     assert_close(ig.grad, ref_ig, dtype, profile, k=k)

@@ -55,9 +55,9 @@ def test_cumsum_matches_numpy(shape, dim, dtype, layout):
 def test_cumsum_longer_than_one_chunk(dtype):
     n = 3 * _k.MAX_BLOCK_N + 5  # several chunks: the running total is carried across them
     a = RNG.standard_normal((3, n)).astype(NP[dtype])
-    out = tt.from_numpy(a).cumsum(1)
+    out = tt.tensor(a).cumsum(1)
     assert_close(out, np.cumsum(a.astype(np.float64), 1), dtype, "accumulate", k=n)
-    col = tt.from_numpy(np.ascontiguousarray(a.T)).cumsum(0)  # the scanned dim strided, columns wide
+    col = tt.tensor(np.ascontiguousarray(a.T)).cumsum(0)  # the scanned dim strided, columns wide
     assert_close(col, np.cumsum(a.astype(np.float64).T, 0), dtype, "accumulate", k=n)
 
 
@@ -70,7 +70,7 @@ def test_cumsum_empty(shape, dim):
 @pytest.mark.parametrize("dtype", [tt.int32, tt.int64, tt.bool], ids=str)
 def test_cumsum_integers_sum_to_int64(dtype):
     a = (RNG.integers(-50, 50, (4, 9)) if dtype is not tt.bool else RNG.integers(0, 2, (4, 9))).astype(NP[dtype])
-    t = tt.from_numpy(a)
+    t = tt.tensor(a)
     for dim in (0, 1):
         out = t.cumsum(dim)
         assert out.dtype is tt.int64
@@ -83,7 +83,7 @@ def test_cumsum_integers_sum_to_int64(dtype):
 @pytest.mark.parametrize("dtype", [tt.float64, tt.float32, tt.int32], ids=str)
 def test_cumsum_dtype_argument(dtype):
     a = RNG.integers(-5, 5, (3, 6)).astype(np.int64) if dtype is tt.int32 else RNG.standard_normal((3, 6))
-    src = tt.from_numpy(a.astype(np.float16 if dtype is not tt.int32 else np.int64))
+    src = tt.tensor(a.astype(np.float16 if dtype is not tt.int32 else np.int64))
     out = tt.cumsum(src, 1, dtype=dtype)
     assert out.dtype is dtype
     ref = np.cumsum(src.numpy().astype(NP[dtype]).astype(np.float64), 1)
@@ -103,11 +103,11 @@ def test_cumsum_errors_name_the_argument():
 
 
 def test_cumsum_gradcheck():
-    x = tt.from_numpy(RNG.standard_normal((3, 5))).requires_grad_()
+    x = tt.tensor(RNG.standard_normal((3, 5))).requires_grad_()
     for dim in (0, 1, -1):
         assert tt.autograd.gradcheck(lambda t: t.cumsum(dim), (x,))
         assert tt.autograd.gradgradcheck(lambda t: tt.cumsum(t, dim), (x,))
-    nc = tt.from_numpy(RNG.standard_normal((5, 3))).T.requires_grad_()  # a non-contiguous leaf
+    nc = tt.tensor(RNG.standard_normal((5, 3))).T.requires_grad_()  # a non-contiguous leaf
     assert tt.autograd.gradcheck(lambda t: (t * t).cumsum(1), (nc,))
 
 
@@ -149,9 +149,9 @@ def test_longer_than_one_chunk(dtype, monkeypatch):
     n = 2 * _k.MAX_BLOCK_N + 7  # the carry crosses chunks
     a = RNG.uniform(0.999, 1.001, (2, n)).astype(NP[dtype])
     ref = a.astype(np.float64)
-    assert_close(tt.from_numpy(a).cumprod(1), np.cumprod(ref, 1), dtype, "product", k=n)
+    assert_close(tt.tensor(a).cumprod(1), np.cumprod(ref, 1), dtype, "product", k=n)
     b = RNG.standard_normal((n, 3)).astype(NP[dtype])
-    assert_close(tt.from_numpy(b).logcumsumexp(0), _logcumsumexp(b.astype(np.float64), 0), dtype)
+    assert_close(tt.tensor(b).logcumsumexp(0), _logcumsumexp(b.astype(np.float64), 0), dtype)
 
 
 def test_special_values_integers_and_shapes():
@@ -180,8 +180,8 @@ def test_errors_name_the_argument(no_launch):
 
 
 def test_scan_gradcheck():
-    x = tt.from_numpy(RNG.uniform(0.5, 1.5, (2, 4))).requires_grad_()
-    nc = tt.from_numpy(RNG.standard_normal((4, 2))).T.requires_grad_()  # a non-contiguous leaf
+    x = tt.tensor(RNG.uniform(0.5, 1.5, (2, 4))).requires_grad_()
+    nc = tt.tensor(RNG.standard_normal((4, 2))).T.requires_grad_()  # a non-contiguous leaf
     zeros = tt.tensor([[1.0, 0.0, 2.0, 0.0], [0.0, 1.0, 2.0, 3.0]], dtype=tt.float64, requires_grad=True)
     for dim in (0, 1):
         assert tt.autograd.gradcheck(lambda t: t.cumprod(dim), (x,))
@@ -213,8 +213,8 @@ def test_cummax_cummin_match_numpy(dtype, monkeypatch):
     if dtype.is_floating_point:
         a[1, 5], a[2, 19] = np.nan, np.nan
     a = (a > 0) if dtype is tt.bool else a.astype(NP[dtype])
-    for t, ref, dim in ((tt.from_numpy(a), a, 1), (tt.from_numpy(a.T.copy()).t(), a, 1),
-                        (tt.from_numpy(a).t(), a.T, 0)):
+    for t, ref, dim in ((tt.tensor(a), a, 1), (tt.tensor(a.T.copy()).t(), a, 1),
+                        (tt.tensor(a).t(), a.T, 0)):
         for op in ("cummax", "cummin"):
             got = getattr(t, op)(dim) if op == "cummax" else tt.cummin(t, dim)
             vals, idx = _cum_extreme(ref.astype(np.float64), dim, op)
@@ -226,7 +226,7 @@ def test_cummax_cummin_match_numpy(dtype, monkeypatch):
 
 
 def test_cummax_cummin_gradcheck():
-    x = tt.from_numpy(RNG.standard_normal((3, 4))).requires_grad_()
+    x = tt.tensor(RNG.standard_normal((3, 4))).requires_grad_()
     assert tt.autograd.gradcheck(lambda t: t.cummax(1).values, (x,))
     assert tt.autograd.gradcheck(lambda t: tt.cummin(t.t(), 1)[0], (x,), fast_mode=True)
     assert tt.autograd.gradgradcheck(lambda t: t.cummin(0).values ** 2, (x,), fast_mode=True)

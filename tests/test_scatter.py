@@ -25,7 +25,7 @@ def _data(shape, dtype):
 
 
 def _t(a):
-    return tt.from_numpy(np.ascontiguousarray(a))
+    return tt.tensor(np.ascontiguousarray(a))
 
 
 def _along(idx, d, shape):
@@ -61,27 +61,27 @@ def test_scatter_matches_numpy(dtype):
     idx = rng.integers(0, 4, (5, 3))  # repeats along dim 0: the last one wins
     ref = x.copy()
     ref[_along(idx, 0, x.shape)] = src[:5, :3]
-    out = _t(x).scatter(0, tt.from_numpy(idx), _t(src))
+    out = _t(x).scatter(0, tt.tensor(idx), _t(src))
     assert out.dtype is dtype
     np.testing.assert_array_equal(out.numpy().astype(ref.dtype), ref)
     # strided input, transposed index and source, dim 1, int32 index; in place
     xs = _t(np.stack([x, x], 1))[:, 0]
     ref = x.copy()
     ref[_along(idx.T[:, :4], 1, x.shape)] = src.T[:3, :4]
-    assert xs.scatter_(1, tt.from_numpy(idx).t()[:, :4].int(), _t(src).t()[:, :4]) is xs
+    assert xs.scatter_(1, tt.tensor(idx).t()[:, :4].int(), _t(src).t()[:, :4]) is xs
     np.testing.assert_array_equal(xs.numpy().astype(ref.dtype), ref)
     # a scalar value; reduce='add' / 'multiply' on a tensor and a scalar
     ref = x.copy()
     ref[_along(idx, 0, x.shape)] = 1
-    np.testing.assert_array_equal(tt.scatter(_t(x), 0, tt.from_numpy(idx), value=1).numpy().astype(ref.dtype), ref)
+    np.testing.assert_array_equal(tt.scatter(_t(x), 0, tt.tensor(idx), value=1).numpy().astype(ref.dtype), ref)
     if dtype is not tt.bool:
         for reduce, ufunc in (("add", np.add), ("multiply", np.multiply)):
             ref = x.astype(np.float64)
             ufunc.at(ref, _along(idx, 0, x.shape), src[:5, :3].astype(np.float64))
-            assert_close(_t(x).scatter(0, tt.from_numpy(idx), _t(src), reduce=reduce), ref, dtype, "product", k=4)
+            assert_close(_t(x).scatter(0, tt.tensor(idx), _t(src), reduce=reduce), ref, dtype, "product", k=4)
             ref = x.astype(np.float64)
             ufunc.at(ref, _along(idx, 0, x.shape), 2.0)
-            assert_close(_t(x).scatter(0, tt.from_numpy(idx), 2, reduce=reduce), ref, dtype, "product", k=4)
+            assert_close(_t(x).scatter(0, tt.tensor(idx), 2, reduce=reduce), ref, dtype, "product", k=4)
     # empty index, 0-d
     assert tt.scatter(_t(x), 0, tt.zeros(0, 5, dtype=tt.int64), _t(src)).numpy().tolist() == x.tolist()
     assert tt.tensor(3).scatter(0, tt.tensor(0), tt.tensor(7)).item() == 7
@@ -97,7 +97,7 @@ def test_scatter_reduce_matches_numpy(dtype, reduce):
     if dtype.is_floating_point:
         src[1, 2] = np.nan  # reaches x[1, idx[1, 2]]
     for include_self in (True, False):
-        out = _t(x).scatter_reduce(1, tt.from_numpy(idx), _t(src), reduce, include_self=include_self)
+        out = _t(x).scatter_reduce(1, tt.tensor(idx), _t(src), reduce, include_self=include_self)
         ref = _ref_reduce(x, 1, idx, src, reduce, include_self)
         if reduce == "mean" and not dtype.is_floating_point:
             s = np.zeros(x.shape, np.int64) if not include_self else x.astype(np.int64)
@@ -112,7 +112,7 @@ def test_scatter_reduce_matches_numpy(dtype, reduce):
                      err_msg=f"include_self={include_self}")
     # in place, on a non-contiguous input, dim 0
     xt = _t(x.T.copy()).t()
-    assert xt.scatter_reduce_(0, tt.from_numpy(idx[:, :3] % 3).t(), _t(src).t(), reduce) is xt
+    assert xt.scatter_reduce_(0, tt.tensor(idx[:, :3] % 3).t(), _t(src).t(), reduce) is xt
     ref = _ref_reduce(x, 0, (idx[:, :3] % 3).T, src.T, reduce, True)
     if reduce == "mean" and not dtype.is_floating_point:
         return  # (floor division checked above)
@@ -125,7 +125,7 @@ def test_index_put_fill_copy_masked_scatter_take_along_dim_match_numpy():
         rows, cols = np.array([3, 0, 3]), np.array([1, 4, 1])
         ref = x.copy()
         ref[rows, cols] = v[0, :3]  # a repeat: the last one wins
-        out = _t(x).index_put((tt.from_numpy(rows), tt.from_numpy(cols)), _t(v[0, :3]))
+        out = _t(x).index_put((tt.tensor(rows), tt.tensor(cols)), _t(v[0, :3]))
         np.testing.assert_array_equal(out.numpy().astype(ref.dtype), ref)
         ref = x.copy()
         ref[:, [2, 0]] = v[0, 0]
@@ -153,7 +153,7 @@ def test_index_put_fill_copy_masked_scatter_take_along_dim_match_numpy():
         ref[np.broadcast_to(mask[0], x.shape)] = source.numpy().reshape(-1)[:4 * mask[0].sum()]
         np.testing.assert_array_equal(t.numpy().astype(ref.dtype), ref)
         i = rng.integers(0, 5, (1, 3))  # broadcast along dim 0
-        np.testing.assert_array_equal(tt.take_along_dim(_t(x), tt.from_numpy(i), 1).numpy(),
+        np.testing.assert_array_equal(tt.take_along_dim(_t(x), tt.tensor(i), 1).numpy(),
                                       np.take_along_axis(x, np.broadcast_to(i, (4, 3)), 1))
         np.testing.assert_array_equal(_t(x).t().take_along_dim(tt.tensor([[19, 0]])).numpy(),
                                       np.take(x.T.reshape(-1), [19, 0]))
