@@ -333,7 +333,7 @@ def _target(saved: str, map_location):
 def _to_tensor(a: np.ndarray, dev, where: str) -> Tensor:
     if a.dtype not in _TENSOR_DTYPES:
         raise _Bad(f"{where}: a tensor of dtype {a.dtype.name}, which tritensor has not (save it as an array)")
-    t = tensor(a)  # a copy into aligned, writable memory of our own
+    t = tensor(a, device="cpu")  # a copy into aligned, writable host memory of our own, whatever the default device
     return t if dev.type == "cpu" else t.to(dev)
 
 

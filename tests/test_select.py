@@ -30,7 +30,7 @@ def test_nonzero_argwhere_masked_ops(layout):
     np.testing.assert_array_equal(x.argwhere().numpy(), np.argwhere(r))
     for got, want in zip(x.nonzero(as_tuple=True), np.nonzero(r)):
         np.testing.assert_array_equal(got.numpy(), want)
-    mask = tt.from_numpy(RNG.integers(0, 2, (1, 6)).astype(np.bool_))
+    mask = tt.tensor(RNG.integers(0, 2, (1, 6)).astype(np.bool_))
     np.testing.assert_array_equal(x.masked_fill(mask, -7.5).numpy(), np.where(mask.numpy(), -7.5, r))
     np.testing.assert_array_equal(tt.masked_fill(x, mask, tt.tensor(2.0)).numpy(), np.where(mask.numpy(), 2.0, r))
     np.testing.assert_array_equal(x.masked_select(mask).numpy(), r[np.broadcast_to(mask.numpy(), r.shape)])
@@ -52,16 +52,16 @@ def test_masked_fill_dtypes_and_nonzero_edges():
 
 def test_bincount():
     a = RNG.integers(0, 6, 20)
-    t = tt.from_numpy(a)
+    t = tt.tensor(a)
     np.testing.assert_array_equal(tt.bincount(t).numpy(), np.bincount(a))
     np.testing.assert_array_equal(t.bincount(minlength=10).numpy(), np.bincount(a, minlength=10))
     w = RNG.standard_normal(20)
-    got = tt.bincount(t, tt.from_numpy(w.astype(np.float32)))
+    got = tt.bincount(t, tt.tensor(w.astype(np.float32)))
     assert got.dtype is tt.float32
     # each bin sums a few of the 20 weights in fp32: "accumulate" over 20 terms (atol 4.3e-6, below
     # the 1e-5 this test allowed before it had a profile)
     assert_close(got, np.bincount(a, w), tt.float32, "accumulate", k=20)
-    assert tt.bincount(t.int(), tt.from_numpy(w)).dtype is tt.float64
+    assert tt.bincount(t.int(), tt.tensor(w)).dtype is tt.float64
     assert tt.bincount(tt.zeros(0, dtype=tt.int64), minlength=3).tolist() == [0, 0, 0]
 
 
@@ -84,8 +84,8 @@ def test_errors_name_the_argument(no_launch):
 
 
 def test_select_gradcheck():
-    x = tt.from_numpy(RNG.permutation(6).reshape(2, 3).astype(np.float64) / 3).requires_grad_()
-    nc = tt.from_numpy(RNG.permutation(6).reshape(3, 2).astype(np.float64) / 3).T.requires_grad_()  # non-contiguous
+    x = tt.tensor(RNG.permutation(6).reshape(2, 3).astype(np.float64) / 3).requires_grad_()
+    nc = tt.tensor(RNG.permutation(6).reshape(3, 2).astype(np.float64) / 3).T.requires_grad_()  # non-contiguous
     cases = [lambda t: t.masked_fill(t > 0.5, 2.0), lambda t: t.masked_select(t > 1.1)]  # thresholds between the values k/3
     for f in cases:
         assert tt.autograd.gradcheck(f, (x,))

@@ -22,7 +22,7 @@ def _pair(shape, dtype, transposed=False):
     """(tensor, NumPy array of the same values); ``transposed``: a non-contiguous view."""
     a = rng.standard_normal(shape[::-1] if transposed else shape) * 4
     a = (a > 0) if dtype is tt.bool else a.astype(NP[dtype])
-    t = tt.from_numpy(a)
+    t = tt.tensor(a)
     return (t.t(), a.T) if transposed else (t, a)
 
 
@@ -37,7 +37,7 @@ def test_repeat_interleave_matches_numpy(dtype):
     _eq(t.repeat_interleave(2), np.repeat(a, 2))
     _eq(t.repeat_interleave(3, dim=1), np.repeat(a, 3, axis=1))
     reps = np.array([2, 0, 1, 3])
-    _eq(tt.repeat_interleave(t, tt.from_numpy(reps), dim=0), np.repeat(a, reps, axis=0))
+    _eq(tt.repeat_interleave(t, tt.tensor(reps), dim=0), np.repeat(a, reps, axis=0))
     _eq(t.repeat_interleave(tt.tensor([2], dtype=tt.int32), dim=-1, output_size=6), np.repeat(a, 2, axis=-1))
     _eq(t.repeat_interleave(tt.tensor(0), dim=0), np.repeat(a, 0, axis=0))  # empty
     _eq(tt.repeat_interleave(tt.tensor([1, 0, 3])), np.repeat(np.arange(3), [1, 0, 3]))
@@ -61,7 +61,7 @@ def test_grids_broadcasts_and_cartesian_products_match_numpy():
                 _eq(got, want)
         _eq(tt.cartesian_prod(x, y, z), np.array(list(itertools.product(a, b, c))))
         m, ma = _pair((1, 3), dtype, transposed=True)
-        for got, want in zip(tt.broadcast_tensors(m, x[:, None][:, :1], tt.from_numpy(np.asarray(a[0]))),
+        for got, want in zip(tt.broadcast_tensors(m, x[:, None][:, :1], tt.tensor(np.asarray(a[0]))),
                              np.broadcast_arrays(ma, a[:, None], a[0])):
             _eq(got, want)
         _eq(tt.broadcast_to(m, (2, -1, 3)), np.broadcast_to(ma, (2, 1, 3)))

@@ -97,7 +97,7 @@ def test_special_values(dtype):
                   [0.0, -inf, 1.0, -inf],     # masked positions: exactly 0 / -inf
                   [1.0, nan, 2.0, 3.0],       # NaN poisons its row
                   [1000.0, 1000.0, -1000.0, 999.0]])  # no overflow thanks to the max subtraction
-    x = tt.from_numpy(a.astype(NP[dtype]))
+    x = tt.tensor(a.astype(NP[dtype]))
     ref = a.astype(NP[dtype]).astype(np.float64)
     s = x.softmax(1).numpy().astype(np.float64)
     ls = x.log_softmax(1).numpy().astype(np.float64)
@@ -110,7 +110,7 @@ def test_special_values(dtype):
 
 def test_dtype_argument_casts_input_first():
     a = RNG.standard_normal((3, 6)).astype(np.float32)
-    x = tt.from_numpy(a)
+    x = tt.tensor(a)
     h = x.half()
     r = h.softmax(1, dtype=tt.float32)
     assert r.dtype is tt.float32
