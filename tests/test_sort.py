@@ -78,13 +78,13 @@ def test_merge_sort_for_long_rows_and_ints(monkeypatch, tile):
     monkeypatch.setattr(_k, "MAX_SORT_BLOCK", 4)  # rows longer than this take the rank kernel
     monkeypatch.setattr(_k, "RANK_TILE", tile)  # 4: rows of 9-11 are 3 runs, merged in 2 passes
     a = _ties((3, 11)).astype(np.float32)
-    v, i = tt.from_numpy(a).sort(1, descending=True)
+    v, i = tt.tensor(a).sort(1, descending=True)
     want_v, want_i = _np_sort(a.astype(np.float64), 1, True)
     np.testing.assert_array_equal(v.numpy(), want_v.astype(np.float32))
     np.testing.assert_array_equal(i.numpy(), want_i)
     for dtype in (tt.int64, tt.int32, tt.bool):
         b = RNG.integers(-3, 4, (2, 9)) if dtype is not tt.bool else RNG.integers(0, 2, (2, 9))
-        t = tt.from_numpy(b.astype(NP[dtype]))
+        t = tt.tensor(b.astype(NP[dtype]))
         v, i = t.sort(1)
         np.testing.assert_array_equal(i.numpy(), np.argsort(b, 1, kind="stable"))
         np.testing.assert_array_equal(v.numpy(), np.sort(b.astype(NP[dtype]), 1))
@@ -92,7 +92,7 @@ def test_merge_sort_for_long_rows_and_ints(monkeypatch, tile):
     assert big.sort().values.tolist() == [-(2**40), 3, 2**40, 2**40 + 1]
     a = _ties((2, 37, 3))  # runs merged along a strided middle dim, ties and NaN across runs
     for descending in (False, True):
-        v, i = tt.from_numpy(a).sort(1, descending=descending)
+        v, i = tt.tensor(a).sort(1, descending=descending)
         want_v, want_i = _np_sort(a, 1, descending)
         np.testing.assert_array_equal(v.numpy(), want_v)
         np.testing.assert_array_equal(i.numpy(), want_i)
@@ -107,7 +107,7 @@ def test_each_sort_kernel_takes_its_cases(monkeypatch):
         return real(kernel, *args, **kwargs)
 
     monkeypatch.setattr(_k, "launch", spy)
-    x = tt.from_numpy(RNG.standard_normal((64, 64)).astype(np.float32))
+    x = tt.tensor(RNG.standard_normal((64, 64)).astype(np.float32))
     x[:5, :13].sort(1)  # small, 32-bit: tl.sort of packed keys
     x[:5, :13].double().sort(1)  # 64-bit values: the rank kernel
     x.sort(1)  # CPU mode: too many elements for the interpreter's tl.sort; GPU: tl.sort
@@ -125,7 +125,7 @@ def test_sort_0d_and_empty():
 @pytest.mark.parametrize("dtype", [tt.float32, tt.bfloat16, tt.float64], ids=str)
 def test_topk_and_kthvalue(dtype):
     a = RNG.permutation(40).reshape(5, 8).astype(np.float64)  # distinct values: one right answer
-    t = tt.from_numpy(a.astype(NP[dtype])).T  # non-contiguous
+    t = tt.tensor(a.astype(NP[dtype])).T  # non-contiguous
     r = a.T
     vals, idx = tt.topk(t, 3, dim=0)
     np.testing.assert_array_equal(_host(vals), -np.sort(-r, 0)[:3])
@@ -142,7 +142,7 @@ def test_topk_and_kthvalue(dtype):
 
 def test_unique():
     a = RNG.integers(-3, 4, (4, 5))
-    t = tt.from_numpy(a).T
+    t = tt.tensor(a).T
     vals, inv, counts = tt.unique(t, return_inverse=True, return_counts=True)
     want, want_inv, want_counts = np.unique(a.T, return_inverse=True, return_counts=True)
     np.testing.assert_array_equal(vals.numpy(), want)
@@ -159,18 +159,18 @@ def test_searchsorted():
     seq = np.array([1.0, 2.0, 2.0, 4.0, 7.0])
     vals = np.array([[0.0, 2.0, 3.0], [7.0, 8.0, 2.0]])
     for right in (False, True):
-        got = tt.searchsorted(tt.from_numpy(seq), tt.from_numpy(vals), right=right)
+        got = tt.searchsorted(tt.tensor(seq), tt.tensor(vals), right=right)
         np.testing.assert_array_equal(got.numpy(), np.searchsorted(seq, vals, side="right" if right else "left"))
-    got = tt.searchsorted(tt.from_numpy(seq).half(), tt.from_numpy(vals).float(), side="right", out_int32=True)
+    got = tt.searchsorted(tt.tensor(seq).half(), tt.tensor(vals).float(), side="right", out_int32=True)
     assert got.dtype is tt.int32 and got.tolist() == np.searchsorted(seq, vals, side="right").tolist()
     rows = np.sort(RNG.standard_normal((3, 6)), 1)
     v = RNG.standard_normal((3, 4))
-    got = tt.searchsorted(tt.from_numpy(rows), tt.from_numpy(v))  # a row of boundaries per row of values
+    got = tt.searchsorted(tt.tensor(rows), tt.tensor(v))  # a row of boundaries per row of values
     np.testing.assert_array_equal(got.numpy(), [np.searchsorted(rows[k], v[k]) for k in range(3)])
-    assert tt.searchsorted(tt.from_numpy(seq), 2.0).item() == 1 and tt.searchsorted(tt.from_numpy(seq), 2.0).ndim == 0
+    assert tt.searchsorted(tt.tensor(seq), 2.0).item() == 1 and tt.searchsorted(tt.tensor(seq), 2.0).ndim == 0
     perm = RNG.permutation(5)
-    unsorted = tt.from_numpy(seq[perm])
-    sorter = tt.from_numpy(np.argsort(seq[perm]))
+    unsorted = tt.tensor(seq[perm])
+    sorter = tt.tensor(np.argsort(seq[perm]))
     assert tt.searchsorted(unsorted, tt.tensor([3.0]), sorter=sorter).tolist() == [3]
     assert tt.searchsorted(tt.tensor([1, 3, 5]), tt.tensor([4, 5]), right=True).tolist() == [2, 3]
     assert tt.searchsorted(tt.zeros(0), tt.tensor([1.0])).tolist() == [0]
@@ -197,8 +197,8 @@ def test_errors_name_the_argument(no_launch):
 
 
 def test_sort_family_gradcheck():
-    x = tt.from_numpy(RNG.permutation(6).reshape(2, 3).astype(np.float64) / 3).requires_grad_()
-    nc = tt.from_numpy(RNG.permutation(6).reshape(3, 2).astype(np.float64)).T.requires_grad_()
+    x = tt.tensor(RNG.permutation(6).reshape(2, 3).astype(np.float64) / 3).requires_grad_()
+    nc = tt.tensor(RNG.permutation(6).reshape(3, 2).astype(np.float64)).T.requires_grad_()
     cases = [lambda t: t.sort(1).values, lambda t: tt.sort(t, 0, descending=True)[0], lambda t: t.msort(),
              lambda t: tt.topk(t, 1, 0).values, lambda t: t.topk(2, largest=False)[0],
              lambda t: t.kthvalue(2, 1).values, lambda t: tt.kthvalue(t, 1, 0, keepdim=True)[0]]
@@ -220,9 +220,9 @@ def test_median_nanmedian_mode_match_numpy(dtype):
         a[1, 2] = a[2, [0, 5]] = np.nan
         a[3, :] = np.nan
     a = a.astype(NP[dtype])
-    for t, ref, dim in ((tt.from_numpy(a), a.astype(np.float64), 1),
-                        (tt.from_numpy(a.T.copy()).t(), a.astype(np.float64), 1),
-                        (tt.from_numpy(a).t(), a.T.astype(np.float64), 0)):
+    for t, ref, dim in ((tt.tensor(a), a.astype(np.float64), 1),
+                        (tt.tensor(a.T.copy()).t(), a.astype(np.float64), 1),
+                        (tt.tensor(a).t(), a.T.astype(np.float64), 0)):
         order = np.argsort(ref, axis=dim, kind="stable")  # NaN last, as the kernels
         srt = np.take_along_axis(ref, order, dim)
         n, nans = ref.shape[dim], np.isnan(ref).sum(dim, keepdims=True)
@@ -240,8 +240,8 @@ def test_median_nanmedian_mode_match_numpy(dtype):
                 assert got.values[row].item() == best
                 assert got.indices[row].item() == np.nonzero(line == best)[0][-1]
     flat = a.astype(np.float64).reshape(-1)
-    assert np.isnan(tt.from_numpy(a).median().item()) == np.isnan(flat).any()
-    assert tt.from_numpy(a).nanmedian().item() == np.sort(flat[~np.isnan(flat)])[(np.sum(~np.isnan(flat)) - 1) // 2]
+    assert np.isnan(tt.tensor(a).median().item()) == np.isnan(flat).any()
+    assert tt.tensor(a).nanmedian().item() == np.sort(flat[~np.isnan(flat)])[(np.sum(~np.isnan(flat)) - 1) // 2]
     assert np.isnan(tt.zeros(0).median().item())
     with pytest.raises(IndexError, match=r"mode\(\): Expected reduction dim 0 to have non-zero size"):
         tt.zeros(0, 2).mode(0)
