@@ -20,6 +20,13 @@ The rules (PyTorch's), and why they are safe:
   freed: an event is recorded on each of those streams and the block is *pending* until all of
   them have completed. Events are polled on a cache miss, before asking the backend for memory,
   so the hot path never queries the driver.
+* **Graph capture.** While a capture is under way (``begin_capture``/``end_capture``, which
+  ``runtime/graphs.py`` calls), no event is recorded or queried: recorded on the capturing stream,
+  an event becomes part of the graph and can never be queried (CUDA_ERROR_CAPTURED_EVENT); a
+  query during a global-mode capture invalidates it. A block freed then stays pending, with its
+  streams noted, and gets its events when the last capture ends; cache misses meanwhile go to the
+  backend. (PyTorch's ``insert_events_deferred_until_no_capture``, and no ``process_events``
+  while ``captures_underway``.)
 * **Pools.** Blocks live in pools keyed by an id: 0 is the default pool; ``create_pool()`` makes a
   private one, whose blocks serve only allocations that name it (CUDA graphs will allocate from
   the graph's pool during capture, and the memory stays there while the graph lives);
@@ -182,6 +189,8 @@ class CachingAllocator:
         self._freeable: list[_Pool] = []  # released private pools that still hold blocks
         self._events: dict[object, collections.deque] = {}  # stream -> deque of (event, block)
         self._pending = 0  # freed blocks waiting on events
+        self._captures = 0  # graph captures under way on this device (no event recorded or queried)
+        self._deferred: list[Block] = []  # freed during a capture: their events are recorded after it
         self._all, self._small, self._large = self._counts = (_Counts(), _Counts(), _Counts())
         self._num = dict.fromkeys(("num_alloc_retries", "num_ooms", "num_sync_all_streams",
                                    "num_device_alloc", "num_device_free"), 0)
@@ -233,13 +242,20 @@ class CachingAllocator:
             for c in (a, k):
                 c.pn += 1; c.pb += size; c.pr += r  # noqa: E702
             self._pending += 1
-            for s in block.uses:
-                q = self._events.get(s)
-                if q is None:  # setdefault: a free run by the GC meanwhile may have made one
-                    q = self._events.setdefault(s, collections.deque())
-                q.append((self._backend.record_event(s), block))
-                block.events += 1
-            block.uses = None
+            if self._captures:  # an event now would be captured into the graph: after the capture
+                self._deferred.append(block)
+                return
+            self._insert_events(block)
+
+    def _insert_events(self, block: Block) -> None:
+        """Record an event on each stream that used a freed block: it is reusable once all have run."""
+        for s in block.uses:
+            q = self._events.get(s)
+            if q is None:  # setdefault: a free run by the GC meanwhile may have made one
+                q = self._events.setdefault(s, collections.deque())
+            q.append((self._backend.record_event(s), block))
+            block.events += 1
+        block.uses = None
 
     def record_stream(self, block: Block, stream) -> None:
         """``block`` is also used on ``stream``: its reuse waits for work queued there."""
@@ -255,7 +271,7 @@ class CachingAllocator:
     def _new_block(self, size: int, stream, pool: _Pool) -> Block:
         """A cache miss: a pending block that has become free, else a new one from the backend."""
         home = pool.home(stream, size)
-        if self._events:
+        if self._events and not self._captures:  # querying an event during a capture would break it
             self._process_events()
             if home:
                 return home.pop()
@@ -342,6 +358,23 @@ class CachingAllocator:
         if type(nbytes) is not int:
             return TypeError(f"nbytes: expected an int, got {type(nbytes).__name__}")
         return ValueError(f"nbytes: expected a size >= 0, got {nbytes}")
+
+    # ----- graph capture ----------------------------------------------------------------------
+    def begin_capture(self) -> None:
+        """A graph capture began on one of this device's streams: record and query no event until it ends."""
+        with self._lock:
+            self._captures += 1
+
+    def end_capture(self) -> None:
+        """A capture ended (successfully or not): the blocks freed during it get their events now."""
+        with self._lock:
+            if self._captures <= 0:
+                raise RuntimeError("end_capture: no capture under way")
+            self._captures -= 1
+            if self._captures == 0 and self._deferred:
+                deferred, self._deferred = self._deferred, []
+                for block in deferred:
+                    self._insert_events(block)
 
     # ----- pools, cache, statistics -----------------------------------------------------------
     def create_pool(self) -> int:

@@ -152,9 +152,13 @@ class Stream:
         return _cu_device(self.device.index).memory_resource
 
     def query(self) -> bool:
+        if memory.capturing:
+            memory.refuse_host_sync(self, "Stream.query()")
         return self.record_event().query()
 
     def synchronize(self) -> None:
+        if memory.capturing:
+            memory.refuse_host_sync(self, "Stream.synchronize()")
         self._cu.sync()
 
     def record_event(self, event: "Event | None" = None) -> "Event":
@@ -189,6 +193,7 @@ class Event:
         self.blocking = blocking
         self.interprocess = interprocess
         self._cu = None  # created on first record, on the recording stream's device
+        self._captured = False  # last recorded on a capturing stream: a node of the graph, never queried
 
     def record(self, stream: Stream | None = None) -> None:
         stream = current_stream() if stream is None else stream
@@ -197,14 +202,31 @@ class Event:
                                 ipc_enabled=self.interprocess)
             self._cu = _cu_device(stream.device.index).create_event(options=opts)
         stream._cu.record(self._cu)
+        self._captured = bool(memory.capturing) and id(stream) in memory.capturing
+
+    def _host_wait(self, what: str) -> None:
+        """Refuse, clearly, what the driver would refuse: waiting on the host for an event recorded
+        inside a capture (CUDA_ERROR_CAPTURED_EVENT), or while a capture would be broken by it."""
+        if self._captured:
+            raise memory.CaptureError(f"{what}: this event was recorded while a CUDA graph was being captured; it "
+                                      "is part of the graph and cannot be waited on from the host (record it again "
+                                      "outside the capture)")
+        if memory.capturing and self._cu is not None:
+            # Not a sync of a capturing stream (``self`` is no stream): refused where the capture's
+            # mode makes any query or sync unsafe.
+            memory.refuse_host_sync(self, what)
 
     def wait(self, stream: Stream | None = None) -> None:
         (current_stream() if stream is None else stream).wait_event(self)
 
     def query(self) -> bool:
+        if self._captured or memory.capturing:
+            self._host_wait("Event.query()")
         return True if self._cu is None else bool(self._cu.is_done)
 
     def synchronize(self) -> None:
+        if self._captured or memory.capturing:
+            self._host_wait("Event.synchronize()")
         if self._cu is not None:
             self._cu.sync()
 
@@ -281,6 +303,8 @@ def stream(s: Stream | None) -> StreamContext:
 
 
 def synchronize(device=None) -> None:
+    if memory.capturing:
+        memory.refuse_host_sync(None, "tritensor.cuda.synchronize()")
     _cu_device(_index(device)).sync()
 
 

@@ -6,7 +6,9 @@ own launcher, ``CompiledKernel.run`` with raw ints, costs about 5 us (H100, 2026
 of a thousand launches pays the difference a thousand times.
 
 :class:`DirectLauncher` keeps, per kernel, a map from a cheap *key* of the converted arguments to
-the compiled kernel (and, for an autotuned kernel, its chosen configuration). The key is built
+the compiled kernel (and, for an autotuned kernel, its chosen configuration), per device: a
+compiled kernel is a module loaded on one device, and launching it on another device's stream is
+an invalid handle (Triton keeps its compiled kernels per device too). The key is built
 from what a launch already has: each pointer's dtype and 16-byte alignment, each int's range
 class, its divisibility by 16 and whether it is 1, floats and bools by type, None, tuples item by
 item, descriptors by dtype, block shape and geometry, and the keyword arguments (constexprs and
@@ -111,7 +113,7 @@ class DirectLauncher:
         params = jit_fn.signature.parameters
         self.names = tuple(params)
         self.defaults = {n: p.default for n, p in params.items() if p.default is not p.empty}
-        self.entries: dict = {}
+        self.entries: dict = {}  # device index -> {launch key -> _Entry}
         self.off = False  # a check failed: every launch goes through Triton
 
     def bind(self, args, kwargs) -> list:
@@ -127,11 +129,12 @@ class DirectLauncher:
                 raise TypeError(f"{self.jit_fn.__name__}() missing required argument: '{name}'")
         return bound
 
-    def launch(self, grid, args, kwargs, stream) -> None:
-        """Launch on ``stream`` (a raw handle), direct when this launch's key is trusted; else
-        through Triton, learning the key."""
+    def launch(self, grid, args, kwargs, stream, device: int = 0) -> None:
+        """Launch on ``stream`` (a raw handle of device ``device``), direct when this launch's key
+        is trusted on that device; else through Triton, learning the key."""
         key = None if self.off else launch_key(args, kwargs, self.autotuned)
-        entry = self.entries.get(key) if key is not None else None
+        entries = self.entries.get(device)
+        entry = entries.get(key) if key is not None and entries is not None else None
         if entry is not None and entry.seen >= _CHECKS:
             config = entry.config
             if config is not None:
@@ -158,11 +161,24 @@ class DirectLauncher:
             if len(mine) != len(theirs) or any(m is not t and m != t for m, t in zip(mine, theirs)):
                 self._give_up("its arguments bind differently from Triton's binder")
                 return
-            self.entries[key] = _Entry(compiled, config)
+            if entries is None:
+                entries = self.entries[device] = {}
+            entries[key] = _Entry(compiled, config)
         elif compiled is not entry.compiled or config is not entry.config:
             self._give_up("one launch key met two compiled kernels")
         else:
             entry.seen += 1
+
+    def first_launch(self, args, kwargs, device: int) -> bool:
+        """Would this launch be the first of its key on ``device`` (Triton would compile the kernel
+        and load its module)? False where the launcher cannot tell (no key, or direct launch off)."""
+        if self.off:
+            return False
+        key = launch_key(args, kwargs, self.autotuned)
+        if key is None:
+            return False
+        entries = self.entries.get(device)
+        return entries is None or key not in entries
 
     def _give_up(self, why: str) -> None:
         self.off = True
@@ -177,7 +193,10 @@ def _subscript(kernel, grid, args, kwargs, stream):
 
 def needs_autotuning(kernel, args, kwargs) -> bool:
     """Would launching an autotuned kernel with these arguments time its configurations first?
-    (Triton 3.9's Autotuner key: its key arguments' values, then every argument's dtype.)"""
+    (Triton 3.9's Autotuner: its key is its key arguments' values, then every argument's dtype; on
+    a new key it prunes its configurations (``prune_configs_by``: ``early_config_prune``,
+    ``perf_model``) and times them only if more than one remains, as a pinned run's prune leaves
+    one.) Pruning runs only for a key not in the cache: during a capture, not per launch."""
     configs = getattr(kernel, "configs", None)
     cache = getattr(kernel, "cache", None)
     if configs is None or cache is None or len(configs) <= 1:
@@ -186,7 +205,17 @@ def needs_autotuning(kernel, args, kwargs) -> bool:
     named = {k: v for k, v in named.items() if k in kernel.arg_names}
     key = [named[k] for k in kernel.keys if k in named]
     key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype")]
-    return tuple(key) not in cache
+    if tuple(key) in cache:
+        return False
+    prune = getattr(kernel, "prune_configs", None)
+    if prune is None or not (getattr(kernel, "early_config_prune", None) or getattr(kernel, "perf_model", None)):
+        return True
+    saved = getattr(kernel, "nargs", None)
+    kernel.nargs = dict(zip(kernel.arg_names, args))  # what Autotuner.run sets before it prunes
+    try:
+        return len(prune(kwargs)) > 1
+    finally:
+        kernel.nargs = saved
 
 
 _launchers: dict = {}  # id(kernel object) -> DirectLauncher, or None where none applies

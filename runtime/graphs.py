@@ -12,10 +12,20 @@ inputs and outputs, keep their addresses and their contents across replays, and 
 long as the graph. The pool is released when the graph is reset or dies.
 
 What cannot be captured raises :class:`~tritensor.runtime.memory.CaptureError` naming it, before
-it reaches the driver: a host sync (``.item()``, ``.cpu()``, ``bool(t)``: any device-to-host
-copy), a host tensor staged into a kernel, a multi-tensor kernel's address table seen for the
-first time, and an autotuned kernel meeting a new shape. Warm up before capturing, as PyTorch
-asks: run the step a few times on the capture stream first.
+it reaches the driver (which would invalidate the capture): a host sync (``.item()``, ``.cpu()``,
+``bool(t)``: any device-to-host copy; ``tritensor.cuda.synchronize()``, a stream's or an event's
+``synchronize()`` and ``query()``), a host tensor staged into a kernel, a multi-tensor kernel's
+address table seen for the first time, a kernel's first launch with new argument types (Triton
+would compile it and load its module) and an autotuned kernel meeting a new shape. Warm up before
+capturing, as PyTorch asks: run the step a few times on the capture stream first.
+
+What a graph reads without allocating it stays alive with the graph: the device copies of the
+address tables its multi-tensor kernels read (``runtime/launch.py`` caches them, and would free
+one it evicts while a graph still points at it). The caching allocator records no event while a
+capture is under way (``runtime/allocator.py``: begin_capture / end_capture).
+
+If the ``with graph(g):`` block raises, the capture is ended and thrown away, and the block's
+exception is the one raised (not a second one from the driver about the broken capture).
 
 CPU mode has no graphs: every entry point raises a clear error saying so.
 """
@@ -69,6 +79,8 @@ class CUDAGraph:
         self._builder = None
         self._stream = None
         self._pool = None
+        self._kept: list = []  # what the graph reads but does not own (address tables), alive with it
+        self._allocator = None  # the device's caching allocator, told when the capture ends
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
         """Begin capturing the current stream's work. ``pool``: a ``graph_pool_handle()`` or another
@@ -86,28 +98,50 @@ class CUDAGraph:
                                "side stream (tritensor.cuda.graph(g) makes one, or `with tritensor.cuda.stream(s)`)")
         if id(stream) in memory.capturing:
             raise RuntimeError(f"capture_begin: {stream} is capturing another graph already")
-        self._pool = pool if pool is not None else _PoolHandle(memory.device_allocator(stream.device.index))
+        allocator = memory.device_allocator(stream.device.index)
+        self._pool = pool if pool is not None else _PoolHandle(allocator)
         builder = stream._cu.create_graph_builder()
-        memory.capturing[id(stream)] = (stream, self._pool.id)
+        self._kept = []
+        memory.capturing[id(stream)] = memory.Capture(stream, self._pool.id, self._kept, capture_error_mode)
+        allocator.begin_capture()
         try:
             builder.begin_building(capture_error_mode)
         except BaseException:
             del memory.capturing[id(stream)]
+            allocator.end_capture()
             builder.close()
             raise
-        self._builder, self._stream = builder, stream
+        self._builder, self._stream, self._allocator = builder, stream, allocator
 
     def capture_end(self) -> None:
-        """End the capture and make the graph launchable."""
+        """End the capture and make the graph launchable. A capture the driver invalidated raises
+        :class:`CaptureError` naming what broke it, once; the graph is then empty (capture again)."""
         if self._builder is None:
             raise RuntimeError("capture_end: no capture in progress (call capture_begin() first)")
         builder, self._builder = self._builder, None
         try:
-            builder.end_building()
+            try:
+                builder.end_building()
+            except Exception as e:
+                if "CAPTURE_INVALIDATED" not in str(e):
+                    raise
+                raise memory.CaptureError(f"capture_end: the capture on {self._stream} was invalidated, nothing "
+                                          f"was recorded ({e}). Warm up and synchronize before capture_begin().") from e
             self._graph = builder.complete()
         finally:
             memory.capturing.pop(id(self._stream), None)
+            self._allocator.end_capture()  # after the driver's capture ended: deferred events go on the streams now
             builder.close()
+            if self._graph is None:
+                self._kept = []
+
+    def _abandon(self) -> None:
+        """The captured block raised: end the capture and throw it away, whatever the driver says of it."""
+        try:
+            self.capture_end()
+        except Exception:  # the block's own exception is the one to see
+            pass
+        self.reset()
 
     def replay(self) -> None:
         """Launch the captured work on the current stream."""
@@ -123,6 +157,7 @@ class CUDAGraph:
             self._graph.close()
             self._graph = None
         self._pool = None
+        self._kept = []
 
     def pool(self):
         """This graph's private pool, to share with another graph's capture."""
@@ -160,9 +195,12 @@ class graph:
         self.cuda_graph.capture_begin(self.pool, capture_error_mode=self.capture_error_mode)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         try:
-            self.cuda_graph.capture_end()
+            if exc_type is None:
+                self.cuda_graph.capture_end()
+            else:
+                self.cuda_graph._abandon()
         finally:
-            self.stream_ctx.__exit__(*exc)
+            self.stream_ctx.__exit__(exc_type, exc, tb)
         return False

@@ -20,6 +20,9 @@ the addresses of many buffers from a table: an :class:`AddressTable` argument. I
 taken here, from each buffer as the kernel will see it (staged like any host buffer in GPU
 mode), so a host address never reaches a device kernel; the device copy of a table is cached
 by its bytes, so a training step with a stable parameter list copies no table after its first.
+A table used while a CUDA graph is captured is also held by the graph (``memory.Capture.keep``):
+the graph bakes in its address, and the cache may evict it, freeing its block for reuse, while
+the graph still reads it at every replay.
 """
 from __future__ import annotations
 
@@ -136,6 +139,10 @@ def _device_table(values: np.ndarray, stream):
             while len(_device_tables) > _TABLES_KEPT:
                 _device_tables.popitem(last=False)
     st.record_stream(stream)
+    if memory.capturing:
+        graph = memory.capturing.get(id(stream))
+        if graph is not None:  # the graph replays this address: it keeps the table, whatever the cache evicts
+            graph.keep.append(st)
     return _DevArg(st.data_ptr(), dt.int64)
 
 
@@ -175,11 +182,38 @@ def launch(kernel, grid, *args, **kwargs) -> None:
 
     if not _hooked:
         _hook_triton_stream()
-    stream = cuda.current_stream()  # also makes the device's context current in this thread
+    try:
+        _device_launch(kernel, grid, args, kwargs, cuda.current_stream())
+    except _OtherDevice as e:
+        # The tensors are on another device than the current one (x on cuda:1, no set_device(1)):
+        # the kernel runs on their device's current stream, where their memory is ordered, with
+        # that device current while it launches (its context, Triton's compile, host staging),
+        # as torch's ops do under a device guard.
+        prev = cuda.current_device()
+        cuda.set_device(e.index)
+        try:
+            _device_launch(kernel, grid, args, kwargs, cuda.current_stream())
+        finally:
+            cuda.set_device(prev)
+
+
+class _OtherDevice(Exception):
+    """A launch's device buffers are on device ``index``, not on the current device."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def _device_launch(kernel, grid, args, kwargs, stream) -> None:
+    """GPU mode: convert the arguments and launch on ``stream`` (the current device's current
+    stream; :class:`_OtherDevice` before anything is queued when a buffer is on another device)."""
     staged: dict[int, tuple] = {}  # id(host storage) -> (host storage, device storage)
+    index = stream.device.index
 
     def dev_arg(a, buffer):
         st, offset, _shape, _strides, dtype = buffer(a)
+        if st.device.type == "cuda" and st.device.index != index:
+            raise _OtherDevice(st.device.index)
         if st.device.type == "cpu":
             if memory.capturing:
                 memory.refuse_while_capturing(
@@ -212,14 +246,28 @@ def triton_launch(kernel, grid, args, kwargs, stream) -> None:
         with _interp_lock, np.errstate(all="ignore"):
             kernel[grid](*args, **kwargs)
         return
-    if memory.capturing and direct.needs_autotuning(kernel, args, kwargs):
-        memory.refuse_while_capturing(stream, f"autotuning {_kernel_name(kernel)} for a new shape",
-                                      "it times every configuration and waits for each on the host")
     fast = direct.launcher_for(kernel) if direct.ENABLED else None
+    if memory.capturing:
+        _refuse_what_capture_cannot_record(kernel, args, kwargs, stream, fast)
     if fast is None:
         drv.jit_run(kernel, grid, args, kwargs, stream.cuda_stream)
     else:
-        fast.launch(grid, args, kwargs, stream.cuda_stream)
+        fast.launch(grid, args, kwargs, stream.cuda_stream, stream.device.index)
+
+
+def _refuse_what_capture_cannot_record(kernel, args, kwargs, stream, fast) -> None:
+    """During a capture: an autotuned kernel meeting a new shape would time its configurations,
+    and a launch key never seen on this device would make Triton compile the kernel and load its
+    module (a driver call that invalidates the capture). Both are refused before they start. The
+    launch key is at least as fine as Triton's specialisation, so a new key may, rarely, find a
+    compiled kernel; warming up with the shapes the graph will see avoids both."""
+    if direct.needs_autotuning(kernel, args, kwargs):
+        memory.refuse_while_capturing(stream, f"autotuning {_kernel_name(kernel)} for a new shape",
+                                      "it times every configuration and waits for each on the host")
+    if fast is not None and fast.first_launch(args, kwargs, stream.device.index):
+        memory.refuse_while_capturing(stream, f"the first launch of {_kernel_name(kernel)} with these argument "
+                                      f"types on {stream.device}", "Triton compiles the kernel and loads its module, "
+                                      "which the driver does not allow during a capture")
 
 
 _final = triton_launch  # ``bench launch --host-only`` swaps in a no-op to time everything before it

@@ -105,8 +105,22 @@ def _host_storage_from_bytes(data: bytes) -> HostStorage:
     return storage
 
 
-# Streams capturing a CUDA graph now (``runtime/graphs.py``): id(stream) -> (stream, private pool
-# id). Allocations on such a stream come from the graph's pool; host copies on it are refused.
+class Capture:
+    """A capture under way on ``stream`` (``runtime/graphs.py``): allocations on the stream come
+    from private pool ``pool``; ``keep`` holds what the graph reads but does not allocate (the
+    device copies of address tables), alive as long as the graph; ``mode`` is the capture error
+    mode and ``thread`` the capturing thread, which decide what else a host sync would break."""
+
+    __slots__ = ("stream", "pool", "keep", "mode", "thread")
+
+    def __init__(self, stream, pool: int, keep: list | None = None, mode: str = "global"):
+        self.stream, self.pool, self.mode = stream, pool, mode
+        self.keep = [] if keep is None else keep
+        self.thread = threading.get_ident()
+
+
+# Streams capturing a CUDA graph now: id(stream) -> Capture. Allocations on such a stream come
+# from the graph's pool; host copies on it are refused.
 capturing: dict = {}
 
 
@@ -119,6 +133,22 @@ def refuse_while_capturing(stream, what: str, why: str) -> None:
     if capturing and id(stream) in capturing:
         raise CaptureError(f"{what} cannot run while a CUDA graph is being captured on {stream}: {why}. Run it "
                            "before capture_begin() or after capture_end() (warm up on the capture stream first).")
+
+
+def refuse_host_sync(stream, what: str) -> None:
+    """Raise :class:`CaptureError` when the host waiting on ``stream`` (None: the whole device)
+    would break a capture: the driver refuses a sync of a capturing stream, and in ``global``
+    mode (``thread_local``: from the capturing thread) any sync or query while a capture is
+    under way, and invalidates the capture. Refused here, before the driver, it stays valid."""
+    if not capturing:
+        return
+    me = threading.get_ident()
+    for c in list(capturing.values()):
+        if (stream is None or c.stream is stream or c.mode == "global"
+                or (c.mode == "thread_local" and c.thread == me)):
+            raise CaptureError(f"{what} cannot run while a CUDA graph is being captured on {c.stream} "
+                               f"({c.mode} mode): the host would wait for the GPU, and the driver would "
+                               "invalidate the capture. Synchronize before capture_begin() or after capture_end().")
 
 
 class CudaPoolBackend(Backend):
@@ -222,7 +252,7 @@ class CudaStorage:
         self.device = dev
         self._allocator = alloc = _allocators.get(dev.index) or device_allocator(dev.index)
         graph = capturing.get(id(stream)) if capturing else None  # a capture: the graph's private pool
-        self._block = alloc.malloc(self.nbytes, stream, graph[1] if graph is not None else 0)
+        self._block = alloc.malloc(self.nbytes, stream, graph.pool if graph is not None else 0)
         self._ptr = self._block.ptr
 
     def data_ptr(self) -> int:
