@@ -3,6 +3,8 @@
 These need a CUDA device; on CPU-only machines (CI) the CPU-mode contract is tested in
 test_tensor.py::test_cpu_mode_is_selected_without_gpu instead.
 """
+import gc
+
 import numpy as np
 import pytest
 
@@ -69,6 +71,7 @@ def test_memory_stats_follow_tensors():
 def test_memory_freed_while_another_stream_reads_stays_valid():
     s = tt.cuda.Stream()
     x = tt.full((1 << 22,), 3.0, device="cuda")
+    s.wait_stream(tt.cuda.current_stream())  # x is written on the default stream: s reads it after
     with tt.cuda.stream(s):
         for _ in range(20):
             y = x * 1.0
@@ -90,6 +93,9 @@ def test_caching_allocator_reuses_a_freed_block_without_the_driver():
 
 
 def test_empty_cache_leaves_only_live_blocks_reserved():
+    # Earlier tests' garbage (cycles: tracebacks, autograd graphs, CUDA graphs holding private
+    # pools) is collected first, so what stays reserved is only what is alive.
+    gc.collect()
     x = tt.empty(1 << 20, device="cuda")
     tmp = tt.empty(3 << 20, device="cuda")
     del tmp
@@ -109,6 +115,7 @@ def test_a_training_loop_does_not_grow_reserved_memory():
 
     for _ in range(5):
         step()
+    gc.collect()  # earlier tests' garbage, collected mid-loop, would free blocks the loop never held
     tt.cuda.synchronize()
     before = tt.cuda.memory_stats()
     for _ in range(1000):
