@@ -24,7 +24,7 @@ def test_views_share_storage_and_copy_nothing():
 
 def test_view_semantics_match_numpy():
     a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
-    t = tt.from_numpy(a)
+    t = tt.tensor(a)
     cases = [
         (t.transpose(0, 2), a.transpose(2, 1, 0)), (t.permute(1, 2, 0), a.transpose(1, 2, 0)),
         (t.T, a.T), (t[1], a[1]), (t[-1, ::2, 1:4], a[-1, ::2, 1:4]), (t[..., 3], a[..., 3]),
