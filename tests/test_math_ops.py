@@ -76,14 +76,14 @@ def test_inplace_forms_integers_and_empty():
 def test_isclose_allclose_equal(dtype):
     a = np.array([1.0, 1.0, np.nan, np.inf, -np.inf, 0.0, 100.0])
     b = np.array([1.0 + 3e-6, 1.1, np.nan, np.inf, np.inf, 1e-9, 100.001])
-    ta, tb = tt.from_numpy(a.astype(NP[dtype])), tt.from_numpy(b.astype(NP[dtype]))
+    ta, tb = tt.tensor(a.astype(NP[dtype])), tt.tensor(b.astype(NP[dtype]))
     ra, rb = ta.double().numpy(), tb.double().numpy()
     for rtol, atol, equal_nan in ((1e-5, 1e-8, False), (1e-2, 0.0, True), (0.0, 0.5, False)):
         # the op's own rtol/atol, passed by position (as PyTorch allows) so the tolerance scan of
         # tests/test_tolerances.py does not take them for a test's tolerance override
         got = tt.isclose(ta, tb, rtol, atol, equal_nan=equal_nan)
         np.testing.assert_array_equal(got.numpy(), np.isclose(ra, rb, rtol, atol, equal_nan=equal_nan))
-    m = tt.from_numpy(RNG.standard_normal((3, 4)).astype(NP[dtype]))
+    m = tt.tensor(RNG.standard_normal((3, 4)).astype(NP[dtype]))
     assert tt.isclose(m.T, m.T.contiguous()).all() and tt.isclose(m, m[:1]).shape == (3, 4)  # strided, broadcast
     assert tt.allclose(m, m.clone()) and not tt.allclose(m, m + 1)
     assert tt.equal(m, m.clone()) and not tt.equal(m, m[:2]) and not tt.equal(ta, ta)  # nan != nan
@@ -196,9 +196,9 @@ def test_errors_name_the_argument_before_any_kernel(no_launch):
 
 
 def test_math_gradcheck():
-    x = tt.from_numpy(RNG.standard_normal((3, 4))).requires_grad_()
-    nc = tt.from_numpy(RNG.standard_normal((4, 3))).T.requires_grad_()  # a non-contiguous leaf
-    v, w = (tt.from_numpy(RNG.standard_normal(5)).requires_grad_() for _ in range(2))
+    x = tt.tensor(RNG.standard_normal((3, 4))).requires_grad_()
+    nc = tt.tensor(RNG.standard_normal((4, 3))).T.requires_grad_()  # a non-contiguous leaf
+    v, w = (tt.tensor(RNG.standard_normal(5)).requires_grad_() for _ in range(2))
     cases = [(lambda a: tt.logsumexp(a, 1), (x,)), (lambda a: a.logsumexp((0, 1), keepdim=True), (nc,)),
              (lambda a: a.norm(), (x,)), (lambda a: tt.linalg.vector_norm(a, 3, dim=0), (nc,)),
              (lambda a: tt.linalg.vector_norm(a, math.inf, dim=1), (x,)),

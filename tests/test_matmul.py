@@ -35,7 +35,7 @@ def rand(shape, dtype):
 
 
 def T(x):
-    return tt.from_numpy(np.ascontiguousarray(x))
+    return tt.tensor(np.ascontiguousarray(x))
 
 
 # 1x1x1, primes, K not a multiple of the interpreter's BLOCK_K (64), more than one tile in M and N.

@@ -113,11 +113,11 @@ def test_activation_modules_against_float64(name, dtype):
     rng = np.random.default_rng(0)
     base = (rng.standard_normal((5, 7)) * 4).astype(NP[dtype])
     base[0, :3] = [25.0, -25.0, 0.0]
-    x = tt.from_numpy(base)
+    x = tt.tensor(base)
     expected = ref(base.astype(np.float64))
     assert_close(mod(x), expected, dtype)
     # non-contiguous input (a transposed view): same values
-    xt = tt.from_numpy(np.ascontiguousarray(base.T)).T
+    xt = tt.tensor(np.ascontiguousarray(base.T)).T
     assert not xt.is_contiguous()
     assert_close(mod(xt), expected, dtype)
     # empty and odd shapes
@@ -132,7 +132,7 @@ def test_activation_gradcheck(name):
     v[np.abs(v + 3) < 0.05] += 0.2  # away from hardswish's kinks, where the derivative jumps
     v[np.abs(v - 3) < 0.05] += 0.2
     v[np.abs(v) < 0.05] += 0.2
-    x = tt.from_numpy(v).requires_grad_()
+    x = tt.tensor(v).requires_grad_()
     assert tt.autograd.gradcheck(mod, (x,))
     assert tt.autograd.gradgradcheck(mod, (x,))
 

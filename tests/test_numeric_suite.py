@@ -172,8 +172,8 @@ def test_compare_model_outputs_logs_batchnorm():
     tritensor.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.BatchNorm2d(2)).eval()
     mean, var = np.array([0.5, -0.25], np.float32), np.array([2.0, 0.5], np.float32)
-    model[1].running_mean.copy_(tritensor.from_numpy(mean))
-    model[1].running_var.copy_(tritensor.from_numpy(var))
+    model[1].running_mean.copy_(tritensor.tensor(mean))
+    model[1].running_var.copy_(tritensor.tensor(var))
     x = tritensor.randn(2, 1, 4, 4)
     q = ns.reduced_precision_copy(model, tritensor.bfloat16)
     act = ns.compare_model_outputs(model, q, x)
@@ -315,7 +315,7 @@ def test_logger_base_and_prepare_with_stubs_custom_logger(setup):
 def test_compute_sqnr():
     rng = np.random.default_rng(0)
     xa = rng.standard_normal((5, 7)).astype(np.float32)
-    x = tritensor.from_numpy(xa)
+    x = tritensor.tensor(xa)
     for dt in (tritensor.float16, tritensor.bfloat16):
         y = x.to(dt)
         xd, yd = xa.astype(np.float64), _np(y)

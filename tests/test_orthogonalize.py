@@ -27,7 +27,7 @@ def _ref_gram_schmidt(a, eps):
 def test_matches_qr_up_to_signs(dtype, shape):
     rng = np.random.default_rng(sum(shape))
     a = rng.standard_normal(shape).astype(dtype)
-    t = tt.from_numpy(a.copy())
+    t = tt.tensor(a.copy())
     assert orthogonalize_(t) is t
     got = t.numpy().astype(np.float64)
     q, _ = np.linalg.qr(a.astype(np.float64))
@@ -41,7 +41,7 @@ def test_matches_qr_up_to_signs(dtype, shape):
 def test_batched_and_strided(dtype):
     rng = np.random.default_rng(1)
     a = rng.standard_normal((3, 4, 9)).astype(dtype)  # viewed transposed: 3 matrices 9 x 4, strided
-    t = tt.from_numpy(a.copy())
+    t = tt.tensor(a.copy())
     orthogonalize_(t.transpose(1, 2))
     got = t.numpy().transpose(0, 2, 1)
     for k in range(3):
@@ -54,7 +54,7 @@ def test_rank_deficient_column_with_epsilon(dtype):
     a = rng.standard_normal((20, 3))
     a[:, 2] = 2 * a[:, 0] - a[:, 1]  # dependent: after projection the column is rounding noise
     a = a.astype(dtype)
-    t = tt.from_numpy(a.copy())
+    t = tt.tensor(a.copy())
     orthogonalize_(t, epsilon=1e-8)
     got = t.numpy()
     assert np.isfinite(got).all()
@@ -67,7 +67,7 @@ def test_rank_deficient_column_with_epsilon(dtype):
 def test_zero_column_without_epsilon_becomes_zero():
     a = np.zeros((6, 2), np.float32)
     a[:, 1] = np.arange(6)
-    t = tt.from_numpy(a.copy())
+    t = tt.tensor(a.copy())
     orthogonalize_(t)
     got = t.numpy()
     assert (got[:, 0] == 0).all()

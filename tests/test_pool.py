@@ -119,13 +119,13 @@ def _ids(c):
 def test_max_pool2d(dtype, case):
     shape, k, s, p, d, ceil = case
     x = rng.standard_normal(shape).astype(NP[dtype])
-    y, idx = tt.max_pool2d(tt.from_numpy(x), k, s, p, d, ceil, return_indices=True)
+    y, idx = tt.max_pool2d(tt.tensor(x), k, s, p, d, ceil, return_indices=True)
     y_ref, idx_ref = ref_max_pool(x.astype(np.float64), k, s, p, d, ceil)
     assert y.dtype is dtype and idx.dtype is tt.int64 and y.shape == y_ref.shape
     np.testing.assert_array_equal(y.numpy().astype(np.float64), y_ref)  # max only selects: exact
     np.testing.assert_array_equal(idx.numpy(), idx_ref)
     g = rng.standard_normal(y_ref.shape).astype(NP[dtype])
-    dx = _ops_pool.max_pool2d_backward(tt.from_numpy(g), shape, idx, k, s, p, d, ceil)
+    dx = _ops_pool.max_pool2d_backward(tt.tensor(g), shape, idx, k, s, p, d, ceil)
     assert dx.dtype is dtype and dx.shape == shape
     windows = -(-k[0] // s[0]) * -(-k[1] // s[1])  # most outputs one input can win
     assert_close(dx, ref_max_pool_backward(shape, idx_ref, g.astype(np.float64)), dtype, "accumulate", k=windows)
@@ -138,12 +138,12 @@ def test_max_pool2d(dtype, case):
 def test_avg_pool2d(dtype, case, include_pad, override):
     shape, k, s, p, _, ceil = case
     x = rng.standard_normal(shape).astype(NP[dtype])
-    y = tt.avg_pool2d(tt.from_numpy(x), k, s, p, ceil, include_pad, override)
+    y = tt.avg_pool2d(tt.tensor(x), k, s, p, ceil, include_pad, override)
     y_ref = ref_avg_pool(x.astype(np.float64), k, s, p, ceil, include_pad, override)
     assert y.dtype is dtype and y.shape == y_ref.shape
     assert_close(y, y_ref, dtype, "accumulate", k=k[0] * k[1])
     g = rng.standard_normal(y_ref.shape).astype(NP[dtype])
-    dx = _ops_pool.avg_pool2d_backward(tt.from_numpy(g), shape, k, s, p, ceil, include_pad, override)
+    dx = _ops_pool.avg_pool2d_backward(tt.tensor(g), shape, k, s, p, ceil, include_pad, override)
     assert dx.dtype is dtype and dx.shape == shape
     assert_close(dx, ref_avg_pool_backward(shape, g.astype(np.float64), k, s, p, ceil, include_pad, override), dtype,
                  "accumulate", k=k[0] * k[1])
@@ -165,7 +165,7 @@ def test_known_values_and_shapes():
 
 def test_nan_propagates_and_ties_keep_first():
     x = np.array([[[[1.0, np.nan, 3.0, 3.0], [0.0, 2.0, 3.0, 3.0]]]], np.float32)
-    y, idx = tt.max_pool2d(tt.from_numpy(x), 2, return_indices=True)
+    y, idx = tt.max_pool2d(tt.tensor(x), 2, return_indices=True)
     assert np.isnan(y.numpy()[0, 0, 0, 0]) and idx.numpy()[0, 0, 0, 0] == 1
     assert y.numpy()[0, 0, 0, 1] == 3.0 and idx.numpy()[0, 0, 0, 1] == 2
 
@@ -174,13 +174,13 @@ def test_nan_propagates_and_ties_keep_first():
 def test_non_contiguous_unbatched_and_empty(dtype):
     shape, k, s, p, d, ceil = CASES[3]
     x = rng.standard_normal(shape).astype(NP[dtype])
-    x_cl = tt.from_numpy(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
+    x_cl = tt.tensor(np.ascontiguousarray(x.transpose(0, 2, 3, 1))).permute(0, 3, 1, 2)
     assert not x_cl.is_contiguous()
     y, idx = tt.max_pool2d(x_cl, k, s, p, d, ceil, return_indices=True)
     y_ref, idx_ref = ref_max_pool(x.astype(np.float64), k, s, p, d, ceil)
     np.testing.assert_array_equal(y.numpy().astype(np.float64), y_ref)
     big = rng.standard_normal(y_ref.shape[:3] + (2 * y_ref.shape[3],)).astype(NP[dtype])
-    g, g64 = tt.from_numpy(big)[..., ::2], big[..., ::2].astype(np.float64)
+    g, g64 = tt.tensor(big)[..., ::2], big[..., ::2].astype(np.float64)
     assert_close(_ops_pool.max_pool2d_backward(g, shape, idx, k, s, p, d, ceil),
                  ref_max_pool_backward(shape, idx_ref, g64), dtype, "accumulate", k=4)
     assert_close(tt.avg_pool2d(x_cl, k, s, p, ceil), ref_avg_pool(x.astype(np.float64), k, s, p, ceil, True, None),
@@ -188,7 +188,7 @@ def test_non_contiguous_unbatched_and_empty(dtype):
     assert_close(_ops_pool.avg_pool2d_backward(g, shape, k, s, p, ceil),
                  ref_avg_pool_backward(shape, g64, k, s, p, ceil, True, None), dtype, "accumulate", k=6)
     # Unbatched (C, H, W) input, and an empty batch.
-    y3 = tt.max_pool2d(tt.from_numpy(x[0]), k, s, p, d, ceil)
+    y3 = tt.max_pool2d(tt.tensor(x[0]), k, s, p, d, ceil)
     np.testing.assert_array_equal(y3.numpy().astype(np.float64), y_ref[0])
     assert tt.avg_pool2d(tt.zeros(0, 2, 5, 6, dtype=dtype), 2).shape == (0, 2, 2, 3)
     assert _ops_pool.avg_pool2d_backward(tt.zeros(0, 2, 2, 3, dtype=dtype), (0, 2, 5, 6), 2).shape == (0, 2, 5, 6)
