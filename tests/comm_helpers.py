@@ -444,15 +444,17 @@ def tensors_requiring_grad(rank, world):
 class FakeCudaTensor:
     """Stands in for a CUDA tensor on machines without a GPU: ``numpy()`` raises, as it does
     for a real one, so collectives must stage through ``cpu()`` and write back with ``copy_``.
-    Views (``reshape``, slices) share the "device memory" and the copy counters."""
+    Views (``reshape``, slices) share the "device memory" and the copy counters.
 
-    class _Dev:
-        type = "cuda"
-        index = 0
+    Its device is a real ``cuda:0``: where a device exists (the simulated one, a GPU) the staging
+    code makes its side stream on that device and orders the copies on it, so the stand-in must
+    name a device ``tritensor.cuda.Stream`` accepts."""
 
     def __init__(self, host, stats=None):
+        import tritensor as tt
+
         self._host = host  # the "device memory"
-        self.device = self._Dev()
+        self.device = tt.device("cuda", 0)
         self.dtype = host.dtype
         self.shape = host.shape
         self.stats = stats if stats is not None else {"d2h_bytes": 0, "h2d": 0}
