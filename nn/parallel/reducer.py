@@ -222,7 +222,9 @@ class Reducer:
 
     def _globally_used(self) -> list:
         """Which parameters took part in the loss on at least one rank (one small allreduce)."""
-        used = zeros(len(self.params), dtype=self.buckets[0].buffer().dtype)
+        # A host tensor, whatever the default device: the flags are written through numpy(), which
+        # a device tensor refuses (or, where made to copy, writes into a copy the allreduce never sees).
+        used = zeros(len(self.params), dtype=self.buckets[0].buffer().dtype, device="cpu")
         arr = used.numpy()
         for i in range(len(self.params)):
             arr[i] = 0 if i in self.unused else 1
