@@ -59,10 +59,25 @@ def _context(env: dict):
     return mp.get_context("forkserver" if same else "spawn")
 
 
+def _use_test_device():
+    """A rank makes its tensors where the test process does: conftest's TRITENSOR_TEST_DEVICE=cuda
+    makes the default device cuda in the pytest process only, and a rank is a process of its own,
+    so without this the workers' models and collectives ran on host tensors in the device variant.
+    ``.numpy()`` of a device tensor copies it back, as conftest makes it do."""
+    if os.environ.get("TRITENSOR_TEST_DEVICE", "cpu").strip().lower() != "cuda":
+        return
+    import tritensor
+
+    tritensor.set_default_device("cuda")
+    numpy = tritensor.Tensor.numpy
+    tritensor.Tensor.numpy = lambda self, *, force=False: numpy(self, force=force or self.device.type == "cuda")
+
+
 def _entry(worker, rank, world, port, q, args, pg_timeout, env, init):
     os.environ.clear()
     os.environ.update(env)
     try:
+        _use_test_device()
         import tritensor.comm as dist
 
         if init:

@@ -39,7 +39,8 @@ def data(kind: str):
 
 
 def loss_of(model, x, y):
-    return nn.CrossEntropyLoss()(model(tt.from_numpy(x)), tt.from_numpy(y))
+    # tt.tensor follows the default device, as the model's parameters do (from_numpy stays on the cpu)
+    return nn.CrossEntropyLoss()(model(tt.tensor(x)), tt.tensor(y))
 
 
 def grads(model) -> dict:
@@ -116,7 +117,7 @@ def ddp_unused(rank, world):
     tt.manual_seed(3)
     model = Branchy(use_b=rank == 1)
     ddp = DDP(model, find_unused_parameters=True)
-    x = tt.from_numpy(np.full((2, 4), 0.5 + rank, np.float32))
+    x = tt.tensor(np.full((2, 4), 0.5 + rank, np.float32))
     for _ in range(2):  # twice: the second iteration must work too
         model.zero_grad()
         ddp(x).sum().backward()
@@ -217,6 +218,12 @@ def ddp_overlap(rank, world):
     ddp.register_comm_hook(None, timing_hook)
     last_grad = []
     model[0].weight.register_hook(lambda g: last_grad.append(time.monotonic()))
+    # On a device (a GPU, the simulated one) backward only queues kernels: this model's pass is over
+    # on the host in milliseconds, sooner than the communication thread is scheduled to start bucket
+    # 0, though it was handed the bucket at once. A pause before the first layer's gradient stands
+    # for the compute a real model's earlier layers take; a reducer that communicated only after
+    # backward would still start bucket 0 after the last gradient, so the check keeps its meaning.
+    model[1].weight.register_hook(lambda g: time.sleep(0.25))
     x = tt.ones(4, 16)
     loss = ddp(x).sum()
     t0 = time.monotonic()
@@ -235,7 +242,7 @@ def make_bucket(arrays, dtype=np.float64, index=0):
     flat = np.concatenate([a.reshape(-1) for a in arrays]).astype(dtype)
     params = [tt.zeros(*s, dtype=tt.float64) for s in shapes]
     offsets = list(np.cumsum([0] + [int(np.prod(s)) for s in shapes[:-1]]))
-    return dist.GradBucket(index, tt.from_numpy(flat), params, [int(o) for o in offsets], True)
+    return dist.GradBucket(index, tt.tensor(flat), params, [int(o) for o in offsets], True)
 
 
 def rank_grads(rank, step):
