@@ -124,6 +124,12 @@ class Capture:
 capturing: dict = {}
 
 
+# ``tritensor.compile``'s warm-up call sets this to a callable to learn whether the call copies
+# device memory to the host (a capture of it would be refused): ``device_to_host`` calls it with
+# what the copy is, then copies as usual. None otherwise, which is all the copy path tests.
+watch = None
+
+
 class CaptureError(RuntimeError):
     """An operation that cannot be recorded into a CUDA graph was run while capturing one."""
 
@@ -321,6 +327,8 @@ def device_to_host(dst: np.ndarray, src_ptr: int, stream) -> None:
         return
     refuse_while_capturing(stream, "a device-to-host copy (.item(), .cpu(), .numpy(), bool(t), print)",
                            "it waits for the GPU on the host")
+    if watch is not None:
+        watch("a device-to-host copy (.item(), .cpu(), .numpy(), bool(t), print, a data-dependent shape)")
     pin = _pinned(n)
     _check(drv.driver.cuMemcpyDtoHAsync(pin, src_ptr, n, stream.cuda_stream))
     stream.synchronize()
