@@ -35,6 +35,8 @@ from . import nn, optim
 from . import amp  # registers the autocast layer with core/dispatch.py
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .serialization import load, save
+from . import compiler  # torch.compiler: reset()
+from .compiler import compile  # torch.compile(mode="reduce-overhead"): a step captured into CUDA graphs
 from . import comm  # usable as `import tritensor.comm as dist`
 from .nn import parallel as _nn_parallel  # tritensor.nn.parallel (DDP) sits on comm: imported after it
 from . import futures  # torch.futures; tritensor.comm.Future is the same class

@@ -3,6 +3,7 @@ from . import amp as amp
 from . import autograd as autograd
 from . import backends as backends
 from . import comm as comm
+from . import compiler as compiler
 from . import core as core
 from . import futures as futures
 from . import gpu as cuda
@@ -22,6 +23,7 @@ from .autograd.grad_mode import is_grad_enabled as is_grad_enabled
 from .autograd.grad_mode import is_inference_mode_enabled as is_inference_mode_enabled
 from .autograd.grad_mode import no_grad as no_grad
 from .autograd.grad_mode import set_grad_enabled as set_grad_enabled
+from .compiler import compile as compile
 from .core import linalg as linalg
 from .core.creation import as_tensor as as_tensor
 from .core.creation import eye as eye

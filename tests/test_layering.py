@@ -7,7 +7,7 @@ Layers, lowest first (a module may import its own layer and the layers beneath i
     1  triton_kernels/                 kernels and their launchers
     2  core/                           Tensor, the op table, each op's core entry
     3  autograd/                       engine, Functions, derivatives
-    4  nn/, optim/, amp/, ao/, serialization.py
+    4  nn/, optim/, amp/, ao/, serialization.py, compiler.py (tritensor.compile)
     5  comm/, elastic/, nn/parallel/ (DistributedDataParallel sits on comm, as in torch),
        utils/ (utils.data's DistributedSampler asks comm for the world size and rank)
     6  bench/, run.py, gpu.py (tritensor.cuda), the package root
@@ -55,12 +55,12 @@ LAYERS = [  # by module-path prefix; the longest prefix that matches decides
     (1, ("triton_kernels",)),
     (2, ("core",)),
     (3, ("autograd",)),
-    (4, ("nn", "optim", "amp", "ao", "serialization")),
+    (4, ("nn", "optim", "amp", "ao", "serialization", "compiler")),
     (5, ("comm", "elastic", "nn.parallel", "utils")),  # utils.data's DistributedSampler asks comm
     (6, ("bench", "run", "gpu", "__init__", "__main__")),
 ]
 # Beyond the layer order: what the public-surface layers may not import.
-PUBLIC_ONLY = {"nn", "optim", "amp", "ao", "comm", "elastic", "serialization", "utils"}
+PUBLIC_ONLY = {"nn", "optim", "amp", "ao", "comm", "elastic", "serialization", "utils", "compiler"}
 INTERNAL = ("triton_kernels", "runtime.launch", "runtime.interpreter")
 
 
