@@ -52,7 +52,7 @@ def test_cat_and_stack_match_numpy(dtype, layout):
     _same(tt.concatenate([a, a, a], 0), np.concatenate([ra] * 3, 0))
     _same(tt.stack([a, a], 1), np.stack([ra, ra], 1), dtype)
     _same(tt.stack([a], -1), np.stack([ra], -1))
-    wide = tt.from_numpy(RNG.standard_normal((3, 2, 2)))  # float64: the result promotes
+    wide = tt.tensor(RNG.standard_normal((3, 2, 2)))  # float64: the result promotes
     _same(tt.cat([a, wide], 1), np.concatenate([ra, wide.numpy()], 1), tt.float64)
 
 
@@ -194,8 +194,8 @@ def test_errors_name_the_argument_before_any_kernel(no_launch):
 
 
 def test_join_gradcheck():
-    x = tt.from_numpy(RNG.standard_normal((2, 3))).requires_grad_()
-    nc = tt.from_numpy(RNG.standard_normal((3, 2))).T.requires_grad_()  # a non-contiguous leaf
+    x = tt.tensor(RNG.standard_normal((2, 3))).requires_grad_()
+    nc = tt.tensor(RNG.standard_normal((3, 2))).T.requires_grad_()  # a non-contiguous leaf
     cases = [lambda t: tt.cat([t, t * 2], 1), lambda t: tt.stack([t, nc], 0), lambda t: t.flip(1),
              lambda t: t.roll((1, -1), (0, 1)), lambda t: t.repeat(2, 1, 2), lambda t: tt.tile(t, (2,)),
              lambda t: t.tril(), lambda t: t.triu(1), lambda t: t.diag(1), lambda t: t[0].diag(-1),
