@@ -313,7 +313,9 @@ def test_loader_argument_errors():
 
 def test_pin_memory_without_a_gpu_warns():
     if tt.cuda.is_available():
-        b = next(iter(DataLoader([np.ones(2)], batch_size=1, pin_memory=True)))
+        # host samples: collate makes an array sample a tensor on the default device, which the
+        # device-tensor variant makes cuda, and a device batch cannot be pinned (as in torch)
+        b = next(iter(DataLoader([tt.ones(2, device="cpu")], batch_size=1, pin_memory=True)))
         assert b.is_pinned()
     else:
         with pytest.warns(UserWarning, match="no accelerator is found"):
