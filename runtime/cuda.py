@@ -13,7 +13,7 @@ import threading
 from collections import namedtuple
 
 from . import driver as drv
-from . import memory, mode
+from . import device_asserts, memory, mode
 from .allocator import OutOfMemoryError  # noqa: F401  (tritensor.cuda.OutOfMemoryError, as torch's)
 from .device import device as _device
 
@@ -159,7 +159,12 @@ class Stream:
     def synchronize(self) -> None:
         if memory.capturing:
             memory.refuse_host_sync(self, "Stream.synchronize()")
+        # A failed device-side index check is read here, where the host waits anyway: its few
+        # bytes are copied in the same wait (device_asserts.py).
+        read = device_asserts.armed and device_asserts.read_before_sync(self)
         self._cu.sync()
+        if read:
+            device_asserts.after_sync(self)
 
     def record_event(self, event: "Event | None" = None) -> "Event":
         event = Event() if event is None else event
@@ -306,6 +311,8 @@ def synchronize(device=None) -> None:
     if memory.capturing:
         memory.refuse_host_sync(None, "tritensor.cuda.synchronize()")
     _cu_device(_index(device)).sync()
+    if device_asserts.armed:  # a failed device-side index check surfaces here (device_asserts.py)
+        device_asserts.check_device(current_stream(device))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -90,17 +90,19 @@ def test_from_pretrained_freezes_by_default():
 
 
 def test_embedding_errors_before_any_kernel():
-    w = tt.zeros(4, 2)
+    """Host indices: checked on the host, the error raised by the op itself, in every mode (device
+    indices: tests/test_device_index_checks.py)."""
+    w = tt.zeros(4, 2, device="cpu")
     with pytest.raises(RuntimeError, match="'indices' to have one of the following scalar types: Long, Int"):
-        F.embedding(tt.tensor([1.0]), w)
+        F.embedding(tt.tensor([1.0], device="cpu"), w)
     with pytest.raises(IndexError, match="index out of range in self"):
-        F.embedding(tt.tensor([4]), w)
+        F.embedding(tt.tensor([4], device="cpu"), w)
     with pytest.raises(IndexError, match="index out of range in self"):
-        F.embedding(tt.tensor([-1]), w)
+        F.embedding(tt.tensor([-1], device="cpu"), w)
     with pytest.raises(RuntimeError, match="'weight' must be 2-D"):
-        F.embedding(tt.tensor([0]), tt.zeros(4))
+        F.embedding(tt.tensor([0], device="cpu"), tt.zeros(4, device="cpu"))
     with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
-        F.embedding(tt.tensor([0]), w, padding_idx=4)
+        F.embedding(tt.tensor([0], device="cpu"), w, padding_idx=4)
     with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
         nn.Embedding(3, 2, padding_idx=3)
     with pytest.raises(NotImplementedError, match="sparse=True"):

@@ -155,38 +155,43 @@ def test_setitem_noncontiguous_target_and_version():
 
 
 def test_out_of_range_raises_before_any_kernel(no_launch, monkeypatch):
+    """Host index tensors (and lists) are checked on the host, before any kernel, in every mode
+    (device index tensors: tests/test_device_index_checks.py)."""
     import tritensor.core.ops.index as ix
 
+    def T(v, **kw):
+        return tt.tensor(v, device="cpu", **kw)
+
     monkeypatch.setattr(ix, "_bounds_values", lambda t: (int(t.numpy().min()), int(t.numpy().max())))
-    x = tt.zeros(3, 4)
+    x = tt.zeros(3, 4, device="cpu")
     with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 3"):
-        x[tt.tensor([0, 5])]
+        x[T([0, 5])]
     with pytest.raises(IndexError, match="index -5 is out of bounds for dimension 1 with size 4"):
         x[:, [0, -5]]
     with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 1 with size 4"):
         x[[0, 1], [1, 4]] = 1.0
     with pytest.raises(IndexError, match="index_select\\(\\): index -1 is out of bounds"):
-        tt.index_select(x, 0, tt.tensor([-1]))
+        tt.index_select(x, 0, T([-1]))
     with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 1 with size 4"):
-        x.gather(1, tt.tensor([[4]]))
+        x.gather(1, T([[4]]))
     with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 0 with size 3"):
-        x.scatter_add(0, tt.tensor([[3]]), tt.ones(1, 1))
+        x.scatter_add(0, T([[3]]), tt.ones(1, 1, device="cpu"))
     with pytest.raises(IndexError, match="The shape of the mask \\[3, 3\\] at index 1 does not match the shape "
                                          "of the indexed tensor \\[3, 4\\] at index 1"):
-        x[tt.zeros(3, 3, dtype=tt.bool)]
+        x[tt.zeros(3, 3, dtype=tt.bool, device="cpu")]
     with pytest.raises(IndexError, match="tensors used as indices must be long, int, byte or bool tensors"):
-        x[tt.tensor([0.0])]
+        x[T([0.0])]
     with pytest.raises(RuntimeError, match="gather\\(\\): Expected dtype int64 for index"):
-        x.gather(0, tt.tensor([[0]], dtype=tt.int32))
+        x.gather(0, T([[0]], dtype=tt.int32))
     with pytest.raises(RuntimeError, match="shape mismatch: value tensor of shape \\[3\\] cannot be broadcast"):
-        x[[0, 1]] = tt.ones(3)
+        x[[0, 1]] = tt.ones(3, device="cpu")
     assert x.numpy().sum() == 0  # nothing was written
 
 
 def test_bounds_check_runs_on_the_device_reduction():
-    # Without the test hook above, the min/max come from tritensor.amin/amax kernels.
+    # Without the test hook above, the min/max of a host index come from tritensor.amin/amax kernels.
     with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 0 with size 3"):
-        tt.zeros(3)[tt.tensor([[1, 7], [0, 2]]).t()]
+        tt.zeros(3, device="cpu")[tt.tensor([[1, 7], [0, 2]], device="cpu").t()]
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES)

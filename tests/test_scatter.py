@@ -210,22 +210,23 @@ def test_bad_input(no_launch):
 
 
 def test_out_of_bounds_indices_raise_before_writing():
-    """(Bounds are checked with a reduction of the index: a kernel, so not under no_launch.)"""
-    x = tt.zeros(2, 3)
+    """Host indices (bounds checked with a reduction of the index: a kernel, so not under no_launch),
+    in every mode; device indices: tests/test_device_index_checks.py."""
+    x = tt.zeros(2, 3, device="cpu")
     with pytest.raises(IndexError, match="index 3 is out of bounds for dimension 1 with size 3"):
-        x.scatter(1, tt.tensor([[3]]), 1.0)
+        x.scatter(1, tt.tensor([[3]], device="cpu"), 1.0)
     with pytest.raises(IndexError, match="index -1 is out of bounds"):
-        x.scatter_(1, tt.tensor([[-1]]), 1.0)
+        x.scatter_(1, tt.tensor([[-1]], device="cpu"), 1.0)
     with pytest.raises(IndexError, match="scatter_reduce_\\(\\): index 2 is out of bounds for dimension 0"):
-        x.scatter_reduce_(0, tt.tensor([[2]]), x, "amax")
+        x.scatter_reduce_(0, tt.tensor([[2]], device="cpu"), x, "amax")
     with pytest.raises(IndexError, match="index_copy_\\(\\): index 2 is out of bounds for dimension 0 with size 2"):
-        x.index_copy_(0, tt.tensor([2]), tt.zeros(1, 3))
+        x.index_copy_(0, tt.tensor([2], device="cpu"), tt.zeros(1, 3, device="cpu"))
     with pytest.raises(IndexError, match="index -4 is out of bounds for dimension 1 with size 3"):
-        x.index_fill_(1, tt.tensor([-4]), 1.0)
+        x.index_fill_(1, tt.tensor([-4], device="cpu"), 1.0)
     with pytest.raises(RuntimeError, match="Number of elements of source < number of ones in mask"):
-        x.masked_scatter_(tt.ones(2, 3, dtype=tt.bool), tt.zeros(5))
+        x.masked_scatter_(tt.ones(2, 3, dtype=tt.bool, device="cpu"), tt.zeros(5, device="cpu"))
     with pytest.raises(RuntimeError, match=r"shape mismatch: value tensor of shape \[2\] cannot be broadcast"):
-        x.index_put_((tt.tensor([0]),), tt.zeros(2))
+        x.index_put_((tt.tensor([0], device="cpu"),), tt.zeros(2, device="cpu"))
     assert x.abs().sum().item() == 0  # nothing was written
 
 

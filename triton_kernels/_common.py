@@ -222,6 +222,29 @@ HOPPER_SMEM_BYTES = 232448
 
 
 @triton.jit
+def check_index(i, mask, low, size, err, header, CHECK: tl.constexpr):
+    """The lanes of ``mask`` whose index ``i`` lies in [low, size) (``low`` is -size where negative
+    indices wrap, else 0). With ``CHECK`` (an index tensor in device memory, not checked on the
+    host), a lane outside is also recorded in the device's error flag ``err`` (int64,
+    ``runtime/device_asserts.py``), which the host reads at its next sync: the op claims slot 0
+    with its ``header`` unless another op holds it, then folds its largest too-large index (+ 1)
+    into slot 1 and its smallest negative one into slot 2. Only a program with a bad lane touches
+    the flag. Callers mask every access with the result, so no lane reads or writes out of bounds."""
+    ok = (i >= low) & (i < size)
+    if CHECK:
+        bad = mask & ~ok
+        if tl.max(bad.to(tl.int32), axis=0) > 0:
+            i64 = i.to(tl.int64)
+            zero = tl.zeros_like(i64)
+            # A CAS takes no mask: the good lanes compare against -1, which slot 0 never holds.
+            old = tl.atomic_cas(err + zero, tl.where(bad, zero, zero - 1), zero + header)
+            own = bad & ((old == 0) | (old == header))
+            tl.atomic_max(err + 1 + zero, i64 + 1, mask=own & (i64 >= size), sem="relaxed")
+            tl.atomic_min(err + 2 + zero, i64, mask=own & (i64 < low), sem="relaxed")
+    return mask & ok
+
+
+@triton.jit
 def apply_epilogue(acc, bias_ptr, offs_n, N, stride_bias, HAS_BIAS: tl.constexpr, ACTIVATION: tl.constexpr):
     """acc (fp32/fp64 tile) + bias[None, :], then relu or exact (erf) gelu."""
     if HAS_BIAS:

@@ -12,8 +12,11 @@ Two index layouts cover every op:
 - ``index_dim``: ``gather``/``scatter_add``: one index tensor with the dense operand's shape
   picks the position along one dim of ``base``.
 
-Indices are bounds-checked on the host before any launch (core/ops/index.py); kernels only wrap
-negative indices. "add" uses ``tl.atomic_add`` (fp32, fp64, int32, int64; fp16/bf16 callers pass
+Index tensors in host memory are bounds-checked on the host before any launch (core/ops/index.py);
+index tensors in device memory are checked by the kernels themselves (``check``: out-of-range lanes
+are masked off and recorded in the device's error flag, ``runtime/device_asserts.py``, which the
+host reads at its next sync), so no indexing op waits for the device. Kernels wrap negative
+indices where the op allows them. "add" uses ``tl.atomic_add`` (fp32, fp64, int32, int64; fp16/bf16 callers pass
 an fp32 buffer), so on GPU the order of a sum over duplicate indices is not deterministic, as in
 PyTorch's CUDA kernels. Values are loaded and stored in their own dtype (gather/put are copies
 with a cast), arithmetic of "add" happens in the base's dtype.
@@ -25,7 +28,8 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import ELEMENTWISE_BLOCK, grid_1d, linear_index, needs_int64, strided_offset, strided_offset3
+from ._common import (ELEMENTWISE_BLOCK, check_index, grid_1d, linear_index, needs_int64, strided_offset,
+                      strided_offset3)
 
 
 @triton.jit
@@ -36,42 +40,46 @@ def _store_as(ptr, val, mask):
 
 
 @triton.jit
-def _target(idx, b, mask, numel_b, adv_sizes, K: tl.constexpr):
-    """The position index row ``b`` names in the indexed dims' grid, row-major (int64)."""
+def _target(idx, b, mask, numel_b, adv_sizes, adv_lows, K: tl.constexpr):
+    """The position index row ``b`` names in the indexed dims' grid, row-major (int64), and
+    ``mask`` without the rows holding an index out of range (the main kernel records those)."""
     t = tl.zeros(b.shape, tl.int64)
     for k in tl.static_range(K):
         i = tl.load(idx + k * numel_b + b, mask=mask, other=0)
+        mask = mask & (i >= adv_lows[k]) & (i < adv_sizes[k])
         t = t * adv_sizes[k] + tl.where(i < 0, i + adv_sizes[k], i)
-    return t
+    return t, mask
 
 
 @triton.jit
-def _claim_kernel(idx, winner, numel_b, adv_sizes, K: tl.constexpr, BLOCK: tl.constexpr):
+def _claim_kernel(idx, winner, numel_b, adv_sizes, adv_lows, K: tl.constexpr, BLOCK: tl.constexpr):
     b = linear_index(BLOCK, True)
-    mask = b < numel_b
-    t = _target(idx, b, mask, numel_b, adv_sizes, K)
+    t, mask = _target(idx, b, b < numel_b, numel_b, adv_sizes, adv_lows, K)
     tl.atomic_max(winner + t, b.to(winner.dtype.element_ty), mask=mask, sem="relaxed")
 
 
 @triton.jit
-def _index_nd_kernel(dense, base, idx, winner, n, numel_r, numel_b, shape, dense_strides, shape_r, base_strides_r,
-                     adv_strides, adv_sizes, MODE: tl.constexpr, K: tl.constexpr, NDIM: tl.constexpr,
-                     NDIM_R: tl.constexpr, INT64: tl.constexpr, LAST_WINS: tl.constexpr, BLOCK: tl.constexpr):
+def _index_nd_kernel(dense, base, idx, winner, err, n, numel_r, numel_b, shape, dense_strides, shape_r,
+                     base_strides_r, adv_strides, adv_sizes, adv_lows, headers, MODE: tl.constexpr, K: tl.constexpr,
+                     NDIM: tl.constexpr, NDIM_R: tl.constexpr, INT64: tl.constexpr, LAST_WINS: tl.constexpr,
+                     CHECK: tl.constexpr, BLOCK: tl.constexpr):
     lin = linear_index(BLOCK, INT64)
-    mask = lin < n
+    live = lin < n
+    mask = live
     b = lin // numel_r
     r = lin % numel_r
     od = strided_offset(lin, shape, dense_strides, NDIM)
     ob = strided_offset(r, shape_r, base_strides_r, NDIM_R).to(tl.int64)
     for k in tl.static_range(K):
-        i = tl.load(idx + k * numel_b + b, mask=mask, other=0)
+        i = tl.load(idx + k * numel_b + b, mask=live, other=0)
+        mask = mask & check_index(i, live, adv_lows[k], adv_sizes[k], err, headers[k], CHECK)
         i = tl.where(i < 0, i + adv_sizes[k], i)
         ob += i * adv_strides[k]
-    if MODE == "gather":
-        _store_as(dense + od, tl.load(base + ob, mask=mask), mask)
+    if MODE == "gather":  # a lane with a bad index reads nothing and writes 0
+        _store_as(dense + od, tl.load(base + ob, mask=mask, other=0), live)
     elif MODE == "put":
         if LAST_WINS:  # of the index rows naming one position, only the last (the claim's winner) writes
-            t = _target(idx, b, mask, numel_b, adv_sizes, K)
+            t, mask = _target(idx, b, mask, numel_b, adv_sizes, adv_lows, K)
             mask = mask & (tl.load(winner + t, mask=mask, other=-1) == b)
         _store_as(base + ob, tl.load(dense + od, mask=mask), mask)
     else:
@@ -81,16 +89,17 @@ def _index_nd_kernel(dense, base, idx, winner, n, numel_r, numel_b, shape, dense
 
 
 @triton.jit
-def _index_dim_kernel(dense, base, idx, n, shape, dense_strides, idx_strides, base_strides, dim_stride, dim_size,
-                      MODE: tl.constexpr, NDIM: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
+def _index_dim_kernel(dense, base, idx, err, n, shape, dense_strides, idx_strides, base_strides, dim_stride, dim_size,
+                      header, MODE: tl.constexpr, NDIM: tl.constexpr, INT64: tl.constexpr, CHECK: tl.constexpr,
+                      BLOCK: tl.constexpr):
     lin = linear_index(BLOCK, INT64)
-    mask = lin < n
+    live = lin < n
     od, oi, ob = strided_offset3(lin, shape, dense_strides, idx_strides, base_strides, NDIM)
-    i = tl.load(idx + oi, mask=mask, other=0)
-    i = tl.where(i < 0, i + dim_size, i)
+    i = tl.load(idx + oi, mask=live, other=0)
+    mask = check_index(i, live, 0, dim_size, err, header, CHECK)
     ob = ob + i * dim_stride
-    if MODE == "gather":
-        _store_as(dense + od, tl.load(base + ob, mask=mask), mask)
+    if MODE == "gather":  # a lane with a bad index reads nothing and writes 0
+        _store_as(dense + od, tl.load(base + ob, mask=mask, other=0), live)
     else:
         tl.static_assert(MODE == "add")
         v = tl.load(dense + od, mask=mask).to(base.dtype.element_ty)
@@ -123,8 +132,12 @@ def _shape_or_one(shape, strides):
 
 
 def index_nd(mode: str, dense, base, idx, adv_strides, adv_sizes, rest_shape, base_rest_strides,
-             winner=None) -> None:
+             winner=None, check=None) -> None:
     """See the module docstring. ``dense`` has shape B + rest_shape; ``idx`` is contiguous int64 (K, *B).
+
+    ``check``: None (every index is known to be in range) or ``(flag, lows, headers)``: the
+    device's error flag and, per indexed dim, the lowest index allowed (-size where negatives
+    wrap, 0 where they do not) and the header to record a failure with (``runtime/device_asserts.py``).
 
     ``winner`` ("put" only): a contiguous int32/int64 buffer of prod(adv_sizes) elements, all -1,
     given when index rows may repeat: a first launch has every row claim its position with an
@@ -141,17 +154,23 @@ def index_nd(mode: str, dense, base, idx, adv_strides, adv_sizes, rest_shape, ba
     shape_r, bstr = _shape_or_one(rest_shape, base_rest_strides)
     int64 = needs_int64(dense.shape, dense.stride()) or needs_int64(rest_shape, base_rest_strides)
     last_wins = winner is not None
+    if check is None:
+        err, lows, headers = idx, tuple(-int(s) for s in adv_sizes), (0,) * k
+    else:
+        err, lows, headers = check
     if last_wins:
-        launch(_claim_kernel, grid_1d(numel_b, ELEMENTWISE_BLOCK), idx, winner, numel_b, tuple(adv_sizes), K=k,
-               BLOCK=ELEMENTWISE_BLOCK)
-    launch(_index_nd_kernel, grid_1d(n, ELEMENTWISE_BLOCK), dense, base, idx, winner if last_wins else idx, n,
-           numel_r, numel_b, shape, dstr, shape_r, bstr, tuple(adv_strides), tuple(adv_sizes), MODE=mode, K=k,
-           NDIM=len(shape), NDIM_R=len(shape_r), INT64=int64, LAST_WINS=last_wins, BLOCK=ELEMENTWISE_BLOCK)
+        launch(_claim_kernel, grid_1d(numel_b, ELEMENTWISE_BLOCK), idx, winner, numel_b, tuple(adv_sizes),
+               tuple(lows), K=k, BLOCK=ELEMENTWISE_BLOCK)
+    launch(_index_nd_kernel, grid_1d(n, ELEMENTWISE_BLOCK), dense, base, idx, winner if last_wins else idx, err, n,
+           numel_r, numel_b, shape, dstr, shape_r, bstr, tuple(adv_strides), tuple(adv_sizes), tuple(lows),
+           tuple(headers), MODE=mode, K=k, NDIM=len(shape), NDIM_R=len(shape_r), INT64=int64, LAST_WINS=last_wins,
+           CHECK=check is not None, BLOCK=ELEMENTWISE_BLOCK)
 
 
-def index_dim(mode: str, dense, base, idx, dim: int) -> None:
+def index_dim(mode: str, dense, base, idx, dim: int, check=None) -> None:
     """gather (dense = base.gather(dim, idx)) or scatter add (base.scatter_add_(dim, idx, dense)).
-    ``dense`` and ``idx`` share a shape; ``base`` has the same rank."""
+    ``dense`` and ``idx`` share a shape; ``base`` has the same rank; indices are in [0, size).
+    ``check``: None (known to be in range) or ``(flag, header)`` (see :func:`index_nd`)."""
     n = idx.numel()
     if n == 0:
         return
@@ -162,8 +181,32 @@ def index_dim(mode: str, dense, base, idx, dim: int) -> None:
     _, istr = _shape_or_one(idx.shape, idx.stride())
     _, bstr = _shape_or_one(idx.shape, bstr)
     int64 = needs_int64(base.shape, base.stride()) or needs_int64(idx.shape, dense.stride(), idx.stride())
-    launch(_index_dim_kernel, grid_1d(n, ELEMENTWISE_BLOCK), dense, base, idx, n, shape, dstr, istr, bstr,
-           dim_stride, dim_size, MODE=mode, NDIM=len(shape), INT64=int64, BLOCK=ELEMENTWISE_BLOCK)
+    err, header = (idx, 0) if check is None else check
+    launch(_index_dim_kernel, grid_1d(n, ELEMENTWISE_BLOCK), dense, base, idx, err, n, shape, dstr, istr, bstr,
+           dim_stride, dim_size, header, MODE=mode, NDIM=len(shape), INT64=int64, CHECK=check is not None,
+           BLOCK=ELEMENTWISE_BLOCK)
+
+
+@triton.jit
+def _check_kernel(idx, err, n, shape, strides, low, size, header, NDIM: tl.constexpr, INT64: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    lin = linear_index(BLOCK, INT64)
+    live = lin < n
+    i = tl.load(idx + strided_offset(lin, shape, strides, NDIM), mask=live, other=0)
+    check_index(i, live, low, size, err, header, True)
+
+
+def check_bounds(idx, low: int, size: int, check) -> None:
+    """Record in the device's error flag (``check``: ``(flag, header)``) any index of ``idx`` outside
+    [low, size), reading nothing else: for ops written with other ops (``index_fill``,
+    ``index_copy``), whose error must name them, not the op they run."""
+    n = idx.numel()
+    if n == 0:
+        return
+    shape, strides = _shape_or_one(idx.shape, idx.stride())
+    flag, header = check
+    launch(_check_kernel, grid_1d(n, ELEMENTWISE_BLOCK), idx, flag, n, shape, strides, int(low), int(size), header,
+           NDIM=len(shape), INT64=needs_int64(shape, strides), BLOCK=ELEMENTWISE_BLOCK)
 
 
 def mask_block_counts(mask, counts) -> None:

@@ -2,8 +2,9 @@
 
 One layout, as ``index.index_dim``: ``src`` and ``idx`` share a shape S; ``base`` has the same
 rank, and element p of S lands at ``base[..., idx[p], ...]`` (position p with its coordinate
-along ``dim`` replaced by ``idx[p]``). Indices are bounds-checked on the host before any launch
-(``core/ops/scatter.py``).
+along ``dim`` replaced by ``idx[p]``). Host index tensors are bounds-checked on the host before any
+launch (``core/ops/scatter.py``); device ones by the kernel (``check``: out-of-range lanes masked
+off and recorded in the device's error flag, ``runtime/device_asserts.py``).
 
 MODE "claim" / "put": where several elements of S name one position of ``base``, the last of
 them (row-major in S, so the last along ``dim``) is written, as NumPy's ``put_along_axis``, in
@@ -24,7 +25,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import ELEMENTWISE_BLOCK, grid_1d, linear_index, needs_int64, strided_offset4
+from ._common import ELEMENTWISE_BLOCK, check_index, grid_1d, linear_index, needs_int64, strided_offset4
 
 
 @triton.jit
@@ -45,14 +46,14 @@ def _atomic_mul(ptr, v, mask, safe):
 
 
 @triton.jit
-def _scatter_dim_kernel(src, base, idx, winner, n, shape, src_strides, idx_strides, base_strides, win_strides,
-                        dim_stride, win_dim_stride, dim_size, MODE: tl.constexpr, LAST_WINS: tl.constexpr,
-                        NDIM: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
+def _scatter_dim_kernel(src, base, idx, winner, err, n, shape, src_strides, idx_strides, base_strides, win_strides,
+                        dim_stride, win_dim_stride, dim_size, header, MODE: tl.constexpr, LAST_WINS: tl.constexpr,
+                        NDIM: tl.constexpr, INT64: tl.constexpr, CHECK: tl.constexpr, BLOCK: tl.constexpr):
     lin = linear_index(BLOCK, INT64)
-    mask = lin < n
+    live = lin < n
     os_, oi, ob, ow = strided_offset4(lin, shape, src_strides, idx_strides, base_strides, win_strides, NDIM)
-    i = tl.load(idx + oi, mask=mask, other=0).to(tl.int64)
-    i = tl.where(i < 0, i + dim_size, i)
+    i = tl.load(idx + oi, mask=live, other=0).to(tl.int64)
+    mask = check_index(i, live, 0, dim_size, err, header, CHECK)
     ob = ob + i * dim_stride
     if MODE == "claim":
         tl.atomic_max(winner + ow + i * win_dim_stride, lin.to(winner.dtype.element_ty), mask=mask, sem="relaxed")
@@ -78,10 +79,11 @@ def _strides_or_one(shape, strides):
     return tuple(strides) if len(shape) else (0,)
 
 
-def scatter_dim(mode: str, src, base, idx, dim: int, winner=None) -> None:
+def scatter_dim(mode: str, src, base, idx, dim: int, winner=None, check=None) -> None:
     """``base[..., idx[p], ...] (=|max=|min=|*=) src[p]`` along ``dim`` for every p of idx's shape
-    (``src`` is read at the same p: any strides, 0 for a broadcast scalar). ``winner`` ("put" only,
-    when idx repeats along dim): a contiguous int32/int64 buffer of base's shape, all -1."""
+    (``src`` is read at the same p: any strides, 0 for a broadcast scalar), 0 <= idx < size.
+    ``winner`` ("put" only, when idx repeats along dim): a contiguous int32/int64 buffer of base's
+    shape, all -1. ``check``: None (indices known to be in range) or ``(flag, header)``."""
     n = idx.numel()
     if n == 0:
         return
@@ -98,9 +100,10 @@ def scatter_dim(mode: str, src, base, idx, dim: int, winner=None) -> None:
     int64 = (needs_int64(base.shape, base.stride()) or needs_int64(shape, sstr, istr)
              or (last_wins and needs_int64(winner.shape, winner.stride())))
     grid = grid_1d(n, ELEMENTWISE_BLOCK)
-    common = (n, shape, sstr, istr, bstr, wstr, dim_stride, win_dim_stride, dim_size)
+    err, header = (idx, 0) if check is None else check
+    common = (err, n, shape, sstr, istr, bstr, wstr, dim_stride, win_dim_stride, dim_size, header)
     if last_wins:
         launch(_scatter_dim_kernel, grid, src, base, idx, winner, *common, MODE="claim", LAST_WINS=True,
-               NDIM=len(shape), INT64=int64, BLOCK=ELEMENTWISE_BLOCK)
+               NDIM=len(shape), INT64=int64, CHECK=check is not None, BLOCK=ELEMENTWISE_BLOCK)
     launch(_scatter_dim_kernel, grid, src, base, idx, winner if last_wins else idx, *common, MODE=mode,
-           LAST_WINS=last_wins, NDIM=len(shape), INT64=int64, BLOCK=ELEMENTWISE_BLOCK)
+           LAST_WINS=last_wins, NDIM=len(shape), INT64=int64, CHECK=check is not None, BLOCK=ELEMENTWISE_BLOCK)

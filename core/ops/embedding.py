@@ -4,7 +4,16 @@ place first, as ``torch.embedding_renorm_``) and checks.
 
 The forward is one gather kernel (``index_select`` of the weight's rows: ``triton_kernels/index.py``);
 its derivative (``autograd/functions/embedding.py``) one scatter-add of the gradient rows into
-zeros with the padding rows masked out. Indices are bounds-checked on the host before any kernel.
+zeros with the padding rows masked out.
+
+Indices in host memory are bounds-checked on the host before any kernel (IndexError "index out
+of range in self", raised by the op). Indices in device memory are checked by the gather kernel
+itself, as torch's device-side assert does: the lookup never waits for the device and can be
+captured into a CUDA graph; a bad index reads nothing (its row comes out as zeros) and the
+IndexError is raised at the next synchronisation (``.item()``, ``.cpu()``,
+``tritensor.cuda.synchronize()`` ...; ``runtime/device_asserts.py``). ``max_norm`` keeps a host
+path: renormalising needs the set of rows looked up, so the indices are copied to the host (a
+sync per call, not capturable), as before.
 """
 from __future__ import annotations
 
@@ -13,6 +22,7 @@ import numbers
 
 import numpy as np
 
+from ...runtime import device_asserts
 from ...runtime import dtype as dt
 from ..tensor_base import TensorBase
 from . import host_tensor
@@ -80,12 +90,16 @@ def renorm_(weight, idx: np.ndarray, max_norm: float, norm_type: float) -> None:
 
 def embedding_rows(input, weight, max_norm, norm_type):
     """The lookup itself, after the checks: (out, flat int64 indices)."""
-    idx = _host_indices(input, weight.shape[0])
-    if max_norm is not None:
-        renorm_(weight, idx, float(max_norm), float(norm_type))
+    check = None
+    if input.device.type == "cpu" or max_norm is not None:
+        idx = _host_indices(input, weight.shape[0])
+        if max_norm is not None:
+            renorm_(weight, idx, float(max_norm), float(norm_type))
+    else:
+        check = _ix.device_check(input, weight.shape[0], 0, False, site=device_asserts.EMBEDDING)
     flat = input.reshape(-1)
     flat = flat if flat.dtype is dt.int64 else flat.to(dt.int64)
-    out = _ix.index_select(weight, 0, flat)
+    out = _ix.take(weight, 0, flat, check)
     return out.reshape(tuple(input.shape) + (weight.shape[1],)), flat
 
 

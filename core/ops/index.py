@@ -6,9 +6,14 @@ index tensors (and Python lists) left over are broadcast together to a shape B. 
 adjacent dims of that view, B replaces those dims in place; otherwise B goes first. A bool mask
 stands for the coordinates of its True elements (``nonzero``, one host sync for the size).
 
-Every index is bounds-checked on the host (``amin``/``amax`` of the index tensor, one sync)
-before any output is written; negative indices wrap (not for ``index_select``/``gather``/
-``scatter_add``/``index_add``, which, like PyTorch, accept only 0 <= index < size).
+Bounds, as PyTorch checks them: negative indices wrap (not for ``index_select``/``gather``/
+``scatter_add``/``index_add``, which, like PyTorch, accept only 0 <= index < size). An index tensor
+in host memory (and a list) is checked on the host (``amin``/``amax``) before any output is
+written: the IndexError is raised by the op. An index tensor in device memory is checked by the
+kernel that reads it (:func:`device_check`): nothing waits for the device, so the op can be
+captured into a CUDA graph, and, as with torch's device-side assert, the IndexError is raised at
+the next synchronisation (``.item()``, ``.cpu()``, ``tritensor.cuda.synchronize()`` ...), by
+whatever op syncs; lanes with a bad index touch no memory (see ``runtime/device_asserts.py``).
 """
 from __future__ import annotations
 
@@ -19,6 +24,7 @@ import numbers
 import numpy as np
 
 from ...triton_kernels import index as _k
+from ...runtime import cuda, device_asserts, memory
 from ...runtime import dtype as dt
 from ..shape import broadcast_shapes, normalize_dim
 from ..tensor_base import TensorBase
@@ -58,8 +64,8 @@ def _as_index_tensor(i, dev) -> Tensor:
         t = host_tensor(a.astype(np.bool_ if a.dtype.kind == "b" else np.int64), CPU)
     if t.dtype is not dt.bool_ and t.dtype not in _INDEX_DTYPES:
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
-    if t.device != dev:
-        t = t.to(dev)
+    if t.device != dev and (t.dtype is dt.bool_ or t.device.type != "cpu"):
+        t = t.to(dev)  # (integer indices in host memory move after their host check: plan)
     return t
 
 
@@ -69,7 +75,8 @@ def _bounds_values(t: Tensor):
 
 
 def _bounds(t: Tensor, size: int, dim: int, allow_negative: bool, what: str = "") -> None:
-    """Raise PyTorch's IndexError if any index is outside [-size, size) ([0, size) without negatives)."""
+    """Raise PyTorch's IndexError if any index is outside [-size, size) ([0, size) without negatives).
+    Syncs with the device: host index tensors only (device ones: :func:`device_check`)."""
     if t.numel() == 0:
         return
     lo, hi = _bounds_values(t)
@@ -77,6 +84,56 @@ def _bounds(t: Tensor, size: int, dim: int, allow_negative: bool, what: str = ""
     bad = hi if hi >= size else (lo if lo < low else None)
     if bad is not None:
         raise IndexError(f"{what}index {bad} is out of bounds for dimension {dim} with size {size}")
+
+
+def _device_flag(index: int):
+    """Device ``index``'s error flag, noted as used by a kernel about to be queued on its current stream."""
+    stream = cuda.current_stream(index)
+    flag = device_asserts.get(index)
+    if flag is None:
+        if memory.capturing:
+            raise memory.CaptureError(
+                "the first device-side index check on this device cannot run while a CUDA graph is being "
+                "captured: it allocates the device's error flag. Warm up (run the step once) before capturing.")
+        prev = cuda.current_device()
+        if prev != index:
+            cuda.set_device(index)
+        try:
+            flag = device_asserts.create(index, stream)
+        finally:
+            if prev != index:
+                cuda.set_device(prev)
+    device_asserts.used(flag, stream, bool(memory.capturing) and id(stream) in memory.capturing)
+    return flag
+
+
+def device_check(t: Tensor, size: int, dim: int, allow_negative: bool, what: str = "", site: int | None = None):
+    """How the indices of ``t`` are checked against ``size`` along ``dim``: a host tensor here and
+    now (:func:`_bounds`, an IndexError before any kernel), returning None; a device tensor by the
+    kernels that read it, returning ``(flag, low, header)`` for them (the device's error flag, the
+    lowest index allowed, the failure's header: ``site`` or "{what}index N is out of bounds ...")."""
+    if t.device.type == "cpu":
+        _bounds(t, size, dim, allow_negative, what)
+        return None
+    if t.numel() == 0:
+        return None
+    sid = device_asserts.site(what) if site is None else site
+    return _device_flag(t.device.index), (-size if allow_negative else 0), device_asserts.header(sid, dim, size)
+
+
+def dim_check(t: Tensor, size: int, dim: int, what: str = ""):
+    """:func:`device_check` for the ops taking only 0 <= index < size (gather, scatter ...), in the
+    form their kernels take: None or ``(flag, header)``."""
+    c = device_check(t, size, dim, False, what)
+    return None if c is None else (c[0], c[2])
+
+
+def check_now(t: Tensor, size: int, dim: int, allow_negative: bool, what: str = "") -> None:
+    """Check ``t`` for an op written with other ops, so a failure names it: on the host (at once),
+    or by a check-only kernel recording into the device's flag (reported at the next sync)."""
+    c = device_check(t, size, dim, allow_negative, what)
+    if c is not None:
+        _k.check_bounds(t, c[1], size, (c[0], c[2]))
 
 
 def nonzero_coords(mask: Tensor) -> Tensor:
@@ -100,7 +157,7 @@ class Plan:
     """Where ``x[index]`` reads: ``view`` (x after the basic indices), the advanced dims of the
     view with their checked index buffer (int64 (K, *B)), and the result's layout."""
 
-    __slots__ = ("basic", "adv_dims", "idx", "B", "out_shape", "perm", "rest_dims", "unique")
+    __slots__ = ("basic", "adv_dims", "idx", "B", "out_shape", "perm", "rest_dims", "unique", "check")
 
     def dense_view(self, t: Tensor) -> Tensor:
         """``t`` (shaped like the result) seen in B + rest order, the kernels' dense layout."""
@@ -118,11 +175,16 @@ class Plan:
             winner = TensorBase._empty((cells,), dt.int32 if rows < 2**31 else dt.int64, x.device).fill_(-1)
         _k.index_nd(mode, self.dense_view(dense), v, self.idx,
                     [v.stride(d) for d in self.adv_dims], sizes,
-                    [v.shape[d] for d in self.rest_dims], [v.stride(d) for d in self.rest_dims], winner)
+                    [v.shape[d] for d in self.rest_dims], [v.stride(d) for d in self.rest_dims], winner, self.check)
 
 
-def plan(x: Tensor, index) -> Plan:
-    """Check ``index`` against ``x`` (types, mask shapes, bounds) and lay out ``x[index]``."""
+def plan(x: Tensor, index, alias_index: bool = False) -> Plan:
+    """Check ``index`` against ``x`` (types, mask shapes, bounds) and lay out ``x[index]``.
+
+    An item ``("checked", t)`` is an index tensor known to be in range (a mask's coordinates);
+    ``("checked", t, c)`` one whose check :func:`device_check` has settled (``c``: None, or the
+    kernel's). ``alias_index``: a single contiguous int64 index tensor is read in place rather
+    than copied into the plan's buffer (callers whose plan outlives no change of the index)."""
     items = list(index) if isinstance(index, tuple) else [index]
     items = [_as_index_tensor(i, x.device) if _is_adv(i) else i for i in items]
     for i in items:
@@ -154,7 +216,7 @@ def plan(x: Tensor, index) -> Plan:
                     raise IndexError(f"The shape of the mask {list(i.shape)} at index {j} does not match the shape "
                                      f"of the indexed tensor {list(x.shape)} at index {d + j}")
             coords = nonzero_coords(i)
-            flat.extend(("checked", coords[j]) for j in range(i.ndim))
+            flat.extend(("checked", coords[j], None) for j in range(i.ndim))
             d += i.ndim
         else:
             flat.append(i)
@@ -172,23 +234,36 @@ def plan(x: Tensor, index) -> Plan:
                 vd += 1
     basic = tuple(basic)
     view = _views.basic_getitem(x, basic)
-    tensors = []
+    tensors, checks = [], []
     for vdim, i in adv:
         if isinstance(i, tuple):
-            tensors.append(i[1])
+            t, c = i[1], (i[2] if len(i) > 2 else None)
         else:
-            _bounds(i, view.shape[vdim], vdim, allow_negative=True)
-            tensors.append(i)
+            t, c = i, device_check(i, view.shape[vdim], vdim, allow_negative=True)
+        tensors.append(t if t.device == x.device else t.to(x.device))
+        checks.append(c)
     B = broadcast_shapes(*(t.shape for t in tensors))
     p = Plan()
     p.basic = basic
     p.adv_dims = tuple(vdim for vdim, _ in adv)
     p.rest_dims = tuple(k for k in range(view.ndim) if k not in p.adv_dims)
-    idx = TensorBase._empty((len(tensors),) + tuple(B), dt.int64, x.device)
-    for k, t in enumerate(tensors):
-        if idx[k].numel():
-            idx[k].copy_(t.expand(B))
+    t0 = tensors[0]
+    if (alias_index and len(tensors) == 1 and t0.dtype is dt.int64 and tuple(t0.shape) == tuple(B)
+            and t0.is_contiguous()):
+        idx = t0.reshape((1,) + tuple(B))  # a view: no copy kernel
+    else:
+        idx = TensorBase._empty((len(tensors),) + tuple(B), dt.int64, x.device)
+        for k, t in enumerate(tensors):
+            if idx[k].numel():
+                idx[k].copy_(t.expand(B))
     p.idx, p.B = idx, tuple(B)
+    if any(c is not None for c in checks):  # the kernel checks the device tensors' indices
+        flag = next(c[0] for c in checks if c is not None)
+        sizes = [view.shape[vd] for vd in p.adv_dims]
+        p.check = (flag, tuple(-n if c is None else c[1] for n, c in zip(sizes, checks)),
+                   tuple(0 if c is None else c[2] for c in checks))
+    else:
+        p.check = None
     # One mask and nothing else advanced: its coordinates name each position once.
     p.unique = len(adv) == sum(1 for _vd, i in adv if isinstance(i, tuple)) and n_masks == 1
     nb, a = len(B), p.adv_dims[0]
@@ -283,9 +358,13 @@ def index_select(input, dim, index) -> Tensor:
     if input.ndim == 0:
         raise IndexError("index_select(): a 0-dim input is not supported")
     d = normalize_dim(dim, input.ndim)
-    index = index.reshape(-1)
-    _bounds(index, input.shape[d], d, allow_negative=False, what="index_select(): ")
-    return getitem(input, (slice(None),) * d + (index,))
+    return take(input, d, index.reshape(-1), device_check(index, input.shape[d], d, False, "index_select(): "))
+
+
+def take(input, d: int, index, check) -> Tensor:
+    """``input.index_select(d, index)`` after the checks: ``index`` a 1-d int tensor on input's
+    device, ``check`` what :func:`device_check` said of it (an int64 index is read in place)."""
+    return getitem_planned(input, plan(input, (slice(None),) * d + (("checked", index, check),), alias_index=True))
 
 
 def index_add(input, dim, index, source, *, alpha=1, out=None) -> Tensor:
@@ -305,7 +384,7 @@ def index_add(input, dim, index, source, *, alpha=1, out=None) -> Tensor:
         raise RuntimeError(f"{op}(): source of shape {list(source.shape)} does not match the expected shape {want} "
                            f"(input's shape with dim {d} of size len(index))")
     acc_dt = _acc_dtype(input.dtype)
-    _bounds(index, input.shape[d], d, allow_negative=False, what=f"{op}(): ")
+    check = device_check(index, input.shape[d], d, False, f"{op}(): ")
     if out is input:
         _check_writable(input, op)
     if alpha != 1:
@@ -313,7 +392,7 @@ def index_add(input, dim, index, source, *, alpha=1, out=None) -> Tensor:
     acc = input.to(acc_dt) if (acc_dt is not input.dtype or out is not input) else input
     if acc is input and out is not input:
         acc = input.clone()
-    p = plan(acc, (slice(None),) * d + (("checked", index),))
+    p = plan(acc, (slice(None),) * d + (("checked", index, check),), alias_index=True)
     p.run("add", acc, source)
     if out is input:
         if acc is not input:
@@ -341,11 +420,11 @@ def gather(input, dim, index) -> Tensor:
     _check_devices("gather", input, index)
     d = normalize_dim(dim, max(input.ndim, 1))
     _check_gather_shapes("gather", input, d, index)
-    _bounds(index, input.shape[d] if input.ndim else 1, d, allow_negative=False)
+    check = dim_check(index, input.shape[d] if input.ndim else 1, d)
     out = TensorBase._empty(index.shape, input.dtype, input.device)
     x = input.reshape(1) if input.ndim == 0 else input
     ix = index.reshape(1) if index.ndim == 0 else index
-    _k.index_dim("gather", out.reshape(ix.shape), x, ix, d)
+    _k.index_dim("gather", out.reshape(ix.shape), x, ix, d, check)
     return out
 
 
@@ -364,12 +443,12 @@ def scatter_add(input, dim, index, src, *, out=None) -> Tensor:
     d = normalize_dim(dim, input.ndim)
     _check_gather_shapes(op, input, d, index, src)
     acc_dt = _acc_dtype(input.dtype)
-    _bounds(index, input.shape[d], d, allow_negative=False)
+    check = dim_check(index, input.shape[d], d)
     if out is input:
         _check_writable(input, op)
     acc = input.to(acc_dt) if acc_dt is not input.dtype else (input if out is input else input.clone())
     src_view = _views.basic_getitem(src, tuple(slice(0, n) for n in index.shape))
-    _k.index_dim("add", src_view, acc, index, d)
+    _k.index_dim("add", src_view, acc, index, d, check)
     if out is input:
         if acc is not input:
             input.copy_(acc)

@@ -10,7 +10,9 @@ bool in int32. ``index_put`` is the index family's ``x[idx] = v`` / its atomic a
 are written with dispatched ops, so autograd records their pieces: ``index_fill``/``index_copy``
 are a ``scatter`` with the index broadcast along the other dims, ``masked_scatter`` an
 ``index_put`` at the mask's coordinates, ``take_along_dim`` a ``gather`` after broadcasting.
-Every argument is checked (PyTorch's wording) before any kernel runs. Derivatives:
+Every argument is checked (PyTorch's wording) before any kernel runs, and so are the bounds of a
+host index tensor; a device index tensor's bounds are checked by the kernels, which report a bad
+index at the next synchronisation (``core/ops/index.py: device_check``). Derivatives:
 ``autograd/functions/scatter.py``; tests: ``tests/test_scatter.py``.
 """
 from __future__ import annotations
@@ -49,7 +51,8 @@ def _acc_dtype(d):
 
 
 def _check_scatter(op, input, dim, index, src):
-    """PyTorch's scatter checks; returns the normalised dim."""
+    """PyTorch's scatter checks; returns the normalised dim and the kernels' index check (None: done
+    on the host)."""
     _ix._check_input(input, op)
     _ix._check_index(index, op)
     _ix._check_devices(op, input, index, *([src] if isinstance(src, TensorBase) else []))
@@ -68,8 +71,7 @@ def _check_scatter(op, input, dim, index, src):
         extra = f" and to be no larger size than src {list(src.shape)}" if sshape is not None else ""
         raise RuntimeError(f"{op}(): Expected index {list(index.shape)} to be no larger than self {list(input.shape)} "
                            f"apart from dimension {d}{extra}")
-    _ix._bounds(index, xshape[d], d, allow_negative=False, what=f"{op}(): ")
-    return d
+    return d, _ix.dim_check(index, xshape[d], d, f"{op}(): ")
 
 
 def _as_1d(input, index, src):
@@ -95,9 +97,9 @@ def _scatter(op, input, dim, index, src, value, reduce, inplace):
         raise TypeError(f"{op}(): argument 'src' must be Tensor or a number, not {type(src).__name__}")
     if reduce is not None and reduce not in _SCATTER_REDUCE:
         raise RuntimeError("reduce argument must be either add or multiply.")
-    d = _check_scatter(op, input, dim, index, src)
+    d, check = _check_scatter(op, input, dim, index, src)
     if reduce is not None:
-        return _reduce(op, input, d, index, src, _SCATTER_REDUCE[reduce], True, inplace)
+        return _reduce(op, input, d, index, src, _SCATTER_REDUCE[reduce], True, inplace, check)
     if inplace:
         _check_writable(input, op)
     x, ix, s = _as_1d(input, index, src)
@@ -110,7 +112,7 @@ def _scatter(op, input, dim, index, src, value, reduce, inplace):
         wdt = dt.int32 if ix.numel() < 2**31 else dt.int64
         winner = TensorBase._empty(target.shape, wdt, target.device)
         fill(winner, -1)
-    _k.scatter_dim("put", s, target, ix, d, winner)
+    _k.scatter_dim("put", s, target, ix, d, winner, check)
     if inplace:
         input._bump_version()
         return input
@@ -127,7 +129,7 @@ def _identity(reduce, d):
     return -big - (0 if d.is_floating_point else 1) if reduce == "amax" else big
 
 
-def _reduce(op, input, d, index, src, reduce, include_self, inplace):
+def _reduce(op, input, d, index, src, reduce, include_self, inplace, check):
     """scatter_reduce after the checks: accumulate in a fresh buffer, then cast (and copy back)."""
     if inplace:
         _check_writable(input, op)
@@ -139,16 +141,16 @@ def _reduce(op, input, d, index, src, reduce, include_self, inplace):
     count = None
     if reduce == "mean" or not include_self:
         count = _zeros(x.shape, dt.int64, x.device)
-        _ki.index_dim("add", _ew.full_like_scalar(1, x, dt.int64).expand(ix.shape), count, ix, d)
+        _ki.index_dim("add", _ew.full_like_scalar(1, x, dt.int64).expand(ix.shape), count, ix, d, check)
         if not include_self:
             _ew.where(_ew.binary("gt", count, 0), _identity(reduce, acc_dt), acc, out=acc)
     if reduce in ("sum", "mean"):
-        _ki.index_dim("add", s, acc, ix, d)
+        _ki.index_dim("add", s, acc, ix, d, check)
     else:
-        _k.scatter_dim({"prod": "mul", "amax": "max", "amin": "min"}[reduce], s, acc, ix, d)
+        _k.scatter_dim({"prod": "mul", "amax": "max", "amin": "min"}[reduce], s, acc, ix, d, check=check)
     if reduce in ("amax", "amin") and acc_dt.is_floating_point:  # the atomics' integer trick drops NaN
         nans = _zeros(x.shape, dt.int64, x.device)
-        _ki.index_dim("add", _ew.binary("ne", s, s).to(dt.int64), nans, ix, d)
+        _ki.index_dim("add", _ew.binary("ne", s, s).to(dt.int64), nans, ix, d, check)
         _ew.where(_ew.binary("gt", nans, 0), float("nan"), acc, out=acc)
     if reduce == "mean":
         denom = _ew.binary("maximum", _ew.binary("add", count, 1) if include_self else count, 1)
@@ -180,8 +182,8 @@ def _reduce_entry(op, input, dim, index, src, reduce, include_self, inplace):
         raise TypeError(f"{op}(): argument 'include_self' must be bool, not {type(include_self).__name__}")
     if not isinstance(src, TensorBase):
         raise TypeError(f"{op}(): argument 'src' must be Tensor, not {type(src).__name__}")
-    d = _check_scatter(op, input, dim, index, src)
-    return _reduce(op, input, d, index, src, reduce, include_self, inplace)
+    d, check = _check_scatter(op, input, dim, index, src)
+    return _reduce(op, input, d, index, src, reduce, include_self, inplace, check)
 
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True) -> Tensor:
@@ -269,7 +271,7 @@ def _index_fill(op, input, dim, index, value, inplace):
         raise TypeError(f"{op}(): argument 'value' must be a number or a 0-d Tensor, not {type(value).__name__}")
     x = input.reshape(1) if input.ndim == 0 else input
     size = x.shape[d]
-    _ix._bounds(index, size, d, allow_negative=True)  # torch's index_fill wraps negative indices
+    _ix.check_now(index, size, d, allow_negative=True)  # torch's index_fill wraps negative indices
     index = _ew.where(_ew.binary("lt", index, 0), _ew.binary("add", index, size), index)
     idx = _along(index, d, x.shape)
     src = value.to(x.dtype).expand(idx.shape) if isinstance(value, TensorBase) else value
@@ -307,7 +309,7 @@ def _index_copy(op, input, dim, index, source, inplace):
         raise RuntimeError(f"{op}(): Source/destination tensor must have same slice shapes. Destination slice "
                            f"shape: {list(x.shape[:d] + x.shape[d + 1:])} and source slice shape: "
                            f"{list(s.shape[:d] + s.shape[d + 1:])}")
-    _ix._bounds(index, x.shape[d], d, allow_negative=False, what=f"{op}(): ")
+    _ix.check_now(index, x.shape[d], d, allow_negative=False, what=f"{op}(): ")
     idx = _along(index, d, s.shape)
     if inplace:
         return input.scatter_(d, idx, s) if input.ndim else _scalar_inplace(input, x.scatter(d, idx, s))
