@@ -468,7 +468,9 @@ class FakeCudaTensor:
     def __init__(self, host, stats=None):
         import tritensor as tt
 
-        self._host = host  # the "device memory"
+        # the "device memory": host memory, so that cpu() gives a host tensor as a real one does (a
+        # device tensor made on the test device is copied here once; views share the host memory)
+        self._host = host.cpu()
         self.device = tt.device("cuda", 0)
         self.dtype = host.dtype
         self.shape = host.shape
