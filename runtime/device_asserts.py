@@ -15,7 +15,8 @@ memory:
   the op holding the claim fold their index into slot 1 (the largest index past the end, plus
   one) and slot 2 (the smallest negative one), so the index reported is the one the host check
   reports (the largest if any is too large, else the smallest). ``triton_kernels/_common.py:
-  check_index`` is the kernel side.
+  check_index`` is the kernel side. The loss kernels check class targets the same way (message
+  kind :data:`TARGET`, torch's "Target N is out of bounds."), lanes equal to ignore_index excluded.
 * The host reads the flag at the points where it waits for the device anyway:
   ``Stream.synchronize()`` (which every device-to-host copy -- ``.item()``, ``.cpu()``,
   ``.numpy()``, printing -- ends with) queues an asynchronous copy of the flag's few bytes before
@@ -54,7 +55,8 @@ _HEADER_DIM_BITS = 8
 
 # Messages, by site id (slot 0's top byte). A site is a message and a prefix naming the op.
 EMBEDDING = 1  # torch's embedding: "index out of range in self"
-_sites: list[str | None] = [None, None]  # id -> prefix of "index N is out of bounds ..." (None: embedding's)
+TARGET = 2  # torch's nll_loss / cross_entropy class targets: "Target N is out of bounds."
+_sites: list[str | None] = [None, None, None]  # id -> prefix of "index N is out of bounds ..." (None: a kind above)
 _site_ids: dict[str, int] = {}
 _sites_lock = threading.Lock()
 
@@ -85,6 +87,8 @@ def message(hdr: int, too_large_plus_one: int, negative: int) -> str:
     dim = (hdr >> _HEADER_SIZE_BITS) & 0xFF
     size = hdr & ((1 << _HEADER_SIZE_BITS) - 1)
     bad = too_large_plus_one - 1 if too_large_plus_one > 0 else negative
+    if sid == TARGET:
+        return f"Target {bad} is out of bounds."
     if sid == EMBEDDING or not 0 < sid < len(_sites):
         return "index out of range in self"
     return f"{_sites[sid]}index {bad} is out of bounds for dimension {dim} with size {size}"

@@ -177,11 +177,15 @@ def test_cross_entropy_empty_batch_and_spatial():
 
 
 def test_cross_entropy_errors_before_any_kernel():
-    x = tt.randn(3, 4)
+    # Host targets are checked on the host, in the call (device targets: on the device, below).
+    xh = tt.randn(3, 4, device="cpu")
     with pytest.raises(IndexError, match="Target 4 is out of bounds"):
-        F.cross_entropy(x, tt.tensor([0, 4, 1]))
+        F.cross_entropy(xh, tt.tensor([0, 4, 1], device="cpu"))
     with pytest.raises(IndexError, match="Target -2 is out of bounds"):
-        F.cross_entropy(x, tt.tensor([0, -2, 1]))
+        F.cross_entropy(xh, tt.tensor([0, -2, 1], device="cpu"))
+    with pytest.raises(IndexError, match="Target 9 is out of bounds"):
+        F.nll_loss(xh, tt.tensor([9, 0, 1], device="cpu"))
+    x = tt.randn(3, 4)
     with pytest.raises(ValueError, match=r"Expected input batch_size \(3\) to match target batch_size \(2\)"):
         F.cross_entropy(x, tt.tensor([0, 1]))
     with pytest.raises(RuntimeError, match="expected scalar type Long but found bool"):
@@ -401,3 +405,114 @@ def test_loss_gradchecks():
     probs = tt.tensor(rng.dirichlet(np.ones(3), size=2))
     assert g(lambda x: F.cross_entropy(x, probs, label_smoothing=0.1), (x,))
     assert tt.autograd.gradgradcheck(lambda x: F.cross_entropy(x, probs), (x,))
+
+
+# ----- class targets in device memory: checked on the device, counted on the device -----------------
+# (core/ops/loss.py, runtime/device_asserts.py.) A host copy of the targets, or a host count of the
+# non-ignored ones, would make every classification step wait for the device and keep it out of a
+# CUDA graph. The simulator faults on any read past a tensor, so a bad target that were read
+# through (x[i, t], weight[t]) would end these tests with IllegalAddress, not IndexError.
+from tritensor.runtime import mode  # noqa: E402
+
+gpu_only = pytest.mark.skipif(not mode.GPU, reason="class targets in device memory need a (simulated) GPU")
+sim_only = pytest.mark.skipif(not mode.SIM, reason="counts driver calls: the simulated device's counters")
+
+_C = 4
+_W = [0.5, 2.0, 1.0, 0.25]
+DEVICE_TARGET_OPS = {  # name -> loss of (logits (3, C) or (1, C, 3), targets (3,) or (1, 3)), forward and backward
+    "cross_entropy": lambda x, t: F.cross_entropy(x, t),
+    "cross_entropy_weighted": lambda x, t: F.cross_entropy(x, t, weight=tt.tensor(_W, device="cuda")),
+    "cross_entropy_smoothed": lambda x, t: F.cross_entropy(x, t, label_smoothing=0.2),
+    "cross_entropy_sum": lambda x, t: F.cross_entropy(x, t, reduction="sum"),
+    "cross_entropy_none": lambda x, t: F.cross_entropy(x, t, reduction="none").sum(),
+    "cross_entropy_spatial": lambda x, t: F.cross_entropy(x.reshape(3, _C).t().unsqueeze(0), t.reshape(1, 3)),
+    "nll_loss": lambda x, t: F.nll_loss(x.log_softmax(1), t),
+    "nll_loss_weighted": lambda x, t: F.nll_loss(x.log_softmax(1), t, weight=tt.tensor(_W, device="cuda")),
+}
+
+
+@gpu_only
+@pytest.mark.parametrize("name", list(DEVICE_TARGET_OPS))
+@pytest.mark.parametrize("bad", [1000, -7])
+def test_a_bad_device_target_is_raised_at_the_next_sync_and_reads_nothing(name, bad):
+    x = tt.randn(3, _C, device="cuda", requires_grad=True)
+    t = tt.tensor([0, bad, 1], device="cuda")
+    loss = DEVICE_TARGET_OPS[name](x, t)
+    loss.backward()  # queued: nothing waits for the device, so nothing is raised yet
+    with pytest.raises(IndexError, match=rf"^Target {bad} is out of bounds\."):
+        loss.item()  # the next sync reports it, in torch's words
+    tt.cuda.synchronize()  # reported once: the flag is clear again
+    good = DEVICE_TARGET_OPS[name](x, tt.tensor([0, 3, 1], device="cuda"))
+    assert math.isfinite(good.item())
+
+
+@gpu_only
+def test_the_largest_bad_device_target_is_reported_and_ignore_index_lanes_are_not_checked():
+    x = tt.randn(4, _C, device="cuda")
+    F.cross_entropy(x, tt.tensor([9, -100, 5, -3], device="cuda"))  # -100: the default ignore_index
+    with pytest.raises(IndexError, match=r"^Target 9 is out of bounds\."):
+        tt.cuda.synchronize()
+    F.nll_loss(x, tt.tensor([-3, -100, 0, -8], device="cuda"))  # none too large: the smallest negative one
+    with pytest.raises(IndexError, match=r"^Target -8 is out of bounds\."):
+        tt.cuda.synchronize()
+    for ignore in (-1, 50):  # an ignore_index outside [0, C) is never checked, wherever it appears
+        for op in (F.cross_entropy, F.nll_loss):
+            op(x, tt.tensor([ignore, 2, ignore, 0], device="cuda"), ignore_index=ignore)
+            tt.cuda.synchronize()
+
+
+def _targets_with_ignored(rng, n, c, ignore):
+    t = rng.integers(0, c, size=n)
+    t[::3] = ignore
+    return t
+
+
+@pytest.mark.parametrize("ignore", [-1, 2], ids=["outside", "a_class"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_ignored_targets_are_skipped_and_the_mean_divides_by_the_rest(ignore, weighted):
+    # Runs with the default device's targets: on the host in CPU mode, in device memory in the
+    # device run, where the count (or the weights' sum) of the kept targets stays on the device.
+    rng = np.random.default_rng(21)
+    n, c = 7, 5
+    xn = rng.standard_normal((n, c))
+    t = _targets_with_ignored(rng, n, c, ignore)
+    w = rng.uniform(0.1, 2.0, size=c) if weighted else None
+    kw = dict(ignore_index=ignore, weight=None if w is None else tt.tensor(w))
+    x = tt.tensor(xn, requires_grad=True)
+    loss = F.cross_entropy(x, tt.tensor(t), **kw)
+    loss.backward()
+    assert_close(loss.detach(), ce_torch_ref(xn, t, w, reduction="mean", ignore_index=ignore), tt.float64)
+    assert_close(x.grad, ce_torch_grad_ref(xn, t, w, reduction="mean", ignore_index=ignore), tt.float64,
+                 "finite_difference")
+    lp = tt.tensor(xn).log_softmax(1)
+    assert_close(F.nll_loss(lp, tt.tensor(t), **kw), ce_torch_ref(xn, t, w, reduction="mean", ignore_index=ignore),
+                 tt.float64)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+def test_every_target_ignored_gives_a_nan_mean_and_a_zero_gradient(weighted):
+    x = tt.randn(3, _C, requires_grad=True)
+    t = tt.full((3,), -100, dtype=tt.int64)
+    w = tt.tensor(_W) if weighted else None
+    loss = F.cross_entropy(x, t, weight=w)
+    loss.backward()
+    assert math.isnan(loss.item())  # 0 / 0, as torch
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), np.zeros((3, _C), np.float32))
+    assert math.isnan(F.nll_loss(x.detach(), t, weight=w).item())
+
+
+@sim_only
+def test_a_cross_entropy_step_on_device_targets_makes_no_host_copy_and_no_sync():
+    from tritensor.runtime import sim
+
+    x = tt.randn(8, 5, device="cuda", requires_grad=True)
+    t = tt.tensor([0, 4, 1, -100, 3, 2, 2, 0], device="cuda")
+    w = tt.tensor([0.5, 2.0, 1.0, 0.25, 1.5], device="cuda")
+    cases = {"plain": lambda: F.cross_entropy(x, t), "weighted": lambda: F.cross_entropy(x, t, weight=w),
+             "smoothed": lambda: F.cross_entropy(x, t, label_smoothing=0.1),
+             "nll_loss": lambda: F.nll_loss(x.log_softmax(1), t, weight=w)}
+    for name, step in cases.items():
+        for _ in range(2):  # the second time: every kernel loaded, the device's error flag made
+            with sim.counting() as c:
+                step().backward()
+        assert "dtoh" not in c and "sync" not in c, (name, dict(c))

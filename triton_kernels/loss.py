@@ -14,8 +14,12 @@ the plain path compiles to the same kernel as without them. torch's definitions,
     loss = (1 - eps) * w[t] * (lse - x[t]) + eps / C * sum_c w[c] * (lse - x[c])
     dloss/dx[c] = (1 - eps) * w[t] * (p[c] - [c == t]) + eps / C * (W * p[c] - w[c])
 
-(``w = 1``, ``W = C`` unweighted). With weights the forward also writes ``w[t]`` per row (0 where
-ignored): their sum is the denominator of the weighted mean.
+(``w = 1``, ``W = C`` unweighted). For a mean the forward also writes ``w[t]`` per row (1 without
+weights, 0 where ignored): their sum is the mean's denominator, a device value, so nothing waits
+for the device to count the targets. Targets in device memory are checked by the forward kernel
+(``_common.check_index``: a target outside [0, C) reads nothing and is recorded in the device's
+error flag, raised at the next sync as torch's device-side assert is); host targets were checked
+on the host before the launch.
 
 Binary cross-entropy with logits (``BCEWithLogitsLoss``): per element, with
 ``sp = softplus(-x) = log1p(exp(-|x|)) + max(-x, 0)`` (never overflows) and
@@ -37,15 +41,16 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import (INTERPRET, cdiv, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar,
-                      needs_int64, next_pow2, strided_offset)
+from ._common import (ELEMENTWISE_BLOCK, INTERPRET, cdiv, check_index, elementwise_block, f64_bits, grid_1d,
+                      linear_index, load_f64_scalar, needs_int64, next_pow2, strided_offset)
 from .elementwise import _log1p, _sigmoid
 
 
 @triton.jit
-def _cross_entropy_fwd_kernel(x, target, loss, lse_out, weight, wsum, wt_out, smoothing, smoothing_lo, N, C,
-                              sxn, sxc, ignore_index, HAS_WEIGHT: tl.constexpr, SMOOTH: tl.constexpr,
-                              BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr):
+def _cross_entropy_fwd_kernel(x, target, loss, lse_out, weight, wsum, wt_out, err, smoothing, smoothing_lo, N, C,
+                              sxn, sxc, ignore_index, header, HAS_WEIGHT: tl.constexpr, SMOOTH: tl.constexpr,
+                              STORE_WT: tl.constexpr, CHECK: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_C: tl.constexpr):
     F: tl.constexpr = loss.dtype.element_ty  # fp32, or fp64 for fp64 logits
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < N
@@ -68,14 +73,19 @@ def _cross_entropy_fwd_kernel(x, target, loss, lse_out, weight, wsum, wt_out, sm
                 wx += tl.sum(tl.where(mask, v, 0.0), axis=1)
     lse = m + tl.log(s)
     t = tl.load(target + rows, mask=rmask, other=ignore_index)
-    valid = rmask & (t != ignore_index)
+    # A target outside [0, C) reads nothing (its row counts as ignored) and, for targets in device
+    # memory (CHECK), is recorded in the device's error flag for the next sync to raise.
+    valid = check_index(t, rmask & (t != ignore_index), 0, C, err, header, CHECK)
     tsafe = tl.where(valid, t, 0)
     xt = tl.load(x + rows * sxn + tsafe * sxc, mask=valid, other=0.0).to(F)
     nll = lse - xt
     if HAS_WEIGHT:
         wt = tl.where(valid, tl.load(weight + tsafe, mask=valid, other=0.0).to(F), 0.0)
-        tl.store(wt_out + rows, wt, mask=rmask)
         nll = wt * nll
+    else:
+        wt = valid.to(F)  # the unweighted mean's denominator is the count of these
+    if STORE_WT:
+        tl.store(wt_out + rows, wt, mask=rmask)
     if SMOOTH:
         if HAS_WEIGHT:
             W = tl.load(wsum).to(F)
@@ -87,18 +97,22 @@ def _cross_entropy_fwd_kernel(x, target, loss, lse_out, weight, wsum, wt_out, sm
 
 
 @triton.jit
-def _cross_entropy_bwd_kernel(dx, x, target, lse_in, g, g_stride, scale, scale_lo, weight, wsum, smoothing,
+def _cross_entropy_bwd_kernel(dx, x, target, lse_in, g, g_stride, scale, scale_lo, denom, weight, wsum, smoothing,
                               smoothing_lo, N, C, sxn, sxc, sdn, sdc, ignore_index, HAS_WEIGHT: tl.constexpr,
-                              SMOOTH: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr):
+                              SMOOTH: tl.constexpr, HAS_DENOM: tl.constexpr, BLOCK_M: tl.constexpr,
+                              BLOCK_C: tl.constexpr):
     F: tl.constexpr = lse_in.dtype.element_ty
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     rmask = rows < N
     smoothing = tl.cast(smoothing, F) + tl.cast(smoothing_lo, F)  # float arguments arrive as fp32: hi + lo parts
     scale = tl.cast(scale, F) + tl.cast(scale_lo, F)
     t = tl.load(target + rows, mask=rmask, other=ignore_index)
-    valid = rmask & (t != ignore_index)
+    # Out-of-range targets were recorded by the forward; here they only must not be read through.
+    valid = rmask & (t != ignore_index) & (t >= 0) & (t < C)
     lse = tl.load(lse_in + rows, mask=rmask, other=0.0)
     gr = tl.load(g + rows * g_stride, mask=rmask, other=0.0).to(F) * scale
+    if HAS_DENOM:  # the mean's denominator, a device value (the forward's sum of w[t])
+        gr = gr / tl.load(denom).to(F)
     gr = tl.where(valid, gr, 0.0)
     if HAS_WEIGHT:
         wt = tl.load(weight + tl.where(valid, t, 0), mask=valid, other=0.0).to(F)
@@ -141,24 +155,50 @@ def _blocks(N, C):
 
 
 def cross_entropy_forward(loss, lse, x, target, ignore_index: int, weight=None, wsum=None, wt=None,
-                          label_smoothing: float = 0.0) -> None:
+                          label_smoothing: float = 0.0, check=None) -> None:
     """loss[i] = logsumexp(x[i]) - x[i, target[i]] (0 where target == ignore_index); lse[i] kept.
-    ``weight`` (C,) contiguous with ``wsum`` its 0-d sum and ``wt`` (N,) receiving w[target[i]];
-    ``label_smoothing``: the module docstring's formula."""
+    ``weight`` (C,) contiguous with ``wsum`` its 0-d sum; ``wt`` (N,), if given, receives
+    w[target[i]] (1 without a weight; 0 where ignored): its sum is the mean's denominator;
+    ``label_smoothing``: the module docstring's formula. ``check``: None (targets known to be in
+    [0, C) or ignore_index) or ``(flag, header)``: record a target out of range in the device's
+    error flag (``runtime/device_asserts.py``)."""
     N, C = x.shape
     if N == 0:
         return
     bm, bc = _blocks(N, C)
     has_w = weight is not None
+    err, header = (loss, 0) if check is None else check
     launch(_cross_entropy_fwd_kernel, (cdiv(N, bm),), x, target, loss, lse, weight if has_w else loss,
-           wsum if has_w else loss, wt if has_w else loss, *_hi_lo(label_smoothing), N, C, x.stride(0), x.stride(1),
-           ignore_index, HAS_WEIGHT=has_w, SMOOTH=label_smoothing != 0.0, BLOCK_M=bm, BLOCK_C=bc)
+           wsum if has_w else loss, wt if wt is not None else loss, err, *_hi_lo(label_smoothing), N, C,
+           x.stride(0), x.stride(1), ignore_index, header, HAS_WEIGHT=has_w, SMOOTH=label_smoothing != 0.0,
+           STORE_WT=wt is not None, CHECK=check is not None, BLOCK_M=bm, BLOCK_C=bc)
+
+
+@triton.jit
+def _check_targets_kernel(target, err, n, C, ignore_index, header, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    live = offs < n
+    t = tl.load(target + offs, mask=live, other=ignore_index)
+    check_index(t, live & (t != ignore_index), 0, C, err, header, True)
+
+
+def check_targets(target, C: int, ignore_index: int, check) -> None:
+    """Record in the device's error flag (``check``: ``(flag, header)``) any class index of the
+    contiguous ``target`` outside [0, C) that is not ``ignore_index``: for the losses written with
+    other ops (nll_loss), whose reads never go out of bounds but whose errors must be raised."""
+    n = target.numel()
+    if n == 0:
+        return
+    flag, header = check
+    launch(_check_targets_kernel, grid_1d(n, ELEMENTWISE_BLOCK), target, flag, n, C, ignore_index, header,
+           BLOCK=ELEMENTWISE_BLOCK)
 
 
 def cross_entropy_backward(dx, x, target, lse, g, scale: float, ignore_index: int, weight=None, wsum=None,
-                           label_smoothing: float = 0.0) -> None:
-    """dx[i] = g[i] * scale * (softmax(x[i]) - one_hot(target[i])); ``g`` may be 0-d (broadcast).
-    With ``weight``/``label_smoothing``: the module docstring's formula."""
+                           label_smoothing: float = 0.0, denom=None) -> None:
+    """dx[i] = g[i] * scale / denom * (softmax(x[i]) - one_hot(target[i])); ``g`` may be 0-d
+    (broadcast); ``denom``: a 0-d device tensor or None (1). With ``weight``/``label_smoothing``:
+    the module docstring's formula."""
     N, C = x.shape
     if N == 0:
         return
@@ -166,9 +206,9 @@ def cross_entropy_backward(dx, x, target, lse, g, scale: float, ignore_index: in
     g_stride = 0 if g.ndim == 0 else g.stride(0)
     has_w = weight is not None
     launch(_cross_entropy_bwd_kernel, (cdiv(N, bm),), dx, x, target, lse, g, g_stride, *_hi_lo(scale),
-           weight if has_w else lse, wsum if has_w else lse, *_hi_lo(label_smoothing), N, C,
-           x.stride(0), x.stride(1), dx.stride(0), dx.stride(1), ignore_index, HAS_WEIGHT=has_w,
-           SMOOTH=label_smoothing != 0.0, BLOCK_M=bm, BLOCK_C=bc)
+           denom if denom is not None else lse, weight if has_w else lse, wsum if has_w else lse,
+           *_hi_lo(label_smoothing), N, C, x.stride(0), x.stride(1), dx.stride(0), dx.stride(1), ignore_index,
+           HAS_WEIGHT=has_w, SMOOTH=label_smoothing != 0.0, HAS_DENOM=denom is not None, BLOCK_M=bm, BLOCK_C=bc)
 
 
 # ----- binary_cross_entropy_with_logits ---------------------------------------------------------

@@ -1,7 +1,14 @@
 """Loss ops on Tensors: ``cross_entropy`` (PyTorch's argument checks, then the fused log-softmax +
 NLL kernels of ``triton_kernels/loss.py``), and ``nll_loss``/``mse_loss``, written with other ops
 (so autograd records their pieces). Differentiation of cross_entropy: ``autograd/functions/loss.py``,
-whose backward runs :func:`cross_entropy_backward` here (no layer above core launches a kernel)."""
+whose backward runs :func:`cross_entropy_backward` here (no layer above core launches a kernel).
+
+Class targets, as torch checks them: targets in host memory are checked here, on the host, before
+any kernel (an IndexError from the call). Targets in device memory are checked by the kernels on the
+device (``runtime/device_asserts.py``): a host copy of them would make every classification step
+wait for the device and could not be captured into a CUDA graph; so, as torch's device-side assert,
+"Target N is out of bounds." is raised at the next synchronisation. The mean's denominator (the
+count, or the summed weights, of the non-ignored targets) is likewise a device value, never a host int."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -9,11 +16,11 @@ from typing import TYPE_CHECKING
 import numbers
 import warnings
 
-import numpy as np
-
 from ...triton_kernels import loss as _k
 from ...triton_kernels import random as _rand
+from ...runtime import device_asserts
 from ...runtime import dtype as dt
+from . import index as _ix
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
 
@@ -82,11 +89,23 @@ def check_cross_entropy(input, target, reduction, ignore_index, label_smoothing,
                                f"weight tensor of shape: {list(weight.shape)}")
         if weight.device != input.device:
             raise RuntimeError(f"{name}(): input is on {input.device} but weight is on {weight.device}")
+    if target.device.type != "cpu":
+        return  # checked on the device by the kernels (target_check): no host copy, no sync
     t = target._to_host_array()
     bad = (t != ignore_index) & ((t < 0) | (t >= C))
     if bad.any():
         raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds (expected a class index in "
                          f"[0, {C - 1}] or ignore_index={ignore_index}).")
+
+
+def target_check(target: Tensor, C: int):
+    """How the loss kernels check class targets against C classes: None for host targets (already
+    checked by :func:`check_cross_entropy`), else ``(flag, header)`` for the kernels to record a bad
+    target in the device's error flag with torch's "Target N is out of bounds."."""
+    if target.device.type == "cpu" or target.numel() == 0:
+        return None
+    flag, _, header = _ix.device_check(target, C, 0, False, site=device_asserts.TARGET)
+    return flag, header
 
 
 def compute_dtype(x: Tensor):
@@ -101,40 +120,39 @@ def class_weights(weight, x2: Tensor):
     return w, w.sum()
 
 
-def cross_entropy_rows(x2: Tensor, t1: Tensor, ignore_index: int, weight=None, wsum=None, label_smoothing=0.0):
+def cross_entropy_rows(x2: Tensor, t1: Tensor, ignore_index: int, weight=None, wsum=None, label_smoothing=0.0,
+                       row_weights=False):
     """Per-row losses and log-sum-exps (fp32; fp64 for fp64 logits) of (N, C) logits; with a
-    ``weight`` (from ``class_weights``) also each row's w[target] (0 where ignored), else None."""
+    ``weight`` (from ``class_weights``) or ``row_weights`` also each row's w[target] (1 without a
+    weight; 0 where ignored), whose sum is the mean's denominator, else None."""
     N = x2.shape[0]
     compute = compute_dtype(x2)
     loss = TensorBase._empty((N,), compute, x2.device)
     lse = TensorBase._empty((N,), compute, x2.device)
-    wt = TensorBase._empty((N,), compute, x2.device) if weight is not None else None
+    wt = TensorBase._empty((N,), compute, x2.device) if weight is not None or row_weights else None
     t1 = t1 if t1.dtype is dt.int64 else t1.to(dt.int64)
     _k.cross_entropy_forward(loss, lse, x2, t1.contiguous(), int(ignore_index), weight, wsum, wt,
-                             float(label_smoothing))
+                             float(label_smoothing), check=target_check(t1, x2.shape[1]))
     return loss, lse, t1, wt
 
 
-def count_valid(target: Tensor, ignore_index: int) -> int:
-    return int(np.count_nonzero(target._to_host_array() != ignore_index))
-
-
 def cross_entropy_forward(input, target, reduction, ignore_index, weight, label_smoothing):
-    """The loss, and what its backward needs: (out, (x2, t1, lse, w, wsum), count, denom)."""
+    """The loss, and what its backward needs: (out, (x2, t1, lse, w, wsum), count, denom): count is
+    1 (a host divisor; none is needed), denom the mean's device denominator (None without a mean)."""
     x2, t1 = _as_rows(input, target)
     w, wsum = class_weights(weight, x2)
-    rows, lse, t1, wt = cross_entropy_rows(x2, t1, ignore_index, w, wsum, label_smoothing)
+    rows, lse, t1, wt = cross_entropy_rows(x2, t1, ignore_index, w, wsum, label_smoothing,
+                                           row_weights=reduction == "mean")
     count, denom = 1, None
     if reduction == "none":
         out = rows.reshape(target.shape)
     else:
         out = rows.sum()
-        if reduction == "mean" and w is not None:
-            denom = wt.sum()  # torch: divide by the summed weights of the non-ignored targets (a device tensor)
+        if reduction == "mean":
+            # torch divides by the summed weights of the non-ignored targets (their count without a
+            # weight), kept on the device: a host count would wait for it. All ignored: 0 / 0 = nan, as torch.
+            denom = wt.sum()
             out = out / denom
-        elif reduction == "mean":
-            count = count_valid(t1, ignore_index)
-            out = out / count if count else out * float("nan")
     return out.to(input.dtype), (x2, t1, lse, w, wsum), count, denom
 
 
@@ -143,10 +161,8 @@ def cross_entropy_backward(g, in_shape, x2, t1, lse, w, wsum, count, denom, igno
     ``g`` times softmax - one_hot (smoothed, weighted) per row, scaled as the reduction was."""
     dx = TensorBase._empty(x2.shape, x2.dtype, x2.device)
     g = g.reshape(-1) if g.ndim else g
-    if denom is not None:
-        g = g.to(denom.dtype) / denom
     scale = 1.0 / count if count else float("nan")
-    _k.cross_entropy_backward(dx, x2, t1, lse, g, scale, ignore_index, w, wsum, label_smoothing)
+    _k.cross_entropy_backward(dx, x2, t1, lse, g, scale, ignore_index, w, wsum, label_smoothing, denom=denom)
     if len(in_shape) == 1:
         return dx.reshape(in_shape)
     if len(in_shape) > 2:  # rows were (N, spatial..., C): move classes back to dim 1
@@ -180,6 +196,9 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     x2, t1 = _as_rows(input, target)
     t1 = t1.to(dt.int64)
     C = x2.shape[1]
+    check = target_check(t1, C)
+    if check is not None:  # the ops below never read out of bounds, but torch's error must be raised
+        _k.check_targets(t1.contiguous(), C, int(ignore_index), check)
     classes = TensorBase._empty((C,), dt.int64, x2.device)
     _rand.arange(classes, 0, 1)
     pick = classes.reshape(1, C) == t1.reshape(-1, 1)
