@@ -141,10 +141,7 @@ class Stream:
             self._cu = _wrap
         else:
             self._cu = _cu_device(idx).create_stream(options=drv.StreamOptions(nonblocking=True, priority=priority))
-
-    @property
-    def cuda_stream(self) -> int:
-        return int(self._cu.handle)
+        self.cuda_stream = int(self._cu.handle)  # the raw handle every launch passes: fixed for the stream's life
 
     @property
     def memory_resource(self):

@@ -24,6 +24,17 @@ launch goes through Triton too, and must return the very same compiled kernel. F
 launch on the key runs direct. A kernel whose binding or kernel identity ever disagrees is sent
 through Triton for good, with one warning: slower, never wrong.
 
+The per-launch path (:meth:`DirectLauncher.launch_converted`, which ``runtime/launch.py`` takes
+for device tensors) does not rebuild that key at every launch. The converted arguments arrive as
+the compiled kernel takes them (device pointers as plain ints) with a *signature* built in the
+same loop: per pointer a :class:`PointerKey` (one shared object per element type and alignment),
+per other argument its value (a float by its type). That signature, the device and the keyword
+arguments pick a :class:`Plan`: the ready launch of a trusted key (the compiled kernel, its
+launcher, function and metadata, and the constexpr values that follow the arguments). A plan is
+made only from an entry that passed both checks, and it is looked up by values at least as fine
+as the entry's key, so it changes nothing but the cost: per launch only pointers, sizes and the
+stream change. A signature never seen goes the checked way above and then gets its plan.
+
 What cannot run direct goes through Triton as before: an argument kind the key does not know,
 a kernel that is neither a JITFunction nor an Autotuner over one, and Triton's launch hooks.
 ``TRITENSOR_DIRECT_LAUNCH=0`` turns the whole path off.
@@ -42,6 +53,65 @@ ENABLED = os.environ.get("TRITENSOR_DIRECT_LAUNCH", "1").strip() != "0"
 _UNKNOWN = object()  # an argument the key cannot describe: the launch goes through Triton
 POINTER_TYPES: set = set()  # argument types that are pointers (runtime/launch.py adds its own)
 _CHECKS = 2  # launches of a key that go through Triton (and are checked) before it runs direct
+
+
+class Pointer:
+    """A device pointer argument (an address and the element type it points to), as Triton's
+    binder and the key's checks want it: ``data_ptr()`` and ``dtype``."""
+
+    __slots__ = ("_ptr", "dtype")
+
+    def __init__(self, ptr, dtype):
+        self._ptr, self.dtype = ptr, dtype
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def __repr__(self) -> str:
+        return f"Pointer({self._ptr:#x}, {self.dtype})"
+
+
+POINTER_TYPES.add(Pointer)
+
+
+class PointerKey:
+    """A pointer's part of a plan's signature: its element type and whether it is 16-byte aligned
+    (what Triton specialises a pointer on). One object per pair (:func:`pointer_keys`), so a
+    signature hashes and compares a pointer by identity, with no call."""
+
+    __slots__ = ("dtype", "aligned")
+
+    def __init__(self, dtype, aligned: bool):
+        self.dtype, self.aligned = dtype, aligned
+
+    def __repr__(self) -> str:
+        return f"PointerKey({self.dtype}, aligned={self.aligned})"
+
+
+_pointer_keys: dict = {}  # dtype -> (its unaligned PointerKey, its aligned one)
+
+
+def pointer_keys(dtype) -> tuple:
+    """``(unaligned, aligned)``: index it with ``address & 15 == 0``."""
+    keys = _pointer_keys.get(dtype)
+    if keys is None:
+        keys = _pointer_keys[dtype] = (PointerKey(dtype, False), PointerKey(dtype, True))
+    return keys
+
+
+class Plan:
+    """The ready launch of one trusted key: what a launch passes besides pointers, sizes and the
+    stream."""
+
+    __slots__ = ("run", "function", "metadata", "compiled", "tail")
+
+    def __init__(self, compiled, tail: tuple):
+        self.compiled, self.run = compiled, compiled.run
+        self.function, self.metadata = compiled.function, compiled.packed_metadata
+        self.tail = tail  # the bound values after the positional arguments: keywords, configuration, defaults
+
+
+_PLANS_KEPT = 4096  # plans per kernel: a workload of ever new sizes starts again rather than grow
 
 
 def int_key(v: int):
@@ -114,6 +184,7 @@ class DirectLauncher:
         self.names = tuple(params)
         self.defaults = {n: p.default for n, p in params.items() if p.default is not p.empty}
         self.entries: dict = {}  # device index -> {launch key -> _Entry}
+        self.plans: dict = {}  # (device index, keyword arguments, *signature) -> Plan
         self.off = False  # a check failed: every launch goes through Triton
 
     def bind(self, args, kwargs) -> list:
@@ -169,6 +240,38 @@ class DirectLauncher:
         else:
             entry.seen += 1
 
+    def launch_converted(self, grid, values: list, signature: list, kwargs, stream, device: int = 0) -> None:
+        """:meth:`launch` for arguments converted by ``runtime/launch.py``: ``values`` as the compiled
+        kernel takes them (device pointers as ints), ``signature`` per argument its
+        :class:`PointerKey`, or the value itself (``float`` for a float, ``(bool, v)`` for a bool)."""
+        key = (device, tuple(kwargs.items()), *signature)
+        plan = self.plans.get(key)
+        if plan is not None:
+            if callable(grid):
+                grid = grid(dict(zip(self.names, [*values, *plan.tail])))
+            enter, exit_ = self.hooks()
+            meta = None if enter is None else plan.compiled.launch_metadata(grid, stream, *values, *plan.tail)
+            n = len(grid)
+            plan.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream, plan.function, plan.metadata,
+                     meta, enter, exit_, *values, *plan.tail)
+            return
+        # Not seen: the checked way, with pointer objects; then the plan, once its key is trusted.
+        args = [Pointer(v, k.dtype) if type(k) is PointerKey else v for v, k in zip(values, signature)]
+        self.launch(grid, args, kwargs, stream, device)
+        if self.off:
+            return
+        entry = self.entries.get(device, {}).get(launch_key(args, kwargs, self.autotuned))
+        if entry is None or entry.seen < _CHECKS:
+            return
+        config = entry.config
+        if config is not None:
+            if config.pre_hook is not None:  # it is handed the arguments by name at every launch
+                return
+            kwargs = {**kwargs, **config.all_kwargs()}
+        if len(self.plans) >= _PLANS_KEPT:
+            self.plans.clear()
+        self.plans[key] = Plan(entry.compiled, tuple(self.bind(values, kwargs)[len(values):]))
+
     def first_launch(self, args, kwargs, device: int) -> bool:
         """Would this launch be the first of its key on ``device`` (Triton would compile the kernel
         and load its module)? False where the launcher cannot tell (no key, or direct launch off)."""
@@ -183,6 +286,7 @@ class DirectLauncher:
     def _give_up(self, why: str) -> None:
         self.off = True
         self.entries.clear()
+        self.plans.clear()
         warnings.warn(f"tritensor: direct launch of {self.jit_fn.__name__} is off ({why}); it launches "
                       "through Triton's binder from now on (slower, same results)", RuntimeWarning, stacklevel=3)
 

@@ -67,7 +67,11 @@ elif mode.GPU:
         return bind
 
     def launch_hooks():
-        return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+        # Triton 3.9's hooks are HookChains, never None: handed to the launcher as they are, every
+        # launch would build its metadata and call an empty chain twice. None when nothing is registered.
+        enter, exit_ = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+        return (enter if enter is not None and getattr(enter, "calls", True) else None,
+                exit_ if exit_ is not None and getattr(exit_, "calls", True) else None)
 
     def hook_triton_stream(get_stream, get_device, set_device) -> None:
         active = _triton_driver.active

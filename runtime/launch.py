@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import operator
 import threading
 
 import numpy as np
@@ -48,19 +49,7 @@ _interp_lock = threading.Lock()
 _hooked = False
 
 
-class _DevArg:
-    """A kernel buffer in device memory (its own, or a host buffer staged to the GPU): GPU mode only."""
-
-    __slots__ = ("_ptr", "dtype")
-
-    def __init__(self, ptr, dtype):
-        self._ptr, self.dtype = ptr, dtype
-
-    def data_ptr(self) -> int:
-        return self._ptr
-
-
-direct.POINTER_TYPES.add(_DevArg)
+_DevArg = direct.Pointer  # a kernel buffer in device memory (its own, or a host buffer staged to the GPU)
 
 
 class AddressTable:
@@ -169,6 +158,9 @@ def launch(kernel, grid, *args, **kwargs) -> None:
     * ``dtype``: ``itemsize`` in bytes, and ``str(dtype)`` ends in the element type's canonical
       name (``float32``, ``bfloat16`` ...), from which Triton derives the pointer type.
 
+    A type may also name, in a class attribute ``__kernel_pointer__``, the three attributes holding
+    its storage, offset and dtype (Tensor does): the GPU path then reads them without a call.
+
     A ``triton.tools.tensor_descriptor.TensorDescriptor`` (a TMA descriptor) whose ``base`` is a
     kernel buffer is passed with its base converted the same way. Other arguments (numbers,
     tuples, dtypes) and every keyword argument go to Triton as given.
@@ -183,7 +175,13 @@ def launch(kernel, grid, *args, **kwargs) -> None:
     if not _hooked:
         _hook_triton_stream()
     try:
-        _device_launch(kernel, grid, args, kwargs, cuda.current_stream())
+        # The current stream, known (cuda.current_stream's own first read, without its call), or asked.
+        stream = getattr(_cuda_local, "current", None) or cuda.current_stream()
+        if _final is triton_launch and direct.ENABLED and not memory.capturing:
+            fast = direct._launchers.get(id(kernel)) or direct.launcher_for(kernel)
+            if fast is not None and not fast.off and _plan_launch(fast, grid, args, kwargs, stream):
+                return
+        _device_launch(kernel, grid, args, kwargs, stream)
     except _OtherDevice as e:
         # The tensors are on another device than the current one (x on cuda:1, no set_device(1)):
         # the kernel runs on their device's current stream, where their memory is ordered, with
@@ -202,6 +200,66 @@ class _OtherDevice(Exception):
 
     def __init__(self, index: int):
         self.index = index
+
+
+def _plan_launch(fast, grid, args, kwargs, stream) -> bool:
+    """GPU mode, the common case (every buffer a device tensor of the stream's device, the other
+    arguments numbers, None or tuples, no capture under way): convert the arguments and build the
+    launch's signature in one loop, and launch through the kernel's plan (``runtime/direct.py``).
+    False, with nothing queued, where an argument needs :func:`_device_launch`."""
+    index = stream.device.index
+    values, signature = [], []
+    put, sign = values.append, signature.append
+    for a in args:
+        t = type(a)
+        if t is int or t is tuple or a is None:
+            put(a)
+            sign(a)
+        elif t is float:
+            put(a)
+            sign(float)  # Triton specialises a float by its type only
+        elif t is bool:
+            put(a)
+            sign((bool, a))  # not a bare True: True == 1
+        else:
+            fields = _pointer_fields.get(t, _convert)
+            if fields is _convert:  # a type not seen before
+                fields = _pointer_fields[t] = _pointer_fields_of(t)
+            if fields is None:
+                return False
+            st, offset, dtype = fields(a)
+            if type(st) is not _CudaStorage or st.device.index != index:
+                return False  # host memory to stage, or another device's
+            if st._block.stream is not stream:
+                st.record_stream(stream)
+            p = st._ptr + offset * dtype.itemsize
+            put(p)
+            sign((_pointer_keys.get(dtype) or direct.pointer_keys(dtype))[p & 15 == 0])
+    fast.launch_converted(grid, values, signature, kwargs, stream.cuda_stream, index)
+    return True
+
+
+def _pointer_fields_of(t):
+    """How to read a kernel buffer type's storage, offset and dtype: an ``attrgetter`` of the
+    attributes its ``__kernel_pointer__`` names (no Python call per argument), else through
+    ``__kernel_buffer__``; None for a type that is no kernel buffer."""
+    names = getattr(t, "__kernel_pointer__", None)
+    if names is not None:
+        return operator.attrgetter(*names)
+    buffer = getattr(t, "__kernel_buffer__", None)
+    if buffer is None:
+        return None
+
+    def fields(a):
+        st, offset, _shape, _strides, dtype = buffer(a)
+        return st, offset, dtype
+    return fields
+
+
+_pointer_fields: dict = {}  # argument type -> its storage, offset and dtype (None: not a kernel buffer)
+_CudaStorage = memory.CudaStorage
+_cuda_local = cuda._local  # per thread: ``current``, the current device's current stream once asked
+_pointer_keys = direct._pointer_keys
 
 
 def _device_launch(kernel, grid, args, kwargs, stream) -> None:

@@ -566,11 +566,15 @@ def _device_arg(a, name: str, kernel_name: str, pointers: list):
 class SimCompiled:
     """What Triton's JIT would have compiled and loaded for one specialisation on one device."""
 
-    def __init__(self, kernel, names, device: int):
+    def __init__(self, kernel, names, device: int, values=()):
         self.kernel, self.names, self.device = kernel, names, device
         self.name = kernel.fn.__name__
         self.function = self.packed_metadata = None
         self.num_warps = 4
+        # A GPU launcher takes a pointer as a plain int too (the direct launcher passes them so); the
+        # specialisation fixes each pointer parameter's element type, which the interpreter needs.
+        self.pointer_dtypes = {i: v.dtype for i, v in enumerate(values)
+                               if hasattr(v, "data_ptr") and hasattr(v, "dtype")}
 
     def launch_metadata(self, grid, stream, *args):
         return None
@@ -598,6 +602,8 @@ class SimCompiled:
             if gx * gy * gz == 0:  # Triton's launcher launches nothing for an empty grid
                 return
             pointers: list = []
+            dtypes = self.pointer_dtypes
+            args = [SimPointer(a, dtypes[i]) if type(a) is int and i in dtypes else a for i, a in enumerate(args)]
             conv = [_device_arg(a, n, self.name, pointers) for a, n in zip(args, self.names)]
             s.enqueue(_Launch(self.kernel, (gx, gy, gz), conv, self.name, pointers))
 
@@ -657,7 +663,7 @@ def jit_run(kernel, grid, args, kwargs, stream: int):
                                    "argument types)", s)
             if COMPILE:
                 _compile_for_sm90(kernel, args, kwargs)
-            compiled = _compiled[key] = SimCompiled(kernel, tuple(bound), s.device)
+            compiled = _compiled[key] = SimCompiled(kernel, tuple(bound), s.device, tuple(bound.values()))
             compiled.num_warps = options.get("num_warps", 4)
         values = list(bound.values())
         g = grid(bound) if callable(grid) else grid
