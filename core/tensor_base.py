@@ -13,6 +13,7 @@ visible to whoever saved the tensor (autograd checks this).
 from __future__ import annotations
 
 import math
+import operator
 import threading
 
 from ..runtime import cuda, memory
@@ -22,12 +23,12 @@ from .shape import (Size, channels_last, channels_last_strides, contiguous_forma
 
 
 class Version:
-    """A storage's version counter, shared by all views of it (bumped by every in-place write)."""
+    """A storage's version counter, shared by all views of it (bumped by every in-place write).
 
-    __slots__ = ("value",)
+    It starts at the class's 0 and has no ``__init__``: every new tensor makes one, and a call
+    of a Python ``__init__`` would cost more than the rest of it."""
 
-    def __init__(self):
-        self.value = 0
+    value = 0
 
 
 class _InferenceState(threading.local):
@@ -102,8 +103,10 @@ class TensorBase:
         if dev.type == "cpu":
             storage = memory.HostStorage(nbytes)
         else:
-            idx = cuda.current_device() if dev.index is None else dev.index
-            dev = device("cuda", idx)
+            idx = dev.index
+            if idx is None:  # "cuda": the current device
+                idx = cuda.current_device()
+                dev = device("cuda", idx)
             storage = memory.CudaStorage(nbytes, dev, cuda.current_stream(idx))
         return TensorBase._result_class(storage, size, strides, 0, dtype_)
 
@@ -125,6 +128,10 @@ class TensorBase:
     def _contiguous_strides(self) -> tuple:
         layout = _contiguous.get(self._shape)
         return layout[1] if layout is not None else contiguous_strides(self._shape)
+
+    # Where the kernel-buffer protocol's storage, offset and dtype are kept: the GPU launch path reads
+    # them directly (``runtime/launch.py``), without a call per tensor argument.
+    __kernel_pointer__ = ("_storage", "_offset", "dtype")
 
     def __kernel_buffer__(self):
         """The kernel-buffer protocol ``runtime.launch.launch`` passes by pointer (see its docstring)."""
@@ -168,9 +175,8 @@ class TensorBase:
         return self
 
     # ----- metadata ---------------------------------------------------------------------------
-    @property
-    def shape(self) -> Size:
-        return self._shape
+    # The most read attribute of all: a property whose getter is C code (no Python call).
+    shape = property(operator.attrgetter("_shape"), doc="The tensor's size, a ``Size``.")
 
     def size(self, dim=None):
         return self._shape if dim is None else self._shape[normalize_dim(dim, self.ndim)]

@@ -255,10 +255,12 @@ def default_stream(device=None) -> Stream:
 
 
 def current_stream(device=None) -> Stream:
-    if device is None:  # every op asks this: one thread-local read once the answer is known
-        s = getattr(_local, "current", None)
-        if s is not None:
-            return s
+    # Every op asks this, for the current device (by no argument, or by its index): one
+    # thread-local read once the answer is known. ``_local.current`` is the current device's
+    # current stream, so its index says whether it answers an explicit one.
+    s = getattr(_local, "current", None)
+    if s is not None and (device is None or (type(device) is int and device == s.device.index)):
+        return s
     idx = _index(device)
     _cu_device(idx)  # context current in this thread before anything is queued
     per_dev = getattr(_local, "streams", None)

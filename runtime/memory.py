@@ -206,13 +206,9 @@ class CudaPoolBackend(Backend):
         stream._cu.wait(event)
 
     if drv.block_lent is not None:  # a device that checks accesses per tensor: the simulator
-        @staticmethod
-        def lent(ptr: int, nbytes: int, stream) -> None:
-            drv.block_lent(ptr, nbytes, stream._cu)
-
-        @staticmethod
-        def returned(ptr: int, size: int, stream) -> None:
-            drv.block_returned(ptr, size, stream._cu)
+        # Called with the allocator's stream (a tritensor Stream) as it is: no wrapper call per tensor.
+        lent = staticmethod(drv.block_lent)
+        returned = staticmethod(drv.block_returned)
 
 
 class _RawBlock:

@@ -1092,7 +1092,8 @@ _raw: dict = {}  # cuMemAlloc'd address -> allocation
 def block_lent(ptr: int, nbytes: int, stream: CoreStream) -> None:
     """The caching allocator handed the block at ``ptr`` to a tensor of ``nbytes``: from this point
     of its stream on, accesses past those bytes fault. (Not a driver call: not counted.)"""
-    s = getattr(stream, "_s", None)  # a stream of the simulator's (tests may drive the allocator with fakes)
+    # A tritensor Stream or cuda.core's, of the simulator's (tests may drive the allocator with fakes)
+    s = getattr(getattr(stream, "_cu", stream), "_s", None)
     if HOST_ONLY:
         return
     with _lock:
@@ -1109,7 +1110,7 @@ def block_lent(ptr: int, nbytes: int, stream: CoreStream) -> None:
 def block_returned(ptr: int, size: int, stream: CoreStream) -> None:
     """The block at ``ptr`` went back into the allocator's cache: from this point of its stream on
     it holds poison (strict mode: any access faults)."""
-    s = getattr(stream, "_s", None)
+    s = getattr(getattr(stream, "_cu", stream), "_s", None)  # a tritensor Stream, or cuda.core's
     if HOST_ONLY:
         return
     with _lock:

@@ -129,7 +129,9 @@ class _BinaryPlan:
 
 
 def _signature(x):
-    return (x.dtype, x._shape, x.device) if isinstance(x, TensorBase) else type(x)
+    # The device by its type and index (what device equality compares): hashing the device object
+    # itself would be a Python call per operand.
+    return (x.dtype, x._shape, x.device.type, x.device.index) if isinstance(x, TensorBase) else type(x)
 
 
 def binary(op: str, a, b, out=None, alpha=1) -> Tensor:
@@ -162,13 +164,15 @@ def binary(op: str, a, b, out=None, alpha=1) -> Tensor:
         a, b = _unalias(out, a, b)
     scalar = None
     if isinstance(b, TensorBase):
-        b = _views.broadcast_view(b, shape)
+        if b._shape != shape:  # a broadcast operand: read through its stride-0 view
+            b = _views.broadcast_view(b, shape)
     else:
         scalar = float(b) if compute.startswith("float") else int(b)
         b = None
     if scale is not None:
         scale = float(scale) if compute.startswith("float") else int(scale)
-    _k.elementwise(op, out, _views.broadcast_view(a, shape), b, scalar=scalar, compute=compute, alpha=scale)
+    _k.elementwise(op, out, a if a._shape == shape else _views.broadcast_view(a, shape), b, scalar=scalar,
+                   compute=compute, alpha=scale)
     return out
 
 
