@@ -27,9 +27,10 @@ memory:
   for another stream than the one a read would be ordered on).
 * Nothing is read while nothing can have failed: the flag is read on a stream only while a
   checked kernel was queued on it since the last clean read (:data:`armed` is the sync points'
-  one cheap test), and on every sync of a device once a checked kernel was captured into a CUDA
-  graph (its replays set the flag without the host knowing). Inside a capture nothing is read:
-  the replayed kernels set the flag, and the next sync after a replay reports it.
+  one cheap test). A checked kernel captured into a CUDA graph queues nothing at capture; the
+  graph remembers it (:func:`end_capture`) and each replay arms the stream it is launched on
+  (:func:`replayed`), so the next sync after a replay reports what the replayed kernels set, and
+  a process that once captured a checked kernel does not read the flag at every sync after.
 
 Host (CPU) index tensors are still checked on the host at once, before any kernel (core/ops):
 their values are already there.
@@ -126,7 +127,7 @@ class Flag:
 
 _flags: dict[int, Flag] = {}  # device index -> its flag
 _pending: dict[int, set] = {}  # device index -> handles of streams with a checked kernel since a clean read
-_graphed: set = set()  # devices where a checked kernel was captured: every sync reads the flag
+_captured: dict[int, int] = {}  # capturing stream's handle -> device index, once it captured a checked kernel
 _lock = threading.Lock()
 armed = False  # any read to do at all: the sync points' cheap test
 _local = threading.local()  # the thread's pinned read buffer
@@ -134,7 +135,7 @@ _local = threading.local()  # the thread's pinned read buffer
 
 def _rearm() -> None:
     global armed
-    armed = bool(_graphed) or any(_pending.values())
+    armed = any(_pending.values())
 
 
 def _check(result) -> None:
@@ -166,14 +167,26 @@ def create(index: int, stream) -> Flag:
 def used(flag: Flag, stream, captured: bool) -> None:
     """A kernel checking indices against ``flag`` is queued on ``stream`` (``captured``: into a
     CUDA graph being captured, which may set it at any replay)."""
-    global armed
     if captured:
-        _graphed.add(flag.index)
+        _captured[stream.cuda_stream] = flag.index
     else:
-        s = _pending.get(flag.index)
-        if s is None:
-            s = _pending[flag.index] = set()
-        s.add(stream.cuda_stream)
+        replayed(flag.index, stream)
+
+
+def end_capture(stream) -> int | None:
+    """A capture on ``stream`` ended: the index of the device whose flag its kernels may set (the
+    graph passes it to :func:`replayed` at each replay), or None when it captured no checked kernel."""
+    return _captured.pop(stream.cuda_stream, None)
+
+
+def replayed(index: int, stream) -> None:
+    """Work that may set device ``index``'s flag (a checked kernel, or a graph holding one) was
+    queued on ``stream``: its next sync reads the flag."""
+    global armed
+    s = _pending.get(index)
+    if s is None:
+        s = _pending[index] = set()
+    s.add(stream.cuda_stream)
     armed = True
 
 
@@ -190,7 +203,7 @@ def read_before_sync(stream) -> bool:
     when there may be something to read (returns whether it did; then call :func:`after_sync`)."""
     index = stream.device.index
     f = _flags.get(index)
-    if f is None or not (index in _graphed or stream.cuda_stream in _pending.get(index, ())):
+    if f is None or stream.cuda_stream not in _pending.get(index, ()):
         return False
     dst = _buffer()
     ctypes.memset(dst, 0, NBYTES)
@@ -222,7 +235,7 @@ def after_sync(stream, whole_device: bool = False) -> None:
 def check_device(stream) -> None:
     """After a whole-device synchronize: read the flag of ``stream``'s device (the stream is idle)."""
     index = stream.device.index
-    if _flags.get(index) is None or not (index in _graphed or _pending.get(index)):
+    if _flags.get(index) is None or not _pending.get(index):
         return
     dst = _buffer()
     ctypes.memset(dst, 0, NBYTES)

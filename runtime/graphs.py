@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import gc
 
-from . import cuda, memory, mode
+from . import cuda, device_asserts, memory, mode
 
 _MODES = ("global", "thread_local", "relaxed")
 
@@ -80,6 +80,7 @@ class CUDAGraph:
         self._stream = None
         self._pool = None
         self._kept: list = []  # what the graph reads but does not own (address tables), alive with it
+        self._checks = None  # the device whose error flag the graph's checked kernels may set (device_asserts)
         self._allocator = None  # the device's caching allocator, told when the capture ends
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
@@ -129,6 +130,9 @@ class CUDAGraph:
                                           f"was recorded ({e}). Warm up and synchronize before capture_begin().") from e
             self._graph = builder.complete()
         finally:
+            # A checked kernel in the graph (an index or class target in device memory) may set its
+            # device's error flag at any replay: each replay has the next sync read it.
+            self._checks = device_asserts.end_capture(self._stream)
             memory.capturing.pop(id(self._stream), None)
             self._allocator.end_capture()  # after the driver's capture ended: deferred events go on the streams now
             builder.close()
@@ -147,7 +151,10 @@ class CUDAGraph:
         """Launch the captured work on the current stream."""
         if self._graph is None:
             raise RuntimeError("replay: nothing captured (capture_begin() ... capture_end() first)")
-        self._graph.launch(cuda.current_stream()._cu)
+        stream = cuda.current_stream()
+        self._graph.launch(stream._cu)
+        if self._checks is not None:
+            device_asserts.replayed(self._checks, stream)
 
     def reset(self) -> None:
         """Drop the captured graph and release its hold on the private pool."""
@@ -157,6 +164,7 @@ class CUDAGraph:
             self._graph.close()
             self._graph = None
         self._pool = None
+        self._checks = None
         self._kept = []
 
     def pool(self):

@@ -516,3 +516,30 @@ def test_a_cross_entropy_step_on_device_targets_makes_no_host_copy_and_no_sync()
             with sim.counting() as c:
                 step().backward()
         assert "dtoh" not in c and "sync" not in c, (name, dict(c))
+
+
+@gpu_only
+def test_a_captured_cross_entropy_replays_and_reports_a_bad_target_after_the_replay():
+    x = tt.randn(4, _C, device="cuda")
+    t = tt.tensor([0, 3, -100, 1], device="cuda")
+    s = tt.cuda.Stream()
+    with tt.cuda.stream(s):
+        for _ in range(2):  # warm up: kernels loaded, the device's error flag made
+            F.cross_entropy(x, t)
+    tt.cuda.synchronize()
+    g = tt.cuda.CUDAGraph()
+    with tt.cuda.graph(g):
+        out = F.cross_entropy(x, t)
+    for rows in ([0, 3, -100, 1], [2, 2, 1, -100]):
+        t.copy_(tt.tensor(rows, device="cuda"))
+        g.replay()
+        assert out.item() == F.cross_entropy(x, t).item()  # the captured mean divides by the count replayed
+    t.copy_(tt.tensor([0, 4, 1, 2], device="cuda"))
+    g.replay()  # the replayed kernel sets the flag; the next sync reports it
+    with pytest.raises(IndexError, match=r"^Target 4 is out of bounds\."):
+        tt.cuda.synchronize()
+    if mode.SIM:  # no replay since that report: a sync has nothing to read
+        from tritensor.runtime import sim
+        with sim.counting() as c:
+            x.sum().item()
+        assert c["dtoh"] == 1 and c["sync"] == 1, dict(c)
