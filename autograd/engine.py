@@ -177,18 +177,23 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
         while ready:
             node = ready.pop()
             buf = buffers.pop(node, None) or [None] * node._n_outputs
+            arrived = False  # any gradient at all for this node
+            # Tensor hooks live on the node (non-leaf outputs) or on the leaf (accumulators).
+            hooked = node._tensor_hooks is not None or node._is_accumulator
+            retained = node._retained
             for nr, g in enumerate(buf):
                 if g is None:
                     continue
-                hooks = node.tensor_hooks(nr)
+                arrived = True
+                hooks = node.tensor_hooks(nr) if hooked else None
                 if hooks:
                     for hook in list(hooks.values()):
                         r = hook(g)
                         if r is not None:
                             g = r
                     buf[nr] = g
-                if node._retained and nr in node._retained:
-                    t = node._retained[nr]
+                if retained and nr in retained:
+                    t = retained[nr]
                     t.grad = graph.detached(g).clone() if t.grad is None else t.grad + g
             if captures and _capture(node, buf, captures, needed, inputs, results, accumulate):
                 continue  # grad()/backward(inputs=...): nothing past this node is wanted
@@ -197,7 +202,8 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     r = hook(tuple(buf))
                     if r is not None:
                         buf = list(r)
-            if all(g is None for g in buf):
+                        arrived = any(g is not None for g in buf)
+            if not arrived:
                 grads = (None,) * len(node._edges)
             else:
                 grads = node.apply(*buf)
@@ -208,19 +214,26 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                             grads = tuple(r)
             if not retain_graph:
                 node.release()
+            metas, n_grads = node._input_meta, len(grads)
             for i, e in enumerate(node._edges):
                 if not e:
                     continue
                 child, nr = e
                 if child not in deps:
                     continue
-                g = grads[i] if i < len(grads) else None
+                g = grads[i] if i < n_grads else None
                 if g is not None:
-                    g = _validate(node, i, g)
+                    m = metas[i] if i < len(metas) else None
+                    # A gradient already of its input's shape, dtype and device (the common case)
+                    # needs no call to make it so.
+                    if m is not None and (g._shape != m[0] or g.dtype is not m[1]
+                                          or (g.device is not m[2] and g.device != m[2])):
+                        g = _validate(node, i, g)
                     cbuf = buffers.get(child)
                     if cbuf is None:
                         cbuf = buffers[child] = [None] * child._n_outputs
-                    _add(cbuf, nr, g)
+                    old = cbuf[nr]
+                    cbuf[nr] = g if old is None else old + g
                 deps[child] -= 1
                 if deps[child] == 0:
                     ready.append(child)

@@ -40,8 +40,11 @@ class BackwardFunction(graph.Node):
 
     def apply(self, *grads):
         cls = self._forward_cls
-        if self.materialize_grads and any(g is None for g in grads):
-            grads = tuple(_zeros_for(m) if g is None else g for g, m in zip(grads, self._output_meta or ()))
+        if self.materialize_grads:
+            for g in grads:
+                if g is None:
+                    grads = tuple(_zeros_for(m) if g is None else g for g, m in zip(grads, self._output_meta or ()))
+                    break
         out = cls.backward(self, *grads)
         out = out if isinstance(out, tuple) else (out,)
         n = len(self._edges)
@@ -138,7 +141,7 @@ class Function:
                 e = graph.gradient_edge(a)
                 edges.append(e)
                 needs.append(e is not None)
-                metas.append((a.shape, a.dtype, a.device) if e is not None else None)
+                metas.append((a._shape, a.dtype, a.device) if e is not None else None)
             else:
                 edges.append(False)
                 needs.append(False)
@@ -199,9 +202,9 @@ def _wrap_outputs(cls, node, args, out):
                 for o in outs]
     node._n_outputs = len(outs)
     if len(outs) > 1:
-        node._output_meta = tuple((o.shape, o.dtype, o.device) if isinstance(o, Tensor) else None for o in outs)
+        node._output_meta = tuple((o._shape, o.dtype, o.device) if isinstance(o, Tensor) else None for o in outs)
     elif isinstance(outs[0], Tensor):
-        node._output_meta = ((outs[0].shape, outs[0].dtype, outs[0].device),)
+        node._output_meta = ((outs[0]._shape, outs[0].dtype, outs[0].device),)
     for i, o in enumerate(outs):
         if not isinstance(o, Tensor):
             continue

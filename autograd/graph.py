@@ -143,6 +143,7 @@ class Node:
     _tensor_hooks = None  # {output_nr: {handle id: fn}}: register_hook on a non-leaf output
     _retained = None  # {output_nr: tensor}: retain_grad() on a non-leaf output
     _view_version = None  # view nodes: version of the view when this grad_fn was made for it
+    _is_accumulator = False  # AccumulateGrad: its tensor hooks are its leaf's
     materialize_grads = True
 
     def name(self) -> str:
@@ -188,8 +189,17 @@ class Node:
 
     def _pack_saved(self, outputs) -> None:
         to_save, self._to_save = self._to_save, None
-        out_ids = {id(o): i for i, o in enumerate(outputs) if isinstance(o, Tensor)}
-        self._saved = tuple(None if t is None else SavedTensor(t, self, out_ids.get(id(t))) for t in to_save)
+        saved = []
+        for t in to_save:
+            if t is None:
+                saved.append(None)
+                continue
+            index = None  # saving one of its own outputs: kept as a history-free alias
+            for i, o in enumerate(outputs):
+                if o is t:
+                    index = i  # the last position, if it is returned twice
+            saved.append(SavedTensor(t, self, index))
+        self._saved = tuple(saved)
 
     def release(self) -> None:
         """Free what forward saved (backward without ``retain_graph``)."""
@@ -223,6 +233,8 @@ class Node:
 class AccumulateGrad(Node):
     """The end of a leaf's path: sums the gradient into ``variable.grad``, then runs its
     post-accumulate hooks. Thread-safe: concurrent backwards into one leaf are serialised."""
+
+    _is_accumulator = True
 
     def __init__(self, variable: Tensor):
         self.variable = variable
@@ -258,6 +270,10 @@ def grad_accumulator(t: Tensor) -> AccumulateGrad:
 def gradient_edge(t: Tensor):
     """Where gradient for ``t`` goes: ``(grad_fn, output_nr)``, its accumulator, or None."""
     fn = t.grad_fn
+    if t._base is None and fn is None and t._requires_grad:  # a leaf (every recorded op's parameters)
+        m = t._autograd_meta
+        acc = m.grad_accumulator if m is not None else None
+        return (acc if acc is not None else grad_accumulator(t), 0)
     if t._base is not None and (
         (fn is not None and fn._view_version is not None and fn._view_version != t._version)
         or (fn is None and not t._requires_grad and t._base.grad_fn is not None)
