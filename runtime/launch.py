@@ -11,7 +11,11 @@ CPU mode: Triton's interpreter runs the kernel on host memory: a buffer whose ``
 The interpreter keeps global state and is not thread-safe, so launches are serialised by a lock.
 
 GPU mode: kernels compile for the device and go on ``tritensor.cuda.current_stream()``:
-Triton's ``driver.active.get_current_stream`` is pointed at it once. A host buffer handed to a
+Triton's ``driver.active.get_current_stream`` is pointed at it once. The common launch (device
+tensors of the current device, numbers, no capture under way) is one loop that turns each tensor
+into its address and builds the launch's signature beside it, then the kernel's cached plan
+(``runtime/direct.py``); anything else (host buffers to stage, address tables, descriptors,
+another device's tensors, a capture's checks) takes the general conversion below. A host buffer handed to a
 kernel in GPU mode is staged through a temporary device buffer and copied back, so ops on CPU
 tensors still work (slowly, like any host<->device round trip).
 

@@ -189,3 +189,25 @@ def test_an_autotuned_kernel_replays_its_configuration():
     assert kernel.compiled[None].runs[0][9:] == (x, x, 4096, 256, True)
     fast.launch((2,), (x, x, 4112), {"FLAG": True}, stream=1)  # another value: the autotuner's key may differ
     assert len(kernel.triton_calls) == 3
+
+
+def test_a_plan_runs_the_trusted_key_with_raw_pointers():
+    # launch_converted (runtime/launch.py's path for device tensors): pointers arrive as ints with
+    # their PointerKey; the first launches of a signature go the checked way, then its plan runs.
+    kernel = _Kernel(_k, ["x", "y", "n"])
+    fast = _launcher(kernel)
+    ptr = direct.pointer_keys(dt.float32)
+    values, sig = [4096, 8192, 100], [ptr[True], ptr[True], 100]
+    for _ in range(3):
+        fast.launch_converted((4,), values, sig, {"BLOCK": 128}, 7, 0)
+    assert len(kernel.triton_calls) == 2 and len(fast.plans) == 1
+    assert [type(a) for a in kernel.triton_calls[0][1][:2]] == [direct.Pointer] * 2  # Triton saw pointer objects
+    compiled = kernel.compiled[128]
+    assert compiled.runs[-1] == (4, 1, 1, 7, "fn", "meta", None, None, None, 4096, 8192, 100, 128, False)
+    fast.launch_converted((4,), [4097, 8192, 100], [ptr[False], ptr[True], 100], {"BLOCK": 128}, 7, 0)
+    assert len(kernel.triton_calls) == 3  # unaligned: another key, checked again
+    fast.launch_converted((4,), values, sig, {"BLOCK": 128}, 7, 1)
+    assert len(kernel.triton_calls) == 4  # another device: its own entries and plans
+    with pytest.warns(RuntimeWarning, match="is off"):
+        fast._give_up("a test")
+    assert fast.plans == {}  # nothing runs direct once the kernel is off
