@@ -41,7 +41,18 @@ def autograd_layer(op, args, kwargs, next):
 def needed(op, args, kwargs) -> bool:
     """Whether the layer has anything to do with this call (else the dispatcher skips it)."""
     name = op.name
-    return name in TENSOR_API or (_state.enabled and name in DERIVATIVES and _wants_grad(args, kwargs))
+    if name in TENSOR_API:
+        return True
+    if not _state.enabled or name not in DERIVATIVES:
+        return False
+    # _wants_grad's common case inline (every op asks this): the tensors are positional.
+    for a in args:
+        if isinstance(a, Tensor):
+            if a._requires_grad:
+                return True
+        elif isinstance(a, (list, tuple)):
+            return _wants_grad(args, kwargs)
+    return bool(kwargs) and _wants_grad(args, kwargs)
 
 
 dispatch.register_layer("autograd", autograd_layer, needed)
