@@ -245,7 +245,10 @@ class DirectLauncher:
         kernel takes them (device pointers as ints), ``signature`` per argument its
         :class:`PointerKey`, or the value itself (``float`` for a float, ``(bool, v)`` for a bool)."""
         key = (device, tuple(kwargs.items()), *signature)
-        plan = self.plans.get(key)
+        try:
+            plan = self.plans.get(key)
+        except TypeError:  # an unhashable keyword argument: Triton's binder decides (see launch_key)
+            plan = None
         if plan is not None:
             if callable(grid):
                 grid = grid(dict(zip(self.names, [*values, *plan.tail])))

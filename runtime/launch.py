@@ -212,19 +212,17 @@ def _plan_launch(fast, grid, args, kwargs, stream) -> bool:
     launch's signature in one loop, and launch through the kernel's plan (``runtime/direct.py``).
     False, with nothing queued, where an argument needs :func:`_device_launch`."""
     index = stream.device.index
-    values, signature = [], []
-    put, sign = values.append, signature.append
-    for a in args:
+    # Most arguments (ints, tuples of ints, None) are passed as they are and are their own part of
+    # the signature: both lists start as the arguments, and only the others are replaced.
+    values, signature = list(args), list(args)
+    for i, a in enumerate(args):
         t = type(a)
         if t is int or t is tuple or a is None:
-            put(a)
-            sign(a)
-        elif t is float:
-            put(a)
-            sign(float)  # Triton specialises a float by its type only
+            continue
+        if t is float:
+            signature[i] = float  # Triton specialises a float by its type only
         elif t is bool:
-            put(a)
-            sign((bool, a))  # not a bare True: True == 1
+            signature[i] = (bool, a)  # not a bare True: True == 1
         else:
             fields = _pointer_fields.get(t, _convert)
             if fields is _convert:  # a type not seen before
@@ -236,9 +234,8 @@ def _plan_launch(fast, grid, args, kwargs, stream) -> bool:
                 return False  # host memory to stage, or another device's
             if st._block.stream is not stream:
                 st.record_stream(stream)
-            p = st._ptr + offset * dtype.itemsize
-            put(p)
-            sign((_pointer_keys.get(dtype) or direct.pointer_keys(dtype))[p & 15 == 0])
+            p = values[i] = st._ptr + offset * dtype.itemsize
+            signature[i] = (_pointer_keys.get(dtype) or direct.pointer_keys(dtype))[p & 15 == 0]
     fast.launch_converted(grid, values, signature, kwargs, stream.cuda_stream, index)
     return True
 

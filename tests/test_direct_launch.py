@@ -208,6 +208,8 @@ def test_a_plan_runs_the_trusted_key_with_raw_pointers():
     assert len(kernel.triton_calls) == 3  # unaligned: another key, checked again
     fast.launch_converted((4,), values, sig, {"BLOCK": 128}, 7, 1)
     assert len(kernel.triton_calls) == 4  # another device: its own entries and plans
+    fast.launch_converted((4,), values, sig, {"BLOCK": 128, "X": [1]}, 7, 0)  # unhashable: through Triton
+    assert len(kernel.triton_calls) == 5 and len(fast.plans) == 1
     with pytest.warns(RuntimeWarning, match="is off"):
         fast._give_up("a test")
     assert fast.plans == {}  # nothing runs direct once the kernel is off

@@ -26,10 +26,10 @@ from tritensor.runtime import mode
 
 pytestmark = pytest.mark.skipif(not mode.SIM, reason="counts the GPU path's calls on the simulated device")
 
-PINNED = {  # op -> most Python calls it may make (2026-11-26; before the plan launches: 115, 152, 908)
-    "add": 29,
-    "matmul 64x64": 48,
-    "recorded (a*b).sum().backward()": 332,
+PINNED = {  # op -> most Python calls it may make (2026-11-26; before the plan launches: 115, 152, 911)
+    "add": 28,
+    "matmul 64x64": 47,
+    "recorded (a*b).sum().backward()": 332,  # counted 330-331: one call of slack for what earlier tests leave
 }
 
 
