@@ -121,13 +121,18 @@ _sticky: SimError | None = None
 
 
 def clear_error() -> None:
-    """Forget the sticky error, and every queued item of every stream (tests that provoke one)."""
+    """Forget the sticky error and the work queued on every stream (tests that provoke one). The
+    allocator's bookkeeping queued there (which bytes of a block a tensor holds, the poison of a
+    block taken back) still runs: the blocks go on being handed out."""
     global _sticky
     with _lock:
         _sticky = None
         for s in list(_streams.values()):
+            queued, s.done = list(s.queue), s.submitted
             s.queue.clear()
-            s.done = s.submitted
+            for item in queued:
+                if type(item) is _Bookkeeping:
+                    item()
 
 
 def _check_sticky() -> None:
@@ -1089,6 +1094,18 @@ driver = _Driver()
 _raw: dict = {}  # cuMemAlloc'd address -> allocation
 
 
+class _Bookkeeping:
+    """A queued change of the simulator's own records (not device work): kept by clear_error."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self) -> None:
+        self.fn()
+
+
 def block_lent(ptr: int, nbytes: int, stream: CoreStream) -> None:
     """The caching allocator handed the block at ``ptr`` to a tensor of ``nbytes``: from this point
     of its stream on, accesses past those bytes fault. (Not a driver call: not counted.)"""
@@ -1104,7 +1121,7 @@ def block_lent(ptr: int, nbytes: int, stream: CoreStream) -> None:
         def lend():
             a.tensor, a.cached, a.end = nbytes, False, a.start + nbytes
             space.changed()
-        s.enqueue(lend)
+        s.enqueue(_Bookkeeping(lend))
 
 
 def block_returned(ptr: int, size: int, stream: CoreStream) -> None:
@@ -1123,7 +1140,7 @@ def block_returned(ptr: int, size: int, stream: CoreStream) -> None:
                 a.host[:] = POISON
             a.tensor, a.cached, a.end = None, True, a.start if STRICT else a.start + a.size
             space.changed()
-        s.enqueue(retire)
+        s.enqueue(_Bookkeeping(retire))
 
 
 def device_count() -> int:

@@ -86,7 +86,7 @@ def test_a_write_into_no_allocation_is_caught():
 def test_a_host_tensor_reaching_a_users_kernel_is_named():
     y = tt.empty(4, device="cuda")
     with pytest.raises(sim.IllegalAddress, match=r"kernel _copy: argument 'x_ptr' is a host pointer"):
-        _copy[(1,)](tt.ones(4), y, 4, BLOCK=4)
+        _copy[(1,)](tt.ones(4, device="cpu"), y, 4, BLOCK=4)
 
 
 def test_a_host_copy_given_a_device_address_on_its_host_side_is_refused():

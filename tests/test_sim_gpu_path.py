@@ -259,9 +259,9 @@ def test_a_host_address_in_an_address_table_is_an_illegal_address(monkeypatch):
     # What the H100 ran before tables were converted at launch: each buffer's own data_ptr(),
     # a host address for a host tensor, copied into a device table.
     monkeypatch.setattr(launch, "_with_base", lambda a, convert: a)
-    grads = [tt.ones(100), tt.ones(10)]
+    grads = [tt.ones(100, device="cpu"), tt.ones(10, device="cpu")]  # host tensors, whatever the default device
     with pytest.raises(sim.IllegalAddress, match="no device address"):
-        amp_ops.unscale_and_check_(grads, tt.zeros(1), tt.full((1,), 0.5))
+        amp_ops.unscale_and_check_(grads, tt.zeros(1, device="cpu"), tt.full((1,), 0.5, device="cpu"))
 
 
 # ----- item 8: the TMA matmul never stores past its output view -------------------------------------
