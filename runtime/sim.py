@@ -1019,35 +1019,11 @@ class _Driver:
 
     @staticmethod
     def cuMemcpyHtoDAsync(dst, src, nbytes, stream):
-        with _lock:
-            counts["htod"] += 1
-            _check_sticky()
-            s = _stream_of(stream)
-            _host_side(int(src), nbytes, "cuMemcpyHtoDAsync")
-            if s.capture is not None:
-                _unsafe_during_capture("a host-to-device copy", s)
-            dst, src, nbytes = int(dst), int(src), int(nbytes)
-
-            def copy():
-                ctypes.memmove(space.host_address(dst, nbytes, "cuMemcpyHtoDAsync"), src, nbytes)
-            s.enqueue(copy)
-            return (OK,)
+        return _host_copy("htod", int(dst), int(src), int(nbytes), stream)
 
     @staticmethod
     def cuMemcpyDtoHAsync(dst, src, nbytes, stream):
-        with _lock:
-            counts["dtoh"] += 1
-            _check_sticky()
-            s = _stream_of(stream)
-            _host_side(int(dst), nbytes, "cuMemcpyDtoHAsync")
-            if s.capture is not None:
-                _unsafe_during_capture("a device-to-host copy", s)
-            dst, src, nbytes = int(dst), int(src), int(nbytes)
-
-            def copy():
-                ctypes.memmove(dst, space.host_address(src, nbytes, "cuMemcpyDtoHAsync"), nbytes)
-            s.enqueue(copy)
-            return (OK,)
+        return _host_copy("dtoh", int(dst), int(src), int(nbytes), stream)
 
     @staticmethod
     def cuMemcpyDtoDAsync(dst, src, nbytes, stream):
@@ -1081,6 +1057,29 @@ class _Driver:
                 _sync_device(_current_device(), "cuCtxSynchronize")
         except SimError as e:
             return (e.code,)
+        return (OK,)
+
+
+def _host_copy(kind: str, dst: int, src: int, nbytes: int, stream):
+    """A copy between host memory and the device ("htod" or "dtoh"), queued on ``stream``: its host
+    side must be no device address, and it may not be recorded into a graph."""
+    name = "cuMemcpyHtoDAsync" if kind == "htod" else "cuMemcpyDtoHAsync"
+    host, device = (src, dst) if kind == "htod" else (dst, src)
+    with _lock:
+        counts[kind] += 1
+        _check_sticky()
+        s = _stream_of(stream)
+        _host_side(host, nbytes, name)
+        if s.capture is not None:
+            _unsafe_during_capture("a host-to-device copy" if kind == "htod" else "a device-to-host copy", s)
+
+        def copy():
+            on_device = space.host_address(device, nbytes, name)  # checked when it runs: the bytes live then
+            if kind == "htod":
+                ctypes.memmove(on_device, host, nbytes)
+            else:
+                ctypes.memmove(host, on_device, nbytes)
+        s.enqueue(copy)
         return (OK,)
 
 
