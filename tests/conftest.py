@@ -30,10 +30,14 @@ if TEST_DEVICE == "cuda":
     tritensor.Tensor.numpy = lambda self, *, force=False: _numpy(self, force=force or self.device.type == "cuda")
 from gpu_guard import pytest_runtest_teardown  # noqa: E402,F401  (GPU mode: a sticky CUDA error ends the worker)
 
-# Test files that never touch a device in any mode: the store, rpc and remote references, the
-# elastic launcher, the static checks. CI runs the suite twice, in CPU mode and on the simulated
-# device; ``--device-only`` leaves these out of the second run, which would only repeat them.
+# Test files the simulated-device run leaves out (``--device-only``). CI runs the suite twice, in
+# CPU mode and on the simulated device. These never touch a device in any mode (the store, rpc
+# and remote references, the elastic launcher, the static checks), so a second run would only
+# repeat them; and the benchmark harness's tests, whose device branch times real work for a
+# second or so a row: on the simulated device, whose kernels run in the interpreter, that is
+# minutes a file, and what it would time means nothing there (a GPU run checks that branch).
 DEVICE_FREE = frozenset({
+    "test_bench.py", "test_bench_amp.py", "test_bench_rpc_ddp.py",
     "test_comm_store.py", "test_comm_store_flood.py", "test_rpc.py", "test_rpc_fuzz.py", "test_rpc_hardening.py",
     "test_rref.py", "test_rref_fetch.py", "test_rref_model.py", "test_elastic_agent.py", "test_elastic_errors.py",
     "test_elastic_metrics_events.py", "test_elastic_multiprocessing.py", "test_elastic_rendezvous.py",
