@@ -175,8 +175,9 @@ class TensorBase:
         return self
 
     # ----- metadata ---------------------------------------------------------------------------
-    # The most read attribute of all: a property whose getter is C code (no Python call).
-    shape = property(operator.attrgetter("_shape"), doc="The tensor's size, a ``Size``.")
+    # The most read attribute of all: a property whose getter is C code (no Python call). The
+    # annotation gives the type a C getter cannot declare (tools/stubs.py reads it).
+    shape: Size = property(operator.attrgetter("_shape"), doc="The tensor's size, a ``Size``.")
 
     def size(self, dim=None):
         return self._shape if dim is None else self._shape[normalize_dim(dim, self.ndim)]

@@ -70,6 +70,20 @@ def _annotation(a) -> str | None:
     return re.sub(r"\b(" + "|".join(BUILTINS) + r")\b", r"builtins.\1", text)
 
 
+def _property_type(cls, name: str, prop: property) -> str | None:
+    """A property's type: its getter's return annotation, or, for a getter written in C
+    (``operator.attrgetter``, which has no signature), the class's annotation of the name."""
+    if prop.fget is None:
+        return None
+    try:
+        return _annotation(inspect.signature(prop.fget).return_annotation)
+    except (TypeError, ValueError):
+        for k in cls.__mro__:
+            if name in getattr(k, "__annotations__", {}):
+                return _annotation(k.__annotations__[name])
+        return None
+
+
 def _params(sig: inspect.Signature, method: bool) -> str:
     out, star = [], False
     first = next(iter(sig.parameters.values()), None)
@@ -132,7 +146,7 @@ def _tensor_class(cls) -> list[str]:
             continue
         attr = inspect.getattr_static(cls, name)
         if isinstance(attr, property):
-            ret = _annotation(inspect.signature(attr.fget).return_annotation) if attr.fget else None
+            ret = _property_type(cls, name, attr)
             lines.append("    @property")
             lines.append(f"    def {name}(self) -> {ret or 'Any'}: ...")
             if attr.fset is not None:
