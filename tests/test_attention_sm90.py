@@ -21,6 +21,9 @@ CHILD = textwrap.dedent(r'''
     bindings = types.ModuleType("cuda.bindings"); bindings.driver = drv
     sys.modules.setdefault("cuda", types.ModuleType("cuda"))
     sys.modules["cuda.bindings"], sys.modules["cuda.bindings.driver"] = bindings, drv
+    core = types.ModuleType("cuda.core")  # runtime/driver.py binds cuda.core's names in GPU mode; none is called
+    core.Device = core.EventOptions = core.LegacyPinnedMemoryResource = core.StreamOptions = None
+    sys.modules["cuda.core"] = core
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
