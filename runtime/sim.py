@@ -1105,41 +1105,46 @@ class _Bookkeeping:
         self.fn()
 
 
-def block_lent(ptr: int, nbytes: int, stream: CoreStream) -> None:
-    """The caching allocator handed the block at ``ptr`` to a tensor of ``nbytes``: from this point
-    of its stream on, accesses past those bytes fault. (Not a driver call: not counted.)"""
-    # A tritensor Stream or cuda.core's, of the simulator's (tests may drive the allocator with fakes)
+def _block_record(ptr: int, stream, change) -> None:
+    """Queue ``change(allocation)`` on ``stream`` (a tritensor Stream or cuda.core's, of the
+    simulator's; tests may drive the allocator with fakes, which are ignored) for the allocation
+    that starts at ``ptr``."""
     s = getattr(getattr(stream, "_cu", stream), "_s", None)
-    if HOST_ONLY:
+    if s is None:
         return
     with _lock:
         a = space.find(ptr)
-        if s is None or a is None or a.start != ptr:
+        if a is None or a.start != ptr:
             return
 
-        def lend():
-            a.tensor, a.cached, a.end = nbytes, False, a.start + nbytes
+        def apply():
+            change(a)
             space.changed()
-        s.enqueue(_Bookkeeping(lend))
+        s.enqueue(_Bookkeeping(apply))
+
+
+def block_lent(ptr: int, nbytes: int, stream: CoreStream) -> None:
+    """The caching allocator handed the block at ``ptr`` to a tensor of ``nbytes``: from this point
+    of its stream on, accesses past those bytes fault. (Not a driver call: not counted.)"""
+    if HOST_ONLY:  # first: the host-cost figures count no call of the simulator's own bookkeeping
+        return
+
+    def lend(a):
+        a.tensor, a.cached, a.end = nbytes, False, a.start + nbytes
+    _block_record(ptr, stream, lend)
 
 
 def block_returned(ptr: int, size: int, stream: CoreStream) -> None:
     """The block at ``ptr`` went back into the allocator's cache: from this point of its stream on
     it holds poison (strict mode: any access faults)."""
-    s = getattr(getattr(stream, "_cu", stream), "_s", None)  # a tritensor Stream, or cuda.core's
     if HOST_ONLY:
         return
-    with _lock:
-        a = space.find(ptr)
-        if s is None or a is None or a.start != ptr:
-            return
 
-        def retire():
-            if a.host is not None:
-                a.host[:] = POISON
-            a.tensor, a.cached, a.end = None, True, a.start if STRICT else a.start + a.size
-            space.changed()
-        s.enqueue(_Bookkeeping(retire))
+    def retire(a):
+        if a.host is not None:
+            a.host[:] = POISON
+        a.tensor, a.cached, a.end = None, True, a.start if STRICT else a.start + a.size
+    _block_record(ptr, stream, retire)
 
 
 def device_count() -> int:
