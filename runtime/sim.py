@@ -59,6 +59,7 @@ import collections
 import contextlib
 import ctypes
 import dataclasses
+import gc
 import itertools
 import os
 import json
@@ -94,7 +95,38 @@ CAPABILITY = (9, 0)
 SM_COUNT = 132
 MAX_THREADS = 1024
 
-_lock = threading.RLock()  # one device model for every thread: its state and the interpreter
+class _DeviceLock:
+    """The simulator's one lock (one device model for every thread: its state and the interpreter).
+
+    While a thread holds it, the cyclic garbage collector is paused. A collection may run on any
+    thread that allocates, and run a tensor storage's ``__del__`` there, whose free takes the
+    caching allocator's lock; meanwhile another thread may hold the allocator's lock and wait here
+    (the allocator calls the device with its lock held, as it calls a real driver): a deadlock. A
+    real driver never runs Python, so it cannot have it; paused collection keeps the simulator so."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._local = threading.local()
+
+    def __enter__(self):
+        self._lock.acquire()
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            self._local.collect = gc.isenabled()
+            if self._local.collect:
+                gc.disable()
+        self._local.depth = depth + 1
+        return self
+
+    def __exit__(self, *exc):
+        self._local.depth -= 1
+        if self._local.depth == 0 and self._local.collect:
+            gc.enable()
+        self._lock.release()
+        return False
+
+
+_lock = _DeviceLock()
 # ``bench launch --sim`` times the GPU path's host side: a launch is then counted and does nothing
 # (the driver's launch call a no-op), and the per-tensor bookkeeping, which a GPU has not, is off.
 HOST_ONLY = False
