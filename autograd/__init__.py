@@ -7,6 +7,7 @@ records ops, registered on import), ``gradcheck.py``.
 """
 from . import layer  # noqa: F401  (registers the autograd layer with core/dispatch.py)
 from .engine import backward, grad
+from . import functional  # torch.autograd.functional: jacobian, hessian, vjp, jvp, hvp, vhp
 from .function import Function, FunctionCtx
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                         set_grad_enabled)
