@@ -6,6 +6,7 @@ backwards), ``functions/`` (each op's derivative), ``layer.py`` (the dispatcher 
 records ops, registered on import), ``gradcheck.py``.
 """
 from . import layer  # noqa: F401  (registers the autograd layer with core/dispatch.py)
+from .anomaly_mode import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad
 from . import functional  # torch.autograd.functional: jacobian, hessian, vjp, jvp, hvp, vhp
 from .function import Function, FunctionCtx
@@ -16,4 +17,5 @@ from .graph import Node
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "Node", "no_grad", "enable_grad", "set_grad_enabled",
            "inference_mode", "is_inference_mode_enabled",
-           "is_grad_enabled", "gradcheck", "GradcheckError", "gradgradcheck"]
+           "is_grad_enabled", "gradcheck", "GradcheckError", "gradgradcheck", "detect_anomaly", "set_detect_anomaly",
+           "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..core.factories import ones_like, zeros_like
 from ..core.tensor import Tensor, broadcast_shapes
 from . import graph
+from .anomaly_mode import _anomaly, apply_checked
 from .grad_mode import _state
 
 
@@ -206,7 +207,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             if not arrived:
                 grads = (None,) * len(node._edges)
             else:
-                grads = node.apply(*buf)
+                grads = apply_checked(node, buf) if _anomaly.enabled else node.apply(*buf)
                 if node._hooks:
                     for hook in list(node._hooks.values()):
                         r = hook(tuple(grads), tuple(buf))

@@ -30,6 +30,7 @@ from __future__ import annotations
 from ..core.ops import fill
 from ..core.tensor import Tensor
 from . import graph
+from .anomaly_mode import _anomaly, record_forward
 from .grad_mode import _state
 
 
@@ -135,6 +136,8 @@ class Function:
             return out
 
         node = cls._backward_cls()
+        if _anomaly.enabled:
+            record_forward(node)
         edges, needs, metas = [], [], []
         for a in args:
             if isinstance(a, Tensor):

@@ -144,10 +144,18 @@ class Node:
     _retained = None  # {output_nr: tensor}: retain_grad() on a non-leaf output
     _view_version = None  # view nodes: version of the view when this grad_fn was made for it
     _is_accumulator = False  # AccumulateGrad: its tensor hooks are its leaf's
+    _metadata = None  # made on first use: anomaly mode keeps the forward's stack here
     materialize_grads = True
 
     def name(self) -> str:
         return type(self).__name__
+
+    @property
+    def metadata(self) -> dict:
+        """A dict for the user's (and anomaly mode's) annotations of this node, as torch's."""
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
