@@ -1,10 +1,13 @@
-"""tritensor.optim: ``Optimizer``, ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``LBFGS``
-and ``lr_scheduler``.
+"""tritensor.optim: ``Optimizer``, ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``LBFGS``,
+``NAdam``, ``RAdam``, ``Adamax``, ``Adadelta``, ``ASGD``, ``Rprop`` and ``lr_scheduler``.
 
-Each ``step()`` runs one fused Triton kernel per parameter (``triton_kernels/optim.py``).
+``SGD``, ``Adam``/``AdamW``, ``RMSprop`` and ``Adagrad`` run one fused Triton kernel per parameter
+per ``step()`` (``triton_kernels/optim.py``).
 Parameters and states must be contiguous (``nn.Module`` parameters are). ``fused=True`` is
 PyTorch's fused path: the kernels take ``GradScaler``'s found-inf flag and scale on the device.
 ``LBFGS`` is a sequence of tensor ops over all parameters as one flat vector (``lbfgs.py``).
+``NAdam``, ``RAdam``, ``Adamax``, ``Adadelta``, ``ASGD`` and ``Rprop`` are torch's single-tensor
+rules written with tensor ops, a few launches per parameter (``_tensor_ops.py``).
 """
 from .optimizer import Optimizer
 from .sgd import SGD
@@ -12,6 +15,13 @@ from .adam import Adam, AdamW
 from .rmsprop import RMSprop  # issue 15 (nn15)
 from .adagrad import Adagrad  # issue 15 (nn15)
 from .lbfgs import LBFGS  # issue 24
+from .nadam import NAdam
+from .radam import RAdam
+from .adamax import Adamax
+from .adadelta import Adadelta
+from .asgd import ASGD
+from .rprop import Rprop
 from . import lr_scheduler  # issue 15 (nn15)
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS", "NAdam", "RAdam", "Adamax", "Adadelta",
+           "ASGD", "Rprop", "lr_scheduler"]

@@ -3,7 +3,8 @@
     m = b1 m + (1 - b1) d;  v = b2 v + (1 - b2) d^2
     p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 
-Adam adds ``weight_decay * p`` to the gradient; AdamW multiplies ``p`` by ``1 - lr * wd``.
+Adam adds ``weight_decay * p`` to the gradient; AdamW (and ``Adam(decoupled_weight_decay=True)``, as
+torch 2.13) multiplies ``p`` by ``1 - lr * wd``.
 With ``amsgrad=True`` the denominator uses ``max_exp_avg_sq = max(max_exp_avg_sq, v)`` (state
 ``max_exp_avg_sq``, as torch) in place of ``v``.
 
@@ -11,6 +12,10 @@ With ``amsgrad=True`` the denominator uses ``max_exp_avg_sq = max(max_exp_avg_sq
 tensor on the parameter's device, and the kernel takes ``GradScaler``'s found-inf flag and scale:
 on inf/NaN nothing changes (the count neither), otherwise the gradient is unscaled inside the
 update. No value is read back on the host.
+
+``foreach`` is accepted and stored and changes nothing: torch chooses between a per-tensor loop
+and multi-tensor kernels giving the same numbers; here each parameter's step is one fused kernel
+either way. ``differentiable=True`` raises ``NotImplementedError`` (the step runs under no_grad).
 
 ``capturable=True`` (PyTorch's, for CUDA graphs): the step count lives on the device as with
 ``fused``, advanced and read by kernels only, so a captured step replays with the right bias
@@ -26,10 +31,9 @@ from .optimizer import Optimizer, state_like
 
 
 class Adam(Optimizer):
-    _decoupled = False
-
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
-                 maximize=False, capturable=False, fused=None):
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
+                 decoupled_weight_decay=False):
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:
@@ -39,9 +43,12 @@ class Adam(Optimizer):
                 raise ValueError(f"Invalid beta parameter at index {i}: {b}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if differentiable:
+            raise NotImplementedError(f"{type(self).__name__}: differentiable=True is not supported")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=bool(amsgrad), maximize=maximize, capturable=bool(capturable),
-                                      fused=fused))
+                                      amsgrad=bool(amsgrad), maximize=maximize, foreach=foreach,
+                                      capturable=bool(capturable), differentiable=differentiable, fused=fused,
+                                      decoupled_weight_decay=bool(decoupled_weight_decay)))
         self._init_fused(fused)
 
     @staticmethod
@@ -78,7 +85,7 @@ class Adam(Optimizer):
                 found_inf, grad_scale = amp_inputs(p.device)
                 _core.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"], lr=group["lr"],
                                  beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                                 decoupled=self._decoupled, maximize=group["maximize"],
+                                 decoupled=group.get("decoupled_weight_decay", False), maximize=group["maximize"],
                                  max_exp_avg_sq=state["max_exp_avg_sq"] if group["amsgrad"] else None,
                                  found_inf=found_inf, grad_scale=grad_scale)
                 self._write_back(p, g, grad_scale)
@@ -87,12 +94,11 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    _decoupled = True
-
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False, capturable=False, fused=None):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, capturable=capturable,
-                         fused=fused)
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
 
 
 def _new_state(p, group) -> dict:

@@ -4,6 +4,8 @@
     momentum: b = momentum b + d / denom, p -= lr b;   else p -= lr d / denom
 
 State keys as torch: ``step``, ``square_avg``, ``momentum_buffer`` (momentum > 0), ``grad_avg`` (centered).
+``foreach`` and ``capturable`` are accepted and stored and change nothing: the rule reads no step
+count, so a captured step replays correctly, and each parameter's step is one kernel either way.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from .optimizer import Optimizer, state_like
 
 
 class RMSprop(Optimizer):
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, *,
-                 maximize=False, foreach=None, capturable=False, differentiable=False):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not 0.0 <= eps:

@@ -8,6 +8,10 @@ on inf/NaN nothing changes, otherwise the gradient is unscaled inside the update
 buffer is allocated zeroed: when the first step is skipped for inf/NaN the next one starts from
 ``b = 0`` (``b = (1 - dampening) * d``, the same as ``b = d`` for the default dampening 0;
 PyTorch leaves the buffer uninitialised there).
+
+``foreach`` is accepted and stored and changes nothing: torch chooses between a per-tensor loop
+and multi-tensor kernels giving the same numbers; here each parameter's step is one fused kernel
+either way. ``differentiable=True`` raises ``NotImplementedError`` (the step runs under no_grad).
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from .optimizer import _REQUIRED, Optimizer, state_like
 
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
-                 maximize=False, fused=None):
+                 maximize=False, foreach=None, differentiable=False, fused=None):
         if lr is not _REQUIRED and lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
@@ -27,8 +31,11 @@ class SGD(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        if differentiable:
+            raise NotImplementedError("SGD: differentiable=True is not supported")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize, fused=fused))
+                                      nesterov=nesterov, maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
         self._init_fused(fused)
 
     @no_grad()
