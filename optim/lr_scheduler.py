@@ -14,11 +14,13 @@ import types
 import warnings
 from bisect import bisect_right
 from collections import Counter
+from functools import partial
 
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LinearLR", "LambdaLR",
-           "OneCycleLR", "SequentialLR", "ReduceLROnPlateau"]
+           "OneCycleLR", "SequentialLR", "ReduceLROnPlateau", "ConstantLR", "PolynomialLR", "CyclicLR",
+           "CosineAnnealingWarmRestarts", "MultiplicativeLR", "ChainedScheduler"]
 
 EPOCH_DEPRECATION_WARNING = (
     "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated where possible. "
@@ -50,8 +52,14 @@ class LRScheduler:
         self._initial_step()
 
     def _initial_step(self) -> None:
+        # ``_is_initial`` as torch: true during the step construction makes (PolynomialLR and
+        # MultiplicativeLR keep the rate there, whatever ``last_epoch`` a resumed scheduler starts at)
         self._step_count = 0
-        self.step()
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def state_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
@@ -461,3 +469,276 @@ class ReduceLROnPlateau:
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.__dict__.update(state_dict)
+
+
+class ConstantLR(LRScheduler):
+    """Multiply the rate by ``factor`` until epoch ``total_iters``, then restore it."""
+
+    def __init__(self, optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1):
+        if factor > 1.0 or factor < 0:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [g["lr"] * self.factor for g in groups]
+        if self.last_epoch != self.total_iters:
+            return [g["lr"] for g in groups]
+        return [g["lr"] * (1.0 / self.factor) for g in groups]
+
+    def _get_closed_form_lr(self) -> list:
+        return [base * (self.factor + (self.last_epoch >= self.total_iters) * (1 - self.factor))
+                for base in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """base_lr * (1 - min(epoch, total_iters) / total_iters) ** power, by torch's recurrence."""
+
+    def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        groups = self.optimizer.param_groups
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return [g["lr"] for g in groups]
+        decay = ((1.0 - self.last_epoch / self.total_iters)
+                 / (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
+        return [g["lr"] * decay for g in groups]
+
+    def _get_closed_form_lr(self) -> list:
+        return [base * (1.0 - min(self.total_iters, self.last_epoch) / self.total_iters) ** self.power
+                for base in self.base_lrs]
+
+
+def _format_param(name: str, optimizer, param) -> list:
+    """One value per parameter group (torch's message when a list has the wrong length)."""
+    if isinstance(param, (list, tuple)):
+        if len(param) != len(optimizer.param_groups):
+            raise ValueError(f"{name} must have the same length as optimizer.param_groups. {name} has {len(param)} "
+                             f"values, param_groups has {len(optimizer.param_groups)}.")
+        return list(param)
+    return [param] * len(optimizer.param_groups)
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rate (Smith 2017): the rate goes from ``base_lr`` to ``max_lr`` in
+    ``step_size_up`` steps and back in ``step_size_down``, the amplitude scaled per cycle
+    (``triangular``: 1, ``triangular2``: halved each cycle) or per step (``exp_range``: ``gamma**step``)
+    or by ``scale_fn``; the momentum (or Adam's beta1) cycles the other way between ``max_momentum``
+    and ``base_momentum``. Stepped once per batch."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up: int = 2000, step_size_down=None,
+                 mode: str = "triangular", gamma: float = 1.0, scale_fn=None, scale_mode: str = "cycle",
+                 cycle_momentum: bool = True, base_momentum: float = 0.8, max_momentum: float = 0.9,
+                 last_epoch: int = -1):
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        base_lrs = _format_param("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _format_param("max_lr", optimizer, max_lr)
+        step_size_up = float(step_size_up)
+        step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _format_param("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _format_param("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for m, b, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
+                    if self.use_beta1:
+                        group["betas"] = (m, *group["betas"][1:])
+                    else:
+                        group["momentum"] = m
+                    group["max_momentum"], group["base_momentum"] = m, b
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def _init_scale_fn(self) -> None:
+        if self._scale_fn_custom is not None:
+            return
+        if self.mode == "triangular":
+            self._scale_fn_ref = self._triangular_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "triangular2":
+            self._scale_fn_ref = self._triangular2_scale_fn
+            self.scale_mode = "cycle"
+        elif self.mode == "exp_range":
+            self._scale_fn_ref = partial(self._exp_range_scale_fn, self.gamma)
+            self.scale_mode = "iterations"
+
+    def scale_fn(self, x) -> float:
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        return self._scale_fn_ref(x)
+
+    @staticmethod
+    def _triangular_scale_fn(x: float) -> float:
+        return 1.0
+
+    @staticmethod
+    def _triangular2_scale_fn(x: float) -> float:
+        return 1 / (2.0 ** (x - 1))
+
+    @staticmethod
+    def _exp_range_scale_fn(gamma: float, x: float) -> float:
+        return gamma ** x
+
+    def get_lr(self) -> list:
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        if x <= self.step_ratio:
+            scale_factor = x / self.step_ratio
+        else:
+            scale_factor = (x - 1) / (self.step_ratio - 1)
+        at = cycle if self.scale_mode == "cycle" else self.last_epoch
+        lrs = [base + (top - base) * scale_factor * self.scale_fn(at) for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for g, base, top in zip(self.optimizer.param_groups, self.base_momentums, self.max_momentums):
+                momentum = top - (top - base) * scale_factor * self.scale_fn(at)
+                if self.use_beta1:
+                    g["betas"] = (momentum, *g["betas"][1:])
+                else:
+                    g["momentum"] = momentum
+        return lrs
+
+    def state_dict(self) -> dict:
+        """As torch: the bound scale function is not saved; a custom one only by its __dict__
+        (None for a plain function)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_scale_fn_ref", "_scale_fn_custom")}
+        fn = self._scale_fn_custom
+        state["_scale_fn_custom"] = None if fn is None or isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state = dict(state_dict)
+        fn = state.pop("_scale_fn_custom")
+        self.__dict__.update(state)
+        if fn is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR (Loshchilov and Hutter 2017): cosine annealing from the base rate to ``eta_min`` over
+    ``T_i`` epochs, then a restart, the period multiplied by ``T_mult`` after each. ``step(epoch)``
+    takes a fractional epoch (step within an epoch, per batch), as torch."""
+
+    def __init__(self, optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1):
+        if T_0 <= 0 or not isinstance(T_0, int):
+            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+        if T_mult < 1 or not isinstance(T_mult, int):
+            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+        if not isinstance(eta_min, (float, int)):
+            raise ValueError(f"Expected float or int eta_min, but got {eta_min} of type {type(eta_min)}")
+        self.T_0 = self.T_i = T_0
+        self.T_mult, self.eta_min = T_mult, eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+                for base in self.base_lrs]
+
+    def step(self, epoch=None) -> None:
+        """No deprecation warning for ``epoch`` here: torch documents ``step(epoch + i / iters)``."""
+        self._step_count += 1
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur = self.T_cur + 1
+            if self.T_cur >= self.T_i:
+                self.T_cur = self.T_cur % self.T_i
+                self.T_i = self.T_i * self.T_mult
+        else:
+            if epoch < 0:
+                raise ValueError(f"Expected non-negative epoch, but got {epoch}")
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log((epoch / self.T_0 * (self.T_mult - 1) + 1), self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult ** n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult ** n
+            else:
+                self.T_i = self.T_0
+                self.T_cur = epoch
+        self.last_epoch = math.floor(epoch)
+        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+            group["lr"] = lr
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+
+class MultiplicativeLR(LRScheduler):
+    """Multiply the rate by ``lr_lambda(epoch)`` each epoch; one lambda, or one per group."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        n = len(optimizer.param_groups)
+        if not isinstance(lr_lambda, (list, tuple)):
+            self.lr_lambdas = [lr_lambda] * n
+        else:
+            if len(lr_lambda) != n:
+                raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
+            self.lr_lambdas = list(lr_lambda)
+        for f in self.lr_lambdas:
+            if not callable(f):
+                raise TypeError(f"lr_lambda should be a function, but got {type(f).__name__}")
+        super().__init__(optimizer, last_epoch)
+
+    state_dict = LambdaLR.state_dict
+    load_state_dict = LambdaLR.load_state_dict
+
+    def get_lr(self) -> list:
+        groups = self.optimizer.param_groups
+        if self._is_initial:
+            return [g["lr"] for g in groups]
+        return [g["lr"] * f(self.last_epoch) for f, g in zip(self.lr_lambdas, groups)]
+
+
+class ChainedScheduler(LRScheduler):
+    """Step every scheduler of ``schedulers`` at each ``step()``: their (chainable) rules compose."""
+
+    def __init__(self, schedulers, optimizer=None):
+        if len(schedulers) < 1:
+            raise ValueError(f"{type(self).__name__} expects at least one scheduler to be chained, but got no "
+                             "scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for i, s in enumerate(schedulers):
+            if not hasattr(s, "optimizer"):
+                raise TypeError(f"{type(self).__name__} at index {i} should have `optimizer` as its attribute.")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError(f"{type(self).__name__} does not support `ReduceLROnPlateau` scheduler as it "
+                                 "requires additional kwargs to be specified when calling `step`, but got one at "
+                                 f"index {i} in the given schedulers sequence.")
+            if optimizer != s.optimizer:
+                raise ValueError(f"{type(self).__name__} expects all schedulers to belong to the same optimizer, but "
+                                 f"got scheduler {type(s).__name__} at index {i} has {s.optimizer}, which is "
+                                 f"different from {type(optimizer).__name__}.")
+        self._schedulers = schedulers
+        self.optimizer = optimizer
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
+
+    def step(self) -> None:
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
+
+    state_dict = SequentialLR.state_dict
+    load_state_dict = SequentialLR.load_state_dict
