@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import ml_dtypes
@@ -174,8 +175,8 @@ def test_map_location():
 def test_failed_save_leaves_the_old_file(tmp_path):
     path = str(tmp_path / "ck")
     tt.save({"epoch": 1}, path)
-    with pytest.raises(TypeError, match=r"cannot save a value of type object at obj\['opt'\]\[0\]"):
-        tt.save({"epoch": 2, "opt": [object()]}, path)
+    with pytest.raises(TypeError, match="cannot pickle '_thread.lock' object"):  # pickle's own error, as torch.save
+        tt.save({"epoch": 2, "opt": [threading.Lock()]}, path)
     with pytest.raises(TypeError, match="metadata must be a dict of str -> str"):
         tt.save({}, path, metadata={"a": 1})
     assert tt.load(path) == {"epoch": 1}

@@ -1,12 +1,12 @@
-"""``tritensor.save`` / ``tritensor.load``: checkpoints in a format that runs no code on load.
+"""tritensor's own checkpoint format: one safetensors file, no pickle for plain data.
 
-A checkpoint is one safetensors file: every tensor (and NumPy array) is stored as raw
-little-endian bytes under a readable name (its path in the saved object, ``model.fc.weight``,
-``optim.state.0.exp_avg``); the structure around them (nested dicts, lists, tuples, numbers,
-strings, None, bools, dtypes, devices) is JSON in the file's metadata (``tritensor.structure``).
-A ``{name: Tensor}`` state dict keeps its own names, so the file is an ordinary safetensors state
-dict any tool reads. Loading parses JSON and copies bytes; nothing is unpickled, so a file from a
-stranger cannot run code (``weights_only`` is accepted and changes nothing).
+Every tensor (and NumPy array) is stored as raw little-endian bytes under a readable name (its
+path in the saved object, ``model.fc.weight``, ``optim.state.0.exp_avg``); the structure around
+them (nested dicts, lists, tuples, numbers, strings, None, bools, dtypes, devices) is JSON in the
+file's metadata (``tritensor.structure``). A ``{name: Tensor}`` state dict keeps its own names, so
+the file is an ordinary safetensors state dict any tool reads. Loading such a file parses JSON and
+copies bytes; nothing is unpickled. (Objects beyond that, a whole ``nn.Module`` say, are pickled
+into the same kind of file by ``objects.py``.)
 
 Saving to a path is atomic: the bytes go to a temporary file in the same directory
 (``.<name>.<pid>.<hex>.tmp``), which is flushed, fsync'ed and renamed over the target (then the
@@ -19,10 +19,6 @@ Loading trusts nothing in the file: the header and the structure are checked fie
 offsets are integers matching the data; bools are 0 or 1; tags, dtypes, devices and array
 names are known), and anything malformed raises :class:`CheckpointError` naming the file and
 the field.
-
-Differences from ``torch.save``: arbitrary Python objects (pickled by torch) are refused with a
-TypeError naming where they are; tensors that share storage are saved (and loaded) as separate
-tensors unless they are the same object; NumPy scalars are saved as Python numbers.
 """
 from __future__ import annotations
 
@@ -39,12 +35,16 @@ import ml_dtypes
 import numpy as np
 from safetensors import TensorSpec, serialize, serialize_file
 
-from .core.factories import tensor
-from .core.tensor import Tensor
-from .nn.parameter import Parameter
-from .runtime import cuda
-from .runtime import dtype as dt
-from .runtime.device import device
+from ..core.factories import tensor
+from ..core.shape import contiguous_strides
+from ..core.tensor import Tensor
+from ..nn.parameter import Parameter
+from ..runtime import dtype as dt
+from ..runtime.device import device
+from .errors import Bad as _Bad
+from .errors import CheckpointError  # noqa: F401  (re-exported)
+from .errors import count as _count
+from .location import Storage, restore, tensor_over
 
 _STRUCTURE = "tritensor.structure"
 _ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
@@ -56,6 +56,10 @@ MAX_DEPTH = 128  # JSON nesting levels load() reads (and save() writes), in the 
 
 
 # ----- save -------------------------------------------------------------------------------------
+
+class NotPlain(TypeError):
+    """The object holds a value the JSON structure cannot: it is pickled instead (objects.py)."""
+
 
 class _Encoder:
     """Turns the object into JSON, collecting its tensors and arrays under unique names."""
@@ -101,7 +105,7 @@ class _Encoder:
                                 "parameter": isinstance(obj, Parameter)}}
         if isinstance(obj, np.ndarray):
             if obj.dtype.kind not in "fiub" and obj.dtype != ml_dtypes.bfloat16:
-                raise TypeError(f"save(): cannot save a NumPy array of dtype {obj.dtype} at {where}")
+                raise NotPlain(f"save(): cannot save a NumPy array of dtype {obj.dtype} at {where}")
             return {"$ndarray": self.array(obj, path)}
         if isinstance(obj, np.generic) and obj.dtype.kind in "fiub":
             return self.encode(obj.item(), path, where, level)
@@ -122,27 +126,26 @@ class _Encoder:
                 return dict(items)
             tag = "$odict" if type(obj) is collections.OrderedDict else "$items"
             return {tag: [[self.encode(k, "", f"a key of {where}", inner), v] for k, v in items]}
-        raise TypeError(f"save(): cannot save a value of type {type(obj).__name__} at {where} (tritensor checkpoints "
-                        "hold tensors, NumPy arrays, numbers, strings, None, bools, dtypes, devices and "
-                        "dicts/lists/tuples of them; nothing is pickled)")
+        raise NotPlain(f"save(): {where} is a {type(obj).__name__}, which the JSON structure does not hold")
 
 
-def save(obj, f, metadata: dict | None = None) -> None:
-    """Save ``obj`` (a tensor, a state dict, an optimizer's state dict, nested dicts/lists/tuples of
-    tensors, numbers, strings ...) to ``f``, a path (written atomically) or a binary file object.
-    ``metadata``: extra ``{str: str}`` entries for the safetensors header."""
-    if metadata is not None and not (isinstance(metadata, dict) and all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items())):
-        raise TypeError("save(): metadata must be a dict of str -> str")
-    if not isinstance(f, (str, os.PathLike)) and not callable(getattr(f, "write", None)):
-        raise TypeError(f"save(): f must be a path or a binary file object, got {type(f).__name__}")
+def encode(obj) -> tuple[str, dict]:
+    """``obj`` as (structure JSON, ``{name: array}``); NotPlain if it holds anything else."""
     enc = _Encoder()
     structure = enc.encode(obj, "", "obj")
-    meta = {**(metadata or {}), "format": "tritensor",
-            _STRUCTURE: json.dumps(structure, allow_nan=False, separators=(",", ":"))}
-    # safetensors reads the arrays through these pointers: enc.arrays keeps them alive meanwhile
+    return json.dumps(structure, allow_nan=False, separators=(",", ":")), enc.arrays
+
+
+def save_plain(structure: str, arrays: dict, f, metadata: dict | None) -> None:
+    write(f, arrays, {**(metadata or {}), "format": "tritensor", _STRUCTURE: structure})
+
+
+def write(f, arrays: dict, meta: dict) -> None:
+    """The safetensors file of ``arrays`` (C-contiguous, little-endian) and ``meta`` to ``f``: a
+    path (written atomically) or a binary file object."""
+    # safetensors reads the arrays through these pointers: ``arrays`` keeps them alive meanwhile
     specs = {k: TensorSpec(dtype=a.dtype.name, shape=a.shape, data_ptr=a.ctypes.data, data_len=a.nbytes)
-             for k, a in enc.arrays.items()}
+             for k, a in arrays.items()}
     if isinstance(f, (str, os.PathLike)):
         _atomic_write(os.fspath(f), specs, meta)
     else:
@@ -225,15 +228,6 @@ def _atomic_write(path: str, specs: dict, meta: dict) -> None:
 
 # ----- load -------------------------------------------------------------------------------------
 
-class CheckpointError(RuntimeError):
-    """:func:`load` was given a file that is not a valid safetensors file or tritensor checkpoint.
-    The message names the file and the field; nothing in the file was run."""
-
-
-class _Bad(Exception):
-    """What is wrong, and where in the file; :func:`load` adds the file's name."""
-
-
 _NOT_MARKS = bytes(b for b in range(256) if b not in b'"[]{}')
 
 
@@ -265,12 +259,6 @@ def _json(raw: bytes, what: str):
         raise _Bad(f"the {what} is not valid JSON: {e}") from None
 
 
-def _count(v, what: str) -> int:
-    if type(v) is not int or v < 0:  # not bool, not 1.5
-        raise _Bad(f"{what} is {v!r}, expected a non-negative integer")
-    return v
-
-
 def _entry(name: str, info, body: memoryview) -> np.ndarray:
     """One tensor of the safetensors header, checked field by field before any array is made."""
     where = f"header entry {name!r}"
@@ -294,7 +282,7 @@ def _entry(name: str, info, body: memoryview) -> np.ndarray:
     return np.frombuffer(raw, dtype=npd).reshape(shape)
 
 
-def _read(data: bytes) -> tuple[dict, dict]:
+def read(data: bytes) -> tuple[dict, dict]:
     """Parse and check a safetensors file: ``({name: np.ndarray}, metadata)``."""
     if len(data) < 8:
         raise _Bad(f"too short ({len(data)} bytes) for a safetensors header")
@@ -311,30 +299,13 @@ def _read(data: bytes) -> tuple[dict, dict]:
     return {name: _entry(name, info, body) for name, info in header.items()}, meta
 
 
-def _target(saved: str, map_location):
-    """Where a tensor saved on ``saved`` goes (torch's map_location rules: None, a device, a dict)."""
-    if map_location is None:
-        loc = saved
-    elif isinstance(map_location, (str, device)):
-        loc = str(map_location)
-    elif isinstance(map_location, dict):
-        loc = str(map_location.get(saved, saved))
-    else:
-        raise TypeError(f"load(): map_location must be None, a str, a device or a dict, got "
-                        f"{type(map_location).__name__}")
-    dev = device(loc)
-    if dev.type == "cuda" and not cuda.is_available():
-        raise RuntimeError("Attempting to deserialize object on a CUDA device but tritensor.cuda.is_available() is "
-                           "False. If you are running on a CPU-only machine, please use tritensor.load with "
-                           "map_location=tritensor.device('cpu') to map your storages to the CPU.")
-    return dev
-
-
-def _to_tensor(a: np.ndarray, dev, where: str) -> Tensor:
+def to_tensor(a: np.ndarray, saved: str, map_location, where: str) -> Tensor:
+    """A tensor of the host array ``a`` where ``map_location`` puts a storage saved on ``saved``."""
     if a.dtype not in _TENSOR_DTYPES:
         raise _Bad(f"{where}: a tensor of dtype {a.dtype.name}, which tritensor has not (save it as an array)")
-    t = tensor(a, device="cpu")  # a copy into aligned, writable host memory of our own, whatever the default device
-    return t if dev.type == "cpu" else t.to(dev)
+    flat = tensor(a.reshape(-1), device="cpu")  # a copy into aligned, writable host memory of our own
+    storage = restore(Storage(flat), saved, map_location)
+    return tensor_over(storage, flat.dtype, a.shape, contiguous_strides(a.shape), 0)
 
 
 def _field(val: dict, key: str, types, where: str, default=None):
@@ -418,7 +389,7 @@ class _Decoder:
         except (ValueError, TypeError):
             raise _Bad(f"{where}.device: {saved!r} is not a device") from None
         if name not in self.made:
-            t = _to_tensor(self.arrays[name], _target(saved, self.map_location), where)
+            t = to_tensor(self.arrays[name], saved, self.map_location, where)
             if parameter:
                 t = Parameter(t, requires_grad=requires_grad)
             elif requires_grad:
@@ -427,36 +398,14 @@ class _Decoder:
         return self.made[name]
 
 
-def _file_name(f) -> str:
-    name = os.fspath(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", None)
-    return repr(name) if isinstance(name, (str, bytes)) else f"<{type(f).__name__}>"
-
-
-def load(f, map_location=None, weights_only: bool = True, *, mmap=None):
-    """Load what :func:`save` wrote (or any safetensors file, as a ``{name: Tensor}`` dict).
-    ``map_location``: ``None`` (each tensor's saved device), a device for all of them, or a dict
-    ``{saved: target}``. Nothing is unpickled, whatever ``weights_only`` says. A malformed file
-    raises :class:`CheckpointError` naming the file and the field: the header is at most 100 MB
-    (safetensors' limit), JSON nests at most :data:`MAX_DEPTH` levels, shapes and offsets are
-    integers that match the data, bools are 0 or 1."""
-    if isinstance(f, (str, os.PathLike)):
-        with open(f, "rb") as fh:
-            data = fh.read()
-    elif callable(getattr(f, "read", None)):
-        data = f.read()
-    else:
-        raise TypeError(f"load(): f must be a path or a binary file object, got {type(f).__name__}")
-    try:
-        arrays, meta = _read(data)
-        if _STRUCTURE not in meta:  # a plain safetensors file (or one saved before the structure existed)
-            out = {}
-            for k, a in arrays.items():
-                if meta.get(f"__dtype__.{k}") == "bfloat16" and a.dtype == np.uint16:
-                    a = a.view(ml_dtypes.bfloat16)
-                out[k] = _to_tensor(a, _target("cpu", map_location), f"header entry {k!r}")
-            return out
-        structure = _json(meta[_STRUCTURE].encode("utf-8", "surrogatepass"), f"structure ({_STRUCTURE})")
-        return _Decoder(arrays, map_location).decode(structure, "structure")
-    except _Bad as e:
-        raise CheckpointError(f"load(): {_file_name(f)} is not a safetensors file, or not a valid tritensor "
-                              f"checkpoint: {e}") from None
+def load(arrays: dict, meta: dict, map_location):
+    """What a safetensors file holds: tritensor's structure, or a plain ``{name: Tensor}`` dict."""
+    if _STRUCTURE not in meta:  # a plain safetensors file (or one saved before the structure existed)
+        out = {}
+        for k, a in arrays.items():
+            if meta.get(f"__dtype__.{k}") == "bfloat16" and a.dtype == np.uint16:
+                a = a.view(ml_dtypes.bfloat16)
+            out[k] = to_tensor(a, "cpu", map_location, f"header entry {k!r}")
+        return out
+    structure = _json(meta[_STRUCTURE].encode("utf-8", "surrogatepass"), f"structure ({_STRUCTURE})")
+    return _Decoder(arrays, map_location).decode(structure, "structure")
