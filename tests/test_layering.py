@@ -55,7 +55,8 @@ LAYERS = [  # by module-path prefix; the longest prefix that matches decides
     (1, ("triton_kernels",)),
     (2, ("core",)),
     (3, ("autograd",)),
-    (4, ("nn", "optim", "amp", "ao", "serialization", "compiler", "testing")),
+    (4, ("nn", "optim", "amp", "ao", "serialization", "compiler", "testing",
+         "distributions")),
     (5, ("comm", "elastic", "nn.parallel", "utils")),  # utils.data's DistributedSampler asks comm
     (6, ("bench", "run", "gpu", "__init__", "__main__")),
 ]
