@@ -97,6 +97,7 @@ CASES = [
     ((1, 4, 7, 6), (16, 4, 4), (1, 1), "same", (1, 1), 1),           # 'same', even kernel: asymmetric pad
     ((1, 4, 9, 8), (16, 3, 3), (1, 1), "same", (2, 3), 2),           # 'same' with dilation and groups
     ((1, 4, 9, 8), (16, 3, 5), (1, 1), "valid", (1, 1), 1),          # 'valid'
+    ((2, 16, 9, 8), (16, 3, 3), (1, 1), (1, 1), (1, 1), 1),          # NHWC: grad-weight split over pixel chunks
 ]
 
 
@@ -419,3 +420,156 @@ def test_conv_transpose_bad_input(no_launch):
         tt.conv_transpose2d(x, tt.zeros(16, 2, 3, 3, dtype=tt.float64))
     with pytest.raises(ValueError, match='Only "zeros" padding mode is supported for ConvTranspose2d'):
         tt.nn.ConvTranspose2d(1, 1, 3, padding_mode="reflect")
+
+
+# ----- NHWC inside: the repack, the output's layout, the weight cache --------------------------------
+from layouts import LAYOUTS, check_layout, make  # noqa: E402
+from tritensor.triton_kernels import conv as _k_conv  # noqa: E402
+from tritensor.triton_kernels import conv_repack  # noqa: E402
+
+# (N, C, H, W), (OC, KH, KW), stride, padding, dilation, groups: 16 channels a group each side, so
+# the NHWC kernels run (a strided, dilated, padded and grouped geometry).
+NHWC_CASE = ((2, 32, 6, 7), (32, 3, 3), (2, 1), (1, 1), (1, 2), 2)
+
+
+def test_nhwc_case_takes_the_nhwc_kernels_and_splits_grad_weight():
+    xs, (OC, KH, KW), _, _, _, groups = NHWC_CASE
+    assert _k_conv.nhwc(xs[1] // groups, OC // groups)
+    assert not _k_conv.nhwc(1, 16) and not _k_conv.nhwc(3, 64)  # depthwise, the stem: read in place
+    assert _k_conv.wgrad_split(16, 16, 9, 1, 2 * 9 * 8) > 1  # CASES' last row runs the split-K path
+
+
+@pytest.mark.parametrize("layout, dtype", [(lay, tt.float32) for lay in LAYOUTS + ("channels_last",)]
+                         + [("channels_last", tt.float16), ("channels_last", tt.bfloat16)], ids=str)
+def test_nhwc_path_every_layout(layout, dtype):
+    """Forward and both backward maps on every input layout (the gradient in the same layout)
+    against float64 NumPy; the result comes back in the caller's layout, as torch returns it.
+    (Every dtype on NCHW: test_conv2d_forward_and_backward.)"""
+    xs, (OC, KH, KW), stride, padding, dilation, groups = NHWC_CASE
+    values = lambda shape: rng.standard_normal(shape)  # noqa: E731
+    if layout == "channels_last":
+        x64 = rng.standard_normal(xs).astype(NP[dtype]).astype(np.float64)
+        x = tt.tensor(x64.astype(NP[dtype])).contiguous(memory_format=tt.channels_last)
+    else:
+        x, x64 = make(xs, dtype, layout, values)
+        check_layout(x, layout)
+    w64 = rng.standard_normal((OC, xs[1] // groups, KH, KW)).astype(NP[dtype]).astype(np.float64)
+    w = tt.tensor(w64.astype(NP[dtype]))
+    y = tt.conv2d(x, w, None, stride, padding, dilation, groups)
+    y_ref = ref_conv2d(x64, w64, None, stride, padding, dilation, groups)
+    assert_close(y, y_ref, dtype, "accumulate", k=xs[1] // groups * KH * KW)
+    assert y.is_contiguous(memory_format=tt.channels_last if layout == "channels_last" else tt.contiguous_format)
+    g, g64 = make(y_ref.shape, dtype, layout if layout in ("transposed", "sliced") else "contiguous", values)
+    if layout == "channels_last":
+        g = g.contiguous(memory_format=tt.channels_last)
+    dx_ref, dw_ref = ref_conv2d_backward(xs, x64, w64, g64, stride, padding, dilation, groups)
+    dx = _ops_conv.conv2d_backward_input(g, w, xs, stride, padding, dilation, groups)
+    assert_close(dx, dx_ref, dtype, "accumulate", k=OC // groups * KH * KW)
+    dw = _ops_conv.conv2d_backward_weight(g, x, w.shape, stride, padding, dilation, groups)
+    assert dw.is_contiguous()
+    assert_close(dw, dw_ref, dtype, "accumulate", k=xs[0] * y_ref.shape[2] * y_ref.shape[3])
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(2, 24, 7, 7), (1, 16, 14, 14), (3, 40, 4, 4), (0, 16, 3, 3), (2, 16, 1, 5)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_repack_kernel_both_ways(dtype, shape):
+    """NCHW -> NHWC -> NCHW through the repack kernel, exactly (a copy), at odd and aligned H*W."""
+    x, x64 = make(shape, dtype, "contiguous", lambda s: rng.standard_normal(s))
+    h = _ops_conv.nhwc(x)
+    assert h.is_contiguous(memory_format=tt.channels_last) and h.shape == x.shape
+    assert_close(h, x64, dtype, "exact")
+    back = tt.empty(*shape, dtype=dtype)
+    _ops_conv._restore(back, h)
+    assert_close(back, x64, dtype, "exact")
+
+
+class _Count:
+    """Counts the launches of one kernel module (the launch function it imported)."""
+
+    def __init__(self, monkeypatch, module):
+        self.n = 0
+        real = module.launch
+
+        def counted(*args, **kwargs):
+            self.n += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, "launch", counted)
+
+
+def test_repack_once_per_call_and_none_on_channels_last(monkeypatch):
+    xs, (OC, KH, KW), stride, padding, dilation, groups = NHWC_CASE
+    x = tt.randn(*xs)
+    w = tt.randn(OC, xs[1] // groups, KH, KW)
+    tt.conv2d(x, w, None, stride, padding, dilation, groups)  # packs the weight
+    repacks = _Count(monkeypatch, conv_repack)
+    tt.conv2d(x, w, None, stride, padding, dilation, groups)
+    assert repacks.n == 2  # the input in, the output out; the weight's pack is reused
+    repacks.n = 0
+    y = tt.conv2d(x.contiguous(memory_format=tt.channels_last), w, None, stride, padding, dilation, groups)
+    assert repacks.n == 0 and y.is_contiguous(memory_format=tt.channels_last)
+
+
+def test_weight_cache_follows_versions_data_and_autograd(monkeypatch):
+    """The packed weight is reused while the weight is unchanged, and repacked after an in-place
+    update (an optimizer's step, under no_grad), a ``.data`` swap, or a new weight; gradients still
+    reach the original parameter."""
+    xs, (OC, KH, KW), stride, padding, dilation, groups = NHWC_CASE
+    x64 = rng.standard_normal(xs)
+    x = tt.tensor(x64, requires_grad=True)
+    conv = tt.nn.Conv2d(xs[1], OC, (KH, KW), stride, padding, dilation, groups, bias=False).double()
+    packs = {"n": 0}
+    real = dict(_ops_conv._PACKERS)
+
+    def counting(kind):
+        def pack(weight, g):
+            packs["n"] += 1
+            return real[kind](weight, g)
+        return pack
+
+    for kind in real:
+        monkeypatch.setitem(_ops_conv._PACKERS, kind, counting(kind))
+
+    def expect(out, weight64):
+        assert_close(out.detach(), ref_conv2d(x64, weight64, None, stride, padding, dilation, groups), tt.float64,
+                     "accumulate", k=xs[1] // groups * KH * KW)
+
+    w0 = conv.weight.detach().numpy().copy()
+    expect(conv(x), w0)
+    expect(conv(x), w0)
+    with tt.no_grad():
+        expect(conv(x), w0)
+    assert packs["n"] == 1  # one pack for three calls, with and without grad mode
+    out = conv(x)
+    g64 = rng.standard_normal(out.shape)
+    (out * tt.tensor(g64)).sum().backward()
+    dx_ref, dw_ref = ref_conv2d_backward(xs, x64, w0, g64, stride, padding, dilation, groups)
+    assert_close(x.grad, dx_ref, tt.float64, "accumulate", k=OC // groups * KH * KW)
+    assert_close(conv.weight.grad, dw_ref, tt.float64, "accumulate", k=xs[0] * out.shape[2] * out.shape[3])
+    tt.optim.SGD(conv.parameters(), lr=0.1).step()  # in place, under no_grad: the version moves
+    w1 = w0 - 0.1 * dw_ref
+    expect(conv(x), w1)
+    with tt.no_grad():
+        conv.weight.mul_(2.0)
+    expect(conv(x), 2 * w1)
+    w3 = rng.standard_normal(w0.shape)
+    conv.weight.data = tt.tensor(w3)  # a new storage, the version counter untouched
+    expect(conv(x), w3)
+    assert packs["n"] == 5  # the input-grad pack of backward, then one pack per change
+
+
+def test_weight_cache_keeps_no_dead_weight():
+    import gc
+
+    xs, (OC, KH, KW), stride, padding, dilation, groups = NHWC_CASE
+    x = tt.randn(*xs)
+    gc.collect()  # earlier tests' weights: gone before counting
+    before = len(_ops_conv._PACKS)
+    w = tt.randn(OC, xs[1] // groups, KH, KW)
+    tt.conv2d(x, w, None, stride, padding, dilation, groups)
+    assert id(w) in _ops_conv._PACKS and len(_ops_conv._PACKS) == before + 1
+    key = id(w)
+    del w
+    gc.collect()
+    assert key not in _ops_conv._PACKS and len(_ops_conv._PACKS) == before  # held by weak reference only

@@ -1,36 +1,50 @@
-"""conv2d (NCHW) as implicit GEMM: forward, grad-input and grad-weight kernels, plus a direct kernel.
+"""conv2d as implicit GEMM, run NHWC: forward, grad-input and grad-weight kernels, plus a direct kernel.
 
 Implicit GEMM: a convolution *is* a matrix product once the input patches are laid out as rows,
 but materialising that im2col matrix costs KH*KW times the input in memory traffic. Here each
 program computes the GEMM tile's row/column/K indices and gathers the patch elements straight
-from the NCHW tensor (masked where the window hangs over the padding), then feeds ``tl.dot``.
+from the activation (masked where the window hangs over the padding), then feeds ``tl.dot``.
 The three GEMMs, per group ``g`` (grid axis 1):
 
 ============  ======================  ====================  ======================
 kernel        rows (M)                cols (N)              reduction (K)
 ============  ======================  ====================  ======================
-forward       (n, oh, ow)             out channel oc        (c, kh, kw)
-grad-input    (n, ih, iw)             in channel c          (oc, kh, kw)
-grad-weight   out channel oc          (c, kh, kw)           (n, oh, ow)
+forward       (n, oh, ow)             out channel oc        (kh, kw, c)
+grad-input    (n, ih, iw)             in channel c          (kh, kw, oc)
+grad-weight   out channel oc          in channel c (a tap   (n, oh, ow), split in
+                                      per program)          chunks across programs
 ============  ======================  ====================  ======================
 
+The GEMM kernels run NHWC, whatever the caller's layout (``core/ops/conv.py`` repacks an NCHW
+tensor on the way in and out with ``conv_repack.py``, and caches the packed weights): with the
+channels at unit stride, every operand goes to shared memory by 16-byte ``cp.async`` and every
+output is stored 16 bytes at a time. On NCHW the same kernels gathered 2 bytes at a time, their
+address math for rows along the output width kept live across the loop, and spilled (the sm_90
+report in benchmarks/RESULTS.md). The forward and grad-input weights are packed K-major ((OC, KH,
+KW, Cg) and (groups, KH, KW, Cg, OCg)), which TF32's warpgroup MMA requires of B.
+
 grad-input gathers ``grad_out[oh, ow]`` with ``oh = (ih + pad - kh*dil) / stride`` where that
-divides exactly (a transposed convolution); grad-weight reduces over the whole batch and image.
-Every kernel accumulates in fp32 (fp64 for fp64) and casts on store; no atomics, so results are
-deterministic.
+divides exactly (a transposed convolution); grad-weight reduces over the whole batch and image,
+split into pixel chunks so a layer's few (oc, c) tiles still fill the GPU, into an fp32 workspace
+summed in order by a second kernel. Every kernel accumulates in fp32 (fp64 for fp64) and casts
+on store; no atomics, so results are deterministic.
 
 Forward and grad-input walk the window statically (KH, KW compile-time) and the reduced channels
-in BLOCK_K chunks, so their inner loop is one add and one load per operand; with few reduced
-channels (under 16: the RGB stem) they keep the flat (c, kh, kw) reduction instead.
+in BLOCK_K chunks, so their inner loop is one add and one load per operand.
 
-Depthwise and other thin convolutions (a GEMM side under 16, which ``tl.dot`` cannot use well)
-take ``_conv2d_direct_kernel``: one output element per lane, a plain loop over (c, kh, kw).
+Few channels (under 16 a group on either side: the RGB stem, depthwise) have no channel vector
+to load: those convolutions read the caller's layout in place, with no repack. The stem keeps a
+flat (c, kh, kw) reduction (``_conv2d_fwd_flat_kernel``: 147 dense K values for 3 channels of
+7x7); depthwise and other thin convolutions (a GEMM side under 16, which ``tl.dot`` cannot use
+well) take ``_conv2d_direct_kernel``, a bandwidth kernel: one output element per lane, a plain
+loop over (c, kh, kw), lanes along the output width reading neighbouring input.
 """
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
+from ..runtime import dtype as dt
 from ..runtime.launch import launch
 from ._common import INTERPRET, cdiv, needs_int64, per_mode
 from .autotune import autotune
@@ -43,26 +57,45 @@ CONFIGS = [
         (128, 128, 64, 3, 8), (64, 64, 64, 3, 4), (32, 64, 32, 4, 2), (64, 32, 32, 4, 2),
     ]
 ]
+SMEM_BYTES = 232448  # shared memory one block may use on sm_90 (227 KB)
+
+
+def fitting_configs(configs, named_args):
+    """The configurations that fit the operands' dtype: ``num_stages`` A and B tiles in shared
+    memory, and at most 128 fp32 accumulators a thread for 2-byte operands, 64 for wider ones
+    (what tools/sm90_report.py showed spilling, as for the matmul kernel)."""
+    ptr = named_args["x"] if "x" in named_args else named_args["dy"]
+    size = ptr.dtype.itemsize
+    max_acc = 128 if size <= 2 else 64
+    return [c for c in configs
+            if (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) * c.kwargs["BLOCK_K"] * size * c.num_stages <= SMEM_BYTES
+            and c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] // (32 * c.num_warps) <= max_acc]
+
+
 INTERPRET_CONFIG = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}
 DIRECT_BLOCK = per_mode(8192, 256)
+SUM_BLOCK = per_mode(4096, 1024)
+WGRAD_PROGRAMS = per_mode(64, 264)  # grad-weight programs aimed at: two waves of 132 SMs (CPU mode: the split path runs)
+WGRAD_MIN_CHUNK = per_mode(64, 1024)  # pixels a grad-weight program reduces at least
 MIN_DOT = 16  # tl.dot's smallest tile side: GEMMs thinner than this take the direct kernel
 _KEY = ["GEMM_M", "GEMM_N", "GEMM_K", "INPUT_PRECISION"]
 _FWD_KEY = ["GEMM_M", "GEMM_N", "Cg", "KH", "KW", "INPUT_PRECISION"]
 _BWD_INPUT_KEY = ["GEMM_M", "GEMM_N", "OCg", "KH", "KW", "INPUT_PRECISION"]
+_WGRAD_KEY = ["GEMM_M", "GEMM_N", "P", "chunk", "KH", "KW", "INPUT_PRECISION"]
 
 
-@autotune(configs=CONFIGS, key=_FWD_KEY)
+@autotune(configs=CONFIGS, key=_FWD_KEY, prune=fitting_configs)
 @triton.jit
-def _conv2d_fwd_kernel(x, w, bias, y, GEMM_M, GEMM_N, Cg, H, W, OH, OW,
-                       sxn, sxc, sxh, sxw, swo, swc, swh, sww, syn, syc, syh, syw, sbias,
+def _conv2d_fwd_kernel(x, w, bias, y, GEMM_M, GEMM_N, Cg, H, W, OH, OW, sxn, sxh, sxw, swo, swh, sww, sym, sbias,
                        stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, KH: tl.constexpr, KW: tl.constexpr,
                        INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
                        INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    # The reduction (c, kh, kw) walks kh and kw statically (KH, KW are compile-time) and c in
+    # NHWC: x (N, H, W, C), w packed (OC, KH, KW, Cg), y (N*OH*OW, OC), channels at unit stride.
+    # The reduction (kh, kw, c) walks kh and kw statically (KH, KW are compile-time) and c in
     # BLOCK_K chunks: the window position, its padding mask and its row addresses are computed
-    # once per (kh, kw), and a chunk costs one broadcast add and one load per operand. With the
-    # channels last (sxc == 1, swc == 1), both loads are contiguous along c: 16-byte vectors.
+    # once per (kh, kw), and a chunk costs one broadcast add and one load per operand, both
+    # contiguous along c (K-major operands: 16-byte cp.async for every dtype, TF32 included).
     ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
     g = tl.program_id(1)
     pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -78,7 +111,7 @@ def _conv2d_fwd_kernel(x, w, bias, y, GEMM_M, GEMM_N, Cg, H, W, OH, OW,
     n = offs_m // (OW * OH)
     ih0 = oh * stride_h - pad_h
     iw0 = ow * stride_w - pad_w
-    x_row = n * sxn + (g * Cg) * sxc
+    x_row = n * sxn + g * Cg
     oc = g * GEMM_N + offs_n
     m_ok = offs_m < GEMM_M
     n_ok = offs_n < GEMM_N
@@ -93,16 +126,16 @@ def _conv2d_fwd_kernel(x, w, bias, y, GEMM_M, GEMM_N, Cg, H, W, OH, OW,
             for c0 in range(0, Cg, BLOCK_K):
                 c = c0 + offs_c
                 c_ok = c < Cg
-                a = tl.load(a_rows + (c * sxc)[None, :], mask=row_ok[:, None] & c_ok[None, :], other=0.0)
-                b = tl.load(b_cols + (c * swc)[:, None], mask=c_ok[:, None] & n_ok[None, :], other=0.0)
+                a = tl.load(a_rows + c[None, :], mask=row_ok[:, None] & c_ok[None, :], other=0.0)
+                b = tl.load(b_cols + c[:, None], mask=c_ok[:, None] & n_ok[None, :], other=0.0)
                 if UPCAST:
                     a = a.to(ACC)
                     b = b.to(ACC)
                 acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
     if HAS_BIAS:
         acc += tl.load(bias + oc * sbias, mask=n_ok, other=0.0).to(ACC)[None, :]
-    y_off = (n * syn + oh * syh + ow * syw)[:, None] + (oc * syc)[None, :]
-    tl.store(y + y_off, acc.to(y.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    tl.store(y + (offs_m * sym)[:, None] + oc[None, :], acc.to(y.dtype.element_ty),
+             mask=m_ok[:, None] & n_ok[None, :])
 
 
 @autotune(configs=CONFIGS, key=_KEY)
@@ -192,14 +225,15 @@ def _conv2d_direct_kernel(x, w, bias, y, total, Cg, OCg, H, W, OC, OH, OW, KH, K
     tl.store(y + n * syn + oc * syc + oh * syh + ow * syw, acc.to(y.dtype.element_ty), mask=ok)
 
 
-@autotune(configs=CONFIGS, key=_BWD_INPUT_KEY)
+@autotune(configs=CONFIGS, key=_BWD_INPUT_KEY, prune=fitting_configs)
 @triton.jit
-def _conv2d_bwd_input_chunked_kernel(dy, w, dx, GEMM_M, GEMM_N, OCg, H, W, OH, OW,
-                                     sdyn, sdyc, sdyh, sdyw, swo, swc, swh, sww, sdxn, sdxc, sdxh, sdxw,
+def _conv2d_bwd_input_chunked_kernel(dy, w, dx, GEMM_M, GEMM_N, OCg, H, W, OH, OW, sdyn, sdyh, sdyw, sdxm,
                                      stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
                                      KH: tl.constexpr, KW: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                                      UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr,
                                      BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # NHWC: dy (N, OH, OW, OC), w packed (groups, KH, KW, Cg, OCg), dx (N*H*W, C), unit channel
+    # strides; both operands are contiguous along the reduced output channels (K-major).
     # As the forward kernel: (kh, kw) walked statically, the output channels in BLOCK_K chunks.
     # Tap (kh, kw) reaches input pixel (ih, iw) from output pixel ((ih + pad - kh*dil) / stride,
     # ...) where that divides exactly; the test, the pixel's address and its mask are per (kh, kw).
@@ -219,7 +253,8 @@ def _conv2d_bwd_input_chunked_kernel(dy, w, dx, GEMM_M, GEMM_N, OCg, H, W, OH, O
     c = g * GEMM_N + offs_n
     m_ok = offs_m < GEMM_M
     n_ok = offs_n < GEMM_N
-    dy_row = n * sdyn + (g * OCg) * sdyc
+    dy_row = n * sdyn + g * OCg
+    w_group = w + g * (KH * KW * GEMM_N * OCg)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
     for kh in tl.static_range(KH):
         th = ih + pad_h - kh * dil_h
@@ -230,18 +265,18 @@ def _conv2d_bwd_input_chunked_kernel(dy, w, dx, GEMM_M, GEMM_N, OCg, H, W, OH, O
             row_ok = m_ok & (th >= 0) & (tw >= 0) & (oh * stride_h == th) & (ow * stride_w == tw) & (oh < OH) \
                 & (ow < OW)
             a_rows = dy + (dy_row + oh * sdyh + ow * sdyw)[:, None]
-            b_cols = w + ((g * OCg) * swo + kh * swh + kw * sww + offs_n * swc)[None, :]
+            b_cols = w_group + ((kh * KW + kw) * GEMM_N * OCg + offs_n * OCg)[None, :]
             for k0 in range(0, OCg, BLOCK_K):
                 oc = k0 + offs_k
                 k_ok = oc < OCg
-                a = tl.load(a_rows + (oc * sdyc)[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-                b = tl.load(b_cols + (oc * swo)[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+                a = tl.load(a_rows + oc[None, :], mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+                b = tl.load(b_cols + oc[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
                 if UPCAST:
                     a = a.to(ACC)
                     b = b.to(ACC)
                 acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
-    dx_off = (n * sdxn + ih * sdxh + iw * sdxw)[:, None] + (c * sdxc)[None, :]
-    tl.store(dx + dx_off, acc.to(dx.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
+    tl.store(dx + (offs_m * sdxm)[:, None] + c[None, :], acc.to(dx.dtype.element_ty),
+             mask=m_ok[:, None] & n_ok[None, :])
 
 
 @autotune(configs=CONFIGS, key=_KEY)
@@ -295,12 +330,13 @@ def _conv2d_bwd_input_kernel(dy, w, dx, GEMM_M, GEMM_N, GEMM_K, OCg, H, W, OH, O
 
 @autotune(configs=CONFIGS, key=_KEY)
 @triton.jit
-def _conv2d_bwd_weight_kernel(x, dy, dw, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH, OW, KH, KW,
-                              sxn, sxc, sxh, sxw, sdyn, sdyc, sdyh, sdyw, swo, swc, swh, sww,
-                              stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
-                              INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                              GROUP_M: tl.constexpr):
+def _conv2d_bwd_weight_flat_kernel(x, dy, dw, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH, OW, KH, KW,
+                                   sxn, sxc, sxh, sxw, sdyn, sdyc, sdyh, sdyw, swo, swc, swh, sww,
+                                   stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+                                   INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
+                                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                                   GROUP_M: tl.constexpr):
+    # Few channels (the RGB stem, depthwise): any layout, the (c, kh, kw) columns flattened.
     ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
     g = tl.program_id(1)
     pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -340,10 +376,84 @@ def _conv2d_bwd_weight_kernel(x, dy, dw, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH, O
     tl.store(dw + dw_off, acc.to(dw.dtype.element_ty), mask=m_ok[:, None] & n_ok[None, :])
 
 
+@autotune(configs=CONFIGS, key=_WGRAD_KEY, prune=fitting_configs)
+@triton.jit
+def _conv2d_bwd_weight_kernel(x, dy, ws, GEMM_M, GEMM_N, OC, P, chunk, H, W, OH, OW, KH, KW,
+                              sxn, sxh, sxw, sdym, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
+                              INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                              GROUP_M: tl.constexpr):
+    # NHWC: x (N, H, W, C), dy (N*OH*OW, OC), unit channel strides. Program (tile, group * KH*KW
+    # + tap, s) reduces dy^T (oc, pixels) @ x shifted by the tap (pixels, c) over pixel chunk s
+    # into the fp32 (fp64) workspace ws[s, OC, KH*KW, Cg], contiguous along c: one tap per
+    # program keeps c at unit stride in both x and ws, and the chunks (split-K) give the few
+    # (oc, c) tiles of a layer enough programs to fill the GPU.
+    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
+    gt = tl.program_id(1)
+    s = tl.program_id(2)
+    KHW = KH * KW
+    g = gt // KHW
+    tap = gt % KHW
+    kh = tap // KW
+    kw = tap % KW
+    pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # oc within the group
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)  # c within the group
+    offs_p = tl.arange(0, BLOCK_K)
+    if INT64:
+        offs_m = offs_m.to(tl.int64)
+        offs_n = offs_n.to(tl.int64)
+        offs_p = offs_p.to(tl.int64)
+        s = s.to(tl.int64)
+    oc = g * GEMM_M + offs_m
+    c = g * GEMM_N + offs_n
+    m_ok = offs_m < GEMM_M
+    n_ok = offs_n < GEMM_N
+    p_end = tl.minimum(P, (s + 1) * chunk)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=ACC)
+    for p0 in range(s * chunk, p_end, BLOCK_K):
+        p = p0 + offs_p  # (n, oh, ow)
+        p_ok = p < p_end
+        ow = p % OW
+        oh = (p // OW) % OH
+        nn = p // (OW * OH)
+        a = tl.load(dy + (p * sdym)[None, :] + oc[:, None], mask=m_ok[:, None] & p_ok[None, :], other=0.0)
+        ih = oh * stride_h - pad_h + kh * dil_h
+        iw = ow * stride_w - pad_w + kw * dil_w
+        row_ok = p_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+        b = tl.load(x + (nn * sxn + ih * sxh + iw * sxw)[:, None] + c[None, :], mask=row_ok[:, None] & n_ok[None, :],
+                    other=0.0)
+        if UPCAST:
+            a = a.to(ACC)
+            b = b.to(ACC)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION, out_dtype=ACC)
+    row = (s * OC + oc) * KHW + tap
+    tl.store(ws + (row * GEMM_N)[:, None] + offs_n[None, :], acc, mask=m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def _wgrad_sum_kernel(ws, dw, total, split, KHW, KW, Cg, sdwo, sdwc, sdwh, sdww, INT64: tl.constexpr,
+                      BLOCK: tl.constexpr):
+    # dw[oc, c, tap] = sum over s of ws[s, oc, tap, c], added in order s = 0, 1 ...: deterministic.
+    # Weight-sized (no activation): its reads are contiguous, its writes strided by KH*KW.
+    pid = tl.program_id(0)
+    if INT64:
+        pid = pid.to(tl.int64)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)  # flat (oc, tap, c) of ws[0]
+    ok = offs < total
+    acc = tl.load(ws + offs, mask=ok, other=0.0)
+    for s in range(1, split):
+        acc += tl.load(ws + s * total + offs, mask=ok, other=0.0)
+    c = offs % Cg
+    tap = (offs // Cg) % KHW
+    oc = offs // (Cg * KHW)
+    tl.store(dw + oc * sdwo + c * sdwc + (tap // KW) * sdwh + (tap % KW) * sdww, acc.to(dw.dtype.element_ty), mask=ok)
+
+
 # ----- launchers: tensors are seen only as pointers, shapes and strides ---------------------------
-def _gemm_grid(gm, gn, groups):
+def _gemm_grid(gm, gn, groups, split=1):
     def grid(META):
-        return (cdiv(gm, META["BLOCK_M"]) * cdiv(gn, META["BLOCK_N"]), groups)
+        return (cdiv(gm, META["BLOCK_M"]) * cdiv(gn, META["BLOCK_N"]), groups, split)
 
     return grid
 
@@ -356,11 +466,21 @@ def _int64(*tensors) -> bool:
     return any(needs_int64(t.shape, t.stride()) for t in tensors)
 
 
+def nhwc(Cg: int, OCg: int) -> bool:
+    """Whether a convolution with these per-group channel counts runs the NHWC implicit-GEMM
+    kernels (both GEMM sides channels: >= 16, what ``tl.dot`` tiles). The others (the RGB stem,
+    depthwise and other thin convolutions) have no channel vector worth loading: they read the
+    caller's layout in place, so the caller repacks nothing for them."""
+    return Cg >= MIN_DOT and OCg >= MIN_DOT
+
+
 def conv2d_forward(y, x, w, bias, stride, padding, dilation, groups, allow_tf32=False) -> None:
     """y = conv2d(x, w) + bias; x (N, C, H, W), w (OC, C/groups, KH, KW), y (N, OC, OH, OW) allocated.
 
-    ``padding`` is the (top, left) padding; the output size in ``y.shape`` says where the
-    window stops (that is how asymmetric ``'same'`` padding is expressed).
+    Where :func:`nhwc` holds, x, w and y are channels-last contiguous (the NHWC kernel; w is then
+    the (OC, KH, KW, Cg) packing); otherwise any strides. ``padding`` is the (top, left) padding;
+    the output size in ``y.shape`` says where the window stops (that is how asymmetric ``'same'``
+    padding is expressed).
     """
     if y.numel() == 0:
         return
@@ -380,43 +500,78 @@ def conv2d_forward(y, x, w, bias, stride, padding, dilation, groups, allow_tf32=
     gm, gn = N * OH * OW, OCg
     common = dict(INPUT_PRECISION=input_precision(x.dtype.name, allow_tf32), UPCAST=INTERPRET,
                   HAS_BIAS=bias is not None, INT64=_int64(x, w, y), **_meta())
-    if Cg < MIN_DOT:  # few channels: one flat (c, kh, kw) reduction
+    if not nhwc(Cg, OCg):  # few channels: one flat (c, kh, kw) reduction
         launch(_conv2d_fwd_flat_kernel, _gemm_grid(gm, gn, groups), x, w, bias_arg, y, gm, gn, Cg * KH * KW, Cg, H,
                W, OH, OW, KH, KW, *x.stride(), *w.stride(), *y.stride(), sb, *geo, **common)
         return
+    sxn, _, sxh, sxw = x.stride()
+    swo, _, swh, sww = w.stride()
     launch(_conv2d_fwd_kernel, _gemm_grid(gm, gn, groups), x, w, bias_arg, y, gm, gn, Cg, H, W, OH, OW,
-           *x.stride(), *w.stride(), *y.stride(), sb, *geo, KH=KH, KW=KW, **common)
+           sxn, sxh, sxw, swo, swh, sww, OC, sb, *geo, KH=KH, KW=KW, **common)
 
 
 def conv2d_backward_input(dx, dy, w, stride, padding, dilation, groups, allow_tf32=False) -> None:
-    """dx = d(conv2d)/dx contracted with dy; dx (N, C, H, W) allocated, dy (N, OC, OH, OW)."""
+    """dx = d(conv2d)/dx contracted with dy; dx (N, C, H, W) allocated, dy (N, OC, OH, OW).
+
+    Where :func:`nhwc` holds, dx and dy are channels-last contiguous and ``w`` is the weight packed
+    as (groups, KH, KW, Cg, OCg) contiguous (:func:`pack_weight_for_input_grad`'s layout, passed
+    with its own 5-D shape); otherwise w is the (OC, Cg, KH, KW) weight in any strides."""
     if dx.numel() == 0:
         return
     N, C, H, W = dx.shape
-    OC, Cg, KH, KW = w.shape
-    _, _, OH, OW = dy.shape
-    OCg = OC // groups
-    gm, gn, gk = N * H * W, Cg, OCg * KH * KW
+    _, OC, OH, OW = dy.shape
     geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
     common = dict(INPUT_PRECISION=input_precision(dy.dtype.name, allow_tf32), UPCAST=INTERPRET,
                   INT64=_int64(dx, dy, w), **_meta())
-    if OCg < MIN_DOT:  # few output channels: one flat (oc, kh, kw) reduction
-        launch(_conv2d_bwd_input_kernel, _gemm_grid(gm, gn, groups), dy, w, dx, gm, gn, gk, OCg, H, W, OH, OW, KH,
-               KW, *dy.stride(), *w.stride(), *dx.stride(), *geo, **common)
+    if w.ndim == 5:
+        _, KH, KW, Cg, OCg = w.shape
+        sdyn, _, sdyh, sdyw = dy.stride()
+        launch(_conv2d_bwd_input_chunked_kernel, _gemm_grid(N * H * W, Cg, groups), dy, w, dx, N * H * W, Cg, OCg, H,
+               W, OH, OW, sdyn, sdyh, sdyw, C, *geo, KH=KH, KW=KW, **common)
         return
-    launch(_conv2d_bwd_input_chunked_kernel, _gemm_grid(gm, gn, groups), dy, w, dx, gm, gn, OCg, H, W, OH, OW,
-           *dy.stride(), *w.stride(), *dx.stride(), *geo, KH=KH, KW=KW, **common)
+    _, Cg, KH, KW = w.shape
+    OCg = OC // groups
+    launch(_conv2d_bwd_input_kernel, _gemm_grid(N * H * W, Cg, groups), dy, w, dx, N * H * W, Cg, OCg * KH * KW, OCg,
+           H, W, OH, OW, KH, KW, *dy.stride(), *w.stride(), *dx.stride(), *geo, **common)
+
+
+def wgrad_split(OC: int, Cg: int, taps: int, groups: int, pixels: int) -> int:
+    """How many pixel chunks the NHWC grad-weight kernel splits its reduction into: enough
+    programs for about two waves of an H100's 132 SMs (counted with 128x128 tiles), each chunk at
+    least WGRAD_MIN_CHUNK pixels long."""
+    tiles = cdiv(OC // groups, 128) * cdiv(Cg, 128) * groups * taps
+    return max(1, min(WGRAD_PROGRAMS // tiles, pixels // WGRAD_MIN_CHUNK, 65535))
 
 
 def conv2d_backward_weight(dw, dy, x, stride, padding, dilation, groups, allow_tf32=False) -> None:
-    """dw = d(conv2d)/dw contracted with dy; dw (OC, C/groups, KH, KW) allocated, x (N, C, H, W)."""
+    """dw = d(conv2d)/dw contracted with dy; dw (OC, C/groups, KH, KW) allocated, x (N, C, H, W).
+
+    Where :func:`nhwc` holds, x and dy are channels-last contiguous (split-K into a workspace, then
+    a sum in order: deterministic); otherwise any strides."""
     if dw.numel() == 0:
         return
     N, C, H, W = x.shape
     OC, Cg, KH, KW = dw.shape
     _, _, OH, OW = dy.shape
-    gm, gn, gk = OC // groups, Cg * KH * KW, N * OH * OW
-    launch(_conv2d_bwd_weight_kernel, _gemm_grid(gm, gn, groups), x, dy, dw, gm, gn, gk, Cg, H, W, OH, OW, KH, KW,
-           *x.stride(), *dy.stride(), *dw.stride(), stride[0], stride[1], padding[0], padding[1],
-           dilation[0], dilation[1], INPUT_PRECISION=input_precision(x.dtype.name, allow_tf32), UPCAST=INTERPRET,
-           INT64=_int64(x, dy, dw), **_meta())
+    geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
+    prec = input_precision(x.dtype.name, allow_tf32)
+    OCg = OC // groups
+    if not nhwc(Cg, OCg):
+        gm, gn, gk = OCg, Cg * KH * KW, N * OH * OW
+        launch(_conv2d_bwd_weight_flat_kernel, _gemm_grid(gm, gn, groups), x, dy, dw, gm, gn, gk, Cg, H, W, OH, OW,
+               KH, KW, *x.stride(), *dy.stride(), *dw.stride(), *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET,
+               INT64=_int64(x, dy, dw), **_meta())
+        return
+    P, taps = N * OH * OW, KH * KW
+    split = wgrad_split(OC, Cg, taps, groups, P)
+    chunk = max(cdiv(cdiv(P, split), 64) * 64, 64)  # an empty batch: one chunk of nothing, dw = 0
+    split = cdiv(P, chunk)
+    acc = dt.float64 if x.dtype is dt.float64 else dt.float32
+    ws = dw.new_empty((split, OC, taps, Cg), dtype=acc)
+    sxn, _, sxh, sxw = x.stride()
+    launch(_conv2d_bwd_weight_kernel, _gemm_grid(OCg, Cg, groups * taps, split), x, dy, ws, OCg, Cg, OC, P, chunk,
+           H, W, OH, OW, KH, KW, sxn, sxh, sxw, OC, *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET,
+           INT64=_int64(x, dy, ws), **_meta())
+    total = OC * taps * Cg
+    launch(_wgrad_sum_kernel, (cdiv(total, SUM_BLOCK),), ws, dw, total, split, taps, KW, Cg, *dw.stride(),
+           INT64=_int64(ws), BLOCK=SUM_BLOCK)

@@ -7,6 +7,7 @@ kernel-backed derivatives: pooling, layer_norm, cross_entropy).
 from __future__ import annotations
 
 from ...core.ops import conv as _conv
+from ...core.shape import channels_last
 from ..function import BuiltinFunction
 from ..grad_mode import is_grad_enabled
 
@@ -16,24 +17,33 @@ def _first_order_only(name):
         raise NotImplementedError(f"double backward (create_graph=True) through {name} is not implemented")
 
 
-def _grads(ctx, g, grad_input, grad_weight):
+def _grads(ctx, g, grad_input, grad_weight, weight_shape=None, groups=1):
     """(dx, dW, db) of a 2-D convolution that saved (x, W): an unbatched (C, H, W) x as a batch of
     one; ``grad_input(g4, w, x4)`` and ``grad_weight(g4, x4, w)`` run only for what needs a
-    gradient; db is the sum of dy over batch and space."""
+    gradient; db is the sum of dy over batch and space. Given conv2d's ``weight_shape``, the
+    gradient is repacked NHWC once here for both backward kernels (where they run NHWC)."""
     x, w = ctx.saved_tensors
     needs = ctx.needs_input_grad
     unbatched = x.ndim == 3
     x4 = x.unsqueeze(0) if unbatched else x
     g4 = g.unsqueeze(0) if unbatched else g
     gx = gw = gb = None
+    if len(needs) > 2 and needs[2]:
+        gb = g4.sum((0, 2, 3))
+    if weight_shape is not None and needs[0] and needs[1]:
+        g4 = _conv.nhwc_grad_output(g4, weight_shape, groups)
     if needs[0]:
         gx = grad_input(g4, w, x4)
         gx = gx.squeeze(0) if unbatched else gx
     if needs[1]:
         gw = grad_weight(g4, x4, w)
-    if len(needs) > 2 and needs[2]:
-        gb = g4.sum((0, 2, 3))
     return gx, gw, gb
+
+
+def _suggests_channels_last(*tensors) -> bool:
+    """PyTorch's rule for a convolution's results: channels-last when the input or the weight is."""
+    return any(t.ndim == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=channels_last)
+               for t in tensors)
 
 
 class Conv2d(BuiltinFunction):
@@ -50,8 +60,12 @@ class Conv2d(BuiltinFunction):
     @staticmethod
     def backward(ctx, g):
         _first_order_only("conv2d")
-        gx, gw, gb = _grads(ctx, g, lambda g4, w, x4: _conv.conv2d_backward_input(g4, w, x4.shape, *ctx.geom),
-                            lambda g4, x4, w: _conv.conv2d_backward_weight(g4, x4, w.shape, *ctx.geom))
+        x, w = ctx.saved_tensors
+        cl = _suggests_channels_last(x.unsqueeze(0) if x.ndim == 3 else x, w)
+        gx, gw, gb = _grads(ctx, g, lambda g4, w, x4: _conv.conv2d_backward_input(g4, w, x4.shape, *ctx.geom,
+                                                                                  channels_last_result=cl),
+                            lambda g4, x4, w: _conv.conv2d_backward_weight(g4, x4, w.shape, *ctx.geom),
+                            w.shape, ctx.geom[3])
         return gx, gw, gb, None, None, None, None
 
 

@@ -20,9 +20,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numbers
+import weakref
 
 from ...backends import cudnn as _cudnn
 from ...triton_kernels import conv as _k
+from ...triton_kernels import conv_repack as _rp
 from ...triton_kernels import matmul as _mm
 from ...runtime import dtype as dt
 from ..shape import channels_last
@@ -140,9 +142,19 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
         raise RuntimeError(f"{op}(): bias must have shape [{weight.shape[0]}] (out_channels), got {list(bias.shape)}")
     stride, pad, dilation, (OH, OW) = conv_geometry(op, x.shape, weight.shape, stride, padding, dilation, groups)
     y = _output((x.shape[0], weight.shape[0], OH, OW), x, weight, x.dtype, x.device)
-    if _pointwise(weight, stride, pad, groups):
-        _matmul_1x1(y, x, weight, bias)
-    else:
+    OC, Cg = weight.shape[0], weight.shape[1]
+    if y.numel() == 0:
+        pass
+    elif _pointwise(weight, stride, pad, groups):
+        yh = _nhwc_result(y)
+        _matmul_1x1(yh, nhwc(x), weight, bias)
+        _restore(y, yh)
+    elif _k.nhwc(Cg, OC // groups):
+        yh = _nhwc_result(y)
+        _k.conv2d_forward(yh, nhwc(x), packed_weight(weight, "forward", groups), bias, stride, pad, dilation, groups,
+                          allow_tf32=_cudnn.allow_tf32)
+        _restore(y, yh)
+    else:  # few channels (the stem, depthwise): read in place, whatever the layout
         _k.conv2d_forward(y, x, weight, bias, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
     return y.squeeze(0) if unbatched else y
 
@@ -157,29 +169,123 @@ def _output(shape, *inputs_and_dtype):
     return TensorBase._empty(shape, dtype_, dev)
 
 
+# ----- NHWC inside: the repack on the way in and out, and the weight cache ----------------------------
+def _is_nhwc(t) -> bool:
+    return t.is_contiguous(memory_format=channels_last)
+
+
+def nhwc(t):
+    """``t`` (N, C, H, W) laid out channels-last and dense (NHWC), as the NHWC kernels read it:
+    ``t`` itself when it already is, else a copy by the repack kernel (any NCHW-like layout whose
+    H and W merge) or, for other strides, the general strided copy."""
+    if _is_nhwc(t):
+        return t
+    out = TensorBase._empty_channels_last(t.shape, t.dtype, t.device)
+    n, c, h, w = t.shape
+    sn, sc, sh, sw = t.stride()
+    pixel_stride = sw if w > 1 else sh
+    if h * w == 1 or (pixel_stride == 1 and (h == 1 or w == 1 or sh == w)):  # (N, C, H*W), H*W at unit stride
+        _rp.transpose(out, t, n, c, h * w, (sn, sc), (h * w * c, c))
+    else:
+        _copies.copy_(out, t)
+    return out
+
+
+def _nhwc_result(y):
+    """Where an NHWC kernel writes a result that must end up in ``y``: ``y`` itself when it is
+    channels-last (or both layouts at once), else a channels-last buffer :func:`_restore` copies."""
+    return y if _is_nhwc(y) else TensorBase._empty_channels_last(y.shape, y.dtype, y.device)
+
+
+def _restore(y, yh) -> None:
+    """Copy the NHWC result ``yh`` into the contiguous (NCHW) ``y`` by the repack kernel."""
+    if yh is not y:
+        n, c, h, w = y.shape
+        _rp.transpose(y, yh, n, h * w, c, (h * w * c, c), (c * h * w, h * w))
+
+
+class _Packs:
+    """The packed copies of one weight, valid while its storage, layout and version are those seen."""
+
+    __slots__ = ("ref", "storage", "counter", "version", "layout", "packs")
+
+
+# id(weight) -> _Packs. Each entry holds the weight and its storage by weak reference only, and the
+# weight's death removes its entry (the reference's callback): a dead weight's packs die with it.
+_PACKS: dict = {}
+
+
+def _forget(key, ref) -> None:
+    e = _PACKS.get(key)
+    if e is not None and e.ref is ref:
+        del _PACKS[key]
+
+
+def _pack_forward(weight, groups):
+    return nhwc(weight)  # (OC, KH, KW, Cg): the forward kernel's K-major B
+
+
+def _pack_input_grad(weight, groups):
+    """(groups, KH, KW, Cg, OCg) contiguous: the grad-input kernel's B, K-major (output channels
+    at unit stride), by the general strided copy (weight-sized, once per update)."""
+    OC, Cg, KH, KW = weight.shape
+    so, sc, sh, sw = weight.stride()
+    OCg = OC // groups
+    out = TensorBase._empty((groups, KH, KW, Cg, OCg), weight.dtype, weight.device)
+    _copies.copy_(out, weight._view((groups, KH, KW, Cg, OCg), (OCg * so, sh, sw, sc, so)))
+    return out
+
+
+_PACKERS = {"forward": _pack_forward, "input_grad": _pack_input_grad}
+
+
+def packed_weight(weight, kind: str, groups: int):
+    """``weight`` packed for the NHWC ``kind`` kernel ("forward" or "input_grad"), cached.
+
+    A training step repacks a weight once per update, not once per call: the packs are kept per
+    weight tensor and reused while its version counter (bumped by every in-place write, the
+    optimizers' included), its storage (``.data = ...`` replaces it), its layout and dtype are
+    those they were made from. An already channels-last weight is the forward pack itself."""
+    if kind == "forward" and _is_nhwc(weight):
+        return weight
+    key = id(weight)
+    e = _PACKS.get(key)
+    layout = (weight._offset, weight._shape, weight._stride, weight.dtype, groups)
+    if (e is None or e.ref() is not weight or e.storage() is not weight._storage or e.counter is not
+            weight._version_counter or e.version != weight._version or e.layout != layout):
+        e = _Packs()
+        e.ref = weakref.ref(weight, lambda r, key=key: _forget(key, r))
+        e.storage = weakref.ref(weight._storage)
+        e.counter, e.version, e.layout, e.packs = weight._version_counter, weight._version, layout, {}
+        _PACKS[key] = e
+    p = e.packs.get(kind)
+    if p is None:
+        p = e.packs[kind] = _PACKERS[kind](weight, groups)
+    return p
+
+
+def nhwc_grad_output(grad_output, weight_shape, groups: int):
+    """The gradient both backward kernels read, repacked once for the two of them where they run
+    NHWC (autograd calls this before ``conv2d_backward_input`` and ``conv2d_backward_weight``)."""
+    if _k.nhwc(weight_shape[1], weight_shape[0] // groups) and grad_output.ndim == 4:
+        return nhwc(grad_output)
+    return grad_output
+
+
 def _pointwise(weight, stride, pad, groups) -> bool:
     """A 1x1, stride-1, unpadded, ungrouped convolution: a matrix product per image."""
     return weight.shape[2] == weight.shape[3] == 1 and stride == (1, 1) and pad == (0, 0) and groups == 1
 
 
-def _pixels(t):
-    """A 4-D (N, C, H, W) tensor seen as (N, H*W, C) without a copy, or None when its H and W do
-    not merge (a strided view)."""
-    n, c, h, w = t.shape
-    sn, sc, sh, sw = t.stride()
-    if h > 1 and w > 1 and sh != w * sw:
-        return None
-    return t._view((n, h * w, c), (sn, sw if w > 1 else sh, sc))
-
-
-def _matmul_1x1(y, x, weight, bias) -> None:
-    """y[n] (HW, OC) = x[n] (HW, C) @ weight (C, OC) + bias: one batched GEMM on the matmul kernel,
-    whatever the operands' layouts (channels-last makes the C side contiguous)."""
-    a, out = _pixels(x), _pixels(y)
-    if a is None:
-        a = _pixels(x.contiguous())
-    oc, c = weight.shape[0], weight.shape[1]
-    b = weight._view((x.shape[0], c, oc), (0, weight.stride(1), weight.stride(0)))
+def _matmul_1x1(yh, xh, weight, bias) -> None:
+    """yh (N*H*W, OC) = xh (N*H*W, C) @ weight (C, OC) + bias: one GEMM on the matmul kernel, both
+    activations NHWC, the weight read in place as a K-major B (a contiguous weight's C is at unit
+    stride)."""
+    n, c, h, w = xh.shape
+    oc = weight.shape[0]
+    a = xh._view((n * h * w, c), (c, 1))
+    out = yh._view((n * h * w, oc), (oc, 1))
+    b = weight._view((c, oc), (weight.stride(1), weight.stride(0)))
     _mm.matmul(out, a, b, bias=bias, allow_tf32=_cudnn.allow_tf32)
 
 
@@ -196,8 +302,25 @@ def _shape4(shape, name: str, op: str) -> tuple:
     return tuple(int(s) for s in shape)
 
 
-def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    """d(loss)/d(input) of conv2d, given d(loss)/d(output); returns a tensor of ``input_shape`` (4-D)."""
+def _input_grad(dx, dy, weight, stride, pad, dilation, groups) -> None:
+    """dx = conv2d's input gradient of dy (conv_transpose2d's forward): NHWC inside where the
+    channels allow, the caller's layouts read in place otherwise."""
+    OC, Cg = weight.shape[0], weight.shape[1]
+    if dx.numel() == 0:
+        return
+    if _k.nhwc(Cg, OC // groups):
+        dxh = _nhwc_result(dx)
+        _k.conv2d_backward_input(dxh, nhwc(dy), packed_weight(weight, "input_grad", groups), stride, pad, dilation,
+                                 groups, allow_tf32=_cudnn.allow_tf32)
+        _restore(dx, dxh)
+    else:
+        _k.conv2d_backward_input(dx, dy, weight, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
+
+
+def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1, *,
+                          channels_last_result=None) -> Tensor:
+    """d(loss)/d(input) of conv2d, given d(loss)/d(output); returns a tensor of ``input_shape`` (4-D),
+    laid out as ``grad_output`` is unless ``channels_last_result`` says (autograd: as the input)."""
     op = "conv2d_backward_input"
     _check_tensor(grad_output, "grad_output", op)
     _check_tensor(weight, "weight", op)
@@ -205,8 +328,13 @@ def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0,
     input_shape = _shape4(input_shape, "input_shape", op)
     stride, pad, dilation, (OH, OW) = conv_geometry(op, input_shape, weight.shape, stride, padding, dilation, groups)
     _check_grad_output(op, grad_output, (input_shape[0], weight.shape[0], OH, OW))
-    dx = _output(input_shape, grad_output, weight.dtype, weight.device)
-    _k.conv2d_backward_input(dx, grad_output, weight, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
+    if channels_last_result is None:
+        dx = _output(input_shape, grad_output, weight.dtype, weight.device)
+    elif channels_last_result:
+        dx = TensorBase._empty_channels_last(input_shape, weight.dtype, weight.device)
+    else:
+        dx = TensorBase._empty(input_shape, weight.dtype, weight.device)
+    _input_grad(dx, grad_output, weight, stride, pad, dilation, groups)
     return dx
 
 
@@ -222,6 +350,10 @@ def conv2d_backward_weight(grad_output, input, weight_shape, stride=1, padding=0
     stride, pad, dilation, (OH, OW) = conv_geometry(op, input.shape, weight_shape, stride, padding, dilation, groups)
     _check_grad_output(op, grad_output, (input.shape[0], weight_shape[0], OH, OW))
     dw = TensorBase._empty(weight_shape, input.dtype, input.device)  # contiguous: what an optimizer steps flat
+    if dw.numel() == 0:
+        return dw
+    if _k.nhwc(weight_shape[1], weight_shape[0] // groups):
+        input, grad_output = nhwc(input), nhwc(grad_output)
     _k.conv2d_backward_weight(dw, grad_output, input, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
     return dw
 
@@ -285,8 +417,7 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != out_shape[1]):
         raise RuntimeError(f"{op}(): bias must have shape [{out_shape[1]}] (out_channels), got {list(bias.shape)}")
     y = _output(out_shape, x, weight, x.dtype, x.device)
-    _k.conv2d_backward_input(y, zero_extend(x, conv_hw), weight, stride, pad, dilation, groups,
-                             allow_tf32=_cudnn.allow_tf32)
+    _input_grad(y, zero_extend(x, conv_hw), weight, stride, pad, dilation, groups)
     if bias is not None:
         _ew.binary("add", y, bias._view((1, out_shape[1], 1, 1), (0, bias.stride(0), 0, 0)), out=y)
     return y.squeeze(0) if unbatched else y
