@@ -27,18 +27,18 @@ from datetime import timedelta
 from .backend import auth
 from .backend.framing import FRAME, FrameError, decode_fields, encode_frame, parse_frame_header
 from .backend.store_server import (  # noqa: F401  (opcodes and limits are part of this module's surface)
-    ADD, AUTH_TIMEOUT, CAS, CHECK, DELETE, ERROR, GET, INTERNAL_PREFIX, MAX_UNAUTHENTICATED, MULTI_GET,
-    MULTI_SET, NUM_KEYS, OK, PING, ROLE, SET, TIMEOUT, WAIT, StoreServer,
+    ADD, AUTH_TIMEOUT, CAS, CHECK, DELETE, ERROR, GET, GONE, INTERNAL_PREFIX, MAX_UNAUTHENTICATED, MULTI_GET,
+    MULTI_SET, NUM_KEYS, OK, PING, RANK_KEY, READY_KEY, ROLE, SET, TIMEOUT, WAIT, WORKERS_KEY, StoreServer,
 )
 from .errors import DistNetworkError, DistStoreError, DistStoreTimeoutError
 
-__all__ = ["TCPStore", "Store"]
+__all__ = ["TCPStore", "Store", "PrefixStore"]
 
 log = logging.getLogger(__name__)
 
-_WORKERS_KEY = INTERNAL_PREFIX + "workers"
-_READY_KEY = INTERNAL_PREFIX + "workers_ready"
-_RANK_KEY = INTERNAL_PREFIX + "worker_rank/"  # + a client's rank, set when it joins with rank=
+_WORKERS_KEY = WORKERS_KEY
+_READY_KEY = READY_KEY
+_RANK_KEY = RANK_KEY  # + a client's rank, set when it joins with rank=
 DEFAULT_TIMEOUT = timedelta(seconds=300)
 DEFAULT_MAX_FRAME = 64 << 20  # a store value is metadata, not tensor data
 
@@ -89,6 +89,68 @@ def _check_host(host_name: str, port: int) -> None:
 
 class Store:
     """Base class, as ``torch.distributed.Store``."""
+
+
+class PrefixStore(Store):
+    """A store whose keys are ``prefix + "/" + key`` in ``store``, as ``torch.distributed.PrefixStore``:
+    what a backend created through ``Backend.register_backend`` (without the extended API) gets,
+    so the keys of different groups never meet."""
+
+    def __init__(self, prefix: str, store: Store):
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix: expected str, got {type(prefix).__name__}")
+        if not isinstance(store, Store):
+            raise TypeError(f"store: expected a tritensor.comm.Store, got {type(store).__name__}")
+        self._prefix = prefix
+        self._store = store
+
+    @property
+    def underlying_store(self) -> Store:
+        return self._store
+
+    def _k(self, key) -> str:
+        return f"{self._prefix}/{_key(key).decode('utf-8')}"
+
+    def set(self, key, value) -> None:
+        self._store.set(self._k(key), value)
+
+    def get(self, key) -> bytes:
+        return self._store.get(self._k(key))
+
+    def add(self, key, amount: int) -> int:
+        return self._store.add(self._k(key), amount)
+
+    def compare_set(self, key, expected_value, desired_value) -> bytes:
+        return self._store.compare_set(self._k(key), expected_value, desired_value)
+
+    def wait(self, keys, timeout=None) -> None:
+        if isinstance(keys, (str, bytes)):
+            raise TypeError("keys: expected a list of str")
+        self._store.wait([self._k(k) for k in keys], timeout)
+
+    def check(self, keys) -> bool:
+        if isinstance(keys, (str, bytes)):
+            raise TypeError("keys: expected a list of str")
+        return self._store.check([self._k(k) for k in keys])
+
+    def delete_key(self, key) -> bool:
+        return self._store.delete_key(self._k(key))
+
+    def multi_get(self, keys) -> list:
+        return self._store.multi_get([self._k(k) for k in keys])
+
+    def multi_set(self, keys, values) -> None:
+        self._store.multi_set([self._k(k) for k in keys], values)
+
+    def num_keys(self) -> int:
+        return self._store.num_keys()
+
+    @property
+    def timeout(self):
+        return self._store.timeout
+
+    def __repr__(self):
+        return f"PrefixStore({self._prefix!r}, {self._store!r})"
 
 
 class TCPStore(Store):
@@ -153,23 +215,35 @@ class TCPStore(Store):
             if count >= world_size:
                 self._call(SET, [_READY_KEY.encode(), b"1"])
             if is_master and wait_for_workers:
-                try:
-                    self._wait_keys([_READY_KEY.encode()], self._timeout)
-                except DistStoreTimeoutError:
-                    raise DistStoreTimeoutError(
-                        f"TCPStore: timed out after {self._timeout:g}s waiting for {world_size} "
-                        f"workers to connect to {host_name}:{port}; {self._who_joined(world_size)}"
-                    ) from None
+                self._wait_for_workers(world_size, self._timeout)
 
-    def _who_joined(self, world_size: int) -> str:
-        """How many workers joined and, by the ranks they joined with, which ranks are missing."""
+    def _wait_for_workers(self, world_size: int, timeout: float) -> None:
+        """The master's wait for ``world_size`` workers. On timeout it gives up: the store closes,
+        and first tells every rank parked in a wait which ranks never joined (so their errors
+        name those ranks, not the rank whose key they were waiting for: this one, which had
+        joined), then this raises naming them."""
+        try:
+            self._wait_keys([_READY_KEY.encode()], timeout)
+        except DistStoreTimeoutError:
+            text, missing = self._who_joined(world_size)
+            msg = (f"TCPStore: timed out after {timeout:g}s waiting for {world_size} workers to connect to "
+                   f"{self._host}:{self._port}; {text}")
+            self._drop()
+            if self._server is not None:
+                self._server.stop(msg, missing)
+                self._server = None
+            raise DistStoreTimeoutError(msg) from None
+
+    def _who_joined(self, world_size: int):
+        """How many workers joined and, by the ranks they joined with, which ranks are missing:
+        (the text, the missing ranks)."""
         n = int(self._call(ADD, [_WORKERS_KEY.encode(), b"0"])[0])
         seen = [r for r in range(world_size) if self._call(CHECK, [f"{_RANK_KEY}{r}".encode()])[0] == b"1"]
         missing = [r for r in range(world_size) if r not in seen]
         if len(seen) == n:
-            return f"{n} connected; missing rank(s) {missing}"
+            return f"{n} connected; missing rank(s) {missing}", missing
         return (f"{n} connected, {n - len(seen)} of them without a rank (TCPStore's rank=) or with a repeated one; "
-                f"rank(s) not seen: {missing}")
+                f"rank(s) not seen: {missing}"), missing
 
     # -- properties as in torch ----------------------------------------------------
     @property
@@ -267,6 +341,14 @@ class TCPStore(Store):
                 f"TCPStore {self._host}:{self._port}: timed out after {wait:g}s waiting for key(s) {missing}")
         if rstatus == ERROR:
             raise DistStoreError(f"TCPStore: {rfields[0].decode('utf-8', 'replace') if rfields else 'error'}")
+        if rstatus == GONE:  # the master gave up waiting for its workers and closed the store
+            with self._lock:
+                self._drop()
+            reason = rfields[0].decode("utf-8", "replace") if rfields else "closed"
+            err = DistStoreError(f"TCPStore {self._host}:{self._port}: the store's host closed it: {reason}")
+            # Which ranks never joined, for a caller that was waiting on a rank's key (process-group setup).
+            err.never_joined = [int(r) for r in rfields[1].decode().split(",") if r] if len(rfields) > 1 else []
+            raise err
         return rfields
 
     def _exchange_status(self, frame, wait):

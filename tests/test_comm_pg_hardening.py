@@ -245,3 +245,60 @@ def test_store_lost_right_after_the_wait_times_out():
     with pytest.raises(DistTimeoutError, match=r"rank\(s\) \[5\]") as info:
         mesh._wait_for_rank(GoneAfterTimeout(), "tt_pg/g/", 1, 2, [0, 5, 9], time.monotonic() + 1, 1.0)
     assert "tt_pg" not in str(info.value)
+
+
+def _parked(master, suffix: bytes, timeout: float = 10.0):
+    """Wait until some client's request for a key ending in ``suffix`` is parked in ``master``'s server."""
+    deadline = time.monotonic() + timeout
+    while not any(k.endswith(suffix) for k in list(master._server.waiters)):
+        assert time.monotonic() < deadline, f"no wait for a key ending in {suffix!r} within {timeout}s"
+        time.sleep(0.01)
+
+
+@pytest.mark.timeout(30)
+def test_store_host_giving_up_first_names_the_rank_that_never_started(monkeypatch):
+    """Rank 1 of 3 never starts. Rank 0, the store's host, joined and waits in its store for rank 1;
+    rank 2 joined too and waits for rank 0's address. When rank 0 gives up first, rank 2's error
+    named rank 0 ("waiting for rank(s) [0] ... the store was lost meanwhile"): it must name rank 1.
+    Deterministic: rank 0 gives up only once rank 2's wait is parked in the store."""
+    monkeypatch.setenv("TRITENSOR_COMM_SECRET", "never-started")
+    master = TCPStore("127.0.0.1", 0, world_size=3, is_master=True, wait_for_workers=False, timeout=10, rank=0)
+    client = TCPStore("127.0.0.1", master.port, world_size=3, timeout=10, rank=2)
+    out = {}
+
+    def rank2():
+        out["err"] = _catch(lambda: dist.init_process_group("tcp", store=client, rank=2, world_size=3, timeout=20))
+
+    t = threading.Thread(target=rank2, daemon=True)
+    t.start()
+    try:
+        _parked(master, b"addr/0")
+        with pytest.raises(dist.DistStoreTimeoutError, match=r"missing rank\(s\) \[1\]"):
+            master._wait_for_workers(3, 0.05)  # what rank 0's init_process_group does, with its timeout
+        t.join(10)
+        assert not t.is_alive(), "rank 2 did not raise after the store's host gave up"
+        msg = str(out["err"])
+        assert isinstance(out["err"], DistTimeoutError), repr(out["err"])
+        assert "rank(s) [1]" in msg and "[0]" not in msg and "tt_pg" not in msg, msg
+        assert not dist.is_initialized()
+    finally:
+        t.join(1)
+        client.close()
+        master.close()
+
+
+@pytest.mark.timeout(30)
+def test_rank_giving_up_first_names_the_rank_that_never_started(monkeypatch):
+    """The same world, but rank 2's own wait ends first while the store's host still waits: rank 0
+    has not published its address (it waits for rank 1), and the store says rank 1 never came."""
+    monkeypatch.setenv("TRITENSOR_COMM_SECRET", "never-started")
+    master = TCPStore("127.0.0.1", 0, world_size=3, is_master=True, wait_for_workers=False, timeout=10, rank=0)
+    client = TCPStore("127.0.0.1", master.port, world_size=3, timeout=10, rank=2)
+    try:
+        with pytest.raises(DistTimeoutError) as info:
+            dist.init_process_group("tcp", store=client, rank=2, world_size=3, timeout=0.5)
+        msg = str(info.value)
+        assert "rank(s) [1]" in msg and "[0" not in msg and "tt_pg" not in msg, msg
+    finally:
+        client.close()
+        master.close()

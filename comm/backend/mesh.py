@@ -26,6 +26,7 @@ from . import auth, gate
 from ..errors import DistNetworkError, DistStoreError, DistStoreTimeoutError, DistTimeoutError
 from .gate import UNIX_ENV, host_id, unix_listener
 from .peer import Peer
+from .store_server import RANK_KEY, READY_KEY
 
 __all__ = ["connect_mesh", "HANDSHAKE_TIMEOUT", "MAX_PENDING"]
 
@@ -149,20 +150,46 @@ class _Hellos:
 # ------------------------------------------------------------------------------- the mesh
 
 
+def _not_in_store(store, global_ranks, rank):
+    """The group's ranks that never reached the store, while its host still waits for them.
+
+    A rank that reached the store but not the group may simply be blocked behind them: the
+    store's host (rank 0) publishes its address only once every rank has joined the store. So
+    when the store counts its workers by rank (``init_process_group``'s does, with ``rank=``)
+    and is not complete, those ranks are the ones the group waits for. [] when the store does
+    not count by rank, is complete, or does not answer."""
+    try:
+        if not store.check([f"{RANK_KEY}{global_ranks[rank]}"]) or store.check([READY_KEY]):
+            return []
+        return [g for g in global_ranks if not store.check([f"{RANK_KEY}{g}"])]
+    except DistStoreError:
+        return []
+
+
 def _wait_for_rank(store, prefix, q, rank, global_ranks, deadline, timeout):
-    """Wait until group rank ``q`` has published its addresses; on timeout, name every lower
-    rank still missing (not the store key)."""
+    """Wait until group rank ``q`` has published its addresses; on timeout, name the ranks the
+    group waits for (not the store key): the ranks that never reached the store, if any, else
+    every lower rank still missing."""
     try:
         store.wait([f"{prefix}addr/{q}"], max(0.001, deadline - time.monotonic()))
     except DistStoreTimeoutError:
         try:
-            missing = [global_ranks[k] for k in range(q, rank) if not store.check([f"{prefix}addr/{k}"])]
+            missing = _not_in_store(store, global_ranks, rank) or [
+                global_ranks[k] for k in range(q, rank) if not store.check([f"{prefix}addr/{k}"])]
         except DistStoreError:  # the store's host gave up at its own deadline and is gone: q at least
             missing = [global_ranks[q]]
         raise DistTimeoutError(
             f"timed out after {timeout:g}s waiting for rank(s) {missing} to join the process group "
             "(they have not called init_process_group/new_group, or cannot reach the store)") from None
     except DistStoreError as e:
+        never = [r for r in getattr(e, "never_joined", ()) if r in global_ranks]
+        if never:
+            # The store's host gave up waiting for ranks that never reached the store, and said
+            # which before closing it: they are whom the group waits for (rank q, the host itself
+            # perhaps, was only waiting for them too).
+            raise DistTimeoutError(
+                f"timed out waiting for rank(s) {never} to join the process group (they have not called "
+                f"init_process_group/new_group, or cannot reach the store): {e}") from None
         # The store's host went away during the wait. Near our deadline that is the host giving
         # up on the same missing rank (its timeout began a moment before ours): report it as the
         # timeout it is. Either way, name the rank we were waiting for, not a store key.

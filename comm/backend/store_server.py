@@ -48,11 +48,16 @@ log = logging.getLogger("tritensor.comm.store")
 
 # opcodes
 SET, GET, ADD, CAS, WAIT, CHECK, DELETE, NUM_KEYS, MULTI_GET, MULTI_SET, PING = range(1, 12)
-# reply status
-OK, TIMEOUT, ERROR = 0, 1, 2
+# reply status; GONE answers the waits parked when the master gives up and closes the store
+OK, TIMEOUT, ERROR, GONE = 0, 1, 2, 3
 
 ROLE = b"store"
 INTERNAL_PREFIX = "\x00tt/"
+# The store's bookkeeping of who joined (see TCPStore): a count, a flag once world_size joined,
+# and one key per rank a client joined with (TCPStore's rank=).
+WORKERS_KEY = INTERNAL_PREFIX + "workers"
+READY_KEY = INTERNAL_PREFIX + "workers_ready"
+RANK_KEY = INTERNAL_PREFIX + "worker_rank/"
 AUTH_TIMEOUT = 2.0  # seconds a connection has to authenticate (a handshake takes one round trip)
 MAX_UNAUTHENTICATED = 128  # strangers held at once; past it the oldest is dropped
 REFUSAL_LOG_INTERVAL = 10.0  # seconds between summary lines about refused connections
@@ -150,10 +155,17 @@ class StoreServer:
         self._accept_backoff = _BACKOFF_MIN
         self._out_of_fds_since = None
         self._stop = False
+        self._farewell = None  # (reason, ranks that never joined) told to parked waits on stop
         self.thread = threading.Thread(target=self._run, name=f"TCPStore-server:{self.port}", daemon=True)
         self.thread.start()
 
-    def stop(self):
+    def stop(self, reason: str | None = None, never_joined=()):
+        """Stop the loop and close every connection. With a ``reason`` (the master gave up
+        waiting for ``never_joined``), each request parked in a wait is first answered GONE with
+        the reason and those ranks, so a rank waiting for another's key learns whom the group
+        lacks instead of seeing a bare lost connection."""
+        if reason is not None and self._farewell is None:
+            self._farewell = (reason, list(never_joined))
         self._stop = True
         try:
             self._wake_w.send(b"x")
@@ -190,6 +202,13 @@ class StoreServer:
         except Exception:  # pragma: no cover - a bug in the loop must be loud
             log.exception("TCPStore server loop crashed")
         finally:
+            if self._farewell is not None:
+                reason, never = self._farewell
+                fields = [reason.encode("utf-8"), ",".join(str(r) for r in never).encode()]
+                for conn in list(self.conns):
+                    if conn.pending is not None:
+                        self._unpark(conn)
+                        self._reply(conn, GONE, fields)  # a small frame: it fits the empty send buffer
             for conn in list(self.conns):
                 self._close(conn)
             self.sel.close()
