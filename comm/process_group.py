@@ -1,33 +1,24 @@
 """Process groups: ``init_process_group``, ``new_group`` and friends, as in torch.distributed.
 
-A :class:`ProcessGroup` is a set of ranks fully connected by authenticated sockets
-(:func:`.backend.mesh.connect_mesh`) plus the :class:`.backend.transport.Engine` that moves data between
-them. Ranks find each other through a store: the one given, or a :class:`.TCPStore` hosted
-by rank 0 at ``MASTER_ADDR:MASTER_PORT`` (``env://``) or at ``tcp://host:port``. Every
-group gets its own key prefix and its own connections, so operations on different groups
-never interleave on one socket.
-
-Listening sockets bind to loopback when the master address is a loopback address, else to
-the local address this host uses to reach the master; ``TRITENSOR_COMM_BIND_ADDR``
-overrides both.
+A :class:`ProcessGroup` is a set of ranks and the backend that moves data between them (a
+:class:`.backend_api.CommBackend`, created by the factory registered under the group's backend
+name: "tcp" by default, see :class:`.backend_api.Backend`). Ranks find each other through a
+store: the one given, or a :class:`.TCPStore` hosted by rank 0 at ``MASTER_ADDR:MASTER_PORT``
+(``env://``) or at ``tcp://host:port``. Every group gets its own key prefix in the store, which
+its backend uses to connect its ranks (the tcp backend: its own connections, so operations on
+different groups never interleave on one socket).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
-import threading
 from datetime import timedelta
 from urllib.parse import parse_qs, urlparse
 
-from .backend import auth
-from .backend.failures import REPORT_TIMEOUT
-from .backend.framing import ReduceOp
-from .backend.mesh import connect_mesh
-from .backend.transport import Engine
+from .backend_api import Backend, DistributedBackendOptions
 from .errors import DistError
-from .store import Store, TCPStore, _seconds
+from .reduce_op import ReduceOp
+from .store import PrefixStore, Store, TCPStore, _seconds
 
 __all__ = [
     "ReduceOp", "Backend", "GroupMember", "group", "ProcessGroup", "init_process_group",
@@ -37,22 +28,6 @@ __all__ = [
 ]
 
 default_pg_timeout = timedelta(minutes=30)  # torch's default
-BIND_ENV = "TRITENSOR_COMM_BIND_ADDR"
-
-
-class Backend(str):
-    """Backend names; tritensor has one: ``"tcp"`` (``"gloo"`` is accepted as an alias)."""
-
-    TCP = "tcp"
-    GLOO = "gloo"
-
-    def __new__(cls, name: str):
-        if not isinstance(name, str):
-            raise TypeError(f"backend: expected str, got {type(name).__name__}")
-        low = name.lower()
-        if low not in ("tcp", "gloo"):
-            raise ValueError(f"backend: tritensor.comm supports 'tcp' (alias 'gloo'), got {name!r}")
-        return super().__new__(cls, "tcp")
 
 
 class _NonMember:
@@ -68,27 +43,34 @@ class GroupMember:
 group = GroupMember  # torch exposes both ``group.WORLD`` and ``GroupMember.WORLD``
 
 
+def _create_backend(name: Backend, store: Store, prefix: str, rank: int, global_ranks: list, timeout: float,
+                    what: str):
+    """The group's backend, made by the factory registered under ``name`` (torch's way: the
+    extended API gets the group's global ranks and its key prefix; the plain one a store whose
+    keys carry the prefix)."""
+    plugin = Backend._plugin(name, what)
+    if plugin.extended_api:
+        opts = DistributedBackendOptions(store, rank, len(global_ranks), timedelta(seconds=timeout), prefix,
+                                         list(global_ranks))
+        return plugin.creator_fn(opts, None)
+    return plugin.creator_fn(PrefixStore(prefix, store), rank, len(global_ranks), timedelta(seconds=timeout))
+
+
 class ProcessGroup:
-    """Ranks ``global_ranks`` connected pairwise; ``rank()``/``size()`` as in torch."""
+    """Ranks ``global_ranks`` and their backend; ``rank()``/``size()``/``name()`` as in torch.
+
+    The collectives (:mod:`.collectives`) check their arguments, then call this group's backend."""
 
     def __init__(self, store: Store, prefix: str, rank: int, global_ranks: list, timeout: float,
-                 bind_host: str, secret: bytes):
+                 backend: str = Backend.TCP, what: str = "init_process_group"):
         self.store = store
         self.prefix = prefix
         self._rank = rank
         self._size = len(global_ranks)
         self.global_ranks = list(global_ranks)
         self.timeout = timeout
-        self._seq = 0
-        self._p2p_sent: dict[int, int] = {}
-        # Receives posted per source ("any" for src=None), to name them; the sequence numbers
-        # that headers check are counted by the engine as messages arrive (an any-source
-        # receive learns its sender only then).
-        self._p2p_recvd: dict = {}
-        self.scratch_pool: list = []  # reusable ring buffers (see backend.plan.Plan.scratch)
-        peers = connect_mesh(store, prefix, rank, self._size, self.global_ranks, bind_host, secret, timeout)
-        self.engine = Engine(rank, self.global_ranks[rank], peers, self._report_failure,
-                             group_desc=prefix.strip("/"))
+        self.backend_name = Backend(backend)
+        self._backend = _create_backend(self.backend_name, store, prefix, rank, self.global_ranks, timeout, what)
 
     def rank(self) -> int:
         return self._rank
@@ -97,52 +79,18 @@ class ProcessGroup:
         return self._size
 
     def name(self) -> str:
-        return self.prefix
+        """The backend's name, as torch's ``ProcessGroup.name()``."""
+        return self.backend_name
 
-    def next_seq(self) -> int:
-        self._seq += 1
-        return self._seq
-
-    def next_p2p(self, table: dict, peer: int) -> int:
-        table[peer] = table.get(peer, 0) + 1
-        return table[peer]
-
-    def _report_failure(self, reason: str, budget: float) -> str | None:
-        """Record the first failure of this group in the store; return the first one recorded,
-        or None when it is this one or the store did not answer within ``budget`` seconds.
-
-        The request runs on a daemon thread and this waits at most ``budget``: the store's
-        host may be the process that hung, and a client call can take longer than asked (it
-        reconnects, and allows the server slack to answer). A late report still lands in the
-        store for the other ranks to read."""
-        mine = f"rank {self.global_ranks[self._rank]}: {reason}"
-        out: list = []
-        done = threading.Event()
-
-        def report():
-            try:
-                quick = getattr(self.store, "_compare_set_quick", None)  # bounded even if the store host died
-                if quick is not None:
-                    out.append(quick(self.prefix + "abort", "", mine, timeout=REPORT_TIMEOUT))
-                else:
-                    out.append(self.store.compare_set(self.prefix + "abort", "", mine))
-            except Exception:  # the store may be gone with the rank that hosted it
-                pass
-            finally:
-                done.set()
-
-        threading.Thread(target=report, name="tritensor-comm-report", daemon=True).start()
-        if not done.wait(budget) or not out:
-            return None
-        first = out[0]
-        first = first.decode("utf-8", "replace") if isinstance(first, bytes) else first
-        return None if first == mine else first
+    def _get_backend(self, device=None):
+        """The backend that runs this group's operations (torch's ``ProcessGroup._get_backend``)."""
+        return self._backend
 
     def destroy(self):
-        self.engine.shutdown()
+        self._backend.shutdown()
 
     def __repr__(self):
-        return f"ProcessGroup(ranks={self.global_ranks}, rank={self._rank})"
+        return f"ProcessGroup(ranks={self.global_ranks}, rank={self._rank}, backend={self.backend_name!r})"
 
 
 # ------------------------------------------------------------------------- global state
@@ -158,8 +106,7 @@ class _State:
         self.generation = 0
         self.rank = -1
         self.world_size = -1
-        self.bind_host = "127.0.0.1"
-        self.secret = b""
+        self.backend = Backend(Backend.TCP)
         self.timeout = default_pg_timeout.total_seconds()
 
 
@@ -178,26 +125,6 @@ def _require_init(what: str):
     if _state.default is None:
         raise DistError(f"{what}: the default process group is not initialized; call "
                         "tritensor.comm.init_process_group() first")
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
-
-
-def _bind_host(master_host: str, store: Store) -> str:
-    env = os.environ.get(BIND_ENV)
-    if env:
-        return env
-    if _is_loopback(master_host):
-        return "127.0.0.1"
-    sock = getattr(store, "_sock", None)
-    if sock is not None:
-        return sock.getsockname()[0]
-    return "127.0.0.1"
 
 
 def _int_arg(value, name, lo=None):
@@ -240,6 +167,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
                        group_name: str = "", pg_options=None, device_id=None) -> None:
     """Initialize the default process group, as ``torch.distributed.init_process_group``.
 
+    ``backend`` is a registered backend's name (:class:`Backend`; default ``"tcp"``).
     ``init_method`` is ``"env://"`` (default; reads ``MASTER_ADDR``, ``MASTER_PORT``,
     ``RANK``, ``WORLD_SIZE``) or ``"tcp://host:port"``; or pass ``store`` with ``rank`` and
     ``world_size``. Rank 0 hosts the TCPStore. Raises when already initialized.
@@ -247,7 +175,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if _state.default is not None:
         raise DistError("init_process_group: the default process group is already initialized "
                         "(call destroy_process_group() first)")
-    Backend(backend or "tcp")
+    backend = Backend(backend or Backend.TCP)
+    Backend._plugin(backend, "init_process_group")
     tsecs = default_pg_timeout.total_seconds() if timeout is None else _seconds(timeout)
     if store is not None and init_method is not None:
         raise ValueError("init_process_group: pass either init_method or store, not both")
@@ -280,8 +209,6 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         _int_arg(rank, "rank", 0)
         if rank >= world_size:
             raise ValueError(f"rank: expected 0 <= rank < world_size={world_size}, got {rank}")
-        if rank == 0 or world_size == 1:
-            auth.ensure_secret()
         store = TCPStore(host, port, world_size, is_master=(rank == 0), timeout=tsecs, rank=rank)
         own_store = True
     else:
@@ -289,13 +216,10 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         _int_arg(rank, "rank", 0)
         if rank >= world_size:
             raise ValueError(f"rank: expected 0 <= rank < world_size={world_size}, got {rank}")
-        host = getattr(store, "host", "127.0.0.1")
-    secret = getattr(store, "_secret", None) or auth.get_secret()
     _state.generation += 1
     prefix = f"tt_pg/{group_name or 'default_pg'}/{_state.generation}/"
-    bind = _bind_host(host, store)
     try:
-        pg = ProcessGroup(store, prefix, rank, list(range(world_size)), tsecs, bind, secret)
+        pg = ProcessGroup(store, prefix, rank, list(range(world_size)), tsecs, backend)
     except BaseException:
         if own_store:
             store.close()
@@ -306,7 +230,7 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     _state.groups = [pg]
     _state.group_count = 0
     _state.rank, _state.world_size = rank, world_size
-    _state.bind_host, _state.secret, _state.timeout = bind, secret, tsecs
+    _state.backend, _state.timeout = backend, tsecs
     GroupMember.WORLD = pg
 
 
@@ -333,7 +257,8 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
 
     Ranks outside ``ranks`` get ``GroupMember.NON_GROUP_MEMBER``."""
     _require_init("new_group")
-    Backend(backend or "tcp")
+    backend = _state.backend if backend is None else Backend(backend)
+    Backend._plugin(backend, "new_group")
     world = _state.world_size
     if ranks is None:
         ranks = list(range(world))
@@ -345,7 +270,7 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
     if _state.rank not in ranks:
         return GroupMember.NON_GROUP_MEMBER
     prefix = f"{_state.default.prefix}group{_state.group_count}/"
-    pg = ProcessGroup(_state.store, prefix, ranks.index(_state.rank), ranks, tsecs, _state.bind_host, _state.secret)
+    pg = ProcessGroup(_state.store, prefix, ranks.index(_state.rank), ranks, tsecs, backend, "new_group")
     _state.groups.append(pg)
     return pg
 
@@ -375,9 +300,12 @@ def get_world_size(group=None) -> int:
     return -1 if pg is None else pg.size()
 
 
-def get_backend(group=None) -> str:
-    _resolve(group, "get_backend")
-    return "tcp"
+def get_backend(group=None) -> Backend:
+    """The backend's name of ``group`` (default: the default group), as torch's."""
+    pg = _resolve(group, "get_backend")
+    if pg is None:
+        raise ValueError("Invalid process group specified")
+    return pg.backend_name
 
 
 def get_process_group_ranks(group) -> list:

@@ -2,9 +2,12 @@
 
 Why this module exists: what an operation *is* (its deadline, how many of its sends and
 receives are still pending, the finalizers that run after its last byte, its Future, the
-plan it keeps alive) is independent of how bytes move (:mod:`.backend.peer_io`) and of what happens
-when something breaks (:mod:`.backend.failures`). :class:`WorkTracker` holds the engine's open
-operations and completes them; :class:`~.backend.transport.Engine` composes the three.
+plan it keeps alive) is independent of how bytes move (the tcp backend's
+:mod:`.backend.peer_io`) and of what happens when something breaks (:mod:`.backend.failures`);
+every backend returns these handles (:mod:`.backend_api`). ``engine`` is whatever drives the
+backend's operations while a caller waits: an object with ``wait(work, deadline)``.
+:class:`WorkTracker` holds the engine's open operations and completes them; the tcp
+backend's :class:`~.backend.transport.Engine` composes the three.
 
 Completion happens in two steps, because user callbacks may call collectives: under the
 engine lock a finished work is marked done and queued (:meth:`WorkTracker.completed`);
@@ -127,6 +130,15 @@ class WorkTracker:
         self.open.discard(work)
         self._notify.append(work)
         self._cond.notify_all()
+
+    def complete(self, work: Work, exc: BaseException | None = None) -> None:
+        """Mark ``work`` done (failed with ``exc`` when given): for a backend that completes each
+        operation as a whole, with no requests to count (its Futures still go through
+        :meth:`take_completed` and :meth:`deliver`)."""
+        if not work._done:
+            work._exc = exc
+            work._done = True
+            self.completed(work)
 
     def fail_all(self, exc_for) -> None:
         """Complete every open work with the error ``exc_for(work)``."""

@@ -11,7 +11,7 @@ Two formats live here:
   ``length`` bytes holding a list of byte strings (:func:`encode_fields`).
 * **Data headers** (``DATA``): 32 bytes in front of every message between process-group
   peers: which collective (op code and sequence number), the dtype, the reduce op
-  (:class:`ReduceOp`, whose values are these wire codes), the root of a rooted collective
+  (:class:`~tritensor.comm.reduce_op.ReduceOp`, whose values are these wire codes), the root of a rooted collective
   (its ``src``/``dst``), a tag (chunk index or user tag), the element count of the whole
   operation on the sender and the payload length of this message. The receiver compares the
   header with what it expects, so ranks whose sizes, dtypes, reduce ops, roots or call order
@@ -20,11 +20,11 @@ Two formats live here:
 
 from __future__ import annotations
 
-import enum
 import struct
 
+from ..reduce_op import ReduceOp
+
 __all__ = [
-    "ReduceOp",
     "FrameError",
     "FRAME",
     "FRAME_MAGIC",
@@ -105,20 +105,6 @@ def decode_fields(body: bytes, max_fields: int = 1 << 20) -> list[bytes]:
     if pos != len(body):
         raise FrameError(f"{len(body) - pos} stray bytes after the last field")
     return out
-
-
-class ReduceOp(enum.IntEnum):
-    """Reduction operations, as ``torch.distributed.ReduceOp``; the values are the codes data
-    headers carry, so a rank can name the op a peer used."""
-
-    SUM = 0
-    AVG = 1
-    PRODUCT = 2
-    MIN = 3
-    MAX = 4
-    BAND = 5
-    BOR = 6
-    BXOR = 7
 
 
 DATA_MAGIC = b"TD"

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .framing import DTYPE_CODES, ReduceOp, pack_data_header
+from ..reduce_op import ReduceOp
+from .framing import DTYPE_CODES, pack_data_header
 from .staging import as_bytes
 
 __all__ = ["Plan", "Confirm", "CONFIRM", "landing", "reduce_ordered", "acc_dtype", "use_direct", "UFUNCS",

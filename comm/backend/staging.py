@@ -7,8 +7,9 @@ and for every algorithm: CPU tensors are read and written in place through
 are staged to host memory on a per-device side stream and copied back when the operation
 completes (:class:`HostBuffer`), or, for the ring all_reduce, staged segment by segment on
 a helper thread so device-to-host transfer overlaps the network (:class:`SegmentStager`).
-NumPy arrays are accepted too. Building a :class:`HostBuffer` is also the argument check
-for a tensor (its type, dtype, writability), done before any byte is sent.
+NumPy arrays are accepted too. Tensors arrive checked (type, dtype, writability:
+:func:`tritensor.comm.backend_api.check_tensor`, which the public collectives call before any
+byte is sent).
 
 Collectives act on a tensor's data, as torch's do: a tensor that requires grad (a parameter)
 is read and written through ``detach()``, which shares its memory and version counter, so an
@@ -26,7 +27,6 @@ from ...core.factories import from_numpy
 from ...runtime import cuda as _cuda
 
 from ..errors import DistBackendError
-from .framing import DTYPE_CODES
 
 __all__ = ["HostBuffer", "SegmentStager", "side_stream", "as_bytes"]
 
@@ -55,12 +55,8 @@ class HostBuffer:
                 self._writeback = self._device_writeback(obj, arr)
             else:
                 arr = self._stage_from_device(obj, write)
-        else:
+        else:  # arguments arrive checked (backend_api.check_tensor): nothing else gets here
             raise TypeError(f"{name}: expected a tritensor.Tensor, got {type(obj).__name__}")
-        if arr.dtype.name not in DTYPE_CODES:
-            raise TypeError(f"{name}: dtype {arr.dtype.name} is not supported by tritensor.comm")
-        if write and not arr.flags.writeable:
-            raise ValueError(f"{name}: the tensor is read-only")
         self.arr = arr
         if arr.flags.c_contiguous:
             self.flat = arr.reshape(-1)
