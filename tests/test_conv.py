@@ -511,6 +511,18 @@ def test_repack_once_per_call_and_none_on_channels_last(monkeypatch):
     assert repacks.n == 0 and y.is_contiguous(memory_format=tt.channels_last)
 
 
+@pytest.mark.parametrize("dtype", [tt.float16, tt.float32], ids=str)
+def test_pointwise_nchw_runs_in_place(dtype, monkeypatch):
+    """A 1x1 stride-1 convolution without bias on NCHW, whose pixel rows are whole 16-byte vectors,
+    is one batched GEMM on the NCHW tensors: no repack (it would cost more than the GEMM)."""
+    x, x64 = make((2, 16, 2, 4), dtype, "contiguous", lambda s: rng.standard_normal(s))
+    w, w64 = make((24, 16, 1, 1), dtype, "contiguous", lambda s: rng.standard_normal(s))
+    repacks = _Count(monkeypatch, conv_repack)
+    y = tt.conv2d(x, w)
+    assert repacks.n == 0 and y.is_contiguous()
+    assert_close(y, ref_conv2d(x64, w64, None, (1, 1), (0, 0), (1, 1), 1), dtype, "accumulate", k=16)
+
+
 def test_weight_cache_follows_versions_data_and_autograd(monkeypatch):
     """The packed weight is reused while the weight is unchanged, and repacked after an in-place
     update (an optimizer's step, under no_grad), a ``.data`` swap, or a new weight; gradients still

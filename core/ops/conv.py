@@ -145,6 +145,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     OC, Cg = weight.shape[0], weight.shape[1]
     if y.numel() == 0:
         pass
+    elif _pointwise(weight, stride, pad, groups) and bias is None and _nchw_gemm(x, y):
+        _matmul_1x1_nchw(y, x, weight)
     elif _pointwise(weight, stride, pad, groups):
         yh = _nhwc_result(y)
         _matmul_1x1(yh, nhwc(x), weight, bias)
@@ -275,6 +277,31 @@ def nhwc_grad_output(grad_output, weight_shape, groups: int):
 def _pointwise(weight, stride, pad, groups) -> bool:
     """A 1x1, stride-1, unpadded, ungrouped convolution: a matrix product per image."""
     return weight.shape[2] == weight.shape[3] == 1 and stride == (1, 1) and pad == (0, 0) and groups == 1
+
+
+def _nchw_gemm(x, y) -> bool:
+    """Whether a pointwise convolution runs on NCHW in place, as y[n] (OC, H*W) = W (OC, C) @ x[n]
+    (C, H*W): both activations NCHW with H*W at unit stride, rows of whole 16-byte vectors, and
+    not TF32 (whose warpgroup MMA wants B K-major: an N-major B is copied 4 bytes at a time). Then
+    the GEMM's operands and output are all read and written 16 bytes at a time with no repack,
+    which would cost a pointwise convolution (bandwidth-bound) more than the convolution itself."""
+    n, c, h, w = x.shape
+    if y.is_contiguous(memory_format=channels_last) and not y.is_contiguous():
+        return False
+    tf32 = x.dtype is dt.float32 and _cudnn.allow_tf32
+    hw_unit = h * w == 1 or ((w == 1 or x.stride(3) == 1) and (h == 1 or x.stride(2) == w * x.stride(3)))
+    return hw_unit and not tf32 and (h * w * x.dtype.itemsize) % 16 == 0 and y.is_contiguous()
+
+
+def _matmul_1x1_nchw(y, x, weight) -> None:
+    """y[n] = weight (OC, C) @ x[n] (C, H*W), one batched GEMM (no bias: the matmul's runs along
+    N, the pixels here; a biased pointwise convolution takes the NHWC route)."""
+    n, c, h, w = x.shape
+    oc = weight.shape[0]
+    a = weight._view((n, oc, c), (0, weight.stride(0), weight.stride(1)))
+    b = x._view((n, c, h * w), (x.stride(0), x.stride(1), 1))
+    out = y._view((n, oc, h * w), (oc * h * w, h * w, 1))
+    _mm.matmul(out, a, b, allow_tf32=_cudnn.allow_tf32)
 
 
 def _matmul_1x1(yh, xh, weight, bias) -> None:
