@@ -24,6 +24,14 @@ from ..core.tensor import Tensor
 
 from .functional_composites import (avg_pool1d, bilinear, conv1d, conv_transpose1d, cosine_similarity,  # noqa: F401
                                     max_pool1d, pairwise_distance, pixel_shuffle, pixel_unshuffle, unfold)
+from . import functional_activations as _activations
+from . import functional_losses as _losses
+from .functional_activations import (celu, glu, hardshrink, hardsigmoid, hardtanh, hardtanh_,  # noqa: F401
+                                     logsigmoid, prelu, relu6, selu, softshrink, softsign, tanhshrink, threshold,
+                                     threshold_)
+from .functional_losses import (cosine_embedding_loss, gaussian_nll_loss, huber_loss,  # noqa: F401
+                                margin_ranking_loss, multilabel_soft_margin_loss, poisson_nll_loss, soft_margin_loss,
+                                triplet_margin_loss)
 
 _sm = _function(_table.OPS["softmax"], "softmax", numpy_names=False)  # the op itself: it names a bad input
 _lsm = _function(_table.OPS["log_softmax"], "log_softmax", numpy_names=False)
@@ -31,6 +39,7 @@ _lsm = _function(_table.OPS["log_softmax"], "log_softmax", numpy_names=False)
 __all__ = ["softmax", "log_softmax", "softmin", "relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "flatten",
            "avg_pool1d", "bilinear", "conv1d", "conv_transpose1d",
            "cosine_similarity", "max_pool1d", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "unfold"]
+__all__ += _activations.__all__ + _losses.__all__
 for _op in _table.OPS.values():
     if _op.functional:
         globals()[_op.name] = _function(_op, _op.name, numpy_names=False)

@@ -1,0 +1,167 @@
+"""``nn.functional`` activations written with recorded ops: ``relu6 hardtanh selu celu
+hardsigmoid hardshrink softshrink tanhshrink softsign logsigmoid threshold glu prelu``.
+
+Each is a few elementwise ops (``where``, ``clamp``, ``exp``...) that autograd records, so each is
+differentiable to any order with no derivative of its own; an elementwise kernel each would save a
+launch or two per call, which these activations, rare in hot loops, do not need. ``inplace=True``
+(where torch has it) computes out of place and copies back (``copy_`` is recorded). Kept beside
+``functional.py``, which re-exports them. Arguments are checked with torch's wording before any op
+runs.
+"""
+from __future__ import annotations
+
+import numbers
+
+from ..core.functional import function as _function
+from ..core.ops import table as _table
+from ..core.tensor import Tensor
+
+__all__ = ["relu6", "hardtanh", "hardtanh_", "selu", "celu", "hardsigmoid", "hardshrink", "softshrink",
+           "tanhshrink", "softsign", "logsigmoid", "threshold", "threshold_", "glu", "prelu"]
+
+_where = _function(_table.OPS["where"], "where")
+
+# SELU's constants (Klambauer et al. 2017), as torch's
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+
+
+_TYPE_NAME = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}
+
+
+def _check(input, fn: str, integers: bool = False) -> None:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{fn}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    if not integers and not input.dtype.is_floating_point:
+        raise RuntimeError(f"{fn}(): expected a floating point input, got {input.dtype.name}")
+
+
+def _number(v, fn: str, name: str, position: int = 2) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise TypeError(f"{fn}(): argument '{name}' (position {position}) must be Number, not {type(v).__name__}")
+    return float(v)
+
+
+def _out(input, out, inplace: bool):
+    return input.copy_(out) if inplace else out
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    """clamp(x, min_val, max_val)."""
+    _check(input, "hardtanh", integers=True)
+    lo, hi = _number(min_val, "hardtanh", "min_val"), _number(max_val, "hardtanh", "max_val", 3)
+    if lo > hi:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _out(input, input.clamp(lo, hi), inplace)
+
+
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def relu6(input, inplace: bool = False):
+    """min(max(0, x), 6)."""
+    _check(input, "relu6", integers=True)
+    return _out(input, input.clamp(0.0, 6.0), inplace)
+
+
+def selu(input, inplace: bool = False):
+    """scale * (x if x > 0 else alpha * (exp(x) - 1))."""
+    _check(input, "selu")
+    neg = input.clamp_max(0.0).expm1() * SELU_ALPHA  # clamped: no overflow where the branch is not taken
+    return _out(input, _where(input > 0, input, neg) * SELU_SCALE, inplace)
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    """x if x > 0 else alpha * (exp(x / alpha) - 1)."""
+    _check(input, "celu")
+    a = _number(alpha, "celu", "alpha")
+    if a == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    neg = (input.clamp_max(0.0) / a).expm1() * a
+    return _out(input, _where(input > 0, input, neg), inplace)
+
+
+def hardsigmoid(input, inplace: bool = False):
+    """relu6(x + 3) / 6."""
+    _check(input, "hardsigmoid")
+    return _out(input, (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
+
+
+def hardshrink(input, lambd: float = 0.5):
+    """x where |x| > lambd, else 0."""
+    _check(input, "hardshrink")
+    lam = _number(lambd, "hardshrink", "lambd")
+    return _where(input.abs() > lam, input, 0.0)
+
+
+def softshrink(input, lambd: float = 0.5):
+    """x - lambd where x > lambd, x + lambd where x < -lambd, else 0."""
+    _check(input, "softshrink")
+    lam = _number(lambd, "softshrink", "lambd")
+    if lam < 0:
+        kind = _TYPE_NAME.get(input.dtype.name, input.dtype.name)
+        raise RuntimeError(f"lambda must be in range [0, 3.40282e+38] for input dtype {kind}, but found {lambd}")
+    return _where(input > lam, input - lam, _where(input < -lam, input + lam, 0.0))
+
+
+def tanhshrink(input):
+    """x - tanh(x)."""
+    _check(input, "tanhshrink")
+    return input - input.tanh()
+
+
+def softsign(input):
+    """x / (1 + |x|)."""
+    _check(input, "softsign")
+    return input / (input.abs() + 1.0)
+
+
+def logsigmoid(input):
+    """log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)): no overflow, no log of 0."""
+    _check(input, "logsigmoid")
+    return input.clamp_max(0.0) - (-input.abs()).exp().log1p()
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):
+    """x where x > threshold, else value."""
+    _check(input, "threshold")
+    th = _number(threshold, "threshold", "threshold")
+    v = _number(value, "threshold", "value", 3)
+    return _out(input, _where(input > th, input, v), inplace)
+
+
+def threshold_(input, threshold: float, value: float):
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
+def glu(input, dim: int = -1):
+    """a * sigmoid(b), a and b the two halves of ``input`` along ``dim``."""
+    _check(input, "glu")
+    if input.ndim == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    if not -input.ndim <= dim < input.ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-input.ndim}, {input.ndim - 1}], "
+                         f"but got {dim})")
+    d = dim % input.ndim
+    n = input.shape[d]
+    if n % 2:
+        raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
+    a, b = input.narrow(d, 0, n // 2), input.narrow(d, n // 2, n // 2)
+    return a * b.sigmoid()
+
+
+def prelu(input, weight):
+    """max(0, x) + weight * min(0, x), ``weight`` one value or one per channel (dim 1)."""
+    _check(input, "prelu")
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"prelu(): argument 'weight' (position 2) must be Tensor, not {type(weight).__name__}")
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}")
+    n = weight.numel()
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if n != 1 and (input.ndim == 0 or n != channels):
+        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = {n} "
+                           f"and channel size = {channels}.")
+    w = weight.reshape((1, n) + (1,) * (input.ndim - 2)) if n != 1 and input.ndim >= 2 else weight.reshape(())
+    return _where(input > 0, input, input * w)
