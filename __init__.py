@@ -40,6 +40,8 @@ from .compiler import compile  # torch.compile(mode="reduce-overhead"): a step c
 from . import comm  # usable as `import tritensor.comm as dist`
 from .nn import parallel as _nn_parallel  # tritensor.nn.parallel (DDP) sits on comm: imported after it
 from . import futures  # torch.futures; tritensor.comm.Future is the same class
+from . import accelerator, distributions, jit, testing  # torch.accelerator, .distributions, .jit, .testing
+from .autograd import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from . import utils  # tritensor.utils.data: datasets, samplers, DataLoader (its DistributedSampler sits on comm)
 
 half, float, double, long, int = float16, float32, float64, int64, int32
@@ -50,5 +52,12 @@ _sys.modules[__name__ + ".cuda"] = cuda
 from .core import linalg  # tritensor.linalg (torch.linalg): vector_norm, matrix_norm
 
 _sys.modules[__name__ + ".linalg"] = linalg
+
+
+
+def _assert(condition, message):
+    """``torch._assert``: an ``assert`` that model code can call as a function."""
+    assert condition, message
+
 
 __version__ = "0.1.0"

@@ -18,9 +18,10 @@ TESTS_DIR = pathlib.Path(__file__).resolve().parent
 # of a reduction over ranks), whole optimizer trajectories against torch's (LBFGS: many steps, each
 # a line search, so the bound is on the run, not on one kernel), the numeric suite's SQNR-scaled
 # checks, and the Gram-Schmidt kernel's entry-size-relative bounds, each stated at the top of its file.
+# test_testing.py passes rtol=/atol= to the function it tests: tt.testing.assert_close's own keywords.
 OWN_TOLERANCES = {"comm_helpers.py", "test_ddp.py", "test_ddp_hooks.py", "test_powersgd.py",
                   "test_numeric_suite.py", "test_grad_scaler.py", "test_orthogonalize.py", "test_lbfgs.py",
-                  "tolerances.py"}
+                  "tolerances.py", "test_testing.py"}
 COMPARISONS = {"assert_close", "assert_allclose", "allclose", "isclose"}
 
 
