@@ -465,3 +465,11 @@ def test_the_tcp_backend_is_the_default(monkeypatch):
         assert dist.get_backend(g) == "tcp"
     finally:
         dist.destroy_process_group()
+
+
+def test_the_tcp_wire_codes_cover_the_checked_dtypes():
+    """check_tensor lets through exactly the dtypes the tcp backend's headers can name."""
+    from tritensor.comm.backend.framing import DTYPE_CODES
+    from tritensor.comm.backend_api import SUPPORTED_DTYPES
+
+    assert sorted(DTYPE_CODES) == sorted(SUPPORTED_DTYPES)

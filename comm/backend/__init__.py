@@ -1,10 +1,13 @@
-"""The transport beneath tritensor.comm's public API: how bytes move between ranks.
+"""The built-in "tcp" backend beneath tritensor.comm's public API: how bytes move between ranks.
 
 Why a package of its own: ``tritensor.comm`` is torch.distributed's public API (collectives,
-process groups, the store, Work, GradBucket) and sits over this, as torch.distributed's Python
-API sits over its c10d backend. Nothing here is a public name; users, the DDP hooks and RPC
-reach it through comm's public modules (RPC's agent, which has sockets of its own, uses the
-handshake and the listener gate).
+process groups, the store, Work, GradBucket) and sits over its backends, as torch.distributed's
+Python API sits over its c10d backends; the collectives reach a backend only through the
+interface of :mod:`tritensor.comm.backend_api`. :mod:`.tcp` is this package's backend (the
+:class:`~.tcp.TCPBackend` that implements that interface and registers itself as "tcp"); the
+rest is its transport. Nothing here is a public name; users, the DDP hooks and RPC reach it
+through comm's public modules (RPC's agent, which has sockets of its own, uses the handshake and
+the listener gate, and the store runs its server from here).
 
 Connections: :mod:`.auth` (the shared-secret HMAC handshake), :mod:`.gate` (letting
 authenticated peers in through a listener strangers can reach: process groups' and RPC's),
@@ -17,6 +20,9 @@ every algorithm shares), :mod:`.ring` (the pipelined ring) and :mod:`.direct` (d
 exchanges); :mod:`.staging` turns tensors into host buffers.
 
 Beneath the public API means: these modules import nothing of comm but each other,
-:mod:`tritensor.comm.errors` (the exceptions they raise) and :mod:`tritensor.comm.work` (the
-Work handles they complete); ``tests/test_layering.py`` checks it.
+:mod:`tritensor.comm.errors` (the exceptions they raise), :mod:`tritensor.comm.work` (the
+Work handles they complete), :mod:`tritensor.comm.reduce_op` and
+:mod:`tritensor.comm.backend_api` (the interface :mod:`.tcp` implements); and no public module
+imports them but the package (which loads :mod:`.tcp`) and the store (its server);
+``tests/test_layering.py`` checks it.
 """

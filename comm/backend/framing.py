@@ -11,8 +11,8 @@ Two formats live here:
   ``length`` bytes holding a list of byte strings (:func:`encode_fields`).
 * **Data headers** (``DATA``): 32 bytes in front of every message between process-group
   peers: which collective (op code and sequence number), the dtype, the reduce op
-  (:class:`~tritensor.comm.reduce_op.ReduceOp`, whose values are these wire codes), the root of a rooted collective
-  (its ``src``/``dst``), a tag (chunk index or user tag), the element count of the whole
+  (:class:`~tritensor.comm.reduce_op.ReduceOp`, whose values are these wire codes), the root
+  of a rooted collective (its ``src``/``dst``), a tag (chunk index or user tag), the element count of the whole
   operation on the sender and the payload length of this message. The receiver compares the
   header with what it expects, so ranks whose sizes, dtypes, reduce ops, roots or call order
   disagree get a clear error.
