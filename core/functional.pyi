@@ -9,7 +9,11 @@ from typing import Any
 import builtins
 
 def abs(input, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
+def acos(input, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
+def acosh(input, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
 def add(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def addcdiv(input, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 / tensor2`` in one kernel (floating tensors only, as torch)."""
+def addcmul(input, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 * tensor2`` in one kernel."""
 def all(input, dim=..., keepdim=...) -> Tensor: ...
 def allclose(input, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
 def amax(input, dim=..., keepdim=...) -> Tensor: ...
@@ -17,10 +21,22 @@ def amin(input, dim=..., keepdim=...) -> Tensor: ...
 def aminmax(input, *, dim=..., keepdim=...) -> Any: """``(min, max)`` over ``dim`` (all dims without one)."""
 annotations: Any
 def any(input, dim=..., keepdim=...) -> Tensor: ...
+def arccos(input, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
+def arccosh(input, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
+def arcsin(input, *, out=...) -> Tensor: """Elementwise ``asin`` (kernel: triton_kernels/elementwise.py)."""
+def arcsinh(input, *, out=...) -> Tensor: """Elementwise ``asinh`` (kernel: triton_kernels/elementwise.py)."""
+def arctan(input, *, out=...) -> Tensor: """Elementwise ``atan`` (kernel: triton_kernels/elementwise.py)."""
+def arctan2(input, other, *, out=...) -> Tensor: """Elementwise ``atan2`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def arctanh(input, *, out=...) -> Tensor: """Elementwise ``atanh`` (kernel: triton_kernels/elementwise.py)."""
 def argmax(input, dim=..., keepdim=...) -> Tensor: """First index of the maximum (NaN counts as the maximum, like PyTorch)."""
 def argmin(input, dim=..., keepdim=...) -> Tensor: """First index of the minimum (NaN counts as the minimum, like PyTorch)."""
 def argsort(input, dim=..., descending=..., *, stable=...) -> Tensor: """The indices that sort ``input`` along ``dim``."""
 def argwhere(input) -> Tensor: """``nonzero(input)``: int64 (count, ndim)."""
+def asin(input, *, out=...) -> Tensor: """Elementwise ``asin`` (kernel: triton_kernels/elementwise.py)."""
+def asinh(input, *, out=...) -> Tensor: """Elementwise ``asinh`` (kernel: triton_kernels/elementwise.py)."""
+def atan(input, *, out=...) -> Tensor: """Elementwise ``atan`` (kernel: triton_kernels/elementwise.py)."""
+def atan2(input, other, *, out=...) -> Tensor: """Elementwise ``atan2`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def atanh(input, *, out=...) -> Tensor: """Elementwise ``atanh`` (kernel: triton_kernels/elementwise.py)."""
 def atleast_1d(*tensors) -> Any: ...
 def atleast_2d(*tensors) -> Any: ...
 def atleast_3d(*tensors) -> Any: ...
@@ -40,6 +56,7 @@ def concatenate(tensors, dim=...) -> Tensor: """Concatenate along an existing ``
 def conv2d(input, weight, bias=..., stride=..., padding=..., dilation=..., groups=...) -> Tensor: """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
 def conv_transpose2d(input, weight, bias=..., stride=..., padding=..., output_padding=..., groups=..., dilation=...) -> Tensor: """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight"""
 def cos(input, *, out=...) -> Tensor: """Elementwise ``cos`` (kernel: triton_kernels/elementwise.py)."""
+def cosh(input, *, out=...) -> Tensor: """Elementwise ``cosh`` (kernel: triton_kernels/elementwise.py)."""
 def count_nonzero(input, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
 def cummax(input, dim) -> Any: """The running maximum along ``dim`` and where it is (a later equal element, or a NaN, takes"""
 def cummin(input, dim) -> Any: """The running minimum along ``dim`` and where it is."""
@@ -48,12 +65,14 @@ def cumsum(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative sum alon
 def diag(input, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
 def diagonal(input, offset=..., dim1=..., dim2=...) -> Tensor: """The view of the ``offset``-th diagonal of the (dim1, dim2) planes: those dims are removed and"""
 def diff(input, n=..., dim=..., prepend=..., append=...) -> Any: ...
-def div(input, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def digamma(input, *, out=...) -> Tensor: """Elementwise ``digamma`` (kernel: triton_kernels/elementwise.py)."""
+def div(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def dot(input, other) -> Tensor: """The inner product of two 1-D tensors of one dtype (floats: the matmul kernel, fp32 accumulation)."""
 def einsum(equation, *operands) -> Tensor: """``einsum('bij,bjk->bik', a, b)``; operands may also be given as one list."""
 def eq(input, other, *, out=...) -> Tensor: """Elementwise ``eq`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def equal(input, other) -> builtins.bool: """True when both have the same shape and the same elements (NaN is unequal to itself)."""
 def erf(input, *, out=...) -> Tensor: """Elementwise ``erf`` (kernel: triton_kernels/elementwise.py)."""
+def erfinv(input, *, out=...) -> Tensor: """Elementwise ``erfinv`` (kernel: triton_kernels/elementwise.py)."""
 def exp(input, *, out=...) -> Tensor: """Elementwise ``exp`` (kernel: triton_kernels/elementwise.py)."""
 def exp2(input, *, out=...) -> Tensor: """Elementwise ``exp2`` (kernel: triton_kernels/elementwise.py)."""
 def expm1(input, *, out=...) -> Tensor: """Elementwise ``expm1`` (kernel: triton_kernels/elementwise.py)."""
@@ -61,6 +80,7 @@ def flatten(input, start_dim=..., end_dim=...) -> Tensor: """``torch.flatten``: 
 def flip(input, *dims) -> Tensor: """Reverse the order of elements along ``dims`` (a copy, as in PyTorch)."""
 def floor(input, *, out=...) -> Tensor: """Elementwise ``floor`` (kernel: triton_kernels/elementwise.py)."""
 def floor_divide(input, other, *, out=...) -> Tensor: """Elementwise ``floor_divide`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def fmod(input, other, *, out=...) -> Tensor: """Elementwise ``fmod`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def function(op, name, numpy_names=...) -> Any: """The free function ``name`` for ``op`` (also used by ``nn.functional``, whose Python functions"""
 def gather(input, dim, index) -> Tensor: ...
 def ge(input, other, *, out=...) -> Tensor: """Elementwise ``ge`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -70,6 +90,7 @@ def ger(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D te
 def get_device(input) -> builtins.int: """``input.get_device()``: the CUDA device index, -1 on the CPU."""
 def gt(input, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def hstack(tensors) -> Tensor: """``cat`` along dim 0 for 1-D (and 0-d) inputs, else along dim 1."""
+def hypot(input, other, *, out=...) -> Tensor: """Elementwise ``hypot`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def index_add(input, dim, index, source, *, alpha=..., out=...) -> Tensor: """out = input with ``out.index_select(dim, index) += alpha * source`` (duplicates accumulate)."""
 def index_copy(input, dim, index, source) -> Tensor: """A copy of ``input`` with the slices of ``source`` at ``index`` along ``dim`` (``index_add``'s copy)."""
 def index_fill(input, dim, index, value) -> Tensor: """A copy of ``input`` with ``value`` (a number or a 0-d tensor) at ``index`` along ``dim``."""
@@ -83,8 +104,11 @@ def isnan(input) -> Tensor: """True where ``input`` is NaN (never for integer an
 def kthvalue(input, k, dim=..., keepdim=...) -> Any: """The ``k``-th smallest element along ``dim`` (k counts from 1) and its index."""
 def layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Tensor: """``torch.nn.functional.layer_norm``: normalize over the trailing ``normalized_shape`` dims."""
 def le(input, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def lerp(input, end, weight, *, out=...) -> Tensor: """``input + weight * (end - input)``, ``weight`` a tensor or a number (torch's two-sided formula)."""
+def lgamma(input, *, out=...) -> Tensor: """Elementwise ``lgamma`` (kernel: triton_kernels/elementwise.py)."""
 def linear(input, weight, bias=...) -> Tensor: """torch.nn.functional.linear: input @ weight.T + bias, bias fused into the matmul."""
 def log(input, *, out=...) -> Tensor: """Elementwise ``log`` (kernel: triton_kernels/elementwise.py)."""
+def log10(input, *, out=...) -> Tensor: """Elementwise ``log10`` (kernel: triton_kernels/elementwise.py)."""
 def log1p(input, *, out=...) -> Tensor: """Elementwise ``log1p`` (kernel: triton_kernels/elementwise.py)."""
 def log2(input, *, out=...) -> Tensor: """Elementwise ``log2`` (kernel: triton_kernels/elementwise.py)."""
 def log_softmax(input, dim, dtype=...) -> Tensor: """x - max - log(sum(exp(x - max))) along ``dim``; ``dtype`` casts the input first."""
@@ -127,6 +151,7 @@ def norm(input, p=..., dim=..., keepdim=..., dtype=...) -> Tensor: """``torch.no
 def normal(mean, std=..., size=..., *, generator=..., dtype=..., device=..., requires_grad=...) -> Tensor: """``normal(mean, std)``: N(mean, std**2) samples, elementwise for tensor ``mean``/``std``"""
 def orthogonalize_(matrices, epsilon=...) -> Tensor: """Orthonormalise the columns of ``matrices`` in place by Gram-Schmidt; returns ``matrices``."""
 def outer(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
+def polygamma(n, input, *, out=...) -> Tensor: """The ``n``-th derivative of digamma (``polygamma(0, x)`` is ``digamma(x)``); integers give the"""
 def pow(input, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def prod(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
 def reciprocal(input, *, out=...) -> Tensor: """Elementwise ``reciprocal`` (kernel: triton_kernels/elementwise.py)."""
@@ -145,6 +170,7 @@ def sigmoid(input, *, out=...) -> Tensor: """Elementwise ``sigmoid`` (kernel: tr
 def sign(input, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
 def silu(input, *, out=...) -> Tensor: """Elementwise ``silu`` (kernel: triton_kernels/elementwise.py)."""
 def sin(input, *, out=...) -> Tensor: """Elementwise ``sin`` (kernel: triton_kernels/elementwise.py)."""
+def sinh(input, *, out=...) -> Tensor: """Elementwise ``sinh`` (kernel: triton_kernels/elementwise.py)."""
 def softmax(input, dim, dtype=...) -> Tensor: """exp(x - max) / sum(exp(x - max)) along ``dim``; ``dtype`` casts the input first."""
 def sort(input, dim=..., descending=..., *, stable=...) -> Any: """(values, indices) sorted along ``dim``; NaN sorts above every number (first when descending)."""
 def sqrt(input, *, out=...) -> Tensor: """Elementwise ``sqrt`` (kernel: triton_kernels/elementwise.py)."""
@@ -157,6 +183,7 @@ def sub(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` w
 def subtract(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def sum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
 def take_along_dim(input, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
+def tan(input, *, out=...) -> Tensor: """Elementwise ``tan`` (kernel: triton_kernels/elementwise.py)."""
 def tanh(input, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""
 def tensor_split(input, indices_or_sections, dim=...) -> Any: ...
 def tile(input, dims) -> Tensor: """``repeat`` with ``dims`` padded with leading ones when shorter than ``input.ndim``."""
@@ -164,7 +191,7 @@ def topk(input, k, dim=..., largest=..., sorted=...) -> Any: """The ``k`` larges
 def trace(input) -> Tensor: """The sum of a matrix's main diagonal (integers sum to int64)."""
 def tril(input, diagonal=...) -> Tensor: """The lower triangle of the last two dims (``col - row <= diagonal``); the rest zero."""
 def triu(input, diagonal=...) -> Tensor: """The upper triangle of the last two dims (``col - row >= diagonal``); the rest zero."""
-def true_divide(input, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def true_divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def trunc(input, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
 def unbind(input, dim=...) -> Any: ...
 def unflatten(input, dim, sizes) -> Any: ...

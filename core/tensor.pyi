@@ -54,7 +54,7 @@ class Tensor:
     def __invert__(self) -> Tensor: """``~x``: logical not of a bool tensor (bitwise not of integers is not implemented)."""
     def __isub__(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``sub``."""  # type: ignore[misc]
     def __iter__(self) -> Any: ...
-    def __itruediv__(self, other) -> Tensor: """In-place elementwise ``div``."""  # type: ignore[misc]
+    def __itruediv__(self, other, *, rounding_mode=...) -> Tensor: """In-place elementwise ``div``."""  # type: ignore[misc]
     def __le__(self, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __len__(self) -> builtins.int: ...
     def __lt__(self, other, *, out=...) -> Tensor: """Elementwise ``lt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -72,24 +72,56 @@ class Tensor:
     def __rmul__(self, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rpow__(self, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rsub__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def __rtruediv__(self, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __rtruediv__(self, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
     def __setitem__(self, index, value) -> None: """``x[index] = value``: ``index_put_`` for advanced indices, else a write into the view."""
     def __sub__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def __truediv__(self, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __truediv__(self, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
     def abs(self, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
     def abs_(self) -> Tensor: """In-place elementwise ``abs``."""
+    def acos(self, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
+    def acos_(self) -> Tensor: """In-place elementwise ``acos``."""
+    def acosh(self, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
+    def acosh_(self) -> Tensor: """In-place elementwise ``acosh``."""
     def add(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def add_(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``add``."""
+    def addcdiv(self, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 / tensor2`` in one kernel (floating tensors only, as torch)."""
+    def addcdiv_(self, tensor1, tensor2, *, value=...) -> Tensor: ...
+    def addcmul(self, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 * tensor2`` in one kernel."""
+    def addcmul_(self, tensor1, tensor2, *, value=...) -> Tensor: ...
     def all(self, dim=..., keepdim=...) -> Tensor: ...
     def allclose(self, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
     def amax(self, dim=..., keepdim=...) -> Tensor: ...
     def amin(self, dim=..., keepdim=...) -> Tensor: ...
     def aminmax(self, *, dim=..., keepdim=...) -> Any: """``(min, max)`` over ``dim`` (all dims without one)."""
     def any(self, dim=..., keepdim=...) -> Tensor: ...
+    def arccos(self, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
+    def arccos_(self) -> Tensor: """In-place elementwise ``acos``."""
+    def arccosh(self, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
+    def arccosh_(self) -> Tensor: """In-place elementwise ``acosh``."""
+    def arcsin(self, *, out=...) -> Tensor: """Elementwise ``asin`` (kernel: triton_kernels/elementwise.py)."""
+    def arcsin_(self) -> Tensor: """In-place elementwise ``asin``."""
+    def arcsinh(self, *, out=...) -> Tensor: """Elementwise ``asinh`` (kernel: triton_kernels/elementwise.py)."""
+    def arcsinh_(self) -> Tensor: """In-place elementwise ``asinh``."""
+    def arctan(self, *, out=...) -> Tensor: """Elementwise ``atan`` (kernel: triton_kernels/elementwise.py)."""
+    def arctan2(self, other, *, out=...) -> Tensor: """Elementwise ``atan2`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def arctan2_(self, other) -> Tensor: """In-place elementwise ``atan2``."""
+    def arctan_(self) -> Tensor: """In-place elementwise ``atan``."""
+    def arctanh(self, *, out=...) -> Tensor: """Elementwise ``atanh`` (kernel: triton_kernels/elementwise.py)."""
+    def arctanh_(self) -> Tensor: """In-place elementwise ``atanh``."""
     def argmax(self, dim=..., keepdim=...) -> Tensor: """First index of the maximum (NaN counts as the maximum, like PyTorch)."""
     def argmin(self, dim=..., keepdim=...) -> Tensor: """First index of the minimum (NaN counts as the minimum, like PyTorch)."""
     def argsort(self, dim=..., descending=..., *, stable=...) -> Tensor: """The indices that sort ``input`` along ``dim``."""
     def argwhere(self) -> Tensor: """``nonzero(input)``: int64 (count, ndim)."""
+    def asin(self, *, out=...) -> Tensor: """Elementwise ``asin`` (kernel: triton_kernels/elementwise.py)."""
+    def asin_(self) -> Tensor: """In-place elementwise ``asin``."""
+    def asinh(self, *, out=...) -> Tensor: """Elementwise ``asinh`` (kernel: triton_kernels/elementwise.py)."""
+    def asinh_(self) -> Tensor: """In-place elementwise ``asinh``."""
+    def atan(self, *, out=...) -> Tensor: """Elementwise ``atan`` (kernel: triton_kernels/elementwise.py)."""
+    def atan2(self, other, *, out=...) -> Tensor: """Elementwise ``atan2`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def atan2_(self, other) -> Tensor: """In-place elementwise ``atan2``."""
+    def atan_(self) -> Tensor: """In-place elementwise ``atan``."""
+    def atanh(self, *, out=...) -> Tensor: """Elementwise ``atanh`` (kernel: triton_kernels/elementwise.py)."""
+    def atanh_(self) -> Tensor: """In-place elementwise ``atanh``."""
     def backward(self, *args, **kwargs) -> Any: ...
     def bernoulli(self, p=..., *, generator=...) -> Tensor: """1 with probability ``input`` (elementwise), else 0, in ``input``'s dtype; with a float ``p``,"""
     def bernoulli_(self, p=..., *, generator=...) -> Tensor: """Fill with 1 with probability ``p`` (a float, or a tensor broadcast to ``input``'s shape), else 0."""
@@ -112,6 +144,8 @@ class Tensor:
     def copy_(self, src, non_blocking=...) -> Any: """Write ``src`` into this tensor in place: broadcasts, casts and crosses devices."""
     def cos(self, *, out=...) -> Tensor: """Elementwise ``cos`` (kernel: triton_kernels/elementwise.py)."""
     def cos_(self) -> Tensor: """In-place elementwise ``cos``."""
+    def cosh(self, *, out=...) -> Tensor: """Elementwise ``cosh`` (kernel: triton_kernels/elementwise.py)."""
+    def cosh_(self) -> Tensor: """In-place elementwise ``cosh``."""
     def count_nonzero(self, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
     def cpu(self) -> 'Tensor': ...
     def cuda(self, device_=...) -> 'Tensor': ...
@@ -129,9 +163,11 @@ class Tensor:
     def diag(self, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
     def diagonal(self, offset=..., dim1=..., dim2=...) -> Tensor: """The view of the ``offset``-th diagonal of the (dim1, dim2) planes: those dims are removed and"""
     def diff(self, n=..., dim=..., prepend=..., append=...) -> 'Tensor': ...
+    def digamma(self, *, out=...) -> Tensor: """Elementwise ``digamma`` (kernel: triton_kernels/elementwise.py)."""
+    def digamma_(self) -> Tensor: """In-place elementwise ``digamma``."""
     def dim(self) -> builtins.int: ...
-    def div(self, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def div_(self, other) -> Tensor: """In-place elementwise ``div``."""
+    def div(self, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
+    def div_(self, other, *, rounding_mode=...) -> Tensor: """In-place elementwise ``div``."""
     def dot(self, other) -> Tensor: """The inner product of two 1-D tensors of one dtype (floats: the matmul kernel, fp32 accumulation)."""
     def double(self) -> Any: ...
     def element_size(self) -> builtins.int: ...
@@ -140,6 +176,8 @@ class Tensor:
     def equal(self, other) -> builtins.bool: """True when both have the same shape and the same elements (NaN is unequal to itself)."""
     def erf(self, *, out=...) -> Tensor: """Elementwise ``erf`` (kernel: triton_kernels/elementwise.py)."""
     def erf_(self) -> Tensor: """In-place elementwise ``erf``."""
+    def erfinv(self, *, out=...) -> Tensor: """Elementwise ``erfinv`` (kernel: triton_kernels/elementwise.py)."""
+    def erfinv_(self) -> Tensor: """In-place elementwise ``erfinv``."""
     def exp(self, *, out=...) -> Tensor: """Elementwise ``exp`` (kernel: triton_kernels/elementwise.py)."""
     def exp2(self, *, out=...) -> Tensor: """Elementwise ``exp2`` (kernel: triton_kernels/elementwise.py)."""
     def exp2_(self) -> Tensor: """In-place elementwise ``exp2``."""
@@ -156,6 +194,8 @@ class Tensor:
     def floor_(self) -> Tensor: """In-place elementwise ``floor``."""
     def floor_divide(self, other, *, out=...) -> Tensor: """Elementwise ``floor_divide`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def floor_divide_(self, other) -> Tensor: """In-place elementwise ``floor_divide``."""
+    def fmod(self, other, *, out=...) -> Tensor: """Elementwise ``fmod`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def fmod_(self, other) -> Tensor: """In-place elementwise ``fmod``."""
     def gather(self, dim, index) -> Tensor: ...
     def ge(self, other, *, out=...) -> Tensor: """Elementwise ``ge`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def ge_(self, other) -> Tensor: """In-place elementwise ``ge``."""
@@ -168,6 +208,8 @@ class Tensor:
     def gt(self, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def gt_(self, other) -> Tensor: """In-place elementwise ``gt``."""
     def half(self) -> Any: ...
+    def hypot(self, other, *, out=...) -> Tensor: """Elementwise ``hypot`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def hypot_(self, other) -> Tensor: """In-place elementwise ``hypot``."""
     def index_add(self, dim, index, source, *, alpha=..., out=...) -> Tensor: """out = input with ``out.index_select(dim, index) += alpha * source`` (duplicates accumulate)."""
     def index_add_(self, dim, index, source, *, alpha=...) -> Tensor: ...
     def index_copy(self, dim, index, source) -> Tensor: """A copy of ``input`` with the slices of ``source`` at ``index`` along ``dim`` (``index_add``'s copy)."""
@@ -198,7 +240,13 @@ class Tensor:
     def kthvalue(self, k, dim=..., keepdim=...) -> Any: """The ``k``-th smallest element along ``dim`` (k counts from 1) and its index."""
     def le(self, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def le_(self, other) -> Tensor: """In-place elementwise ``le``."""
+    def lerp(self, end, weight, *, out=...) -> Tensor: """``input + weight * (end - input)``, ``weight`` a tensor or a number (torch's two-sided formula)."""
+    def lerp_(self, end, weight) -> Tensor: ...
+    def lgamma(self, *, out=...) -> Tensor: """Elementwise ``lgamma`` (kernel: triton_kernels/elementwise.py)."""
+    def lgamma_(self) -> Tensor: """In-place elementwise ``lgamma``."""
     def log(self, *, out=...) -> Tensor: """Elementwise ``log`` (kernel: triton_kernels/elementwise.py)."""
+    def log10(self, *, out=...) -> Tensor: """Elementwise ``log10`` (kernel: triton_kernels/elementwise.py)."""
+    def log10_(self) -> Tensor: """In-place elementwise ``log10``."""
     def log1p(self, *, out=...) -> Tensor: """Elementwise ``log1p`` (kernel: triton_kernels/elementwise.py)."""
     def log1p_(self) -> Tensor: """In-place elementwise ``log1p``."""
     def log2(self, *, out=...) -> Tensor: """Elementwise ``log2`` (kernel: triton_kernels/elementwise.py)."""
@@ -270,6 +318,8 @@ class Tensor:
     def outer(self, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
     def permute(self, *dims) -> Any: ...
     def pin_memory(self) -> 'Tensor': """A copy of this CPU tensor in page-locked host memory (GPU mode), as torch."""
+    def polygamma(self, *args, **kwargs) -> Any: ...
+    def polygamma_(self, n) -> Tensor: """``x.polygamma_(n)``: in place (self first, as torch's method)."""
     def pow(self, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def pow_(self, other) -> Tensor: """In-place elementwise ``pow``."""
     def prod(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
@@ -318,6 +368,8 @@ class Tensor:
     def silu_(self) -> Tensor: """In-place elementwise ``silu``."""
     def sin(self, *, out=...) -> Tensor: """Elementwise ``sin`` (kernel: triton_kernels/elementwise.py)."""
     def sin_(self) -> Tensor: """In-place elementwise ``sin``."""
+    def sinh(self, *, out=...) -> Tensor: """Elementwise ``sinh`` (kernel: triton_kernels/elementwise.py)."""
+    def sinh_(self) -> Tensor: """In-place elementwise ``sinh``."""
     def size(self, dim=...) -> Any: ...
     def softmax(self, dim, dtype=...) -> Tensor: """exp(x - max) / sum(exp(x - max)) along ``dim``; ``dtype`` casts the input first."""
     def sort(self, dim=..., descending=..., *, stable=...) -> Any: """(values, indices) sorted along ``dim``; NaN sorts above every number (first when descending)."""
@@ -338,6 +390,8 @@ class Tensor:
     def swapaxes(self, dim0, dim1) -> Any: ...
     def t(self) -> 'Tensor': ...
     def take_along_dim(self, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
+    def tan(self, *, out=...) -> Tensor: """Elementwise ``tan`` (kernel: triton_kernels/elementwise.py)."""
+    def tan_(self) -> Tensor: """In-place elementwise ``tan``."""
     def tanh(self, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""
     def tanh_(self) -> Tensor: """In-place elementwise ``tanh``."""
     def tensor_split(self, indices_or_sections, dim=...) -> Any: ...
@@ -349,8 +403,8 @@ class Tensor:
     def transpose(self, dim0, dim1) -> Any: ...
     def tril(self, diagonal=...) -> Tensor: """The lower triangle of the last two dims (``col - row <= diagonal``); the rest zero."""
     def triu(self, diagonal=...) -> Tensor: """The upper triangle of the last two dims (``col - row >= diagonal``); the rest zero."""
-    def true_divide(self, other, *, out=...) -> Tensor: """Elementwise ``div`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def true_divide_(self, other) -> Tensor: """In-place elementwise ``div``."""
+    def true_divide(self, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
+    def true_divide_(self, other, *, rounding_mode=...) -> Tensor: """In-place elementwise ``div``."""
     def trunc(self, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
     def trunc_(self) -> Tensor: """In-place elementwise ``trunc``."""
     def type(self, dtype_=...) -> Any: ...

@@ -8,7 +8,7 @@ import pytest
 import tritensor as tt
 from tolerances import FLOAT_DTYPES, NP, assert_close
 from grad_inputs import F64, leaf, noncontig
-from tritensor.autograd import gradcheck
+from tritensor.autograd import gradcheck, gradgradcheck
 
 rng = np.random.default_rng(0)
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -22,6 +22,47 @@ def _sigmoid(x):
     return 1 / (1 + np.exp(-x))
 
 
+_lgamma = np.vectorize(math.lgamma, otypes=[np.float64])
+
+
+def _digamma(x):
+    """psi in float64, written apart from the kernel's: reflection below 1/2, the recurrence up to 40,
+    four asymptotic terms (each below 1e-17 there)."""
+    out = np.empty(np.shape(x))
+    for i, v in np.ndenumerate(np.asarray(x, dtype=np.float64)):
+        refl = 0.0
+        if v < 0.5:
+            refl, v = -math.pi / math.tan(math.pi * v), 1.0 - v  # psi(x) = psi(1 - x) - pi cot(pi x)
+        acc = 0.0
+        while v < 40.0:
+            acc, v = acc - 1.0 / v, v + 1.0
+        z2 = 1.0 / (v * v)
+        out[i] = math.log(v) - 0.5 / v - z2 * (1 / 12 - z2 * (1 / 120 - z2 * (1 / 252 - z2 / 240))) + acc + refl
+    return out
+
+
+def _polygamma(n, x):
+    """(-1)^(n+1) n! zeta(n+1, x): 400 terms, then the Euler-Maclaurin tail to B4 (x > 0)."""
+    x = np.asarray(x, dtype=np.float64)
+    k = np.arange(400.0).reshape((-1,) + (1,) * x.ndim)
+    z = x + 400.0
+    tail = z ** -n / n + z ** -(n + 1) / 2 + (n + 1) * z ** -(n + 2) / 12 - (n + 1) * (n + 2) * (n + 3) * z ** -(n + 4) / 720
+    return (-1) ** (n + 1) * math.factorial(n) * (((x + k) ** -(n + 1.0)).sum(0) + tail)
+
+
+def _erfinv(y):
+    """Bisection to the last bit: erf(r) < |y| below 1/2, erfc(r) > 1 - |y| (exact there) above."""
+    y = np.asarray(y, dtype=np.float64)
+    a = np.abs(y)
+    lo, hi = np.zeros_like(a), np.full_like(a, 6.0)
+    erf, erfc = np.vectorize(math.erf, otypes=[np.float64]), np.vectorize(math.erfc, otypes=[np.float64])
+    for _ in range(64):
+        mid = (lo + hi) / 2
+        below = np.where(a < 0.5, erf(mid) < a, erfc(mid) > 1 - a)
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return np.sign(y) * (lo + hi) / 2
+
+
 # op -> (float64 reference, domain sampler)
 UNARY = {
     "neg": (np.negative, "any"), "abs": (np.abs, "any"), "exp": (np.exp, "small"), "exp2": (np.exp2, "small"),
@@ -33,6 +74,10 @@ UNARY = {
     "silu": (lambda x: x * _sigmoid(x), "any"), "erf": (_erf, "any"), "reciprocal": (lambda x: 1 / x, "pos"),
     "square": (np.square, "any"), "floor": (np.floor, "any"), "ceil": (np.ceil, "any"), "trunc": (np.trunc, "any"),
     "sign": (np.sign, "any"),
+    "tan": (np.tan, "tan"), "atan": (np.arctan, "any"), "asin": (np.arcsin, "unit"), "acos": (np.arccos, "unit"),
+    "sinh": (np.sinh, "any"), "cosh": (np.cosh, "any"), "asinh": (np.arcsinh, "any"), "acosh": (np.arccosh, "ge1"),
+    "atanh": (np.arctanh, "unit"), "log10": (np.log10, "pos"), "erfinv": (_erfinv, "unit"),
+    "lgamma": (_lgamma, "any"), "digamma": (_digamma, "any"),
 }
 
 
@@ -44,6 +89,12 @@ def _sample(domain, shape):
         return np.abs(x) - 0.9
     if domain == "small":
         return x / 2
+    if domain == "unit":  # inside (-1, 1): asin, acos, atanh, erfinv
+        return np.tanh(x) * 0.95
+    if domain == "tan":  # away from tan's poles, where a rounded input decides the result
+        return np.tanh(x) * 1.4
+    if domain == "ge1":
+        return np.abs(x) + 1.05
     return x
 
 
@@ -70,7 +121,7 @@ def test_unary_against_float64(op, dtype):
         profile = "default"
         if op in ("sin", "cos"):
             profile = "range_reduction"  # |x| up to ~10: fp32 argument reduction loses a few ulps
-        if op in ("exp", "exp2", "expm1", "sinh"):
+        if op in ("exp", "exp2", "expm1", "sinh", "cosh"):
             profile = "exp_amplified"  # exp(x) amplifies the input's fp32 ulp by |x| (<~5 here)
         assert_close(out, ref(xq), dtype, profile)
 
@@ -112,6 +163,7 @@ def test_unary_integer_inputs(dtype):
 BINARY = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
     "maximum": np.maximum, "minimum": np.minimum, "floor_divide": np.floor_divide, "remainder": np.mod,
+    "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod,
 }
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
            "ge": np.greater_equal}
@@ -124,7 +176,7 @@ def test_binary_broadcast_and_strides(op, dtype):
     b_np = rng.standard_normal((3, 5)) * 2
     if op == "pow":
         a_np = np.abs(a_np) + 0.1
-    if op in ("div", "floor_divide", "remainder"):
+    if op in ("div", "floor_divide", "remainder", "fmod"):
         b_np = np.sign(b_np) * (np.abs(b_np) + 0.5)
     aq, bq = a_np.astype(NP[dtype]), b_np.astype(NP[dtype])
     a, b = tt.tensor(aq), tt.tensor(bq)
@@ -381,6 +433,9 @@ GRAD_UNARY = {
     "log2": dict(positive=True), "log1p": dict(positive=True), "sqrt": dict(positive=True),
     "rsqrt": dict(positive=True), "sin": {}, "cos": {}, "tanh": {}, "sigmoid": {}, "relu": {}, "gelu": {},
     "gelu_tanh": {}, "silu": {}, "erf": {}, "reciprocal": dict(positive=True), "square": {},
+    "tan": {}, "atan": {}, "asin": dict(lo=-0.8, hi=0.8), "acos": dict(lo=-0.8, hi=0.8), "sinh": {}, "cosh": {},
+    "asinh": {}, "acosh": dict(lo=1.2, hi=3.0), "atanh": dict(lo=-0.8, hi=0.8), "log10": dict(positive=True),
+    "erfinv": dict(lo=-0.8, hi=0.8), "lgamma": dict(lo=-2.7, hi=-2.2), "digamma": dict(positive=True),
 }
 
 
@@ -402,7 +457,7 @@ def test_piecewise_constant_ops_have_zero_gradient(op):
 GRAD_BINARY = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
     "pow": lambda a, b: a ** b, "maximum": tt.maximum, "minimum": tt.minimum,
-    "remainder": lambda a, b: a % b,
+    "remainder": lambda a, b: a % b, "atan2": tt.atan2, "hypot": tt.hypot,
 }
 
 
@@ -532,3 +587,255 @@ def test_interpreter_block_width_does_not_change_a_bit(monkeypatch):
     wide = run()
     monkeypatch.setattr(_common, "INTERPRETER_WIDE_BLOCK", 512)  # ten programs instead of one
     assert run() == wide
+
+
+# ----- trigonometric, hyperbolic and special functions; fmod, hypot, atan2; div's rounding modes -----
+INF, NAN = float("inf"), float("nan")
+
+
+def _same(out, expected):
+    """Bit-level agreement on special values: NaN where NaN, the same infinities and signed zeros."""
+    got = out.numpy().astype(np.float64)
+    exp = np.asarray(expected, dtype=np.float64).astype(NP[out.dtype]).astype(np.float64)  # torch's, rounded
+    assert np.array_equal(np.isnan(got), np.isnan(exp)), (got, exp)
+    ok = ~np.isnan(exp)
+    np.testing.assert_array_equal(got[ok], exp[ok])
+    assert np.array_equal(np.signbit(got[ok]), np.signbit(exp[ok])), (got, exp)
+
+
+def test_special_values_match_torch():
+    """torch 2.13's values at the edges of each domain (poles, infinities, signed zeros)."""
+    for dtype in (tt.float32, tt.float64):
+        t = lambda v: tt.tensor(v, dtype=dtype)  # noqa: E731
+        _same(tt.atan2(t([0.0, 0.0, -0.0, -0.0, INF, -INF, 1.0]), t([0.0, -0.0, 0.0, -0.0, INF, INF, NAN])),
+              [0.0, math.pi, -0.0, -math.pi, math.pi / 4, -math.pi / 4, NAN])
+        _same(t([0.0, -0.0, -1.0, -2.0, INF, -INF, 1.0, 2.0]).lgamma(), [INF, INF, INF, INF, INF, INF, 0.0, 0.0])
+        _same(t([0.0, -0.0, -1.0, INF, -INF, NAN]).digamma(), [-INF, INF, NAN, INF, NAN, NAN])
+        _same(tt.polygamma(1, t([0.0, INF])), [INF, 0.0])
+        _same(tt.polygamma(2, t([0.0, -1.0])), [-INF, -INF])
+        _same(t([1.0, -1.0, 1.5, -0.0]).erfinv(), [INF, -INF, NAN, -0.0])
+        _same(t([1.0, -1.0, 1.5, -0.0]).atanh(), [INF, -INF, NAN, -0.0])
+        _same(t([1.0, 0.5, INF]).acosh(), [0.0, NAN, INF])
+        _same(t([-0.0, INF, -INF]).asinh(), [-0.0, INF, -INF])
+        _same(t([-0.0, 1.5, INF]).asin(), [-0.0, NAN, NAN])
+        _same(t([1.0, -1.0]).acos(), [0.0, math.pi])
+        _same(t([-0.0, INF, -INF]).atan(), [-0.0, math.pi / 2, -math.pi / 2])
+        _same(t([-0.0, INF, -INF]).sinh(), [-0.0, INF, -INF])
+        if dtype is tt.float32:
+            _same(t([100.0, -100.0]).sinh(), [INF, -INF])  # past fp32's range, as torch
+        _same(t([INF, -INF, 0.0]).cosh(), [INF, INF, 1.0])
+        _same(t([0.0, INF, 1.0]).log10(), [-INF, INF, 0.0])
+        _same(tt.hypot(t([INF, 0.0, 3e30]), t([NAN, 0.0, 4e30])), [INF, 0.0, 5e30])  # no overflow on the way
+        _same(tt.fmod(t([5.0, -5.0, 5.0, 1.0]), t([3.0, 3.0, -3.0, 0.0])), [2.0, -2.0, 2.0, NAN])
+
+
+def test_new_ops_integer_inputs_and_aliases():
+    """Integers give the default float (as torch), except fmod and div's rounding modes, which keep
+    them; NumPy's arc* names are aliases."""
+    i = tt.tensor([1, 2, -3])
+    for op in ("tan", "atan", "sinh", "cosh", "asinh", "lgamma", "digamma", "erfinv", "log10"):
+        out = getattr(i, op)()
+        assert out.dtype is tt.float32, op
+    assert_close(tt.tan(i), np.tan([1.0, 2.0, -3.0]), tt.float32)
+    assert_close(tt.lgamma(tt.tensor([3, 4])), np.log([2.0, 6.0]), tt.float32)
+    assert tt.atan2(i, tt.tensor([1, 1, 1])).dtype is tt.float32
+    assert tt.polygamma(1, tt.tensor([1, 2])).dtype is tt.float32
+    f = tt.fmod(tt.tensor([7, -7, 7, -7]), tt.tensor([2, 2, -2, -2]))
+    assert f.dtype is tt.int64 and f.tolist() == [1, -1, 1, -1]  # C's sign (remainder: the divisor's)
+    assert tt.remainder(tt.tensor([-7]), 2).tolist() == [1] and tt.fmod(tt.tensor([-7]), 2).tolist() == [-1]
+    x = tt.tensor([0.5, -0.25])
+    for alias, op in (("arcsin", "asin"), ("arccos", "acos"), ("arctan", "atan"), ("arcsinh", "asinh"),
+                      ("arctanh", "atanh")):
+        np.testing.assert_array_equal(getattr(tt, alias)(x).numpy(), getattr(x, op)().numpy())
+        z = x.clone()
+        getattr(z, alias + "_")()
+        np.testing.assert_array_equal(z.numpy(), getattr(x, op)().numpy())
+    np.testing.assert_array_equal(tt.arccosh(x + 2).numpy(), (x + 2).acosh().numpy())
+    np.testing.assert_array_equal(tt.arctan2(x, x.flip(0)).numpy(), tt.atan2(x, x.flip(0)).numpy())
+    y = tt.tensor([1.5, 2.5])
+    assert y.polygamma(1).tolist() == tt.polygamma(1, y).tolist()
+    assert tt.polygamma(0, y).tolist() == y.digamma().tolist()
+    z = y.clone()
+    assert z.polygamma_(2) is z and z._version == 1 and z.tolist() == tt.polygamma(2, y).tolist()
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_polygamma_against_float64(dtype):
+    x_np = np.abs(_sample("any", (5, 7))) + 0.1
+    for t, xq in _layouts(x_np, dtype):
+        for n in (1, 2, 3):
+            out = tt.polygamma(n, t)
+            assert out.dtype is dtype and out.shape == xq.shape
+            assert_close(out, _polygamma(n, xq), dtype)
+    neg = tt.tensor([-0.5, -1.5, -2.25], dtype=tt.float64)  # negative arguments: the shifted series
+    catalan = 0.915965594177219015
+    exact = [math.pi ** 2 / 2 + 4, math.pi ** 2 / 2 + 4 + 1 / 1.5 ** 2,  # psi1(x) = psi1(x + 1) + 1 / x^2
+             math.pi ** 2 - 8 * catalan + 1 / 2.25 ** 2 + 1 / 1.25 ** 2 + 1 / 0.25 ** 2]  # psi1(3/4) = pi^2 - 8G
+    assert_close(tt.polygamma(1, neg), exact, tt.float64)
+
+
+@pytest.mark.parametrize("dtype", [tt.int32, tt.int64], ids=str)
+def test_div_rounding_modes(dtype):
+    a_np = np.array([7, -7, 7, -7, 0, 13], dtype=NP[dtype])
+    b_np = np.array([2, 2, -2, -2, 5, 4], dtype=NP[dtype])
+    a, b = tt.tensor(a_np), tt.tensor(b_np)
+    t = tt.div(a, b, rounding_mode="trunc")
+    assert t.dtype is dtype and t.tolist() == np.trunc(a_np / b_np).astype(np.int64).tolist()
+    f = a.div(b, rounding_mode="floor")
+    assert f.dtype is dtype and f.tolist() == tt.floor_divide(a, b).tolist() == (a_np // b_np).tolist()
+    assert tt.div(a, 2, rounding_mode=None).dtype is tt.float32
+    z = a.clone()
+    assert z.div_(b, rounding_mode="trunc") is z and z.tolist() == t.tolist()
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        tt.div(a, 0, rounding_mode="trunc")
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        tt.fmod(a, tt.zeros_like(b))
+    with pytest.raises(RuntimeError, match="rounding_mode to be one of None, 'trunc', or 'floor' but found 'round'"):
+        tt.div(a, b, rounding_mode="round")
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_div_rounding_modes_floats(dtype):
+    a_np = (rng.standard_normal((4, 1, 5)) * 7).astype(NP[dtype])
+    b_np = (np.sign(rng.standard_normal((3, 5))) * (np.abs(rng.standard_normal((3, 5))) + 0.5)).astype(NP[dtype])
+    a, b = tt.tensor(a_np), tt.tensor(b_np)
+    aq, bq = a_np.astype(np.float64), b_np.astype(np.float64)
+    assert_close(tt.div(a, b.T.contiguous().T, rounding_mode="trunc"), np.trunc(aq / bq), dtype, "exact")
+    assert_close(tt.div(a, b, rounding_mode="floor"), np.floor(aq / bq), dtype, "exact")
+    assert_close(tt.div(a, 2.5, rounding_mode="trunc"), np.trunc(aq / 2.5), dtype, "exact")
+
+
+def test_new_binary_errors(no_launch):
+    x = tt.ones(3)
+    with pytest.raises(TypeError, match=r"atan2\(\): argument 'other' \(position 2\) must be Tensor, not int"):
+        tt.atan2(x, 2)
+    with pytest.raises(TypeError, match=r"hypot\(\): argument 'input' \(position 1\) must be Tensor, not float"):
+        tt.hypot(1.0, x)
+    with pytest.raises(TypeError, match=r"fmod\(\): argument 'input'"):
+        tt.fmod(2, x)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        tt.hypot(tt.tensor([3]), tt.tensor([4]))
+    with pytest.raises(RuntimeError, match="does not support negative n"):
+        tt.polygamma(-1, x)
+    with pytest.raises(TypeError, match="argument 'n' .* must be int, not float"):
+        tt.polygamma(1.5, x)
+    with pytest.raises(RuntimeError, match=r"\[3\].*\[4\]"):
+        tt.atan2(x, tt.ones(4))
+    with pytest.raises(RuntimeError, match="can't be cast to the desired output type"):
+        tt.tensor([1, 2]).tan_()
+
+
+TERNARY = {
+    "lerp": lambda x, y, w: np.where(np.abs(w) < 0.5, x + w * (y - x), y - (y - x) * (1 - w)),
+    "addcmul": lambda x, y, z, v=0.75: x + v * y * z,
+    "addcdiv": lambda x, y, z, v=0.75: x + v * y / z,
+}
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+@pytest.mark.parametrize("op", sorted(TERNARY))
+def test_lerp_addcmul_addcdiv_broadcast_and_strides(op, dtype):
+    x_np, y_np = rng.standard_normal((7, 1, 5)), rng.standard_normal((3, 5))
+    z_np = rng.uniform(0.5, 1.5, (3, 1)) * (1 if op == "addcdiv" else rng.choice([-1, 1], (3, 1)))
+    xq, yq, zq = (v.astype(NP[dtype]) for v in (x_np, y_np, z_np))
+    x, y, z = tt.tensor(xq), tt.tensor(yq), tt.tensor(zq)
+    ref = TERNARY[op](*(v.astype(np.float64) for v in (xq, yq, zq)))
+    kw = {} if op == "lerp" else dict(value=0.75)
+    fn = getattr(tt, op)
+    out = fn(x, y, z, **kw)
+    assert out.shape == (7, 3, 5) and out.dtype is dtype
+    # the kernel rounds once; y * z (or y / z) and the sum may each round in fp32 first
+    assert_close(out, ref, dtype, "rounded_terms", k=2)
+    yt = tt.tensor(np.ascontiguousarray(yq.T)).T  # a transposed operand read in place
+    assert not yt.is_contiguous()
+    assert_close(fn(x, yt, z[:, :1], **kw), ref, dtype, "rounded_terms", k=2)
+    assert_close(fn(x[:0], y, z, **kw), np.zeros((0, 3, 5)), dtype)  # empty
+    w = x.expand(7, 3, 5).clone()
+    assert getattr(w, op + "_")(y, z, **kw) is w and w._version == 1
+    assert_close(w, ref, dtype, "rounded_terms", k=2)
+    if op == "lerp":  # a Python weight, and the exact ends
+        assert_close(tt.lerp(x, y, 0.3), TERNARY["lerp"](xq.astype(np.float64), yq.astype(np.float64), 0.3), dtype,
+                     "rounded_terms", k=2)
+        assert_close(tt.lerp(x, y, 1.0), np.broadcast_to(yq, (7, 3, 5)), dtype, "exact")
+        assert_close(tt.lerp(x, y, 0.0), np.broadcast_to(xq, (7, 3, 5)), dtype, "exact")
+
+
+def test_ternary_integers_and_errors(no_launch):
+    i = tt.tensor([1, 2])
+    f = tt.tensor([1.0, 2.0])
+    with pytest.raises(NotImplementedError, match="\"lerp_kernel_scalar\" not implemented for 'Long'"):
+        tt.lerp(i, i, 0.5)
+    with pytest.raises(RuntimeError, match="expected dtype float for `end` but got dtype double"):
+        tt.lerp(f, f.double(), 0.5)
+    with pytest.raises(RuntimeError, match="expected dtype c10::Half for `weight` but got dtype float"):
+        tt.lerp(f.half(), f.half(), f)
+    with pytest.raises(TypeError, match="argument 'weight' must be Tensor, not str"):
+        tt.lerp(f, f, "a")
+    with pytest.raises(RuntimeError, match="Integer division with addcdiv is no longer supported"):
+        tt.addcdiv(i, i, i)
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        tt.addcmul(f, f, tt.ones(3))
+
+
+def test_ternary_integer_addcmul():
+    i = tt.tensor([1, 2])
+    out = tt.addcmul(i, i, tt.tensor([3, 4]), value=2)
+    assert out.dtype is tt.int64 and out.tolist() == [7, 18]
+    assert tt.addcmul(i, tt.tensor([1.0, 2.0]), i, value=2).tolist() == [3.0, 10.0]  # promoted, as torch
+
+
+@pytest.mark.parametrize("op", ["lgamma", "digamma", "erfinv", "tan", "asin", "acosh", "atanh", "sinh"])
+def test_special_functions_gradgradcheck(op):
+    x = leaf(2, 3, **GRAD_UNARY[op])
+    assert gradgradcheck(lambda t: getattr(t, op)(), (x,))
+    xn = noncontig(2, 3, positive=True) if op in ("lgamma", "digamma", "sinh", "tan") else None
+    if xn is not None:
+        assert gradcheck(lambda t: getattr(t, op)(), (xn,))
+
+
+def test_polygamma_gradcheck():
+    x = leaf(2, 3, positive=True)
+    assert gradcheck(lambda t: tt.polygamma(2, t), (x,))
+    assert gradgradcheck(lambda t: t.polygamma(1), (x,))
+    assert gradcheck(lambda t: (t * 1).polygamma_(1), (x,))
+
+
+def test_atan2_hypot_fmod_gradcheck():
+    a = leaf(2, 3, positive=True)
+    b = tt.tensor([0.31, 0.43, 0.37], dtype=F64, requires_grad=True)  # a / b away from fmod's jumps
+    for fn in (tt.atan2, tt.hypot):
+        assert gradcheck(fn, (a, b)) and gradgradcheck(fn, (a, b))
+    assert gradcheck(tt.fmod, (a, b)) and gradcheck(lambda x: x.fmod(0.7), (a,))
+    for op in ("atan2", "hypot", "fmod"):
+        assert gradcheck(lambda x, y: getattr(x * 1, op + "_")(y), (a, b))
+
+
+def test_div_rounding_modes_have_zero_gradient():
+    a, b = leaf(4, positive=True), leaf(4, positive=True)
+    for mode in ("trunc", "floor"):
+        a.grad = b.grad = None
+        y = tt.div(a, b, rounding_mode=mode)
+        assert y.requires_grad
+        y.sum().backward()
+        assert_close(a.grad, np.zeros(4), F64, "exact")
+        assert_close(b.grad, np.zeros(4), F64, "exact")
+    a.grad = None
+    z = a * 1
+    z.div_(b, rounding_mode="trunc").sum().backward()
+    assert_close(a.grad, np.zeros(4), F64, "exact")
+    assert gradcheck(lambda x, y: tt.div(x, y, rounding_mode=None), (a, b))
+
+
+def test_lerp_addcmul_addcdiv_gradcheck():
+    x, y, w = leaf(2, 3), leaf(3), leaf(2, 1)
+    d = leaf(2, 1, positive=True)
+    assert gradcheck(tt.lerp, (x, y, w)) and gradgradcheck(tt.lerp, (x, y, w))
+    assert gradcheck(lambda a, b: tt.lerp(a, b, 0.3), (x, y))
+    assert gradcheck(lambda a, b, c: (a * 1).lerp_(b, c), (x, y, w))
+    assert gradcheck(lambda a, b, c: tt.addcmul(a, b, c, value=0.7), (x, y, d))
+    assert gradgradcheck(lambda a, b, c: tt.addcmul(a, b, c, value=0.7), (x, y, d))
+    assert gradgradcheck(lambda a, b, c: tt.addcdiv(a, b, c, value=-1.5), (x, y, d))
+    assert gradcheck(lambda a, b, c: (a * 1).addcmul_(b, c, value=2), (x, y, d))
+    assert gradcheck(lambda a, b, c: (a * 1).addcdiv_(b, c), (x, y, d))
+    xn = noncontig(3, 2)
+    assert gradcheck(lambda a, b: tt.lerp(a, b, 0.6), (xn, noncontig(3, 2)))

@@ -39,21 +39,25 @@ AUTOCAST = {
              # issue 15 (nn15); torch bans binary_cross_entropy under autocast, we run it in fp32
              "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
              # issue 15 (ops15)
-             "logsumexp", "norm", "linalg_vector_norm", "linalg_matrix_norm", "cumprod"],
+             "logsumexp", "norm", "linalg_vector_norm", "linalg_matrix_norm", "cumprod",
+             "tan", "asin", "acos", "sinh", "cosh", "erfinv", "log10"],
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
                 "index_add",
                 # issue 15 (ops15): cat/stack promote; hstack/vstack are cat in PyTorch
                 "cat", "stack", "hstack", "vstack", "dot",
-                "index_put"],  # issue 24
+                "index_put",  # issue 24
+                "atan2", "addcmul", "addcdiv"],
 }
 
 # op -> (its forward test, its gradcheck), as "test_<family>.py::function"; the gradcheck is None only
 # for an op with no gradient (comparisons, argmax, all ...). The family is the module of the op's
 # core entry (core/ops/<family>.py); test_every_op_is_covered_in_its_family_files checks the rest.
 UNARY = ["neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
-         "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "square"]
+         "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "square",
+         "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "log10", "erfinv", "lgamma",
+         "digamma"]
 PIECEWISE = ["floor", "ceil", "trunc", "sign"]
-BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder"]
+BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "atan2", "hypot"]
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
 VIEWS = ["view", "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"]
 EW, RED, IX, SM, LN, LOSS = ("test_elementwise.py::", "test_reduce.py::", "test_index.py::", "test_softmax.py::",
@@ -71,6 +75,12 @@ TESTS = {
     **{op + "_": (EW + "test_inplace_forms_match_out_of_place", EW + "test_inplace_binary_gradcheck_every_op")
        for op in BINARY},
     "floor_divide": (EW + "test_binary_broadcast_and_strides", EW + "test_piecewise_constant_forms_have_zero_gradient"),
+    "fmod": (EW + "test_binary_broadcast_and_strides", EW + "test_atan2_hypot_fmod_gradcheck"),
+    "fmod_": (EW + "test_inplace_forms_match_out_of_place", EW + "test_atan2_hypot_fmod_gradcheck"),
+    "polygamma": (EW + "test_polygamma_against_float64", EW + "test_polygamma_gradcheck"),
+    "polygamma_": (EW + "test_new_ops_integer_inputs_and_aliases", EW + "test_polygamma_gradcheck"),
+    **{op: (EW + "test_lerp_addcmul_addcdiv_broadcast_and_strides", EW + "test_lerp_addcmul_addcdiv_gradcheck")
+       for op in ("lerp", "lerp_", "addcmul", "addcmul_", "addcdiv", "addcdiv_")},
     "floor_divide_": (EW + "test_inplace_forms_match_out_of_place",
                       EW + "test_piecewise_constant_forms_have_zero_gradient"),
     **{op: (EW + "test_comparisons_return_bool", None) for op in COMPARISONS},

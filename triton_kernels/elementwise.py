@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
+from . import _math
 from ._common import (collapse, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar, needs_int64,
                       strided_offset4)
 
@@ -19,11 +20,19 @@ UNARY = (
     "neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
     "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "square", "floor", "ceil", "trunc",
     "sign", "logical_not",
+    "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "log10", "erfinv", "lgamma",
+    "digamma",
 )
 BINARY = (
     "add", "sub", "mul", "div", "pow", "maximum", "minimum", "floor_divide", "remainder",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+    "atan2", "hypot", "fmod",
 )
+# Kernel ops with core entries of their own (not made from the lists above): div's rounding_mode="trunc";
+# polygamma(n, x), n passed as the integer scalar; the three-operand ops, whose third operand may be a
+# scalar (lerp's weight) and whose scalar is addcmul/addcdiv's value.
+DIV_TRUNC, POLYGAMMA = "div_trunc", "polygamma"
+TERNARY = ("lerp", "addcmul", "addcdiv")
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not")
 
 
@@ -108,6 +117,32 @@ def _unary(x, OP: tl.constexpr):
         r = tl.where(x < 0, tl.ceil(x), tl.floor(x))
     elif OP == "sign":
         r = tl.where(x > 0, 1, tl.where(x < 0, -1, x)).to(x.dtype)
+    elif OP == "tan":
+        r = tl.sin(x) / tl.cos(x)
+    elif OP == "atan":
+        r = _math.atan(x)
+    elif OP == "asin":
+        r = _math.asin(x)
+    elif OP == "acos":
+        r = _math.acos(x)
+    elif OP == "sinh":
+        r = _math.sinh(x)
+    elif OP == "cosh":
+        r = _math.cosh(x)
+    elif OP == "asinh":
+        r = _math.asinh(x)
+    elif OP == "acosh":
+        r = _math.acosh(x)
+    elif OP == "atanh":
+        r = _math.atanh(x)
+    elif OP == "log10":
+        r = tl.log(x) * 0.4342944819032518
+    elif OP == "erfinv":
+        r = _math.erfinv(x)
+    elif OP == "lgamma":
+        r = _math.lgamma(x)
+    elif OP == "digamma":
+        r = _math.digamma(x)
     else:  # logical_not
         tl.static_assert(OP == "logical_not")
         r = x == 0
@@ -165,6 +200,23 @@ def _binary(x, y, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         r = x >= y
     elif OP == "logical_and":
         r = (x != 0) & (y != 0)
+    elif OP == "atan2":
+        r = _math.atan2(x, y)
+    elif OP == "hypot":
+        ax = tl.abs(x)
+        ay = tl.abs(y)
+        big = tl.maximum(ax, ay)
+        ratio = tl.minimum(ax, ay) / big  # scaled: x*x + y*y would overflow (or underflow) first
+        r = tl.where(big == 0, big, big * tl.sqrt(1.0 + ratio * ratio))
+        r = tl.where((ax == float("inf")) | (ay == float("inf")), float("inf"), r)  # even beside a NaN (C's hypot)
+    elif OP == "fmod":
+        r = x % y  # Triton's % is C's: the sign of x
+    elif OP == "div_trunc":
+        if IS_FLOAT:
+            q = x / y
+            r = tl.where(q < 0, tl.ceil(q), tl.floor(q))
+        else:
+            r = x // y  # C's integer division truncates
     else:
         tl.static_assert(OP == "logical_or")
         r = (x != 0) | (y != 0)
@@ -191,6 +243,27 @@ def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, sca
         x = tl.load(b + ob, mask=mask).to(COMPUTE)
         y = tl.load(c + oc, mask=mask).to(COMPUTE)
         r = tl.where(cond, x, y)
+    elif OP == "polygamma":
+        x = tl.load(a + oa, mask=mask, other=1.0).to(COMPUTE)  # masked lanes: no extra series terms
+        r = _math.polygamma(x, scalar_int)
+    elif OP == "lerp" or OP == "addcmul" or OP == "addcdiv":
+        x = tl.load(a + oa, mask=mask).to(COMPUTE)
+        y = tl.load(b + ob, mask=mask).to(COMPUTE)
+        if B_SCALAR == 1:
+            s = load_f64_scalar(scalar_bits).to(COMPUTE)
+        else:
+            s = scalar_int.to(COMPUTE)
+        if NARGS == 3:
+            z = tl.load(c + oc, mask=mask).to(COMPUTE)
+        else:
+            z = s + tl.zeros_like(x)
+        if OP == "lerp":  # torch's two-sided form: exact at both ends, monotone in the weight
+            d = y - x
+            r = tl.where(tl.abs(z) < 0.5, x + z * d, y - d * (1.0 - z))
+        elif OP == "addcmul":
+            r = x + s * y * z
+        else:
+            r = x + s * y / z
     elif NARGS == 1:
         x = tl.load(a + oa, mask=mask).to(COMPUTE)
         r = _unary(x, OP)
@@ -257,7 +330,7 @@ def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None, alph
     n, grid, block, cshape, sa, sb, sc, so, contig, int64 = _layout(shape, strides)
     if n == 0:
         return
-    nargs = 1 if op in _UNARY_SET else (3 if op == "where" else 2)
+    nargs = 1 if op in _UNARY_SET else (3 if c is not None else 2)
     b_kind, bits, ival = 0, 0, 0
     if scalar is not None:
         if isinstance(scalar, float):

@@ -105,6 +105,19 @@ UNARY_FORMULAS = {
     "ceil": (None, _flat),
     "trunc": (None, _flat),
     "sign": (None, _flat),
+    "tan": ("y", lambda g, y: g * (y * y + 1)),
+    "atan": ("x", lambda g, x: g / (x * x + 1)),
+    "asin": ("x", lambda g, x: g * (1 - x * x).rsqrt()),
+    "acos": ("x", lambda g, x: -g * (1 - x * x).rsqrt()),
+    "sinh": ("x", lambda g, x: g * x.cosh()),
+    "cosh": ("x", lambda g, x: g * x.sinh()),
+    "asinh": ("x", lambda g, x: g * (x * x + 1).rsqrt()),
+    "acosh": ("x", lambda g, x: g * ((x - 1) * (x + 1)).rsqrt()),
+    "atanh": ("x", lambda g, x: g / (1 - x * x)),
+    "log10": ("x", lambda g, x: g / (x * math.log(10.0))),
+    "erfinv": ("y", lambda g, y: g * (y * y).exp() * (math.sqrt(math.pi) / 2)),
+    "lgamma": ("x", lambda g, x: g * x.digamma()),
+    "digamma": ("x", lambda g, x: g * x.polygamma(1)),
 }
 UNARY = functions_from_table(Unary, UNARY_FORMULAS, ("saves", "formula"))
 
@@ -178,6 +191,9 @@ BINARY_FORMULAS = {
     "minimum": (True, lambda g, a, b: g * _share(a < b, a, b, g), lambda g, a, b: g * (1 - _share(a < b, a, b, g))),
     "remainder": (True, lambda g, a, b: g, lambda g, a, b: -g * (a / b).floor()),  # a - floor(a / b) * b
     "floor_divide": (False, _flat, _flat),
+    "atan2": (True, lambda g, a, b: g * b / (a * a + b * b), lambda g, a, b: -g * a / (a * a + b * b)),
+    "hypot": (True, lambda g, a, b: g * a / a.hypot(b), lambda g, a, b: g * b / a.hypot(b)),
+    "fmod": (True, lambda g, a, b: g, lambda g, a, b: -g * a.div(b, rounding_mode="trunc")),  # a - trunc(a/b) b
 }
 BINARY = functions_from_table(Binary, BINARY_FORMULAS, ("saves", "da", "db"))
 
@@ -285,6 +301,146 @@ def clamp_(input, min=None, max=None):
     return Clamp.apply(input, min, max, True)
 
 
+# ----- div's rounding modes, polygamma, lerp, addcmul, addcdiv --------------------------------
+class RoundedDiv(BuiltinFunction):
+    """div(a, b, rounding_mode="trunc"|"floor"): piecewise constant, so a zero gradient (PyTorch)."""
+
+    @staticmethod
+    def forward(ctx, a, b, rounding_mode, inplace=False):
+        out = _ew.div_(a, b, rounding_mode=rounding_mode) if inplace else _ew.div(a, b, rounding_mode=rounding_mode)
+        if inplace:
+            ctx.mark_dirty(a)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 0, (g * 0 if ctx.needs_input_grad[1] else None)
+
+
+def div(input, other, *, rounding_mode=None, out=None):
+    _no_out("div", out)
+    if rounding_mode is None:
+        return BINARY["div"].apply(input, other)
+    return RoundedDiv.apply(input, other, rounding_mode)
+
+
+def div_(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return binary("div", input, other, inplace=True)
+    check_inplace(input)
+    return RoundedDiv.apply(input, other, rounding_mode, True)
+
+
+class Polygamma(BuiltinFunction):
+    """polygamma(n, x): d/dx is polygamma(n + 1, x), itself recorded."""
+
+    @staticmethod
+    def forward(ctx, n, x, inplace=False):
+        keep = x.clone() if inplace else x
+        out = _ew.polygamma_(x, n) if inplace else _ew.polygamma(n, x)
+        if inplace:
+            ctx.mark_dirty(x)
+        ctx.n = n
+        ctx.save_for_backward(keep)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return None, g * x.polygamma(ctx.n + 1)
+
+
+def polygamma(n, input, *, out=None):
+    _no_out("polygamma", out)
+    return Polygamma.apply(n, input)
+
+
+def polygamma_(input, n):
+    check_inplace(input)
+    return Polygamma.apply(n, input, True)
+
+
+class Lerp(BuiltinFunction):
+    """input + weight (end - input): (1 - w) g, w g, and (end - input) g for a tensor weight."""
+
+    @staticmethod
+    def forward(ctx, input, end, weight, inplace=False):
+        w_tensor = isinstance(weight, Tensor)
+        keep = input.clone() if inplace and w_tensor and ctx.needs_input_grad[2] else input
+        out = _ew.lerp_(input, end, weight) if inplace else _ew.lerp(input, end, weight)
+        if inplace:
+            ctx.mark_dirty(input)
+        ctx.weight = None if w_tensor else weight
+        ctx.save_for_backward(keep, end, weight if w_tensor else None)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        input, end, tw = ctx.saved_tensors
+        w = ctx.weight if tw is None else tw
+        needs = ctx.needs_input_grad
+        return (g * (1 - w) if needs[0] else None, g * w if needs[1] else None,
+                g * (end - input) if tw is not None and needs[2] else None)
+
+
+class _AddcOp(BuiltinFunction):
+    """addcmul/addcdiv(input, t1, t2, value): input + value * t1 (* or /) t2."""
+
+    op = None
+
+    @classmethod
+    def forward(cls, ctx, input, t1, t2, value, inplace=False):
+        fn = getattr(_ew, cls.op + ("_" if inplace else ""))
+        out = fn(input, t1, t2, value=value)
+        if inplace:
+            ctx.mark_dirty(input)
+        ctx.value = value
+        ctx.save_for_backward(t1, t2)
+        return out
+
+    @classmethod
+    def backward(cls, ctx, g):
+        t1, t2 = ctx.saved_tensors
+        v, needs = ctx.value, ctx.needs_input_grad
+        if cls.op == "addcmul":
+            g1 = g * t2 * v if needs[1] else None
+            g2 = g * t1 * v if needs[2] else None
+        else:
+            g1 = g * v / t2 if needs[1] else None
+            g2 = -g * v * t1 / (t2 * t2) if needs[2] else None
+        return (g if needs[0] else None), g1, g2
+
+
+class Addcmul(_AddcOp):
+    op = "addcmul"
+
+
+class Addcdiv(_AddcOp):
+    op = "addcdiv"
+
+
+def _addc_recorders(fn):
+    def record(input, tensor1, tensor2, *, value=1, out=None):
+        _no_out(fn.op, out)
+        return fn.apply(input, tensor1, tensor2, value)
+
+    def record_(input, tensor1, tensor2, *, value=1):
+        check_inplace(input)
+        return fn.apply(input, tensor1, tensor2, value, True)
+
+    return {fn.op: record, fn.op + "_": record_}
+
+
+def _lerp(input, end, weight, *, out=None):
+    _no_out("lerp", out)
+    return Lerp.apply(input, end, weight)
+
+
+def _lerp_(input, end, weight):
+    check_inplace(input)
+    return Lerp.apply(input, end, weight, True)
+
+
 RECORD = {"where": where, "clamp_": clamp_,
           "clamp": lambda input, min=None, max=None: Clamp.apply(input, min, max),
           "clamp_min": lambda input, min: Clamp.apply(input, min, None),
@@ -293,3 +449,5 @@ for _op, _fn in UNARY.items():
     RECORD.update(_recorders(_op, unary, _fn))
 for _op, _fn in BINARY.items():
     RECORD.update(_recorders(_op, binary, _fn))
+RECORD.update({"div": div, "div_": div_, "polygamma": polygamma, "polygamma_": polygamma_, "lerp": _lerp,
+               "lerp_": _lerp_, **_addc_recorders(Addcmul), **_addc_recorders(Addcdiv)})

@@ -112,7 +112,7 @@ def unary(op: str, x, out=None) -> Tensor:
 
 
 _SWAPPABLE = frozenset(("add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or"))
-_INT_DIVISOR_OPS = frozenset(("floor_divide", "remainder"))  # an integer divisor is checked at every call
+_INT_DIVISOR_OPS = frozenset(("floor_divide", "remainder", "fmod", "div_trunc"))  # an integer divisor is checked at every call
 _binary_plans: dict = {}  # signature of (op, operands, default dtype) -> _BinaryPlan
 _PLANS_KEPT = 4096
 
@@ -226,7 +226,9 @@ def _plan_binary(op: str, a, b):
     if isinstance(b, TensorBase) and b.device != dev:
         b, cacheable = b.item(), False
     promoted = dt.result_type(a, b)
-    if op in ("div",) and not promoted.is_floating_point:
+    if op == "hypot" and not promoted.is_floating_point:
+        raise NotImplementedError(f"\"hypot_{dev.type}\" not implemented for '{_TYPE_NAME.get(promoted, promoted.name)}'")
+    if op in ("div", "atan2") and not promoted.is_floating_point:
         compute_in, result = dt.get_default_dtype(), dt.get_default_dtype()
     elif op == "pow" and not promoted.is_floating_point:
         compute_in, result = dt.float64, promoted  # exact for |result| < 2**53, then rounded back
@@ -340,6 +342,170 @@ def _binary_entries(op: str):
 
 UNARY = {op: _unary_entries(op) for op in _k.UNARY}  # name -> (entry, in-place entry)
 BINARY = {op: _binary_entries(op) for op in _k.BINARY}
+
+
+# ----- elementwise ops with arguments of their own -----------------------------------------
+_ROUNDING = {None: "div", "trunc": _k.DIV_TRUNC, "floor": "floor_divide"}
+
+
+def _rounding_op(rounding_mode) -> str:
+    if not isinstance(rounding_mode, (str, type(None))) or rounding_mode not in _ROUNDING:
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"{rounding_mode!r}")
+    return _ROUNDING[rounding_mode]
+
+
+def div(input, other, *, rounding_mode=None, out=None) -> Tensor:
+    """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down
+    (that is ``floor_divide``), both keeping an integer dtype."""
+    return binary(_rounding_op(rounding_mode), input, other, out=out)
+
+
+def div_(input, other, *, rounding_mode=None) -> Tensor:
+    """In-place elementwise ``div``."""
+    binary(_rounding_op(rounding_mode), input, other, out=input)
+    input._bump_version()
+    return input
+
+
+def _tensor_operands(op: str, input, other):
+    """atan2 and hypot take two tensors (torch has no Number overload for them); fmod a Number other."""
+    for x, name, pos in ((input, "input", 1), (other, "other", 2)):
+        if not isinstance(x, TensorBase) and (name == "input" or op != "fmod" or not _is_scalar(x)):
+            raise TypeError(f"{op}(): argument '{name}' (position {pos}) must be Tensor, not {type(x).__name__}")
+
+
+def _two_tensor_entries(op: str):
+    def entry(input, other, *, out=None) -> Tensor:
+        _tensor_operands(op, input, other)
+        return binary(op, input, other, out=out)
+
+    def entry_(input, other) -> Tensor:
+        _tensor_operands(op, input, other)
+        binary(op, input, other, out=input)
+        input._bump_version()
+        return input
+
+    entry.__name__ = entry.__qualname__ = op
+    entry_.__name__ = entry_.__qualname__ = op + "_"
+    entry.__doc__ = f"Elementwise ``{op}`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."
+    entry_.__doc__ = f"In-place elementwise ``{op}``."
+    return entry, entry_
+
+
+BINARY["div"] = (div, div_)
+for _op in ("atan2", "hypot", "fmod"):
+    BINARY[_op] = _two_tensor_entries(_op)
+
+
+def polygamma(n, input, *, out=None) -> Tensor:
+    """The ``n``-th derivative of digamma (``polygamma(0, x)`` is ``digamma(x)``); integers give the
+    default float."""
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+        raise TypeError(f"polygamma(): argument 'n' (position 1) must be int, not {type(n).__name__}")
+    if not isinstance(input, TensorBase):
+        raise TypeError(f"polygamma(): argument 'input' (position 2) must be Tensor, not {type(input).__name__}")
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    if n == 0:
+        return unary("digamma", input, out=out)
+    result = input.dtype if input.dtype.is_floating_point else dt.get_default_dtype()
+    if out is None:
+        out = TensorBase._empty(input._shape, result, input.device)
+    else:
+        out = _prepare_out(out, input.shape, result, input.device, "polygamma")
+        (input,) = _unalias(out, input)
+    _k.elementwise(_k.POLYGAMMA, out, input, scalar=int(n), compute="float64" if result is dt.float64 else "float32")
+    return out
+
+
+def polygamma_(input, n) -> Tensor:
+    """``x.polygamma_(n)``: in place (self first, as torch's method)."""
+    polygamma(n, input, out=input)
+    input._bump_version()
+    return input
+
+
+# PyTorch's names of the dtypes in the errors below: its C++ type (lerp's) and its scalar type
+_C_TYPE = {dt.float32: "float", dt.float64: "double", dt.float16: "c10::Half", dt.bfloat16: "c10::BFloat16",
+           dt.int64: "long int", dt.int32: "int", dt.bool_: "bool"}
+_TYPE_NAME = {dt.int64: "Long", dt.int32: "Int", dt.bool_: "Bool"}
+
+
+def _ternary(op: str, input, t1, t2, scalar, out, names):
+    """lerp(input, end, weight) and addcmul/addcdiv(input, tensor1, tensor2, value): broadcast together,
+    one kernel; ``t2`` may be a number (lerp's weight), ``scalar`` is addcmul/addcdiv's value."""
+    for x, name in zip((input, t1, t2), names):
+        if not isinstance(x, TensorBase) and not (name == "weight" and _is_scalar(x)):
+            raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(x).__name__}")
+    dev = _common_device(op, input, t1, t2)
+    if op == "lerp":
+        if not input.dtype.is_floating_point:
+            raise NotImplementedError(f"\"lerp_kernel_{'tensor' if isinstance(t2, TensorBase) else 'scalar'}\" "
+                                      f"not implemented for '{_TYPE_NAME.get(input.dtype, input.dtype.name)}'")
+        for x, name in ((t1, "end"), (t2, "weight")):
+            if isinstance(x, TensorBase) and x.dtype is not input.dtype:
+                raise RuntimeError(f"expected dtype {_C_TYPE.get(input.dtype, input.dtype.name)} for `{name}` but "
+                                   f"got dtype {_C_TYPE.get(x.dtype, x.dtype.name)}")
+        result = input.dtype
+    else:
+        result = dt.result_type(input, t1, t2)
+        if op == "addcdiv" and not dt.result_type(t1, t2).is_floating_point:
+            raise RuntimeError(
+                "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will "
+                "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented "
+                "as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+                "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the "
+                "latter implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+        if not _is_scalar(scalar):
+            raise TypeError(f"{op}(): argument 'value' must be Number, not {type(scalar).__name__}")
+    compute = compute_dtype(result)
+    if op == "lerp":  # the weight is the kernel's scalar when it is a number
+        scalar, t2 = (None, t2) if isinstance(t2, TensorBase) else (t2, None)
+    scalar = None if scalar is None else (float(scalar) if compute.startswith("float") else int(scalar))
+    tensors = [x for x in (input, t1, t2) if isinstance(x, TensorBase)]
+    shape = broadcast_shapes(*(x.shape for x in tensors))
+    if out is None:
+        out = TensorBase._empty(shape, result, dev)
+    else:
+        out = _prepare_out(out, shape, result, dev, op)
+        input, t1, t2 = _unalias(out, input, t1, t2)
+    views = [None if x is None else _views.broadcast_view(x, shape) for x in (input, t1, t2)]
+    _k.elementwise(op, out, views[0], views[1], views[2], scalar=scalar, compute=compute)
+    return out
+
+
+def lerp(input, end, weight, *, out=None) -> Tensor:
+    """``input + weight * (end - input)``, ``weight`` a tensor or a number (torch's two-sided formula)."""
+    return _ternary("lerp", input, end, weight, None, out, ("input", "end", "weight"))
+
+
+def lerp_(input, end, weight) -> Tensor:
+    _ternary("lerp", input, end, weight, None, input, ("input", "end", "weight"))
+    input._bump_version()
+    return input
+
+
+def addcmul(input, tensor1, tensor2, *, value=1, out=None) -> Tensor:
+    """``input + value * tensor1 * tensor2`` in one kernel."""
+    return _ternary("addcmul", input, tensor1, tensor2, value, out, ("input", "tensor1", "tensor2"))
+
+
+def addcmul_(input, tensor1, tensor2, *, value=1) -> Tensor:
+    _ternary("addcmul", input, tensor1, tensor2, value, input, ("input", "tensor1", "tensor2"))
+    input._bump_version()
+    return input
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1, out=None) -> Tensor:
+    """``input + value * tensor1 / tensor2`` in one kernel (floating tensors only, as torch)."""
+    return _ternary("addcdiv", input, tensor1, tensor2, value, out, ("input", "tensor1", "tensor2"))
+
+
+def addcdiv_(input, tensor1, tensor2, *, value=1) -> Tensor:
+    _ternary("addcdiv", input, tensor1, tensor2, value, input, ("input", "tensor1", "tensor2"))
+    input._bump_version()
+    return input
 
 
 def clamp(input, min=None, max=None) -> Tensor:
