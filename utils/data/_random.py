@@ -76,6 +76,39 @@ def randperm(n: int, generator=None) -> list[int]:
     return r
 
 
+def uniform53(size: int, generator=None) -> np.ndarray:
+    """``size`` doubles in [0, 1) as torch's CPU ``uniform_real_distribution<double>`` draws them:
+    a 64-bit number from two 32-bit draws (the first is the high half), its low 53 bits scaled."""
+    bg = stream(generator)
+    with _lock:
+        raw = bg.random_raw(2 * size).astype(np.uint64)
+    bits = ((raw[0::2] << np.uint64(32)) | raw[1::2]) & np.uint64((1 << 53) - 1)
+    return bits.astype(np.float64) * 2.0**-53
+
+
+def multinomial(weights: np.ndarray, num_samples: int, replacement: bool, generator=None) -> list[int]:
+    """``torch.multinomial(weights, num_samples, replacement, generator=generator).tolist()`` for a
+    1-d float64 ``weights``, bit-exact with torch's CPU kernel: with replacement, a binary search of
+    each uniform draw in the normalised cumulative sum; without, the ``num_samples`` largest of
+    ``weights / Exponential(1)`` (torch's exponential draw is ``-log1p(-u)``)."""
+    n = weights.shape[0]
+    if not replacement and num_samples > n:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if not (weights >= 0).all():  # NaN fails this too, as in torch
+        raise RuntimeError("invalid multinomial distribution (encountering probability entry < 0)")
+    if not np.isfinite(weights).all():
+        raise RuntimeError("invalid multinomial distribution (encountering probability entry = infinity or NaN)")
+    total = weights.sum()
+    if not total > 0:
+        raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+    if replacement:
+        cum = np.cumsum(weights) / total
+        cum[-1] = 1.0
+        return np.searchsorted(cum, uniform53(num_samples, generator), side="left").tolist()
+    q = weights / -np.log1p(-uniform53(n, generator))
+    return np.argsort(-q, kind="stable")[:num_samples].tolist()
+
+
 def randint(high: int, size: int, generator=None) -> list[int]:
     """``torch.randint(high, (size,), dtype=torch.int64, generator=generator).tolist()``."""
     if high >= 2**32:

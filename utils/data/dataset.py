@@ -50,6 +50,56 @@ class TensorDataset(Dataset):
         return self.tensors[0].size(0)
 
 
+class StackDataset(Dataset):
+    """Datasets side by side: sample ``i`` is ``(a[i], b[i], ...)`` for ``StackDataset(a, b)`` or
+    ``{"x": a[i], "y": b[i]}`` for ``StackDataset(x=a, y=b)``; all of one length."""
+
+    def __init__(self, *args, **kwargs):
+        if args:
+            if kwargs:
+                raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like "
+                                 "input/output, but both types are given.")
+            self._length = len(args[0])
+            if any(self._length != len(dataset) for dataset in args):
+                raise ValueError("Size mismatch between datasets")
+            self.datasets = args
+        elif kwargs:
+            tmp = list(kwargs.values())
+            self._length = len(tmp[0])
+            if any(self._length != len(dataset) for dataset in tmp):
+                raise ValueError("Size mismatch between datasets")
+            self.datasets = kwargs
+        else:
+            raise ValueError("At least one dataset should be passed")
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: dataset[index] for k, dataset in self.datasets.items()}
+        return tuple(dataset[index] for dataset in self.datasets)
+
+    def __getitems__(self, indices: list):
+        # a batch at once from the datasets that can give one (the DataLoader asks for it)
+        columns = self.datasets.items() if isinstance(self.datasets, dict) else enumerate(self.datasets)
+        batch = [{} if isinstance(self.datasets, dict) else [] for _ in indices]
+        for k, dataset in columns:
+            if callable(getattr(dataset, "__getitems__", None)):
+                items = dataset.__getitems__(indices)
+                if len(items) != len(indices):
+                    raise ValueError(f"Nested dataset's output size mismatch. Expected {len(indices)}, "
+                                     f"got {len(items)}")
+            else:
+                items = [dataset[i] for i in indices]
+            for sample, item in zip(batch, items):
+                if isinstance(sample, dict):
+                    sample[k] = item
+                else:
+                    sample.append(item)
+        return batch if isinstance(self.datasets, dict) else [tuple(s) for s in batch]
+
+    def __len__(self):
+        return self._length
+
+
 class ConcatDataset(Dataset):
     """The concatenation of map-style datasets."""
 

@@ -2,6 +2,10 @@
 order, and how they are grouped into batches. Shuffles are torch's (see ``_random.py``)."""
 from __future__ import annotations
 
+import numpy as np
+
+from ...core.factories import from_numpy
+from ...core.tensor import Tensor
 from . import _random
 
 
@@ -87,6 +91,36 @@ class SubsetRandomSampler(Sampler):
 
     def __len__(self):
         return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices drawn with probabilities proportional to ``weights`` (with
+    ``replacement``, each draw independent; without, no index twice): torch's draws exactly
+    (``_random.multinomial``), so a seeded generator gives the indices torch gives."""
+
+    def __init__(self, weights, num_samples: int, replacement: bool = True, generator=None):
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got replacement={replacement}")
+        if isinstance(weights, Tensor):
+            weights = weights.detach().cpu().numpy()
+        weights_array = np.asarray(weights, dtype=np.float64)
+        if weights_array.ndim != 1:
+            raise ValueError(f"weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(weights_array.shape)}")
+        self.weights = from_numpy(weights_array)  # float64 on the cpu, as torch keeps them
+        self._weights = weights_array
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self):
+        generator = self.generator if self.generator is not None else _SeededOnce(_random.global_seed())
+        yield from _random.multinomial(self._weights, self.num_samples, self.replacement, generator)
+
+    def __len__(self):
+        return self.num_samples
 
 
 class BatchSampler(Sampler):
