@@ -52,6 +52,9 @@ _sys.modules[__name__ + ".cuda"] = cuda
 from .core import linalg  # tritensor.linalg (torch.linalg): vector_norm, matrix_norm
 
 _sys.modules[__name__ + ".linalg"] = linalg
+from . import multiproc as multiprocessing  # tritensor.multiprocessing (multiproc.py says why the name)
+
+_sys.modules[__name__ + ".multiprocessing"] = multiprocessing
 
 
 

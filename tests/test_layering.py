@@ -51,7 +51,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SKIP_DIRS = {"tests", "examples", "benchmarks", "tools", ".venv", "build", ".git", "__pycache__", "bench-out"}
 
 LAYERS = [  # by module-path prefix; the longest prefix that matches decides
-    (0, ("runtime", "backends", "futures")),
+    (0, ("runtime", "backends", "futures", "multiproc")),
     (1, ("triton_kernels",)),
     (2, ("core",)),
     (3, ("autograd",)),
