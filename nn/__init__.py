@@ -6,24 +6,20 @@ it; ``import tritensor`` does, after comm, and ``from tritensor.nn.parallel impo
 works."""
 from . import functional, init
 from . import attention, utils
-from .activation import ELU, Hardswish, LeakyReLU, LogSoftmax, Mish, Sigmoid, SiLU, Softmax, Softplus, Tanh
-from .multihead_attention import MultiheadAttention
-from .batchnorm import BatchNorm1d, BatchNorm2d
-from .composite_layers import (AvgPool1d, Bilinear, Conv1d, CosineSimilarity, MaxPool1d, PairwiseDistance,
-                               PixelShuffle, PixelUnshuffle, Unfold)
-from .conv_transpose import ConvTranspose1d, ConvTranspose2d
-from .containers import Identity, ModuleDict, ModuleList, ParameterList
-from .embedding import Embedding
-from .layers import (AvgPool2d, Conv2d, CrossEntropyLoss, Dropout, Flatten, GELU, LayerNorm, Linear, MaxPool2d,
-                     MSELoss, ReLU, Sequential)
-from .module import Module
+# every layer's home is the file torch keeps it in, under nn/modules/
+from .modules import (GRU, LSTM, RNN, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
+                      BCEWithLogitsLoss, Bilinear, Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, CosineSimilarity,
+                      CrossEntropyLoss, Dropout, ELU, Embedding, Flatten, GELU, GroupNorm, GRUCell, Hardswish,
+                      Identity, KLDivLoss, L1Loss, LayerNorm, LeakyReLU, Linear, LogSoftmax, LSTMCell, MaxPool1d,
+                      MaxPool2d, Mish, Module, ModuleDict, ModuleList, MSELoss, MultiheadAttention, NLLLoss,
+                      PairwiseDistance, ParameterList, PixelShuffle, PixelUnshuffle, ReLU, RMSNorm, RNNBase, RNNCell,
+                      RNNCellBase, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, Transformer,
+                      TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, Unfold,
+                      Upsample)
 from .parameter import Parameter
-from .loss import BCELoss, BCEWithLogitsLoss, KLDivLoss, L1Loss, NLLLoss, SmoothL1Loss
-from .normalization import GroupNorm, RMSNorm
-from .resizing import AdaptiveAvgPool2d, Upsample
-from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
-from .transformer import TransformerEncoder, TransformerEncoderLayer
-from .transformer_decoder import Transformer, TransformerDecoder, TransformerDecoderLayer
+# torch has no nn.transformer; examples/train_charlm.py reaches the causal mask through this name
+# (torch's spelling is nn.Transformer.generate_square_subsequent_mask, which works too)
+from .modules import transformer
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
            "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils", "attention",

@@ -1,4 +1,4 @@
-"""nn.MultiheadAttention, nn.TransformerEncoderLayer / TransformerEncoder (nn/multihead_attention.py, nn/transformer.py)
+"""nn.MultiheadAttention, nn.TransformerEncoderLayer / TransformerEncoder (nn/modules/activation.py, nn/modules/transformer.py)
 against a NumPy re-implementation of PyTorch's formulas (torch.nn.functional.multi_head_attention_forward
 and TransformerEncoderLayer.forward) given the same parameters, in float64.
 
@@ -195,7 +195,7 @@ def test_encoder_layer_matches_numpy(norm_first, activation):
     layer = nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.1, activation=activation,
                                        norm_first=norm_first, dtype=f64).eval()
     x = rng.standard_normal((6, 2, 16))
-    mask = nn.transformer.generate_square_subsequent_mask(6, dtype=f64)
+    mask = nn.Transformer.generate_square_subsequent_mask(6, dtype=f64)
     out = layer(T(x), src_mask=mask, is_causal=True)
     ref = np_encoder_layer(layer, x, mask=mask.numpy(), gelu=activation == "gelu")
     assert_close(out.detach(), ref, f64)

@@ -1,5 +1,5 @@
-"""``nn.RNN``/``LSTM``/``GRU`` (nn/rnn.py), the cells ``RNNCell``/``LSTMCell``/``GRUCell``
-(nn/rnn_cell.py), ``nn.utils.rnn`` (pad_sequence, pack_padded_sequence, pad_packed_sequence,
+"""``nn.RNN``/``LSTM``/``GRU`` (nn/modules/rnn.py), the cells ``RNNCell``/``LSTMCell``/``GRUCell``
+(the same file), ``nn.utils.rnn`` (pad_sequence, pack_padded_sequence, pad_packed_sequence,
 PackedSequence ...) and examples/train_lstm_digits.py.
 
 Forwards against a float64 NumPy reference of PyTorch's formulas, run one sequence at a time (each

@@ -19,7 +19,7 @@ from ...autograd.grad_mode import is_grad_enabled, no_grad
 from ...comm import collectives, process_group as _pg
 from ...comm.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from ...core.tensor import Tensor
-from ..module import Module
+from ..modules.module import Module
 from .reducer import Reducer
 
 __all__ = ["DistributedDataParallel"]

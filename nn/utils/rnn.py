@@ -7,7 +7,7 @@
 - :func:`pad_packed_sequence` undoes it; :func:`pack_sequence`, :func:`unpack_sequence` and
   :func:`unpad_sequence` are the compositions PyTorch offers.
 
-``nn.RNN``/``LSTM``/``GRU`` take a :class:`PackedSequence` and return one (``nn/rnn.py``). The
+``nn.RNN``/``LSTM``/``GRU`` take a :class:`PackedSequence` and return one (``nn/modules/rnn.py``). The
 lengths are host data, so every index is computed on the host and each transform is one recorded
 ``index_select`` (a gather) of the data, with one padding row appended where padding is written:
 gradients flow back through all of them.

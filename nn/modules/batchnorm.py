@@ -4,13 +4,13 @@
 normalizes and updates the running statistics in one launch."""
 from __future__ import annotations
 
-from ..autograd.grad_mode import no_grad
-from ..core.factories import empty, ones, tensor, zeros
-from ..runtime import dtype as dt
-from . import functional as F
-from . import init
+from ...autograd.grad_mode import no_grad
+from ...core.factories import empty, ones, tensor, zeros
+from ...runtime import dtype as dt
+from .. import functional as F
+from .. import init
 from .module import Module
-from .parameter import Parameter
+from ..parameter import Parameter
 
 
 class _BatchNorm(Module):

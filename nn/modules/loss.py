@@ -1,10 +1,11 @@
-"""Loss modules over ``nn.functional`` (issue 15): ``L1Loss SmoothL1Loss NLLLoss BCELoss
+"""The loss modules over ``nn.functional``, in torch's file: ``MSELoss CrossEntropyLoss ``L1Loss SmoothL1Loss NLLLoss BCELoss
 BCEWithLogitsLoss KLDivLoss``, with torch's constructor arguments; class weights and
 ``pos_weight`` are buffers, as torch registers them (so they follow ``.to()`` and appear in
-``state_dict``). ``MSELoss``/``CrossEntropyLoss`` are in ``layers.py``."""
+``state_dict``).
+"""
 from __future__ import annotations
 
-from . import functional as F
+from .. import functional as F
 from .module import Module
 
 
@@ -70,3 +71,25 @@ class KLDivLoss(_Loss):
 
     def forward(self, input, target):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
+
+
+class MSELoss(Module):
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class CrossEntropyLoss(Module):
+    """Fused log-softmax + negative log-likelihood (one kernel forward, one backward)."""
+
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0):
+        super().__init__()
+        self.weight, self.ignore_index, self.reduction, self.label_smoothing = (weight, ignore_index, reduction,
+                                                                                label_smoothing)
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction,
+                               label_smoothing=self.label_smoothing)

@@ -3,13 +3,13 @@ weight ~ N(0, 1) with the ``padding_idx`` row zeroed, ``from_pretrained``, state
 ``weight``). The lookup is ``F.embedding`` (one gather kernel; backward one scatter-add)."""
 from __future__ import annotations
 
-from ..autograd.grad_mode import no_grad
-from ..core.factories import empty
-from ..core.tensor import Tensor
-from . import functional as F
-from . import init
+from ...autograd.grad_mode import no_grad
+from ...core.factories import empty
+from ...core.tensor import Tensor
+from .. import functional as F
+from .. import init
 from .module import Module
-from .parameter import Parameter
+from ..parameter import Parameter
 
 
 class Embedding(Module):

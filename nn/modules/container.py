@@ -1,18 +1,17 @@
-"""The container modules PyTorch users build models from: ``ModuleList``, ``ModuleDict``,
-``ParameterList`` (and the do-nothing ``Identity``).
+"""The container modules PyTorch users build models from: ``Sequential``, ``ModuleList``,
+``ModuleDict``, ``ParameterList`` (torch's file; ``Identity`` is in ``linear.py``, as torch).
 
 They exist so that modules and parameters held in a list or dict are *registered*: walked by
 ``parameters()``, ``state_dict()`` (keys ``"0.weight"``, ``"name.weight"``, as torch) and ``to()``.
-``Sequential`` lives in ``layers.py``.
 """
 from __future__ import annotations
 
 import operator
 from collections import OrderedDict
 
-from ..core.tensor import Tensor
+from ...core.tensor import Tensor
+from ..parameter import Parameter
 from .module import Module
-from .parameter import Parameter
 
 
 def _index(idx, n: int) -> int:
@@ -22,14 +21,36 @@ def _index(idx, n: int) -> int:
     return i % n
 
 
-class Identity(Module):
-    """Returns its input; accepts and ignores any constructor arguments (as torch)."""
-
-    def __init__(self, *args, **kwargs):
+class Sequential(Module):
+    def __init__(self, *modules):
         super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            for name, m in modules[0].items():
+                self.add_module(name, m)
+        else:
+            for i, m in enumerate(modules):
+                self.add_module(str(i), m)
 
-    def forward(self, input):
-        return input
+    def __getitem__(self, idx):
+        mods = list(self._modules.values())
+        if isinstance(idx, slice):
+            return Sequential(*mods[idx])
+        return mods[idx]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
 
 
 class ModuleList(Module):

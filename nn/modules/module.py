@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from ..autograd.graph import RemovableHandle
-from ..autograd.grad_mode import no_grad
-from ..core.tensor import Tensor
-from ..runtime.dtype import dtype as _dtype
-from .parameter import Parameter
+from ...autograd.graph import RemovableHandle
+from ...autograd.grad_mode import no_grad
+from ...core.tensor import Tensor
+from ...runtime.dtype import dtype as _dtype
+from ..parameter import Parameter
 
 
 class Module:

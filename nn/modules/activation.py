@@ -1,4 +1,8 @@
-"""``nn.MultiheadAttention``: PyTorch's module, parameter names and forward semantics.
+"""The activation modules, as torch keeps them: ``ReLU GELU Softmax LogSoftmax Tanh Sigmoid SiLU
+LeakyReLU ELU Softplus Mish Hardswish`` (each a thin Module over ``nn.functional`` with torch's
+constructor arguments and ``extra_repr``) and ``MultiheadAttention``, which torch keeps here too.
+
+``MultiheadAttention``: PyTorch's module, parameter names and forward semantics.
 
 Why it exists beside ``F.scaled_dot_product_attention``: models (and state_dicts) written for
 PyTorch use this module, so its parameters carry PyTorch's names (``in_proj_weight``,
@@ -22,16 +26,137 @@ tritensor has no ``cat`` yet): a clear error.
 from __future__ import annotations
 
 import math
+import warnings
 
-from ..core.factories import empty
-from ..core.functional import where
-from ..core.tensor import Tensor
-from ..runtime import dtype as dt
-from . import functional as F
-from . import init
-from .layers import Linear
+from ...core.factories import empty
+from ...core.functional import where
+from ...core.tensor import Tensor
+from ...runtime import dtype as dt
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
-from .parameter import Parameter
+
+
+class ReLU(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, x):
+        return F.relu(x, self.inplace)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, self.approximate)
+
+
+def _legacy_softmax_dim(name: str, ndim: int) -> int:
+    """torch's implicit dim for Softmax(dim=None): 0 for 0-, 1- and 3-d inputs, else 1 (with a warning)."""
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X "
+                  "as an argument.", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class Softmax(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        dim = self.dim if self.dim is not None else _legacy_softmax_dim("softmax", input.ndim)
+        return F.softmax(input, dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Softmax):
+    def forward(self, input):
+        dim = self.dim if self.dim is not None else _legacy_softmax_dim("log_softmax", input.ndim)
+        return F.log_softmax(input, dim)
+
+
+class Tanh(Module):
+    def forward(self, input):
+        return F.tanh(input)
+
+
+class Sigmoid(Module):
+    def forward(self, input):
+        return F.sigmoid(input)
+
+
+class SiLU(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.silu(input, self.inplace)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
+
+
+class LeakyReLU(Module):
+    def __init__(self, negative_slope: float = 1e-2, inplace: bool = False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"alpha={self.alpha}" + (", inplace=True" if self.inplace else "")
+
+
+class Softplus(Module):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Mish(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.mish(input, self.inplace)
+
+
+class Hardswish(Module):
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardswish(input, self.inplace)
 
 
 def _float_mask(mask, name, target_dtype):
@@ -82,7 +207,7 @@ class MultiheadAttention(Module):
             self.in_proj_bias = Parameter(empty(3 * embed_dim, **kw))
         else:
             self.register_parameter("in_proj_bias", None)
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, **kw)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, **kw)
         self.bias_k = self.bias_v = None
         self.add_zero_attn = False
         self._reset_parameters()

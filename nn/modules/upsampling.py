@@ -1,21 +1,8 @@
-"""``nn.AdaptiveAvgPool2d`` and ``nn.Upsample`` (torch's modules) over ``F.adaptive_avg_pool2d``
-and ``F.interpolate``."""
+"""``nn.Upsample``, in torch's file, over ``F.interpolate``."""
 from __future__ import annotations
 
-from . import functional as F
+from .. import functional as F
 from .module import Module
-
-
-class AdaptiveAvgPool2d(Module):
-    def __init__(self, output_size):
-        super().__init__()
-        self.output_size = output_size
-
-    def forward(self, input):
-        return F.adaptive_avg_pool2d(input, self.output_size)
-
-    def extra_repr(self) -> str:
-        return f"output_size={self.output_size}"
 
 
 class Upsample(Module):

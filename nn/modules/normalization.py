@@ -1,12 +1,36 @@
-"""``nn.GroupNorm`` and ``nn.RMSNorm`` (torch's modules and parameter names) over
-``F.group_norm`` / ``F.rms_norm``."""
+"""``nn.LayerNorm``, ``nn.GroupNorm`` and ``nn.RMSNorm`` (torch's modules and parameter names, in
+torch's file) over ``F.layer_norm`` / ``F.group_norm`` / ``F.rms_norm``.
+"""
 from __future__ import annotations
 
-from ..core.factories import empty
-from . import functional as F
-from . import init
+from ...core.factories import empty, ones, zeros
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
 from .module import Module
-from .parameter import Parameter
+
+
+class LayerNorm(Module):
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
+                 device=None, dtype=None):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        if elementwise_affine:
+            self.weight = Parameter(ones(self.normalized_shape, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(zeros(self.normalized_shape, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 class GroupNorm(Module):
