@@ -97,15 +97,27 @@ class _TorchStorage:
         return self.restored[dtype_.name]
 
 
+class StorageRef:
+    """What a storage's persistent id loads as: the file's storage seen as one storage class (a
+    bare storage saved by torch loads as this; tensors are made over it)."""
+
+    __slots__ = ("rec", "dtype_name")
+
+    def __init__(self, rec: _TorchStorage, dtype_name: str | None):
+        self.rec, self.dtype_name = rec, dtype_name
+
+    def __repr__(self) -> str:
+        return f"<torch storage {self.rec.key!r}: {self.rec.nbytes} bytes of {self.dtype_name or 'uint8'}>"
+
+
 def _storage_of(storage, where: str):
-    if isinstance(storage, tuple) and len(storage) == 2 and isinstance(storage[0], _TorchStorage):
-        return storage
+    if isinstance(storage, StorageRef):
+        return storage.rec, storage.dtype_name
     raise Bad(f"{where}: the storage argument is a {type(storage).__name__}, not a storage of the file")
 
 
-def _tensor(storage_rec, offset, size, stride, dtype_, where: str) -> Tensor:
-    ts = storage_rec
-    storage = ts.as_dtype(dtype_)
+def _tensor(rec: _TorchStorage, offset, size, stride, dtype_, where: str) -> Tensor:
+    storage = rec.as_dtype(dtype_)
     shape, stride, offset = check_view(size, stride, offset, storage.nbytes() // dtype_.itemsize, where)
     return tensor_over(storage, dtype_, shape, stride, offset)
 
@@ -255,7 +267,7 @@ class _Reader:
         if rec is None:
             self.check_storage(key, nbytes)
             rec = self.storages[key] = _TorchStorage(self, key, storage_type.dtype_name, location, nbytes)
-        return rec, storage_type.dtype_name
+        return StorageRef(rec, storage_type.dtype_name)
 
     def array(self, data: bytes, npd, key: str) -> np.ndarray:
         a = np.frombuffer(data, npd.newbyteorder("<" if self.little else ">"))

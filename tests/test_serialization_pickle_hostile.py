@@ -20,7 +20,7 @@ import pytest
 from safetensors.numpy import save as st_save
 
 import tritensor as tt
-from tritensor.serialization import CheckpointError
+from tritensor.serialization import CheckpointError, safe_globals
 
 MAGIC = 0x1950A86A20F9469CFC6C
 
@@ -316,3 +316,17 @@ def test_deep_nesting_without_marks_loads_without_recursing(fmt):
     while obj:
         obj, n = obj[0], n + 1
     assert n == depth - 1
+
+
+class Config:
+    """A user class a torch checkpoint pickled beside its tensors."""
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_the_user_allow_list_applies_to_every_format(fmt, marker):
+    stream = p2(b"]" + g(__name__, "Config") + b")\x81}" + s("lr") + b"K\x07sb" + b"a")
+    _refused(FORMATS[fmt](stream), match=rf"GLOBAL {__name__}\.Config was not an allowed global")
+    with safe_globals([Config]):
+        (cfg,) = tt.load(FORMATS[fmt](stream))
+    assert type(cfg) is Config and cfg.lr == 7
+    _refused(FORMATS[fmt](stream), match="Config was not an allowed global")  # the block's entry is gone
