@@ -18,6 +18,8 @@ from . import backends
 from .runtime.device import device, get_default_device, set_default_device
 from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, int32, int64, dtype,
                          get_default_dtype, promote_types, result_type)
+from .runtime.dtype import finfo, iinfo, int8, int16, uint8  # PyTorch surface, part 1: small integers
+from .runtime.dtype import int16 as short
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
                              seed, ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .core.generator import Generator, default_generator
@@ -27,6 +29,13 @@ from .core.tensor import Size, Tensor, broadcast_shapes
 from .core.shape import channels_last, contiguous_format, memory_format, preserve_format
 from .core.dlpack import from_dlpack  # issue 15: zero-copy interop
 from .core.printing import get_printoptions, printoptions, set_printoptions  # issue 15: torch's print rules
+from .core.tensor_types import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,
+                                HalfTensor, IntTensor, LongTensor, ShortTensor)  # PyTorch's legacy type names
+from .core.ops.elementwise import can_cast
+from .core.shape import layout, strided
+from math import e, inf, nan, pi  # torch.pi, torch.e, torch.inf, torch.nan: Python floats, as torch's
+
+newaxis = None  # torch.newaxis, NumPy's
 from .core.functional import *  # noqa: F401,F403  (torch-style free functions from the op table: exp, add, sum ...)
 from . import autograd  # registers its layer with core/dispatch.py: every op call above records from here on
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled

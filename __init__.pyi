@@ -72,14 +72,18 @@ from .core.functional import get_device as get_device
 from .core.functional import is_tensor as is_tensor
 from .core.functional import meshgrid as meshgrid
 from .core.functional import rot90 as rot90
+from .core.functional import split as split
 from .core.functional import unflatten as unflatten
 from .core.generator import Generator
 from .core.generator import Generator as Generator
+from .core.ops.elementwise import can_cast as can_cast
 from .core.printing import get_printoptions as get_printoptions
 from .core.printing import printoptions as printoptions
 from .core.printing import set_printoptions as set_printoptions
 from .core.shape import Size as Size
 from .core.shape import broadcast_shapes as broadcast_shapes
+from .core.shape import layout
+from .core.shape import layout as layout
 from .core.shape import memory_format
 from .core.shape import memory_format as memory_format
 from .core.tensor import Tensor
@@ -89,7 +93,9 @@ from .runtime.device import get_default_device as get_default_device
 from .runtime.device import set_default_device as set_default_device
 from .runtime.dtype import dtype
 from .runtime.dtype import dtype as dtype
+from .runtime.dtype import finfo as finfo
 from .runtime.dtype import get_default_dtype as get_default_dtype
+from .runtime.dtype import iinfo as iinfo
 from .runtime.dtype import promote_types as promote_types
 from .runtime.dtype import result_type as result_type
 from .serialization import load as load
@@ -97,6 +103,16 @@ from .serialization import save as save
 from typing import Any
 import builtins
 
+class BFloat16Tensor: ...
+class BoolTensor: ...
+class ByteTensor: ...
+class CharTensor: ...
+class DoubleTensor: ...
+class FloatTensor: ...
+class HalfTensor: ...
+class IntTensor: ...
+class LongTensor: ...
+class ShortTensor: ...
 __version__: str
 def abs(input, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
 def acos(input, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
@@ -135,6 +151,7 @@ bool: dtype
 def cat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def ceil(input, *, out=...) -> Tensor: """Elementwise ``ceil`` (kernel: triton_kernels/elementwise.py)."""
 channels_last: memory_format
+def chunk(input, chunks, dim=...) -> Any: """``torch.chunk``: ``input.chunk(chunks, dim)``."""
 def clamp(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def clip(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def concat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
@@ -155,8 +172,10 @@ def diagonal(input, offset=..., dim1=..., dim2=...) -> Tensor: """The view of th
 def diff(input, n=..., dim=..., prepend=..., append=...) -> Any: ...
 def digamma(input, *, out=...) -> Tensor: """Elementwise ``digamma`` (kernel: triton_kernels/elementwise.py)."""
 def div(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
+def divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def dot(input, other) -> Tensor: """The inner product of two 1-D tensors of one dtype (floats: the matmul kernel, fp32 accumulation)."""
 double: dtype
+e: float
 def einsum(equation, *operands) -> Tensor: """``einsum('bij,bjk->bik', a, b)``; operands may also be given as one list."""
 def eq(input, other, *, out=...) -> Tensor: """Elementwise ``eq`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def equal(input, other) -> builtins.bool: """True when both have the same shape and the same elements (NaN is unequal to itself)."""
@@ -165,7 +184,7 @@ def erfinv(input, *, out=...) -> Tensor: """Elementwise ``erfinv`` (kernel: trit
 def exp(input, *, out=...) -> Tensor: """Elementwise ``exp`` (kernel: triton_kernels/elementwise.py)."""
 def exp2(input, *, out=...) -> Tensor: """Elementwise ``exp2`` (kernel: triton_kernels/elementwise.py)."""
 def expm1(input, *, out=...) -> Tensor: """Elementwise ``expm1`` (kernel: triton_kernels/elementwise.py)."""
-def flip(input, *dims) -> Tensor: """Reverse the order of elements along ``dims`` (a copy, as in PyTorch)."""
+def flip(input, *args, dims=...) -> Tensor: """Reverse the order of elements along ``dims`` (a copy, as in PyTorch): ``x.flip(0, 1)``,"""
 float: dtype
 float16: dtype
 float32: dtype
@@ -187,9 +206,12 @@ def index_copy(input, dim, index, source) -> Tensor: """A copy of ``input`` with
 def index_fill(input, dim, index, value) -> Tensor: """A copy of ``input`` with ``value`` (a number or a 0-d tensor) at ``index`` along ``dim``."""
 def index_put(input, indices, values, accumulate=...) -> Tensor: """A copy of ``input`` with ``values`` put (``accumulate``: added) at ``input[indices]``."""
 def index_select(input, dim, index) -> Tensor: ...
+inf: float
 int: dtype
+int16: dtype
 int32: dtype
 int64: dtype
+int8: dtype
 def isclose(input, other, rtol=..., atol=..., equal_nan=...) -> Tensor: """``|input - other| <= atol + rtol * |other|`` elementwise (or exactly equal), broadcast."""
 def isfinite(input) -> Tensor: ...
 def isinf(input) -> Tensor: ...
@@ -232,18 +254,23 @@ def msort(input) -> Tensor: """``sort(input, dim=0).values``."""
 def mul(input, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def multinomial(input, num_samples, replacement=..., *, generator=...) -> Tensor: """``num_samples`` category indices per row of the non-negative weights ``input`` (1-D or 2-D)."""
 def multiply(input, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+nan: float
 def nan_to_num(input, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (default: the dtype's largest/lowest finite value)."""
 def nanmean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""
 def nanmedian(input, dim=..., keepdim=...) -> Any: """``median`` that ignores NaN (NaN only where every element is)."""
 def nansum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``sum`` with NaN counted as zero (which is also its gradient there)."""
+def narrow(input, dim, start, length) -> Any: ...
 def native_layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Any: """``(out, mean, rstd)`` like ``torch.native_layer_norm``: the statistics the backward needs."""
 def ne(input, other, *, out=...) -> Tensor: """Elementwise ``ne`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def neg(input, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
+newaxis: Any
 def nonzero(input, *, as_tuple=...) -> Any: """The coordinates of the nonzero elements, row-major: int64 (count, ndim), or one 1-D tensor per dim."""
 def norm(input, p=..., dim=..., keepdim=..., dtype=...) -> Tensor: """``torch.norm``: ``'fro'`` (or a number p) is the vector p-norm over ``dim`` (all dims when None);"""
 def normal(mean, std=..., size=..., *, generator=..., dtype=..., device=..., requires_grad=...) -> Tensor: """``normal(mean, std)``: N(mean, std**2) samples, elementwise for tensor ``mean``/``std``"""
 def orthogonalize_(matrices, epsilon=...) -> Tensor: """Orthonormalise the columns of ``matrices`` in place by Gram-Schmidt; returns ``matrices``."""
 def outer(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
+def permute(input, *dims) -> Any: ...
+pi: float
 def polygamma(n, input, *, out=...) -> Tensor: """The ``n``-th derivative of digamma (``polygamma(0, x)`` is ``digamma(x)``); integers give the"""
 def pow(input, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 preserve_format: memory_format
@@ -252,6 +279,7 @@ def reciprocal(input, *, out=...) -> Tensor: """Elementwise ``reciprocal`` (kern
 def relu(input, *, out=...) -> Tensor: """Elementwise ``relu`` (kernel: triton_kernels/elementwise.py)."""
 def remainder(input, other, *, out=...) -> Tensor: """Elementwise ``remainder`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def repeat_interleave(input, repeats=..., dim=..., *, output_size=...) -> Any: """``input.repeat_interleave(repeats, dim)``; with ``repeats`` omitted, ``input`` is the repeats"""
+def reshape(input, *shape) -> Any: ...
 def roll(input, shifts, dims=...) -> Tensor: """Shift elements along ``dims`` by ``shifts``, wrapping around; without dims, over the flattened tensor."""
 def round(input, *, decimals=...) -> Tensor: """Round half to even (as torch and NumPy), to ``decimals`` places; integers are returned as a copy."""
 def rsqrt(input, *, out=...) -> Tensor: """Elementwise ``rsqrt`` (kernel: triton_kernels/elementwise.py)."""
@@ -259,6 +287,8 @@ def scatter(input, dim, index, src=..., *, value=..., reduce=...) -> Tensor: """
 def scatter_add(input, dim, index, src, *, out=...) -> Tensor: """out = input with ``out[..., index[i], ...] += src[i]`` along ``dim`` (duplicates accumulate)."""
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=...) -> Tensor: """``input`` with the elements of ``src`` reduced into the positions ``index`` names along ``dim``."""
 def searchsorted(sorted_sequence, input, *, out_int32=..., right=..., side=..., sorter=...) -> Tensor: """For each value of ``input``, the index where it would be inserted into the innermost dim of"""
+def select(input, dim, index) -> Any: ...
+short: dtype
 def sigmoid(input, *, out=...) -> Tensor: """Elementwise ``sigmoid`` (kernel: triton_kernels/elementwise.py)."""
 def sign(input, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
 def silu(input, *, out=...) -> Tensor: """Elementwise ``silu`` (kernel: triton_kernels/elementwise.py)."""
@@ -272,9 +302,12 @@ def squeeze(input, dim=...) -> Any: ...
 def stack(tensors, dim=...) -> Tensor: """Join equally shaped tensors along a new ``dim``; dtypes promote."""
 def std(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: ...
 def std_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(std, mean)`` over ``dim`` (a plain tuple, as torch)."""
+strided: layout
 def sub(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def subtract(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def sum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
+def swapaxes(input, dim0, dim1) -> Any: ...
+def swapdims(input, dim0, dim1) -> Any: ...
 def take_along_dim(input, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
 def tan(input, *, out=...) -> Tensor: """Elementwise ``tan`` (kernel: triton_kernels/elementwise.py)."""
 def tanh(input, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""
@@ -282,10 +315,12 @@ def tensor_split(input, indices_or_sections, dim=...) -> Any: ...
 def tile(input, dims) -> Tensor: """``repeat`` with ``dims`` padded with leading ones when shorter than ``input.ndim``."""
 def topk(input, k, dim=..., largest=..., sorted=...) -> Any: """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in order."""
 def trace(input) -> Tensor: """The sum of a matrix's main diagonal (integers sum to int64)."""
+def transpose(input, dim0, dim1) -> Any: ...
 def tril(input, diagonal=...) -> Tensor: """The lower triangle of the last two dims (``col - row <= diagonal``); the rest zero."""
 def triu(input, diagonal=...) -> Tensor: """The upper triangle of the last two dims (``col - row >= diagonal``); the rest zero."""
 def true_divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def trunc(input, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
+uint8: dtype
 def unbind(input, dim=...) -> Any: ...
 def unique(input, sorted=..., return_inverse=..., return_counts=..., dim=...) -> Any: """The distinct elements, ascending (always sorted, as PyTorch's CUDA unique); optionally the index of"""
 def unsqueeze(input, dim) -> Any: ...

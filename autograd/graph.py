@@ -59,10 +59,8 @@ def detached(t: Tensor) -> Tensor:
 
 
 def type_name(t: Tensor) -> str:
-    names = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16",
-             "int64": "Long", "int32": "Int", "bool": "Bool"}
     prefix = "tritensor.cuda." if t.device.type == "cuda" else "tritensor."
-    return f"{prefix}{names.get(t.dtype.name, t.dtype.name)}Tensor"
+    return f"{prefix}{t.dtype.type_name}Tensor"
 
 
 class RemovableHandle:

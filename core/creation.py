@@ -22,7 +22,7 @@ from .generator import resolve
 from .ops import fill
 from .ops.join import diagonal_view
 from .ops.random import randperm_keys
-from .shape import _shape_arg
+from .shape import _shape_arg, check_layout, strided
 from .tensor import Tensor
 
 _device = device  # the argument named ``device`` shadows the class inside the factories
@@ -103,9 +103,19 @@ def _int_arg(v, name: str, op: str) -> int:
     return int(v)
 
 
-def randint(*args, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    """``randint(high, size)`` or ``randint(low, high, size)``: integers uniform in [low, high)
-    (int64 unless ``dtype`` says otherwise)."""
+# The C type PyTorch's randint names when a bound does not fit the dtype ("from is out of bounds for short int")
+_RANDINT_C_NAMES = {dt.uint8: "unsigned char", dt.int8: "signed char", dt.int16: "short int", dt.bool_: "bool"}
+
+
+def randint(*args, size=None, generator=None, dtype=None, layout=strided, device=None, requires_grad=False,
+            pin_memory=False) -> Tensor:
+    """``randint(high, size)`` or ``randint(low, high, size)`` (``size=`` as a keyword too):
+    integers uniform in [low, high) (int64 unless ``dtype`` says otherwise)."""
+    check_layout(layout, "randint")
+    if size is not None and len(args) in (1, 2):
+        args = args + (size,)
+    elif size is not None:
+        raise TypeError("randint() got multiple values for argument 'size'")
     if len(args) == 2:
         low, (high, size) = 0, args
     elif len(args) == 3:
@@ -118,6 +128,12 @@ def randint(*args, generator=None, dtype=None, device=None, requires_grad=False)
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     gen = resolve(generator, "randint")
     d = dt.int64 if dtype is None else dt.to_dtype(dtype)
+    if d in _RANDINT_C_NAMES:  # the bounds must fit the dtype, as torch checks them
+        lo, hi = (0, 1) if d is dt.bool_ else (int(np.iinfo(d.np).min), int(np.iinfo(d.np).max))
+        if not lo <= low <= hi:
+            raise RuntimeError(f"from is out of bounds for {_RANDINT_C_NAMES[d]}")
+        if not lo <= high - 1 <= hi:
+            raise RuntimeError(f"to - 1 is out of bounds for {_RANDINT_C_NAMES[d]}")
     out = Tensor._empty(_shape_arg((size,)), d, device_or_default(device))
     seed, off = gen._take(out.numel())
     if d is dt.int64:
@@ -126,7 +142,7 @@ def randint(*args, generator=None, dtype=None, device=None, requires_grad=False)
         tmp = Tensor._empty(out.shape, dt.int64, out.device)
         _rand.randint(tmp, seed, off, low, high)
         out.copy_(tmp)
-    return _finish(out, requires_grad)
+    return _finish(out, requires_grad, pin_memory)
 
 
 def randint_like(input, low=0, high=None, *, generator=None, dtype=None, device=None) -> Tensor:

@@ -12,6 +12,7 @@ from ..runtime import memory
 from . import ops as _ops
 from ..runtime.device import CPU, device, device_or_default
 from .generator import Generator, default_generator, resolve
+from .shape import check_layout, contiguous_format, preserve_format, strided
 from .tensor import Tensor, _shape_arg, contiguous_strides
 
 
@@ -39,7 +40,9 @@ def _dtype(d, default=None) -> dt.dtype:
     return dt.to_dtype(d)
 
 
-def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+def _finish(t: Tensor, requires_grad: bool, pin_memory: bool = False) -> Tensor:
+    if pin_memory:  # PyTorch's pin_memory=True: page-locked host memory (a GPU must be there to lend it)
+        t = t.pin_memory()
     if requires_grad:
         if not t.dtype.is_floating_point:
             raise RuntimeError("Only Tensors of floating point dtype can require gradients")
@@ -47,63 +50,94 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
     return t
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _finish(Tensor._empty(_shape_arg(size), _dtype(dtype), _device(device)), requires_grad)
+def size_arg(args: tuple, size, op: str) -> tuple:
+    """A factory's shape, given as ``*size`` (``zeros(2, 3)``, ``zeros((2, 3))``) or as PyTorch's
+    keyword ``size=`` (``zeros(size=(2, 3))``), not both."""
+    if size is None:
+        return _shape_arg(args)
+    if args:
+        raise TypeError(f"{op}() got multiple values for argument 'size'")
+    return _shape_arg((size,))
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad=False) -> Tensor:
+def empty(*args, size=None, dtype=None, layout=strided, device=None, requires_grad=False, pin_memory=False,
+          memory_format=contiguous_format) -> Tensor:
+    check_layout(layout, "empty")
+    t = Tensor._empty(size_arg(args, size, "empty"), _dtype(dtype), _device(device))
+    if memory_format is not contiguous_format:
+        t = t.contiguous(memory_format=memory_format) if t.ndim == 4 else t
+    return _finish(t, requires_grad, pin_memory)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False, *, layout=strided,
+         pin_memory=False) -> Tensor:
+    check_layout(layout, "full")
     if dtype is None:
         dtype = dt.bool_ if isinstance(fill_value, bool) else (
             dt.int64 if isinstance(fill_value, (int, np.integer)) else dt.get_default_dtype())
     if not isinstance(fill_value, (bool, int, float, np.number)):
         raise TypeError(f"full(): fill_value must be a number, got {type(fill_value).__name__}")
-    t = Tensor._empty(_shape_arg((size,)), _dtype(dtype), _device(device))
+    d = _dtype(dtype)
+    dt.check_fits(fill_value, d)  # before any allocation: full((2,), 300, dtype=uint8) raises, as torch
+    t = Tensor._empty(_shape_arg((size,)), d, _device(device))
     _ops.fill(t, fill_value)  # a fresh tensor: no version bump, unlike fill_()
-    return _finish(t, requires_grad)
+    return _finish(t, requires_grad, pin_memory)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return full(_shape_arg(size), 0, dtype=_dtype(dtype), device=device, requires_grad=requires_grad)
+def zeros(*args, size=None, dtype=None, layout=strided, device=None, requires_grad=False,
+          pin_memory=False) -> Tensor:
+    return full(size_arg(args, size, "zeros"), 0, dtype=_dtype(dtype), device=device, requires_grad=requires_grad,
+                layout=layout, pin_memory=pin_memory)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return full(_shape_arg(size), 1, dtype=_dtype(dtype), device=device, requires_grad=requires_grad)
+def ones(*args, size=None, dtype=None, layout=strided, device=None, requires_grad=False,
+         pin_memory=False) -> Tensor:
+    return full(size_arg(args, size, "ones"), 1, dtype=_dtype(dtype), device=device, requires_grad=requires_grad,
+                layout=layout, pin_memory=pin_memory)
 
 
-def _like(t: Tensor, dtype, device_):
+def _like(t: Tensor, dtype, device_, layout=None, op: str = "empty_like", memory_format=preserve_format):
     if not isinstance(t, Tensor):
         raise TypeError(f"input: expected a Tensor, got {type(t).__name__}")
+    check_layout(layout, op)
+    if memory_format is not preserve_format and memory_format is not contiguous_format:
+        raise NotImplementedError(f"{op}(): memory_format={memory_format} is not supported; the result is "
+                                  "row-major (contiguous_format)")
     return t.shape, (t.dtype if dtype is None else dt.to_dtype(dtype)), (t.device if device_ is None else device(device_))
 
 
-def empty_like(t, dtype=None, device=None, requires_grad=False):
-    shape, d, dev = _like(t, dtype, device)
-    return empty(shape, dtype=d, device=dev, requires_grad=requires_grad)
+def empty_like(t, dtype=None, device=None, requires_grad=False, *, layout=None, pin_memory=False,
+               memory_format=preserve_format):
+    shape, d, dev = _like(t, dtype, device, layout, "empty_like", memory_format)
+    return empty(shape, dtype=d, device=dev, requires_grad=requires_grad, pin_memory=pin_memory)
 
 
-def zeros_like(t, dtype=None, device=None, requires_grad=False):
-    shape, d, dev = _like(t, dtype, device)
+def zeros_like(t, dtype=None, device=None, requires_grad=False, *, layout=None, memory_format=preserve_format):
+    shape, d, dev = _like(t, dtype, device, layout, "zeros_like", memory_format)
     return zeros(shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
-def ones_like(t, dtype=None, device=None, requires_grad=False):
-    shape, d, dev = _like(t, dtype, device)
+def ones_like(t, dtype=None, device=None, requires_grad=False, *, layout=None, memory_format=preserve_format):
+    shape, d, dev = _like(t, dtype, device, layout, "ones_like", memory_format)
     return ones(shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, device=None, requires_grad=False):
-    shape, d, dev = _like(t, dtype, device)
+def full_like(t, fill_value, dtype=None, device=None, requires_grad=False, *, layout=strided,
+              memory_format=preserve_format):
+    shape, d, dev = _like(t, dtype, device, layout, "full_like", memory_format)
     return full(shape, fill_value, dtype=d, device=dev, requires_grad=requires_grad)
 
 
-def rand_like(t, dtype=None, device=None, requires_grad=False):
-    shape, d, dev = _like(t, dtype, device)
-    return rand(shape, dtype=d, device=dev, requires_grad=requires_grad)
+def rand_like(t, dtype=None, device=None, requires_grad=False, *, generator=None, layout=None,
+              memory_format=preserve_format):
+    shape, d, dev = _like(t, dtype, device, layout, "rand_like", memory_format)
+    return rand(shape, dtype=d, device=dev, requires_grad=requires_grad, generator=generator)
 
 
-def randn_like(t, dtype=None, device=None, requires_grad=False):
-    shape, d, dev = _like(t, dtype, device)
-    return randn(shape, dtype=d, device=dev, requires_grad=requires_grad)
+def randn_like(t, dtype=None, device=None, requires_grad=False, *, generator=None, layout=None,
+               memory_format=preserve_format):
+    shape, d, dev = _like(t, dtype, device, layout, "randn_like", memory_format)
+    return randn(shape, dtype=d, device=dev, requires_grad=requires_grad, generator=generator)
 
 
 def _random(size, dtype, device_, normal: bool, requires_grad: bool, generator=None) -> Tensor:
@@ -117,15 +151,22 @@ def _random(size, dtype, device_, normal: bool, requires_grad: bool, generator=N
     return _finish(t, requires_grad)
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _random(size, dtype, device, False, requires_grad, generator)
+def rand(*args, size=None, generator=None, dtype=None, layout=strided, device=None, requires_grad=False,
+         pin_memory=False) -> Tensor:
+    check_layout(layout, "rand")
+    return _finish(_random(size_arg(args, size, "rand"), dtype, device, False, requires_grad, generator), False,
+                   pin_memory)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False) -> Tensor:
-    return _random(size, dtype, device, True, requires_grad, generator)
+def randn(*args, size=None, generator=None, dtype=None, layout=strided, device=None, requires_grad=False,
+          pin_memory=False) -> Tensor:
+    check_layout(layout, "randn")
+    return _finish(_random(size_arg(args, size, "randn"), dtype, device, True, requires_grad, generator), False,
+                   pin_memory)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False) -> Tensor:
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False, *, layout=strided) -> Tensor:
+    check_layout(layout, "arange")
     if end is None:
         start, end = 0, start
     for name, v in (("start", start), ("end", end), ("step", step)):
@@ -177,7 +218,7 @@ def _flatten(obj):
         yield obj
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, numbers, NumPy arrays, Tensors)."""
     if isinstance(data, Tensor):
         src = data.detach() if hasattr(data, "detach") else data
@@ -193,6 +234,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
             if not isinstance(v, (bool, int, float, np.number, np.bool_)):
                 raise TypeError(f"tensor(): could not infer dtype of {type(v).__name__}")
         d = _dtype(dtype, _infer_dtype(data))
+        if d in dt.INTEGRAL:  # Python numbers into an integer dtype: PyTorch's overflow check, before the cast
+            for v in _flatten(data):
+                dt.check_fits(v.item() if isinstance(v, Tensor) else v, d, c_type=False)
         try:
             arr = np.array(data, dtype=np.float64 if d.is_floating_point else (np.bool_ if d is dt.bool_ else np.int64))
         except ValueError as e:
@@ -203,7 +247,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     out.numpy(force=True)[...] = arr
     if _device(device) != CPU:
         out = out.to(_device(device))
-    return _finish(out, requires_grad)
+    return _finish(out, requires_grad, pin_memory)
 
 
 def _host_cast(arr: np.ndarray, d: dt.dtype) -> np.ndarray:

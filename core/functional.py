@@ -81,6 +81,17 @@ def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
     return _tensor(input, "diff").diff(n, dim, prepend, append)
 
 
+def split(tensor, split_size_or_sections, dim: int = 0):
+    """``torch.split``: ``tensor.split(split_size_or_sections, dim)``, views made with ``narrow``."""
+    return _tensor(tensor, "split", "tensor").split(split_size_or_sections, dim)
+
+
+@table.accepts_numpy_names
+def chunk(input, chunks: int, dim: int = 0):
+    """``torch.chunk``: ``input.chunk(chunks, dim)``."""
+    return _tensor(input, "chunk").chunk(chunks, dim)
+
+
 def unflatten(input, dim: int, sizes):
     return _tensor(input, "unflatten").unflatten(dim, sizes)
 
@@ -174,6 +185,7 @@ def atleast_3d(*tensors):
 
 
 __all__ = ["is_tensor", "flatten", "get_device", "repeat_interleave", "tensor_split", "rot90", "diff", "unflatten", "unbind", "broadcast_to",
+           "split", "chunk",
            "broadcast_tensors", "meshgrid", "cartesian_prod", "atleast_1d", "atleast_2d", "atleast_3d"]
 for _op in table.OPS.values():
     if _op.function:

@@ -49,6 +49,7 @@ def broadcast_to(input, size) -> Any: ...
 def cartesian_prod(*tensors) -> Any: """Every combination of the elements of 1-D tensors, one per row (``itertools.product`` order)."""
 def cat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def ceil(input, *, out=...) -> Tensor: """Elementwise ``ceil`` (kernel: triton_kernels/elementwise.py)."""
+def chunk(input, chunks, dim=...) -> Any: """``torch.chunk``: ``input.chunk(chunks, dim)``."""
 def clamp(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def clip(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def concat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
@@ -67,6 +68,7 @@ def diagonal(input, offset=..., dim1=..., dim2=...) -> Tensor: """The view of th
 def diff(input, n=..., dim=..., prepend=..., append=...) -> Any: ...
 def digamma(input, *, out=...) -> Tensor: """Elementwise ``digamma`` (kernel: triton_kernels/elementwise.py)."""
 def div(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
+def divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def dot(input, other) -> Tensor: """The inner product of two 1-D tensors of one dtype (floats: the matmul kernel, fp32 accumulation)."""
 def einsum(equation, *operands) -> Tensor: """``einsum('bij,bjk->bik', a, b)``; operands may also be given as one list."""
 def eq(input, other, *, out=...) -> Tensor: """Elementwise ``eq`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -77,7 +79,7 @@ def exp(input, *, out=...) -> Tensor: """Elementwise ``exp`` (kernel: triton_ker
 def exp2(input, *, out=...) -> Tensor: """Elementwise ``exp2`` (kernel: triton_kernels/elementwise.py)."""
 def expm1(input, *, out=...) -> Tensor: """Elementwise ``expm1`` (kernel: triton_kernels/elementwise.py)."""
 def flatten(input, start_dim=..., end_dim=...) -> Tensor: """``torch.flatten``: ``input.flatten(start_dim, end_dim)``, a composite of ``reshape``."""
-def flip(input, *dims) -> Tensor: """Reverse the order of elements along ``dims`` (a copy, as in PyTorch)."""
+def flip(input, *args, dims=...) -> Tensor: """Reverse the order of elements along ``dims`` (a copy, as in PyTorch): ``x.flip(0, 1)``,"""
 def floor(input, *, out=...) -> Tensor: """Elementwise ``floor`` (kernel: triton_kernels/elementwise.py)."""
 def floor_divide(input, other, *, out=...) -> Tensor: """Elementwise ``floor_divide`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def fmod(input, other, *, out=...) -> Tensor: """Elementwise ``fmod`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -143,6 +145,7 @@ def nan_to_num(input, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``na
 def nanmean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""
 def nanmedian(input, dim=..., keepdim=...) -> Any: """``median`` that ignores NaN (NaN only where every element is)."""
 def nansum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``sum`` with NaN counted as zero (which is also its gradient there)."""
+def narrow(input, dim, start, length) -> Any: ...
 def native_layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Any: """``(out, mean, rstd)`` like ``torch.native_layer_norm``: the statistics the backward needs."""
 def ne(input, other, *, out=...) -> Tensor: """Elementwise ``ne`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def neg(input, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
@@ -151,6 +154,7 @@ def norm(input, p=..., dim=..., keepdim=..., dtype=...) -> Tensor: """``torch.no
 def normal(mean, std=..., size=..., *, generator=..., dtype=..., device=..., requires_grad=...) -> Tensor: """``normal(mean, std)``: N(mean, std**2) samples, elementwise for tensor ``mean``/``std``"""
 def orthogonalize_(matrices, epsilon=...) -> Tensor: """Orthonormalise the columns of ``matrices`` in place by Gram-Schmidt; returns ``matrices``."""
 def outer(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
+def permute(input, *dims) -> Any: ...
 def polygamma(n, input, *, out=...) -> Tensor: """The ``n``-th derivative of digamma (``polygamma(0, x)`` is ``digamma(x)``); integers give the"""
 def pow(input, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def prod(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
@@ -158,6 +162,7 @@ def reciprocal(input, *, out=...) -> Tensor: """Elementwise ``reciprocal`` (kern
 def relu(input, *, out=...) -> Tensor: """Elementwise ``relu`` (kernel: triton_kernels/elementwise.py)."""
 def remainder(input, other, *, out=...) -> Tensor: """Elementwise ``remainder`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def repeat_interleave(input, repeats=..., dim=..., *, output_size=...) -> Any: """``input.repeat_interleave(repeats, dim)``; with ``repeats`` omitted, ``input`` is the repeats"""
+def reshape(input, *shape) -> Any: ...
 def roll(input, shifts, dims=...) -> Tensor: """Shift elements along ``dims`` by ``shifts``, wrapping around; without dims, over the flattened tensor."""
 def rot90(input, k=..., dims=...) -> Any: ...
 def round(input, *, decimals=...) -> Tensor: """Round half to even (as torch and NumPy), to ``decimals`` places; integers are returned as a copy."""
@@ -166,6 +171,7 @@ def scatter(input, dim, index, src=..., *, value=..., reduce=...) -> Tensor: """
 def scatter_add(input, dim, index, src, *, out=...) -> Tensor: """out = input with ``out[..., index[i], ...] += src[i]`` along ``dim`` (duplicates accumulate)."""
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=...) -> Tensor: """``input`` with the elements of ``src`` reduced into the positions ``index`` names along ``dim``."""
 def searchsorted(sorted_sequence, input, *, out_int32=..., right=..., side=..., sorter=...) -> Tensor: """For each value of ``input``, the index where it would be inserted into the innermost dim of"""
+def select(input, dim, index) -> Any: ...
 def sigmoid(input, *, out=...) -> Tensor: """Elementwise ``sigmoid`` (kernel: triton_kernels/elementwise.py)."""
 def sign(input, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
 def silu(input, *, out=...) -> Tensor: """Elementwise ``silu`` (kernel: triton_kernels/elementwise.py)."""
@@ -173,6 +179,7 @@ def sin(input, *, out=...) -> Tensor: """Elementwise ``sin`` (kernel: triton_ker
 def sinh(input, *, out=...) -> Tensor: """Elementwise ``sinh`` (kernel: triton_kernels/elementwise.py)."""
 def softmax(input, dim, dtype=...) -> Tensor: """exp(x - max) / sum(exp(x - max)) along ``dim``; ``dtype`` casts the input first."""
 def sort(input, dim=..., descending=..., *, stable=...) -> Any: """(values, indices) sorted along ``dim``; NaN sorts above every number (first when descending)."""
+def split(tensor, split_size_or_sections, dim=...) -> Any: """``torch.split``: ``tensor.split(split_size_or_sections, dim)``, views made with ``narrow``."""
 def sqrt(input, *, out=...) -> Tensor: """Elementwise ``sqrt`` (kernel: triton_kernels/elementwise.py)."""
 def square(input, *, out=...) -> Tensor: """Elementwise ``square`` (kernel: triton_kernels/elementwise.py)."""
 def squeeze(input, dim=...) -> Any: ...
@@ -182,6 +189,8 @@ def std_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> An
 def sub(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def subtract(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def sum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
+def swapaxes(input, dim0, dim1) -> Any: ...
+def swapdims(input, dim0, dim1) -> Any: ...
 def take_along_dim(input, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
 def tan(input, *, out=...) -> Tensor: """Elementwise ``tan`` (kernel: triton_kernels/elementwise.py)."""
 def tanh(input, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""
@@ -189,6 +198,7 @@ def tensor_split(input, indices_or_sections, dim=...) -> Any: ...
 def tile(input, dims) -> Tensor: """``repeat`` with ``dims`` padded with leading ones when shorter than ``input.ndim``."""
 def topk(input, k, dim=..., largest=..., sorted=...) -> Any: """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in order."""
 def trace(input) -> Tensor: """The sum of a matrix's main diagonal (integers sum to int64)."""
+def transpose(input, dim0, dim1) -> Any: ...
 def tril(input, diagonal=...) -> Tensor: """The lower triangle of the last two dims (``col - row <= diagonal``); the rest zero."""
 def triu(input, diagonal=...) -> Tensor: """The upper triangle of the last two dims (``col - row >= diagonal``); the rest zero."""
 def true_divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""

@@ -40,6 +40,30 @@ channels_last = memory_format("channels_last")
 preserve_format = memory_format("preserve_format")
 
 
+class layout:
+    """How a tensor's elements are stored (``torch.layout``): tritensor has PyTorch's ``strided``
+    only (dense, with strides); the factories take ``layout=strided`` as PyTorch's do."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"tritensor.{self.name}"
+
+
+strided = layout("strided")
+
+
+def check_layout(value, op: str) -> None:
+    """A factory's ``layout=``: None or ``strided``; a sparse layout is not implemented."""
+    if value is not None and value is not strided:
+        if isinstance(value, layout):
+            raise NotImplementedError(f"{op}(): layout={value} is not supported: tritensor tensors are strided")
+        raise TypeError(f"{op}(): argument 'layout' must be tritensor.layout, not {type(value).__name__}")
+
+
 def channels_last_strides(shape) -> tuple:
     """NHWC strides of a 4-D NCHW shape (channels innermost), PyTorch's for ``channels_last``."""
     n, c, h, w = shape

@@ -20,7 +20,7 @@ from ..runtime import cuda, memory
 from ..runtime import dtype as dt
 from ..runtime.device import CPU, device
 from .ops import fill, host_tensor, table
-from .shape import (Size, _shape_arg, broadcast_shapes, contiguous_format, contiguous_strides,  # noqa: F401  (re-exported)
+from .shape import (Size, _shape_arg, broadcast_shapes, contiguous_format, contiguous_strides, preserve_format,  # noqa: F401  (re-exported)
                     infer_size, normalize_dim, view_strides)
 from .tensor_base import TensorBase
 
@@ -320,16 +320,23 @@ class Tensor(TensorOps, TensorBase, results=True):
             return self
         return self.clone(memory_format=memory_format)
 
-    def cuda(self, device_=None) -> "Tensor":
-        return self.to(device("cuda", device_) if isinstance(device_, int) else (device_ or "cuda"))
+    def cuda(self, device=None, non_blocking=False, memory_format=preserve_format) -> "Tensor":
+        """A copy in device memory (itself when already there); ``non_blocking`` is accepted as
+        PyTorch's: copies are ordered on the current stream either way."""
+        return self.to(_cuda_device(device), non_blocking=non_blocking, memory_format=memory_format)
 
     def cpu(self) -> "Tensor":
         return self.to(CPU)
 
-    def type(self, dtype_=None):
-        if dtype_ is None:
-            return f"tritensor.{self.dtype.name}"
-        return self.to(dt.to_dtype(dtype_))
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """With no argument, the type's name as PyTorch spells it under tritensor's name
+        (``'tritensor.LongTensor'``, ``'tritensor.cuda.FloatTensor'``); else this tensor as that
+        type: a dtype, a tensor type (``tritensor.LongTensor``) or its name (``'torch.IntTensor'``
+        too)."""
+        if dtype is None:
+            return f"tritensor.{'cuda.' if self.device.type == 'cuda' else ''}{self.dtype.type_name}Tensor"
+        target_dt, target_dev = _tensor_type(dtype, self.device)
+        return self.to(target_dev, target_dt, non_blocking=non_blocking)
 
     def type_as(self, other) -> "Tensor":
         """This tensor in ``other``'s dtype (itself when they agree)."""
@@ -357,6 +364,15 @@ class Tensor(TensorOps, TensorBase, results=True):
 
     def bool(self):
         return self.to(dt.bool_)
+
+    def byte(self):
+        return self.to(dt.uint8)
+
+    def char(self):
+        return self.to(dt.int8)
+
+    def short(self):
+        return self.to(dt.int16)
 
     def new_empty(self, *size, dtype=None, device=None):
         return Tensor._empty(_shape_arg(size), dtype or self.dtype, _dev(device, self.device))
@@ -403,6 +419,27 @@ class Tensor(TensorOps, TensorBase, results=True):
 
 def _dev(d, default):
     return default if d is None else device(d)
+
+
+def _cuda_device(d) -> device:
+    return device("cuda", d) if isinstance(d, int) else device(d or "cuda")
+
+
+_TYPE_NAMES = {d.type_name + "Tensor": d for d in dt.ALL}
+
+
+def _tensor_type(obj, current: device):
+    """``Tensor.type``'s argument as (dtype, device): a dtype keeps the device; a tensor type or its
+    name (``tritensor.LongTensor``, ``'torch.cuda.IntTensor'``) says CPU or CUDA too."""
+    if isinstance(obj, str):
+        prefix, _, name = obj.rpartition(".")
+        if prefix not in ("tritensor", "torch", "tritensor.cuda", "torch.cuda") or name not in _TYPE_NAMES:
+            raise ValueError(f"invalid type: {obj!r}")
+        return _TYPE_NAMES[name], _cuda_device(None) if prefix.endswith("cuda") else CPU
+    if isinstance(getattr(obj, "dtype", None), dt.dtype) and isinstance(getattr(obj, "is_cuda", None), bool):
+        return obj.dtype, _cuda_device(None) if obj.is_cuda else CPU
+    d = dt.to_dtype(obj, "type(dtype)")
+    return d, current
 
 
 def _rebuild_tensor(raw, shape, dtype_name, device_str, requires_grad):

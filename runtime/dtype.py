@@ -7,20 +7,29 @@ Triton's launcher derives a pointer's element type from that string.
 """
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
 
 class dtype:
-    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_rank")
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_rank", "type_name", "c_name")
 
-    def __init__(self, name: str, np_dtype, is_floating_point: bool, is_signed: bool, rank: int):
+    def __init__(self, name: str, np_dtype, is_floating_point: bool, is_signed: bool, rank: int, type_name: str,
+                 c_name: str):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
         self.is_floating_point = is_floating_point
         self.is_signed = is_signed
         self._rank = rank  # order inside its category, for promotion
+        self.type_name = type_name  # PyTorch's scalar-type name: "Byte" (ByteTensor, errors' 'Byte')
+        self.c_name = c_name  # the C type PyTorch's overflow messages name: "uint8_t"
+
+    @property
+    def bits(self) -> int:
+        return 8 * self.itemsize
 
     @property
     def is_complex(self) -> bool:
@@ -35,18 +44,25 @@ class dtype:
         return (_by_name, (self.name,))
 
 
-bool_ = dtype("bool", np.bool_, False, False, 0)
-int32 = dtype("int32", np.int32, False, True, 1)
-int64 = dtype("int64", np.int64, False, True, 2)
-float16 = dtype("float16", np.float16, True, True, 1)
-bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, True, True, 1)
-float32 = dtype("float32", np.float32, True, True, 2)
-float64 = dtype("float64", np.float64, True, True, 3)
+bool_ = dtype("bool", np.bool_, False, False, 0, "Bool", "bool")
+# Integers rank by width; uint8 holds no negative value, so promote_types treats it apart.
+uint8 = dtype("uint8", np.uint8, False, False, 1, "Byte", "uint8_t")
+int8 = dtype("int8", np.int8, False, True, 1, "Char", "int8_t")
+int16 = dtype("int16", np.int16, False, True, 2, "Short", "int16_t")
+int32 = dtype("int32", np.int32, False, True, 3, "Int", "int")
+int64 = dtype("int64", np.int64, False, True, 4, "Long", "int64_t")
+float16 = dtype("float16", np.float16, True, True, 1, "Half", "c10::Half")
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, True, True, 1, "BFloat16", "c10::BFloat16")
+float32 = dtype("float32", np.float32, True, True, 2, "Float", "float")
+float64 = dtype("float64", np.float64, True, True, 3, "Double", "double")
 
-ALL = (bool_, int32, int64, float16, bfloat16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 FLOATING = (float16, bfloat16, float32, float64)
+INTEGRAL = (uint8, int8, int16, int32, int64)
+SMALL_INTEGRAL = (uint8, int8, int16)  # computed in int32 by the kernels, wrapped on store
 _NAMES = {d.name: d for d in ALL}
-_NAMES.update({"half": float16, "float": float32, "double": float64, "long": int64, "int": int32})
+# PyTorch's other spellings (torch.short; torch has no torch.char or torch.byte)
+_NAMES.update({"half": float16, "float": float32, "double": float64, "long": int64, "int": int32, "short": int16})
 _FROM_NP = {d.np: d for d in ALL}
 
 default_float = float32
@@ -108,6 +124,9 @@ def promote_types(a: dtype, b: dtype) -> dtype:
         return a if ca > cb else b
     if ca == 2 and a._rank == b._rank:  # float16 with bfloat16: neither holds the other
         return float32
+    if ca == 1 and a.is_signed != b.is_signed:  # uint8 with a signed integer: the signed one, at least int16
+        signed = a if a.is_signed else b
+        return signed if signed._rank > int8._rank else int16
     return a if a._rank >= b._rank else b
 
 
@@ -152,3 +171,78 @@ def result_type(*operands) -> dtype:
     if result is float64 and dim_t is None and zero_t is None:
         result = default_float  # only Python floats: torch.tensor(1.5) is float32
     return result
+
+
+def wrap_int(value: int, d: dtype) -> int:
+    """A Python integer as ``d`` holds it: two's complement wraparound, as PyTorch casts a scalar
+    to an integer tensor's dtype (``uint8_tensor < -1`` compares with 255)."""
+    bits = d.bits
+    v = int(value) & ((1 << bits) - 1)
+    return v - (1 << bits) if d.is_signed and v >= 1 << (bits - 1) else v
+
+
+def check_fits(value, d: dtype, c_type: bool = True) -> None:
+    """PyTorch's overflow check of a scalar written into an integer dtype (``full``, ``fill_``,
+    ``tensor``): signed types take their range; unsigned ones also take negative integers down to
+    ``-max`` (they wrap, as ``a - b`` is ``a + 255 * b`` in uint8) but no negative float."""
+    if d.is_floating_point or d is bool_ or isinstance(value, (bool, np.bool_)):
+        return
+    info = np.iinfo(d.np)
+    if isinstance(value, (float, np.floating)):
+        ok = info.min <= value <= info.max  # NaN and inf fail too, as torch's check
+    else:
+        value = int(value)
+        ok = (info.min <= value <= info.max) if d.is_signed else (-info.max <= value <= info.max)
+    if not ok:
+        raise RuntimeError(f"value cannot be converted to type {d.c_name if c_type else d.name} without overflow")
+
+
+class finfo:
+    """Numerical properties of a floating dtype, as ``torch.finfo``: ``bits``, ``eps``, ``max``,
+    ``min``, ``tiny`` (= ``smallest_normal``), ``resolution``, ``dtype`` (its name)."""
+
+    def __init__(self, type: dtype | None = None):
+        d = default_float if type is None else type
+        if not isinstance(d, dtype):
+            raise TypeError(f"finfo(): argument 'type' (position 1) must be tritensor.dtype, not {builtin_type(d).__name__}")
+        if not d.is_floating_point:
+            raise TypeError("tritensor.finfo() requires a floating point input type. "
+                            "Use tritensor.iinfo to handle 'tritensor.finfo'")
+        info = ml_dtypes.finfo(d.np) if d is bfloat16 else np.finfo(d.np)
+        self.bits = d.bits
+        self.eps = float(info.eps)
+        self.max = float(info.max)
+        self.min = float(info.min)
+        self.tiny = self.smallest_normal = float(info.smallest_normal)
+        self.resolution = 10.0 ** -math.floor(-math.log10(self.eps))  # PyTorch's: 10**-digits, in float64
+        self.dtype = d.name
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+                f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})")
+
+
+class iinfo:
+    """Numerical properties of an integer dtype, as ``torch.iinfo``: ``bits``, ``max``, ``min``,
+    ``dtype`` (its name)."""
+
+    def __init__(self, type: dtype):
+        if not isinstance(type, dtype):
+            raise TypeError(f"iinfo(): argument 'type' (position 1) must be tritensor.dtype, not "
+                            f"{builtin_type(type).__name__}")
+        if type is bool_:
+            raise TypeError("tritensor.bool is not supported by tritensor.iinfo")
+        if type.is_floating_point:
+            raise TypeError("tritensor.iinfo() requires an integer input type. "
+                            "Use tritensor.finfo to handle 'tritensor.iinfo'")
+        info = np.iinfo(type.np)
+        self.bits = type.bits
+        self.max = int(info.max)
+        self.min = int(info.min)
+        self.dtype = type.name
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min}, max={self.max}, dtype={self.dtype})"
+
+
+builtin_type = type  # finfo's and iinfo's argument is named ``type``, as torch's

@@ -25,7 +25,8 @@ EXACT = dict(rtol=0.0, atol=0.0)  # integers and bool: exact, whatever the profi
 
 FLOAT_DTYPES = [tt.float32, tt.float64, tt.float16, tt.bfloat16]
 NP = {tt.float32: np.float32, tt.float64: np.float64, tt.float16: np.float16, tt.bfloat16: ml_dtypes.bfloat16,
-      tt.int32: np.int32, tt.int64: np.int64, tt.bool: np.bool_}
+      tt.int32: np.int32, tt.int64: np.int64, tt.bool: np.bool_, tt.uint8: np.uint8, tt.int8: np.int8,
+      tt.int16: np.int16}
 
 # Sums of k products (matmul, conv2d and its backward kernels) accumulate in fp32 (fp64 for
 # fp64). Rounding error of such a sum grows like sqrt(k) * unit roundoff * term size for terms of

@@ -128,22 +128,24 @@ def load_f64_scalar(bits):
 
 @triton.jit
 def float_to_int(v, DST: tl.constexpr):
-    """A floating value as the integer dtype ``DST`` (int32 or int64), the same in both modes:
+    """A floating value as the integer dtype ``DST``, the same in both modes:
     truncation toward zero, saturated at the type's limits (inf -> max, -inf -> min), NaN -> 0.
 
     That is what the GPU's conversion (``cvt.rzi.s32.f32`` and kin) does; NumPy, and so the
     interpreter, gives INT_MIN for all three. torch leaves it undefined (and differs between CPU
     and CUDA); tritensor defines it, as the hardware does.
     """
-    tl.static_assert(DST == tl.int32 or DST == tl.int64, "float_to_int: int32 or int64")
     if v.dtype.primitive_bitwidth < 32:
         v = v.to(tl.float32)  # fp16/bf16: exact in fp32, and 2**31 / 2**63 are fp32 numbers
-    if DST == tl.int32:
-        r = tl.where(v >= 2147483648.0, 2147483647, tl.where(v < -2147483648.0, -2147483648, v.to(tl.int32)))
-    else:
+    if DST == tl.int64:
         big = v >= 9223372036854775808.0
         r = tl.where(big, 9223372036854775807, tl.where(v < -9223372036854775808.0, -9223372036854775808,
                                                          v.to(tl.int64)))
+    else:
+        # int32; uint8/int8/int16 go through it and wrap (two's complement) on the final cast, as
+        # PyTorch's CPU casts do (-1.0 -> 255 in uint8): a direct conversion past a small type's
+        # range is undefined on a GPU
+        r = tl.where(v >= 2147483648.0, 2147483647, tl.where(v < -2147483648.0, -2147483648, v.to(tl.int32)))
     return tl.where(v != v, 0, r).to(DST)
 
 

@@ -284,6 +284,8 @@ def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, sca
             # Integer pow runs in float64: round, don't truncate 8.999... to 8. A negative exponent
             # gives 0 unless |x| == 1, as torch's integer pow (0 ** -1 is 0 there, not inf -> INT_MIN).
             r = tl.where((y < 0) & (tl.abs(x) != 1.0), 0.0, tl.floor(r + 0.5))
+            if out.dtype.element_ty.primitive_bitwidth < 32:
+                r = r.to(tl.int64)  # then wrap into uint8/int8/int16 as torch (a float past their range is UB)
     if out.dtype.element_ty == tl.int1:
         r = r != 0
     tl.store(out + oo, r.to(out.dtype.element_ty), mask=mask)

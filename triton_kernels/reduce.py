@@ -49,7 +49,8 @@ SPLIT_BLOCK_N = 2048
 SPLIT_TARGET = per_mode(4, 1024)  # total programs (rows x splits) to aim for
 
 _TL = {dt.float16: tl.float16, dt.bfloat16: tl.bfloat16, dt.float32: tl.float32, dt.float64: tl.float64,
-       dt.int32: tl.int32, dt.int64: tl.int64, dt.bool_: tl.int1}
+       dt.uint8: tl.uint8, dt.int8: tl.int8, dt.int16: tl.int16, dt.int32: tl.int32, dt.int64: tl.int64,
+       dt.bool_: tl.int1}
 
 
 def accumulator_dtype(op: str, d: dt.dtype) -> dt.dtype:

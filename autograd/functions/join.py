@@ -196,7 +196,7 @@ def movedim(input, source, destination):
 
 RECORD = {
     "cat": cat, "stack": stack, "hstack": hstack, "vstack": vstack,
-    "flip": lambda input, *dims: Flip.apply(input, *dims),
+    "flip": lambda input, *args, dims=None: Flip.apply(input, *(args if dims is None else (dims,))),
     "roll": lambda input, shifts, dims=None: Roll.apply(input, shifts, dims),
     "repeat": repeat, "tile": tile,
     "tril": lambda input, diagonal=0: Triangle.apply(input, diagonal, False),

@@ -65,6 +65,8 @@ def to(input, *args, **kwargs):
         if out.is_contiguous(memory_format=fmt):
             return out
         return clone(out, memory_format=fmt)
+    flags = [a for a in args if isinstance(a, bool)]
+    copy = copy or (len(flags) > 1 and flags[1])
     for a in list(args) + list(kwargs.values()):
         if isinstance(a, TensorBase):
             target_dev, target_dt = a.device, a.dtype
@@ -72,7 +74,7 @@ def to(input, *args, **kwargs):
             target_dt = a
         elif isinstance(a, (str, device, int)) and not isinstance(a, bool):
             target_dev = device(a)
-        elif a is None:
+        elif a is None or isinstance(a, bool):  # positional non_blocking, copy: to(device, dtype, False, True)
             continue
         else:
             target_dt = dt.to_dtype(a, "to(dtype)")
@@ -98,6 +100,7 @@ def fill_(input, value):
         value = value.item()
     if not isinstance(value, (numbers.Number, np.number, bool)):
         raise TypeError(f"fill_(): value must be a number, got {type(value).__name__}")
+    dt.check_fits(value, input.dtype)  # fill_(300) of a uint8 tensor raises, as torch; fill_(-1) wraps to 255
     fill(input, value)
     input._bump_version()
     return input

@@ -121,11 +121,14 @@ class _BinaryPlan:
     """What a binary op's checks decide from its operands' signature (dtypes, shapes, devices,
     scalar types), kept per signature so a repeated call skips straight to allocating and launching."""
 
-    __slots__ = ("dev", "result", "compute", "shape", "scalar_first", "swap")
+    __slots__ = ("dev", "result", "compute", "shape", "scalar_first", "swap", "narrow")
 
-    def __init__(self, dev, result, compute, shape, scalar_first, swap):
+    def __init__(self, dev, result, compute, shape, scalar_first, swap, narrow=None):
         self.dev, self.result, self.compute, self.shape = dev, result, compute, shape
         self.scalar_first, self.swap = scalar_first, swap
+        # uint8/int8/int16 operands (computed in int32): the dtype a scalar or 0-d tensor is cast to
+        # first, as PyTorch casts it, so it wraps (uint8_tensor < -1 compares with 255)
+        self.narrow = narrow
 
 
 def _signature(x):
@@ -153,6 +156,8 @@ def binary(op: str, a, b, out=None, alpha=1) -> Tensor:
                 _binary_plans.clear()
             _binary_plans[key] = plan
     compute, shape = plan.compute, plan.shape
+    if plan.narrow is not None:
+        a, b = _narrow_operand(a, plan.narrow), _narrow_operand(b, plan.narrow)
     if plan.scalar_first:  # scalar op tensor: swap where the op allows, else materialise
         a, b = (b, a) if plan.swap else (full_like_scalar(a, b, getattr(dt, compute)), b)
     if op in _INT_DIVISOR_OPS and not compute.startswith("float"):
@@ -244,7 +249,15 @@ def _plan_binary(op: str, a, b):
     tensor_a = b if scalar_first else a
     other = a if scalar_first else b
     shape = broadcast_shapes(tensor_a.shape, other.shape) if isinstance(other, TensorBase) else tuple(tensor_a.shape)
-    return _BinaryPlan(dev, result, compute, shape, scalar_first, op in _SWAPPABLE), a, b, cacheable
+    narrow = compute_in if compute_in in dt.SMALL_INTEGRAL else None
+    return _BinaryPlan(dev, result, compute, shape, scalar_first, op in _SWAPPABLE, narrow), a, b, cacheable
+
+
+def _narrow_operand(x, d: dt.dtype):
+    """A Python integer or a 0-d integer tensor of a wider dtype as ``d`` holds it (wrapped)."""
+    if isinstance(x, TensorBase):
+        return x.to(d) if x.dtype is not d and x.ndim == 0 else x
+    return dt.wrap_int(x, d) if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) else x
 
 
 def _check_integer_divisor(b) -> None:

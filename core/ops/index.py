@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 import numbers
 
+import warnings
+
 import numpy as np
 
 from ...triton_kernels import index as _k
@@ -43,7 +45,7 @@ _INDEX_DTYPES = (dt.int64, dt.int32)
 def _is_adv(i) -> bool:
     if isinstance(i, (list, np.ndarray)):
         return True
-    return isinstance(i, TensorBase) and (i.ndim > 0 or i.dtype is dt.bool_)
+    return isinstance(i, TensorBase) and (i.ndim > 0 or i.dtype is dt.bool_ or i.dtype is dt.uint8)
 
 
 def is_advanced(index) -> bool:
@@ -62,6 +64,10 @@ def _as_index_tensor(i, dev) -> Tensor:
         if a.dtype.kind not in "iub":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         t = host_tensor(a.astype(np.bool_ if a.dtype.kind == "b" else np.int64), CPU)
+    if t.dtype is dt.uint8:  # a mask, as in PyTorch, which deprecates it with this warning
+        warnings.warn("indexing with dtype tritensor.uint8 is now deprecated, please use a dtype tritensor.bool "
+                      "instead.", UserWarning, stacklevel=4)
+        t = t.to(dt.bool_)
     if t.dtype is not dt.bool_ and t.dtype not in _INDEX_DTYPES:
         raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
     if t.device != dev and (t.dtype is dt.bool_ or t.device.type != "cpu"):

@@ -143,9 +143,13 @@ def _identity_map(shape):
     return [1] * len(shape), [0] * len(shape), [max(n, 1) for n in shape]
 
 
-def flip(input, *dims) -> Tensor:
-    """Reverse the order of elements along ``dims`` (a copy, as in PyTorch)."""
+def flip(input, *args, dims=None) -> Tensor:
+    """Reverse the order of elements along ``dims`` (a copy, as in PyTorch): ``x.flip(0, 1)``,
+    ``flip(x, (0, 1))`` or ``flip(x, dims=(0, 1))``."""
     _check(input, "flip")
+    if dims is not None and args:
+        raise TypeError("flip() got multiple values for argument 'dims'")
+    dims = args if dims is None else (dims,)
     dims = _ints(dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims, "dims", "flip")
     nd = [normalize_dim(d, input.ndim) for d in dims]
     if len(set(nd)) != len(nd):

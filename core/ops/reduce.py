@@ -31,8 +31,7 @@ min_result = namedtuple("min", ["values", "indices"])
 aminmax_result = namedtuple("aminmax", ["min", "max"])
 
 # torch's short dtype names in error messages ("Got: Long").
-_TORCH_NAME = {dt.bool_: "Bool", dt.int32: "Int", dt.int64: "Long", dt.float16: "Half",
-               dt.bfloat16: "BFloat16", dt.float32: "Float", dt.float64: "Double"}
+_TORCH_NAME = {d: d.type_name for d in dt.ALL}
 
 
 def _check_input(x, op: str) -> None:

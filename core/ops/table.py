@@ -122,7 +122,7 @@ _ARITHMETIC = {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "pow"
                "floor_divide": "floordiv", "remainder": "mod"}
 _FORWARD_ONLY = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",  # __eq__ ... __and__
                  "logical_and": "and", "logical_or": "or"}
-_BINARY_ALIASES = {"div": ("true_divide",), "mul": ("multiply",), "sub": ("subtract",)}
+_BINARY_ALIASES = {"div": ("divide", "true_divide"), "mul": ("multiply",), "sub": ("subtract",)}
 for _name in _k.BINARY:
     _cat = "none" if _name in _k.COMPARISONS or _name in ("hypot", "fmod") else (
         "fp32" if _name == "pow" else "promote")  # PyTorch's CUDA lists name neither hypot nor fmod
@@ -205,9 +205,10 @@ for _name in ("l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross
     _add(Op(_name, getattr(loss, _name), "fp32", method=False, function=False, functional=True))
 
 # ----- views (core/ops/views.py) ----------------------------------------------------------------
+# tritensor.reshape/permute/narrow/select/transpose as torch's free functions (torch has no torch.view or torch.expand)
 for _name in ("view", "reshape", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"):
-    _add(Op(_name, getattr(views, _name), "none", function=_name in ("squeeze", "unsqueeze")))
-_add(Op("transpose", views.transpose, "none", function=False, aliases=("swapaxes",)))
+    _add(Op(_name, getattr(views, _name), "none", function=_name not in ("view", "expand")))
+_add(Op("transpose", views.transpose, "none", aliases=("swapaxes", "swapdims")))
 
 # ----- copies (core/ops/copies.py) --------------------------------------------------------------
 for _name in ("clone", "to", "copy_", "fill_"):
