@@ -45,8 +45,9 @@ def _reduce_size(s):
     return Size, (tuple(s),)
 
 
-class _Pickler(pickle.Pickler):
-    """Pickles ``obj`` with tensors and arrays as persistent ids, collecting their bytes."""
+class _TensorIds:
+    """Mixed into a pickle module's Pickler: tensors and arrays as persistent ids, their bytes
+    collected for the safetensors body."""
 
     def __init__(self, file, protocol: int):
         super().__init__(file, protocol)
@@ -91,6 +92,10 @@ class _Pickler(pickle.Pickler):
                 requires_grad, kind, saved_dtype)
 
 
+class _Pickler(_TensorIds, pickle.Pickler):
+    pass
+
+
 def _entry_dtype(a: np.ndarray) -> str:
     return dt.from_numpy_dtype(a.dtype).name
 
@@ -99,8 +104,8 @@ def save(obj, protocol: int, pickle_module=pickle) -> tuple[dict, dict]:
     """``obj`` pickled: (``{entry: array}`` for the safetensors body, metadata)."""
     buf = io.BytesIO()
     cls = getattr(pickle_module, "Pickler", None)
-    if cls is not pickle.Pickler and cls is not None:  # another pickle module (dill ...): its Pickler, our hooks
-        p = type("_ModulePickler", (_Pickler, cls), {})(buf, protocol)
+    if cls is not pickle.Pickler and cls is not None:  # another pickle module (dill ...): its Pickler, our ids
+        p = type("_ModulePickler", (_TensorIds, cls), {})(buf, protocol)
     else:
         p = _Pickler(buf, protocol)
     p.dump(obj)

@@ -7,6 +7,7 @@ import collections
 import io
 import pickle
 import tempfile
+import types
 
 import ml_dtypes
 import numpy as np
@@ -228,6 +229,12 @@ def test_save_and_load_keywords():
     tt.save({"m": TinyNet()}, buf, pickle, 4, _use_new_zipfile_serialization=False, metadata={"run": "7"})
     with safe_open_bytes(buf.getvalue()) as f:
         assert f.metadata()["run"] == "7" and "storage.0" in f.keys()  # safetensors tools read the storages
+    other = types.SimpleNamespace(Pickler=pickle._Pickler)  # another pickle module (as dill): its Pickler is used
+    buf2 = io.BytesIO()
+    tt.save({"a": tt.ones(2), "s": {1}}, buf2, pickle_module=other)
+    buf2.seek(0)
+    back = tt.load(buf2)
+    assert back["s"] == {1} and back["a"].tolist() == [1.0, 1.0]
     with pytest.raises(ValueError, match="pickle_protocol must be an int from 2"):
         tt.save({"m": TinyNet()}, io.BytesIO(), pickle_protocol=1)
     with pytest.raises(TypeError, match="pickle_module must be a module with a Pickler"):
