@@ -8,6 +8,7 @@ from .ops import table
 
 vector_norm = function(table.OPS["linalg_vector_norm"], "vector_norm")
 matrix_norm = function(table.OPS["linalg_matrix_norm"], "matrix_norm")
+cross = function(table.OPS["linalg_cross"], "cross")
 
 
 
@@ -33,4 +34,4 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got {A.ndim}D.")
 
 
-__all__ = ["vector_norm", "matrix_norm", "norm"]
+__all__ = ["vector_norm", "matrix_norm", "norm", "cross"]

@@ -88,6 +88,8 @@ class Tensor:
     def addcdiv_(self, tensor1, tensor2, *, value=...) -> Tensor: ...
     def addcmul(self, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 * tensor2`` in one kernel."""
     def addcmul_(self, tensor1, tensor2, *, value=...) -> Tensor: ...
+    def addmm(self, mat1, mat2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat1 @ mat2), ``input`` broadcast to the product's shape."""
+    def addmv(self, mat, vec, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat @ vec)."""
     def all(self, dim=..., keepdim=...) -> Tensor: ...
     def allclose(self, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
     def amax(self, dim=..., keepdim=...) -> Tensor: ...
@@ -123,6 +125,7 @@ class Tensor:
     def atanh(self, *, out=...) -> Tensor: """Elementwise ``atanh`` (kernel: triton_kernels/elementwise.py)."""
     def atanh_(self) -> Tensor: """In-place elementwise ``atanh``."""
     def backward(self, *args, **kwargs) -> Any: ...
+    def baddbmm(self, batch1, batch2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (batch1 @ batch2), batched (b, n, m) @ (b, m, p)."""
     def bernoulli(self, p=..., *, generator=...) -> Tensor: """1 with probability ``input`` (elementwise), else 0, in ``input``'s dtype; with a float ``p``,"""
     def bernoulli_(self, p=..., *, generator=...) -> Tensor: """Fill with 1 with probability ``p`` (a float, or a tensor broadcast to ``input``'s shape), else 0."""
     def bfloat16(self) -> Any: ...
@@ -150,6 +153,7 @@ class Tensor:
     def cosh_(self) -> Tensor: """In-place elementwise ``cosh``."""
     def count_nonzero(self, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
     def cpu(self) -> 'Tensor': ...
+    def cross(self, other, dim=...) -> Tensor: """The cross product of 3-vectors along ``dim`` (broadcast); without ``dim``, the first dim of size 3,"""
     def cuda(self, device=..., non_blocking=..., memory_format=...) -> 'Tensor': """A copy in device memory (itself when already there); ``non_blocking`` is accepted as"""
     def cummax(self, dim) -> Any: """The running maximum along ``dim`` and where it is (a later equal element, or a NaN, takes"""
     def cummin(self, dim) -> Any: """The running minimum along ``dim`` and where it is."""
@@ -241,6 +245,7 @@ class Tensor:
     def item(self) -> Any: ...
     @property
     def itemsize(self) -> builtins.int: ...
+    def kron(self, other) -> Tensor: """The Kronecker product: block (i, j, ...) is ``input[i, j, ...] * other`` (dtypes promote)."""
     def kthvalue(self, k, dim=..., keepdim=...) -> Any: """The ``k``-th smallest element along ``dim`` (k counts from 1) and its index."""
     def le(self, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def le_(self, other) -> Tensor: """In-place elementwise ``le``."""
@@ -294,6 +299,7 @@ class Tensor:
     def multinomial(self, num_samples, replacement=..., *, generator=...) -> Tensor: """``num_samples`` category indices per row of the non-negative weights ``input`` (1-D or 2-D)."""
     def multiply(self, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def multiply_(self, other) -> Tensor: """In-place elementwise ``mul``."""
+    def mv(self, vec) -> Tensor: """torch.mv: matrix (n, m) times vector (m,)."""
     def nan_to_num(self, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (default: the dtype's largest/lowest finite value)."""
     def nan_to_num_(self, nan=..., posinf=..., neginf=...) -> Tensor: ...
     def nanmean(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""

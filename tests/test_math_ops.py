@@ -239,3 +239,66 @@ def test_linalg_norm_picks_the_vector_or_matrix_norm_as_torch():
         tt.linalg.norm(A, 2)
     with pytest.raises(RuntimeError, match="length 1 or 2"):
         tt.linalg.norm(A, dim=(0, 1, 2))
+
+
+# ----- cross, tensordot, kron (composites of recorded ops) ----------------------------------------
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES + [tt.float64], ids=str)
+def test_cross_tensordot_kron_match_numpy(dtype, layout):
+    a, ra = make((4, 3, 5), dtype, layout, _normal)
+    check_layout(a, layout)
+    b, rb = make((1, 3, 5), dtype, "contiguous", _normal)  # broadcast along dim 0
+    # two products and a difference, each rounded in the dtype
+    assert_close(tt.cross(a, b, dim=1), np.cross(ra, rb, axis=1), dtype, "rounded_terms", k=3)
+    assert_close(tt.linalg.cross(a.transpose(1, 2), b.transpose(1, 2)),
+                 np.cross(ra.transpose(0, 2, 1), rb.transpose(0, 2, 1)), dtype, "rounded_terms", k=3)
+    assert_close(a.cross(b, -2), np.cross(ra, rb, axis=1), dtype, "rounded_terms", k=3)
+    c, rc = make((5, 3, 2), dtype, "contiguous", _normal)
+    assert_close(tt.tensordot(a, c, dims=([1, 2], [1, 0])), np.tensordot(ra, rc, axes=([1, 2], [1, 0])), dtype,
+                 "accumulate", k=15)
+    assert_close(tt.tensordot(a, c, dims=1), np.tensordot(ra, rc, axes=1), dtype, "accumulate", k=5)
+    assert_close(tt.tensordot(a, c, dims=0), np.tensordot(ra, rc, axes=0), dtype)
+    assert_close(tt.tensordot(a[:0], c, dims=1), np.zeros((0, 3, 3, 2)), dtype)  # empty
+    k, rk = make((2, 3), dtype, layout, _normal)
+    assert_close(tt.kron(k, b[0]), np.kron(rk, rb[0]), dtype)
+    assert_close(k.kron(c[0, 0]), np.kron(rk, rc[0, 0]), dtype)  # a 1-D other: leading dims of 1
+    assert tt.kron(tt.tensor([1, 2]), tt.tensor([[1.5], [2.0]], dtype=dtype)).dtype is dtype
+
+
+def test_cross_default_dim_and_errors(no_launch):
+    a = tt.ones(4, 3)
+    with pytest.raises(RuntimeError, match="no dimension of size 3 in input"), pytest.warns(UserWarning):
+        tt.cross(tt.ones(4, 4), tt.ones(4, 4))
+    with pytest.raises(RuntimeError, match="linalg.cross: inputs dimension 1 must have length 3. Got 4 and 4"):
+        tt.cross(tt.ones(4, 4), tt.ones(4, 4), dim=1)
+    with pytest.raises(RuntimeError, match="inputs must have the same number of dimensions"):
+        tt.linalg.cross(tt.ones(2, 3), tt.ones(3))
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        tt.cross(a, a, dim=5)
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        tt.cross(a, a.double(), dim=1)
+    x, y = tt.ones(2, 3, 4), tt.ones(3, 4, 5)
+    with pytest.raises(RuntimeError, match="first has size 4 in dim -1 and second has size 3 in dim 0"):
+        tt.tensordot(x, y, dims=1)
+    with pytest.raises(RuntimeError, match="tensordot expects dims >= 0, but got dims=-1"):
+        tt.tensordot(x, y, dims=-1)
+    with pytest.raises(RuntimeError, match="both dimension lists should have same length"):
+        tt.tensordot(x, y, dims=([0, 1], [0]))
+    with pytest.raises(RuntimeError, match="both inputs should have same dtype"):
+        tt.tensordot(x, y.double())
+    with pytest.raises(TypeError, match=r"kron\(\): argument 'other' must be Tensor, not int"):
+        tt.kron(x, 2)
+
+
+def test_cross_tensordot_kron_gradcheck():
+    F64 = tt.float64
+    a = tt.tensor(RNG.standard_normal((2, 3)), dtype=F64, requires_grad=True)
+    b = tt.tensor(RNG.standard_normal((1, 3)), dtype=F64, requires_grad=True)
+    assert tt.autograd.gradcheck(lambda x, y: tt.cross(x, y, dim=1), (a, b))
+    with pytest.warns(UserWarning, match="without specifying the dim arg is deprecated"):
+        d = tt.cross(a, b)  # the first dim of size 3
+    assert_close(d.detach(), tt.cross(a, b, dim=1).detach(), F64, "exact")
+    assert tt.autograd.gradgradcheck(lambda x, y: tt.linalg.cross(x, y), (a, b))
+    c = tt.tensor(RNG.standard_normal((3, 2)), dtype=F64, requires_grad=True)
+    assert tt.autograd.gradcheck(lambda x, y: tt.tensordot(x, y, dims=([1], [0])), (a, c))
+    assert tt.autograd.gradcheck(lambda x, y: tt.kron(x, y), (a, c.T))

@@ -307,3 +307,60 @@ def test_configurations_are_pruned_to_what_fits_the_dtype():
             assert (m + n) * k * dtype.itemsize * c.num_stages <= _kmatmul.SMEM_BYTES
             assert m * n // (32 * c.num_warps) <= 64
     assert _autotune.GPU_PRUNES["tritensor.triton_kernels.matmul:_matmul_kernel"] is _kmatmul.fitting_configs
+
+
+# ----- mv, addmv, addmm, baddbmm: composites of the products and one add --------------------------
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_mv_addmv_addmm_baddbmm_match_numpy(dtype):
+    a, a64 = rand((5, 7), dtype)
+    v, v64 = rand((7,), dtype)
+    b, b64 = rand((7, 3), dtype)
+    c, c64 = rand((5, 3), dtype)
+    r, r64 = rand((3,), dtype)
+    x, x64 = rand((2, 5, 7), dtype)
+    y, y64 = rand((2, 7, 3), dtype)
+    at = tt.tensor(np.ascontiguousarray(a.T)).T  # a transposed operand, read in place
+    assert not at.is_contiguous()
+    # one product accumulated over 7 terms in fp32, then the add rounds in the dtype
+    assert_close(tt.mv(at, T(v)), a64 @ v64, dtype, "accumulate", k=7)
+    assert_close(T(a).mv(T(v)), a64 @ v64, dtype, "accumulate", k=7)
+    d, d64 = rand((5,), dtype)
+    assert_close(tt.addmv(T(d), at, T(v), beta=0.5, alpha=2), 0.5 * d64 + 2 * (a64 @ v64), dtype, "rounded_terms", k=3)
+    assert_close(tt.addmm(T(c), at, T(b)), c64 + a64 @ b64, dtype, "rounded_terms", k=2)
+    assert_close(T(r).addmm(T(a), T(b), beta=-1.5, alpha=0.25), -1.5 * r64 + 0.25 * (a64 @ b64), dtype,
+                 "rounded_terms", k=3)  # a broadcast row
+    assert_close(tt.baddbmm(T(r), T(x), T(y), alpha=3), r64 + 3 * (x64 @ y64), dtype, "rounded_terms", k=2)
+    assert_close(tt.addmm(T(c)[:0], T(a)[:0], T(b)), np.zeros((0, 3)), dtype)  # empty
+    nan = tt.full((5, 3), float("nan"), dtype=dtype)
+    assert_close(tt.addmm(nan, T(a), T(b), beta=0), a64 @ b64, dtype, "accumulate", k=7)  # beta 0: input unread
+
+
+def test_mv_addmm_errors(no_launch):
+    m, v = tt.ones(2, 3), tt.ones(4)
+    with pytest.raises(RuntimeError, match=r"size mismatch, got input \(2\), mat \(2x3\), vec \(4\)"):
+        tt.mv(m, v)
+    with pytest.raises(RuntimeError, match="vector \\+ matrix @ vector expected, got 1, 3, 1"):
+        tt.mv(tt.ones(2, 3, 1), tt.ones(3))
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x4 and 5x3\)"):
+        tt.addmm(tt.ones(2, 3), tt.ones(2, 4), tt.ones(5, 3))
+    with pytest.raises(RuntimeError, match="The expanded size of the tensor"):
+        tt.addmm(tt.ones(4, 3), tt.ones(2, 4), tt.ones(4, 3))
+    with pytest.raises(RuntimeError, match="self and mat2 must have the same dtype, but got Double and Float"):
+        tt.addmm(tt.ones(2, 3, dtype=tt.float64), tt.ones(2, 4), tt.ones(4, 3))
+    with pytest.raises(RuntimeError, match="mat1 must be a matrix, got 3-D tensor"):
+        tt.addmm(tt.ones(3), tt.ones(2, 4, 1), tt.ones(4, 3))
+    with pytest.raises(RuntimeError, match=r"batch2 tensor to be: \[2, 4\] but got: \[3, 4\]"):
+        tt.baddbmm(tt.ones(3), tt.ones(2, 2, 4), tt.ones(3, 4, 3))
+    with pytest.raises(TypeError, match="argument 'beta' must be Number"):
+        tt.addmv(tt.ones(2), tt.ones(2, 4), tt.ones(4), beta="x")
+
+
+def test_mv_addmv_addmm_baddbmm_gradcheck():
+    a, v, d = leaf(3, 4), leaf(4), leaf(3)
+    assert gradcheck(tt.mv, (noncontig(3, 4), v))
+    assert gradcheck(lambda i, m, x: tt.addmv(i, m, x, beta=0.5, alpha=-2), (d, a, v))
+    b, c = leaf(4, 2), leaf(3, 2)
+    assert gradcheck(lambda i, m1, m2: tt.addmm(i, m1, m2, beta=2, alpha=0.5), (c, a, b))
+    assert gradcheck(lambda i, m1, m2: tt.addmm(i, m1, m2), (leaf(2), a, b))  # a broadcast row
+    x, y = leaf(2, 3, 4), leaf(2, 4, 2)
+    assert gradcheck(lambda i, b1, b2: tt.baddbmm(i, b1, b2, alpha=1.5), (leaf(3, 1), x, y))

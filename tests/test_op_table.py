@@ -32,7 +32,8 @@ TESTS_DIR = pathlib.Path(__file__).resolve().parent
 # ----- the maintained lists ----------------------------------------------------------------------
 # PyTorch's CUDA autocast lists, restricted to tritensor's ops; every other op is "none".
 AUTOCAST = {
-    "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention",
+    "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention", "mv", "addmv", "addmm",
+              "baddbmm",
               "conv_transpose2d", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"],  # issue 24
     "fp32": ["exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "native_layer_norm", "cross_entropy", "nll_loss", "mse_loss",
@@ -46,7 +47,7 @@ AUTOCAST = {
                 # issue 15 (ops15): cat/stack promote; hstack/vstack are cat in PyTorch
                 "cat", "stack", "hstack", "vstack", "dot",
                 "index_put",  # issue 24
-                "atan2", "addcmul", "addcdiv"],
+                "atan2", "addcmul", "addcdiv", "cross", "tensordot"],
 }
 
 # op -> (its forward test, its gradcheck), as "test_<family>.py::function"; the gradcheck is None only
@@ -95,6 +96,8 @@ TESTS = {
     **{op: ("test_matmul.py::test_mm_bmm_and_methods",
             "test_matmul.py::test_matmul_noncontiguous_mm_bmm_and_second_derivative") for op in ("mm", "bmm")},
     "linear": ("test_matmul.py::test_linear_fused_epilogue", "test_matmul.py::test_linear_gradcheck"),
+    **{op: ("test_matmul.py::test_mv_addmv_addmm_baddbmm_match_numpy",
+            "test_matmul.py::test_mv_addmv_addmm_baddbmm_gradcheck") for op in ("mv", "addmv", "addmm", "baddbmm")},
     "scaled_dot_product_attention": ("test_attention.py::test_forward_against_float64",
                                      "test_attention.py::test_gradcheck_float64"),
     **{op: (RED + "test_sumlike_against_float64", RED + "test_reduction_gradcheck")
@@ -178,6 +181,9 @@ TESTS = {
        for op in ("round_", "nan_to_num_")},
     **{op: ("test_math_ops.py::test_isclose_allclose_equal", None) for op in ("isclose", "allclose", "equal")},
     "einsum": ("test_einsum.py::test_einsum_matches_numpy", "test_einsum.py::test_einsum_gradcheck"),
+    **{op: ("test_math_ops.py::test_cross_tensordot_kron_match_numpy",
+            "test_math_ops.py::test_cross_tensordot_kron_gradcheck")
+       for op in ("cross", "linalg_cross", "tensordot", "kron")},
     "dot": ("test_math_ops.py::test_dot_outer_trace_logsumexp", "test_math_ops.py::test_math_gradcheck"),
     **{op: ("test_math_ops.py::test_dot_outer_trace_logsumexp", None) for op in ("outer", "trace", "logsumexp")},
     **{op: ("test_math_ops.py::test_norms_match_numpy", None) for op in ("norm", "linalg_vector_norm",
@@ -207,7 +213,8 @@ TESTS = {
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
 COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select",
-              "normal", "einsum",
+              "normal", "einsum", "mv", "addmv", "addmm", "baddbmm",  # mm/bmm/matmul and an add
+              "cross", "linalg_cross", "tensordot", "kron",  # rolls, products, permutes, mm
               # issue 24: recorded as the scatter, index_put or gather they are
               "index_fill", "index_fill_", "index_copy", "index_copy_", "masked_scatter", "masked_scatter_",
               "take_along_dim", "std_mean", "var_mean", "aminmax", "nansum", "nanmean", "median", "nanmedian", "mode"}
@@ -225,7 +232,8 @@ KERNEL_FAMILY = {"embedding": "index", "select": "index"}
 # The text a test must contain when it differs from the op's name (operators are used, not named).
 MENTIONS = {"invert": ("~",), "getitem": ("[",), "setitem": ("] =",), "clone": ("clone", "contiguous"),
             "matmul": ("matmul", "@"), "max_pool2d_with_indices": ("max_pool2d",),
-            "linalg_vector_norm": ("vector_norm",), "linalg_matrix_norm": ("matrix_norm",)}
+            "linalg_vector_norm": ("vector_norm",), "linalg_matrix_norm": ("matrix_norm",),
+            "linalg_cross": ("linalg.cross",)}
 
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import math
 import numbers
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -300,3 +301,94 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None) -> Tensor:
     x = _float_input(input, dtype, "norm")
     dims = reduced_dims(x, dim, "norm")
     return _vector_norm(x, float(p), dims, keepdim, "norm")
+
+
+# ----- cross, tensordot, kron: composites of dispatched ops (recorded, so no derivative of their own) -----
+_CROSS_DEFAULT_DIM = ("Using torch.cross without specifying the dim arg is deprecated.\n"
+                      "Please either pass the dim explicitly or simply use torch.linalg.cross.\n"
+                      "The default value of dim will change to agree with that of linalg.cross in a future release.")
+
+
+def _cross(input, other, dim) -> Tensor:
+    _check(input, "cross")
+    _check(other, "cross", "other")
+    if input.dtype is not other.dtype:
+        raise RuntimeError(f"expected scalar type {_TORCH_NAME[input.dtype]} but found {_TORCH_NAME[other.dtype]}")
+    if input.ndim != other.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    shape = broadcast_shapes(input.shape, other.shape)
+    d = normalize_dim(dim, len(shape))
+    if input.shape[d] != 3 or other.shape[d] != 3:
+        raise RuntimeError(f"linalg.cross: inputs dimension {dim} must have length 3. "
+                           f"Got {input.shape[d]} and {other.shape[d]}")
+    a, b = input.expand(*shape), other.expand(*shape)
+    # c_i = a_(i+1) b_(i+2) - a_(i+2) b_(i+1), indices mod 3: rolls bring each factor into place
+    return a.roll(-1, d) * b.roll(-2, d) - a.roll(-2, d) * b.roll(-1, d)
+
+
+def cross(input, other, dim=None) -> Tensor:
+    """The cross product of 3-vectors along ``dim`` (broadcast); without ``dim``, the first dim of size 3,
+    with torch's deprecation warning."""
+    if dim is None:
+        _check(input, "cross")
+        _check(other, "cross", "other")
+        warnings.warn(_CROSS_DEFAULT_DIM, UserWarning, stacklevel=3)
+        dims = [i for i, s in enumerate(broadcast_shapes(input.shape, other.shape)) if s == 3]
+        if not dims:
+            raise RuntimeError("no dimension of size 3 in input")
+        dim = dims[0]
+    return _cross(input, other, dim)
+
+
+def linalg_cross(input, other, *, dim=-1) -> Tensor:
+    """``tritensor.linalg.cross``: the cross product along ``dim`` (last by default)."""
+    return _cross(input, other, dim)
+
+
+def tensordot(a, b, dims=2, out=None) -> Tensor:
+    """Contract ``dims`` (the last n of ``a`` with the first n of ``b``, or two lists of dims): both
+    permuted and reshaped to matrices, one ``mm``."""
+    _check(a, "tensordot", "a")
+    _check(b, "tensordot", "b")
+    if out is not None:
+        raise TypeError("tensordot(): out= is not supported")
+    if isinstance(dims, numbers.Integral) and not isinstance(dims, bool):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > a.ndim or dims > b.ndim:
+            raise RuntimeError(f"tensordot expects dims < ndim_a or ndim_b, but got dims={dims}")
+        da, db = list(range(-dims, 0)) if dims else [], list(range(dims))
+    elif isinstance(dims, (list, tuple)) and len(dims) == 2:
+        da, db = ([x] if isinstance(x, numbers.Integral) else list(x) for x in dims)
+    else:
+        raise TypeError(f"tensordot(): argument 'dims' must be an int or a pair of lists of dims, not {dims!r}")
+    if len(da) != len(db):
+        raise RuntimeError("both dimension lists should have same length")
+    if a.dtype is not b.dtype:
+        raise RuntimeError("both inputs should have same dtype")
+    na = [normalize_dim(x, a.ndim) for x in da]
+    nb = [normalize_dim(x, b.ndim) for x in db]
+    for x, y, i, j in zip(da, db, na, nb):
+        if a.shape[i] != b.shape[j]:
+            raise RuntimeError(f"contracted dimensions need to match, but first has size {a.shape[i]} in dim {x} and "
+                               f"second has size {b.shape[j]} in dim {y}")
+    free_a = [i for i in range(a.ndim) if i not in na]
+    free_b = [j for j in range(b.ndim) if j not in nb]
+    k = math.prod(a.shape[i] for i in na)
+    shape_a, shape_b = [a.shape[i] for i in free_a], [b.shape[j] for j in free_b]
+    am = a.permute(*free_a, *na).reshape(math.prod(shape_a), k)
+    bm = b.permute(*nb, *free_b).reshape(k, math.prod(shape_b))
+    return am.mm(bm).reshape(*shape_a, *shape_b)
+
+
+def kron(input, other) -> Tensor:
+    """The Kronecker product: block (i, j, ...) is ``input[i, j, ...] * other`` (dtypes promote)."""
+    _check(input, "kron")
+    _check(other, "kron", "other")
+    nd = max(input.ndim, other.ndim)
+    sa = (1,) * (nd - input.ndim) + tuple(input.shape)
+    sb = (1,) * (nd - other.ndim) + tuple(other.shape)
+    # interleave: a as (a0, 1, a1, 1, ...), b as (1, b0, 1, b1, ...); the broadcast product is the blocks
+    a = input.reshape(*[s for x in sa for s in (x, 1)])
+    b = other.reshape(*[s for y in sb for s in (1, y)])
+    return (a * b).reshape(*[x * y for x, y in zip(sa, sb)])

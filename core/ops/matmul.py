@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import math
+import numbers
 
 from ...backends import cuda as _backends
 from ...triton_kernels import matmul as _k
@@ -146,3 +147,93 @@ def fused_linear(input, weight, bias=None, activation=None) -> Tensor:
 def linear(input, weight, bias=None) -> Tensor:
     """torch.nn.functional.linear: input @ weight.T + bias, bias fused into the matmul."""
     return fused_linear(input, weight, bias)
+
+
+# ----- products with an added term: composites of the ops above (each dispatched, so recorded) ------
+_SCALAR_NAME = {dt.float32: "Float", dt.float64: "Double", dt.float16: "Half", dt.bfloat16: "BFloat16",
+                dt.int64: "Long", dt.int32: "Int", dt.bool_: "Bool"}
+
+
+def _check_number(op: str, value, name: str) -> None:
+    if not isinstance(value, numbers.Number) or isinstance(value, (bool, complex)):
+        raise TypeError(f"{op}(): argument '{name}' must be Number, not {type(value).__name__}")
+
+
+def _check_added(op: str, input, like, shape) -> None:
+    """``input`` (the added term) is a tensor of the product's dtype and device that expands to its shape."""
+    if not isinstance(input, TensorBase):
+        raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    if input.dtype is not like.dtype:
+        raise RuntimeError(f"self and mat2 must have the same dtype, but got {_SCALAR_NAME.get(input.dtype)} and "
+                           f"{_SCALAR_NAME.get(like.dtype)}")
+    if input.device != like.device:
+        raise RuntimeError(f"{op}(): Expected all tensors to be on the same device, but found at least two devices, "
+                           f"{input.device} and {like.device}!")
+    if input.ndim > len(shape) or any(s != 1 and s != t for s, t in zip(input.shape[::-1], shape[::-1])):
+        bad = next((i for i, (s, t) in enumerate(zip(input.shape[::-1], shape[::-1])) if s != 1 and s != t), 0)
+        raise RuntimeError(f"The expanded size of the tensor ({shape[::-1][bad] if bad < len(shape) else -1}) must "
+                           f"match the existing size ({input.shape[::-1][bad]}) at non-singleton dimension "
+                           f"{input.ndim - 1 - bad}.  Target sizes: {list(shape)}.  Tensor sizes: {list(input.shape)}")
+
+
+def _beta_input_plus(input, product, beta, alpha) -> Tensor:
+    """beta * input + alpha * product in one add (alpha is add's): beta == 0 ignores input, NaN included."""
+    if beta == 0:
+        return product if alpha == 1 else product.mul(alpha)
+    base = input if beta == 1 else input.mul(beta)
+    return base.expand(*product.shape).add(product, alpha=alpha)
+
+
+def mv(input, vec) -> Tensor:
+    """torch.mv: matrix (n, m) times vector (m,)."""
+    _check_pair("mv", input, vec, ("input", "vec"))
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {input.ndim}, {vec.ndim}")
+    if input.shape[1] != vec.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({input.shape[0]}), mat ({_shape_str(input)}), "
+                           f"vec ({vec.shape[0]})")
+    return input.matmul(vec)
+
+
+def addmv(input, mat, vec, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (mat @ vec)."""
+    _check_number("addmv", beta, "beta")
+    _check_number("addmv", alpha, "alpha")
+    _check_pair("addmv", mat, vec, ("mat", "vec"))
+    if mat.ndim != 2 or vec.ndim != 1 or (isinstance(input, TensorBase) and input.ndim > 1):
+        raise RuntimeError(f"vector + matrix @ vector expected, got {getattr(input, 'ndim', 0)}, {mat.ndim}, {vec.ndim}")
+    if mat.shape[1] != vec.shape[0] or (isinstance(input, TensorBase) and input.numel() != 1
+                                         and input.shape[0] != mat.shape[0]):
+        raise RuntimeError(f"size mismatch, got input ({input.shape[0] if getattr(input, 'ndim', 0) else 1}), "
+                           f"mat ({_shape_str(mat)}), vec ({vec.shape[0]})")
+    _check_added("addmv", input, mat, (mat.shape[0],))
+    return _beta_input_plus(input, mv(mat, vec), beta, alpha)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (mat1 @ mat2), ``input`` broadcast to the product's shape."""
+    _check_number("addmm", beta, "beta")
+    _check_number("addmm", alpha, "alpha")
+    _check_pair("addmm", mat1, mat2, ("mat1", "mat2"))
+    for m, name in ((mat1, "mat1"), (mat2, "mat2")):
+        if m.ndim != 2:
+            raise RuntimeError(f"{name} must be a matrix, got {m.ndim}-D tensor")
+    if mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_str(mat1)} and {_shape_str(mat2)})")
+    _check_added("addmm", input, mat1, (mat1.shape[0], mat2.shape[1]))
+    return _beta_input_plus(input, mat1.mm(mat2), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:
+    """beta * input + alpha * (batch1 @ batch2), batched (b, n, m) @ (b, m, p)."""
+    _check_number("baddbmm", beta, "beta")
+    _check_number("baddbmm", alpha, "alpha")
+    _check_pair("baddbmm", batch1, batch2, ("batch1", "batch2"))
+    for m, name in ((batch1, "batch1"), (batch2, "batch2")):
+        if m.ndim != 3:
+            raise RuntimeError(f"{name} must be a 3D tensor")
+    if batch2.shape[:2] != (batch1.shape[0], batch1.shape[2]):
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{batch1.shape[0]}, {batch1.shape[2]}] but got: [{batch2.shape[0]}, {batch2.shape[1]}].")
+    _check_added("baddbmm", input, batch1, (batch1.shape[0], batch1.shape[1], batch2.shape[2]))
+    return _beta_input_plus(input, batch1.bmm(batch2), beta, alpha)

@@ -147,6 +147,9 @@ _add(Op("matmul", matmul.matmul, "lower", dunders=("__matmul__",), rdunders=("__
 _add(Op("mm", matmul.mm, "lower"))
 _add(Op("bmm", matmul.bmm, "lower"))
 _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
+# composites of mm/bmm/matmul and one add (each dispatched, so recorded); PyTorch's CUDA autocast lowers all four
+for _name in ("mv", "addmv", "addmm", "baddbmm"):
+    _add(Op(_name, getattr(matmul, _name), "lower"))
 
 # ----- attention (core/ops/attention.py, triton_kernels/attention.py + attention_bwd.py) -------
 _add(Op("scaled_dot_product_attention", attention.scaled_dot_product_attention, "lower", method=False, function=False,
@@ -232,6 +235,12 @@ _with_inplace("nan_to_num", math_ops.nan_to_num, math_ops.nan_to_num_, "none")
 for _name in ("isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer", "trace"):
     _add(Op(_name, getattr(math_ops, _name), "none", aliases=("ger",) if _name == "outer" else ()))
 _add(Op("dot", math_ops.dot, "promote"))
+# composites (core/ops/math_ops.py); PyTorch's CUDA autocast promotes cross and tensordot, lists neither
+# linalg_cross nor kron
+_add(Op("cross", math_ops.cross, "promote"))
+_add(Op("linalg_cross", math_ops.linalg_cross, "none", method=False, function=False))  # tritensor.linalg.cross
+_add(Op("tensordot", math_ops.tensordot, "promote", method=False))
+_add(Op("kron", math_ops.kron, "none"))
 _add(Op("logsumexp", math_ops.logsumexp, "fp32"))
 _add(Op("norm", math_ops.norm, "fp32"))
 for _name in ("linalg_vector_norm", "linalg_matrix_norm"):  # tritensor.linalg.* (core/linalg.py)
