@@ -22,7 +22,7 @@ from .runtime.dtype import finfo, iinfo, int8, int16, uint8  # PyTorch surface, 
 from .runtime.dtype import int16 as short
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
                              seed, ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
-from .core.generator import Generator, default_generator
+from .core.generator import Generator, default_generator, get_rng_state, set_rng_state
 from .core.creation import (as_tensor, eye, linspace, logspace, randint, randint_like, randperm, tril_indices,
                             triu_indices)
 from .core.tensor import Size, Tensor, broadcast_shapes
@@ -49,7 +49,7 @@ from .compiler import compile  # torch.compile(mode="reduce-overhead"): a step c
 from . import comm  # usable as `import tritensor.comm as dist`
 from .nn import parallel as _nn_parallel  # tritensor.nn.parallel (DDP) sits on comm: imported after it
 from . import futures  # torch.futures; tritensor.comm.Future is the same class
-from . import accelerator, distributions, jit, testing  # torch.accelerator, .distributions, .jit, .testing
+from . import accelerator, distributions, jit, profiler, testing  # torch.accelerator, .distributions, .jit ...
 from .autograd import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from . import utils  # tritensor.utils.data: datasets, samplers, DataLoader (its DistributedSampler sits on comm)
 

@@ -11,6 +11,7 @@ devices (PyTorch keeps one per device; here a seed gives the same numbers on eve
 from __future__ import annotations
 
 import os
+import struct
 import threading
 
 import numpy as np
@@ -20,6 +21,7 @@ from ..runtime.device import CPU, device
 from .tensor_base import TensorBase
 
 _DEFAULT_SEED = 67280421310721
+_STATE_BYTES = 16  # get_state(): seed and offset, a little-endian uint64 each
 
 
 class Generator:
@@ -52,18 +54,28 @@ class Generator:
         return self._initial
 
     def get_state(self):
-        """The state as an int64 tensor ``[initial_seed, offset]`` (PyTorch gives bytes; ``set_state``
-        takes what this returns)."""
-        out = TensorBase._empty((2,), dt.int64, CPU)
-        out.numpy()[...] = (self._initial, self._offset)
+        """The state as a ByteTensor (uint8, on the cpu) of 16 bytes: the seed, then the offset, each
+        a little-endian 64-bit integer, the layout of torch's Philox (CUDA) generator state, which a
+        (seed, offset) generator is. ``set_state`` of it resumes the stream where it was."""
+        out = TensorBase._empty((_STATE_BYTES,), dt.uint8, CPU)
+        with self._lock:
+            packed = struct.pack("<QQ", self._initial & 0xFFFFFFFFFFFFFFFF, self._offset)
+        out.numpy()[...] = np.frombuffer(packed, dtype=np.uint8)
         return out
 
     def set_state(self, new_state) -> "Generator":
-        if not isinstance(new_state, TensorBase) or new_state.dtype is not dt.int64 or new_state.shape != (2,):
-            raise RuntimeError("set_state: expected the int64 tensor of 2 elements that get_state() returns")
-        seed, offset = (int(v) for v in new_state.tolist())
+        """Restore a state ``get_state`` returned (of this or any generator): the numbers drawn after
+        it are the ones drawn after that ``get_state``."""
+        if not isinstance(new_state, TensorBase):
+            raise TypeError(f"expected a tritensor.ByteTensor, but got {type(new_state).__name__}")
+        if new_state.dtype is not dt.uint8:
+            raise TypeError("RNG state must be a tritensor.ByteTensor")
+        if new_state.numel() != _STATE_BYTES:
+            raise RuntimeError("RNG state is wrong size")
+        seed, offset = struct.unpack("<QQ", bytes(new_state.reshape(-1).tolist()))
         self.manual_seed(seed)
-        self._offset = offset % (2**32)
+        with self._lock:
+            self._offset = offset % (2**32)
         return self
 
     def _take(self, n: int) -> tuple:
@@ -83,6 +95,16 @@ def _device(d):
 
 
 default_generator = Generator()
+
+
+def get_rng_state():
+    """``tritensor.get_rng_state()``: the default generator's state (a ByteTensor)."""
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state) -> None:
+    """``tritensor.set_rng_state(state)``: restore the default generator's state."""
+    default_generator.set_state(new_state)
 
 
 def resolve(generator, op: str) -> Generator:

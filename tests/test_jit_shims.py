@@ -76,3 +76,9 @@ def test_record_function_is_a_no_op_marker():
     assert step(2) == 3 and step.__name__ == "step"
     with pytest.raises(TypeError, match="argument 'name' must be str"):
         record_function(3)
+
+
+def test_torch_profiler_path_is_the_same_marker():
+    assert tt.profiler.record_function is record_function
+    with tt.profiler.record_function("region"):
+        pass

@@ -56,7 +56,7 @@ LAYERS = [  # by module-path prefix; the longest prefix that matches decides
     (2, ("core",)),
     (3, ("autograd",)),
     (4, ("nn", "optim", "amp", "ao", "serialization", "compiler", "testing",
-         "distributions", "jit", "accelerator")),
+         "distributions", "jit", "accelerator", "profiler")),
     (5, ("comm", "elastic", "nn.parallel", "utils")),  # utils.data's DistributedSampler asks comm
     (6, ("bench", "run", "gpu", "__init__", "__main__")),
 ]
