@@ -26,6 +26,10 @@ from .functional_composites import (avg_pool1d, bilinear, conv1d, conv_transpose
                                     max_pool1d, pairwise_distance, pixel_shuffle, pixel_unshuffle, unfold)
 from . import functional_activations as _activations
 from . import functional_losses as _losses
+from . import functional_layers as _layers
+from .functional_layers import (adaptive_avg_pool1d, adaptive_max_pool1d, adaptive_max_pool2d,  # noqa: F401
+                                affine_grid, alpha_dropout, dropout1d, dropout2d, embedding_bag, fold, grid_sample,
+                                gumbel_softmax, instance_norm)
 from .functional_activations import (celu, glu, hardshrink, hardsigmoid, hardtanh, hardtanh_,  # noqa: F401
                                      logsigmoid, prelu, relu6, selu, softshrink, softsign, tanhshrink, threshold,
                                      threshold_)
@@ -39,7 +43,7 @@ _lsm = _function(_table.OPS["log_softmax"], "log_softmax", numpy_names=False)
 __all__ = ["softmax", "log_softmax", "softmin", "relu", "gelu", "silu", "sigmoid", "tanh", "dropout", "flatten",
            "avg_pool1d", "bilinear", "conv1d", "conv_transpose1d",
            "cosine_similarity", "max_pool1d", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "unfold"]
-__all__ += _activations.__all__ + _losses.__all__
+__all__ += _activations.__all__ + _losses.__all__ + _layers.__all__
 for _op in _table.OPS.values():
     if _op.functional:
         globals()[_op.name] = _function(_op, _op.name, numpy_names=False)
