@@ -7,8 +7,9 @@ Why: the standard building block of sequence models, with PyTorch's submodule na
 self-attention runs with ``need_weights=False``, i.e. on the fused attention kernel; with
 ``is_causal=True`` (and no padding mask) the kernel masks causally without reading a mask.
 
-``TransformerEncoder.layers`` is a :class:`~tritensor.nn.Sequential` of deep copies of the given
-layer (PyTorch uses a ModuleList: the state_dict keys, ``layers.0.…``, are the same).
+``TransformerEncoder.layers`` is a :class:`~tritensor.nn.ModuleList` of deep copies of the given
+layer, as PyTorch's: a whole-model checkpoint then names the same classes as torch's
+(``torch.nn.modules.container.ModuleList``), which a ``safe_globals`` list written for torch allows.
 
 The decoder side: why: encoder-decoder models (translation, the original Transformer) are built from these, and
 scripts subclass ``nn.Transformer``. PyTorch's submodule names (``self_attn``, ``multihead_attn``,
@@ -27,7 +28,7 @@ from ...core.functional import where
 from .. import functional as F
 from .. import init
 from .activation import MultiheadAttention
-from .container import Sequential
+from .container import ModuleList
 from .dropout import Dropout
 from .linear import Linear
 from .module import Module
@@ -88,7 +89,7 @@ class TransformerEncoder(Module):
         super().__init__()
         if not isinstance(encoder_layer, Module):
             raise TypeError(f"TransformerEncoder: encoder_layer must be a Module, not {type(encoder_layer).__name__}")
-        self.layers = Sequential(*[copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
         self.norm = norm
 
@@ -157,7 +158,7 @@ class TransformerDecoder(Module):
         super().__init__()
         if not isinstance(decoder_layer, Module):
             raise TypeError(f"TransformerDecoder: decoder_layer must be a Module, not {type(decoder_layer).__name__}")
-        self.layers = Sequential(*[copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
         self.num_layers = num_layers
         self.norm = norm
 
