@@ -123,6 +123,8 @@ def acosh(input, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton
 def add(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def addcdiv(input, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 / tensor2`` in one kernel (floating tensors only, as torch)."""
 def addcmul(input, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 * tensor2`` in one kernel."""
+def addmm(input, mat1, mat2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat1 @ mat2), ``input`` broadcast to the product's shape."""
+def addmv(input, mat, vec, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat @ vec)."""
 def all(input, dim=..., keepdim=...) -> Tensor: ...
 def allclose(input, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
 def amax(input, dim=..., keepdim=...) -> Tensor: ...
@@ -146,9 +148,16 @@ def atan(input, *, out=...) -> Tensor: """Elementwise ``atan`` (kernel: triton_k
 def atan2(input, other, *, out=...) -> Tensor: """Elementwise ``atan2`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def atanh(input, *, out=...) -> Tensor: """Elementwise ``atanh`` (kernel: triton_kernels/elementwise.py)."""
 def avg_pool2d(input, kernel_size, stride=..., padding=..., ceil_mode=..., count_include_pad=..., divisor_override=...) -> Tensor: """torch.nn.functional.avg_pool2d."""
+def baddbmm(input, batch1, batch2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (batch1 @ batch2), batched (b, n, m) @ (b, m, p)."""
 def bernoulli(input, p=..., *, generator=...) -> Tensor: """1 with probability ``input`` (elementwise), else 0, in ``input``'s dtype; with a float ``p``,"""
 bfloat16: dtype
 def bincount(input, weights=..., minlength=...) -> Tensor: """How often each value 0..max(input) occurs in a 1-D non-negative integer tensor (summing"""
+def bitwise_and(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_and`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+def bitwise_left_shift(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_left_shift`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+def bitwise_not(input, *, out=...) -> Tensor: """Elementwise ``bitwise_not`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+def bitwise_or(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_or`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+def bitwise_right_shift(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_right_shift`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+def bitwise_xor(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
 def bmm(input, mat2) -> Tensor: """torch.bmm: (b, n, m) @ (b, m, p) with equal batch sizes, no broadcasting."""
 bool: dtype
 def cat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
@@ -165,6 +174,7 @@ def conv_transpose2d(input, weight, bias=..., stride=..., padding=..., output_pa
 def cos(input, *, out=...) -> Tensor: """Elementwise ``cos`` (kernel: triton_kernels/elementwise.py)."""
 def cosh(input, *, out=...) -> Tensor: """Elementwise ``cosh`` (kernel: triton_kernels/elementwise.py)."""
 def count_nonzero(input, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
+def cross(input, other, dim=...) -> Tensor: """The cross product of 3-vectors along ``dim`` (broadcast); without ``dim``, the first dim of size 3,"""
 def cummax(input, dim) -> Any: """The running maximum along ``dim`` and where it is (a later equal element, or a NaN, takes"""
 def cummin(input, dim) -> Any: """The running minimum along ``dim`` and where it is."""
 def cumprod(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative product along ``dim``. Integer and bool inputs multiply in int64 (as torch);"""
@@ -219,6 +229,7 @@ def isclose(input, other, rtol=..., atol=..., equal_nan=...) -> Tensor: """``|in
 def isfinite(input) -> Tensor: ...
 def isinf(input) -> Tensor: ...
 def isnan(input) -> Tensor: """True where ``input`` is NaN (never for integer and bool tensors)."""
+def kron(input, other) -> Tensor: """The Kronecker product: block (i, j, ...) is ``input[i, j, ...] * other`` (dtypes promote)."""
 def kthvalue(input, k, dim=..., keepdim=...) -> Any: """The ``k``-th smallest element along ``dim`` (k counts from 1) and its index."""
 def layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Tensor: """``torch.nn.functional.layer_norm``: normalize over the trailing ``normalized_shape`` dims."""
 def le(input, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -234,6 +245,7 @@ def logcumsumexp(input, dim) -> Tensor: """``log(cumsum(exp(input)))`` along ``d
 def logical_and(input, other, *, out=...) -> Tensor: """Elementwise ``logical_and`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def logical_not(input, *, out=...) -> Tensor: """Elementwise ``logical_not`` (kernel: triton_kernels/elementwise.py)."""
 def logical_or(input, other, *, out=...) -> Tensor: """Elementwise ``logical_or`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def logical_xor(input, other, *, out=...) -> Tensor: """Elementwise ``logical_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
 def logsumexp(input, dim, keepdim=...) -> Tensor: """``log(sum(exp(input), dim))`` without overflow: the max is taken out first (a constant for autograd)."""
 long: dtype
 def lt(input, other, *, out=...) -> Tensor: """Elementwise ``lt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -257,6 +269,7 @@ def msort(input) -> Tensor: """``sort(input, dim=0).values``."""
 def mul(input, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def multinomial(input, num_samples, replacement=..., *, generator=...) -> Tensor: """``num_samples`` category indices per row of the non-negative weights ``input`` (1-D or 2-D)."""
 def multiply(input, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def mv(input, vec) -> Tensor: """torch.mv: matrix (n, m) times vector (m,)."""
 nan: float
 def nan_to_num(input, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (default: the dtype's largest/lowest finite value)."""
 def nanmean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""
@@ -315,6 +328,7 @@ def take_along_dim(input, indices, dim=...) -> Tensor: """``input.gather(dim, in
 def tan(input, *, out=...) -> Tensor: """Elementwise ``tan`` (kernel: triton_kernels/elementwise.py)."""
 def tanh(input, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""
 def tensor_split(input, indices_or_sections, dim=...) -> Any: ...
+def tensordot(a, b, dims=..., out=...) -> Tensor: """Contract ``dims`` (the last n of ``a`` with the first n of ``b``, or two lists of dims): both"""
 def tile(input, dims) -> Tensor: """``repeat`` with ``dims`` padded with leading ones when shorter than ``input.ndim``."""
 def topk(input, k, dim=..., largest=..., sorted=...) -> Any: """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in order."""
 def trace(input) -> Tensor: """The sum of a matrix's main diagonal (integers sum to int64)."""

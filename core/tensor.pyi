@@ -36,7 +36,7 @@ class Tensor:
     def T(self) -> 'Tensor': ...
     def __abs__(self, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
     def __add__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-    def __and__(self, other, *, out=...) -> Tensor: """Elementwise ``logical_and`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __and__(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_and`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
     def __array__(self, dtype=..., copy=...) -> Any: ...
     def __bool__(self) -> builtins.bool: ...
     def __dlpack__(self, *, stream=..., max_version=..., dl_device=..., copy=...) -> Any: ...
@@ -51,7 +51,7 @@ class Tensor:
     def __imul__(self, other) -> Tensor: """In-place elementwise ``mul``."""  # type: ignore[misc]
     def __index__(self) -> builtins.int: ...
     def __int__(self) -> builtins.int: ...
-    def __invert__(self) -> Tensor: """``~x``: logical not of a bool tensor (bitwise not of integers is not implemented)."""
+    def __invert__(self) -> Tensor: """``~x``: bitwise not of an integer tensor, logical not of a bool one; floats raise PyTorch's"""
     def __isub__(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``sub``."""  # type: ignore[misc]
     def __iter__(self) -> Any: ...
     def __itruediv__(self, other, *, rounding_mode=...) -> Tensor: """In-place elementwise ``div``."""  # type: ignore[misc]
@@ -63,19 +63,23 @@ class Tensor:
     def __mul__(self, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __ne__(self, other, *, out=...) -> Tensor: """Elementwise ``ne`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""  # type: ignore[override]
     def __neg__(self, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
-    def __or__(self, other, *, out=...) -> Tensor: """Elementwise ``logical_or`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __or__(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_or`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
     def __pow__(self, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __radd__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __rand__(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_and`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
     def __rfloordiv__(self, other, *, out=...) -> Tensor: """Elementwise ``floor_divide`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rmatmul__(self, other) -> Tensor: """torch.matmul: dot, matrix-vector, matrix-matrix or broadcast batched product."""
     def __rmod__(self, other, *, out=...) -> Tensor: """Elementwise ``remainder`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rmul__(self, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def __ror__(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_or`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
     def __rpow__(self, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rsub__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __rtruediv__(self, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
+    def __rxor__(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
     def __setitem__(self, index, value) -> None: """``x[index] = value``: ``index_put_`` for advanced indices, else a write into the view."""
     def __sub__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def __truediv__(self, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
+    def __xor__(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
     def abs(self, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
     def abs_(self) -> Tensor: """In-place elementwise ``abs``."""
     def acos(self, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
@@ -130,6 +134,18 @@ class Tensor:
     def bernoulli_(self, p=..., *, generator=...) -> Tensor: """Fill with 1 with probability ``p`` (a float, or a tensor broadcast to ``input``'s shape), else 0."""
     def bfloat16(self) -> Any: ...
     def bincount(self, weights=..., minlength=...) -> Tensor: """How often each value 0..max(input) occurs in a 1-D non-negative integer tensor (summing"""
+    def bitwise_and(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_and`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+    def bitwise_and_(self, other) -> Tensor: """Elementwise ``bitwise_and`` of integer or bool tensors, in place."""
+    def bitwise_left_shift(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_left_shift`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+    def bitwise_left_shift_(self, other) -> Tensor: """Elementwise ``bitwise_left_shift`` of integer or bool tensors, in place."""
+    def bitwise_not(self, *, out=...) -> Tensor: """Elementwise ``bitwise_not`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+    def bitwise_not_(self) -> Tensor: """Elementwise ``bitwise_not`` of integer or bool tensors, in place."""
+    def bitwise_or(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_or`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+    def bitwise_or_(self, other) -> Tensor: """Elementwise ``bitwise_or`` of integer or bool tensors, in place."""
+    def bitwise_right_shift(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_right_shift`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+    def bitwise_right_shift_(self, other) -> Tensor: """Elementwise ``bitwise_right_shift`` of integer or bool tensors, in place."""
+    def bitwise_xor(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+    def bitwise_xor_(self, other) -> Tensor: """Elementwise ``bitwise_xor`` of integer or bool tensors, in place."""
     def bmm(self, mat2) -> Tensor: """torch.bmm: (b, n, m) @ (b, m, p) with equal batch sizes, no broadcasting."""
     def bool(self) -> Any: ...
     def broadcast_to(self, shape) -> 'Tensor': ...
@@ -269,6 +285,8 @@ class Tensor:
     def logical_not_(self) -> Tensor: """In-place elementwise ``logical_not``."""
     def logical_or(self, other, *, out=...) -> Tensor: """Elementwise ``logical_or`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def logical_or_(self, other) -> Tensor: """In-place elementwise ``logical_or``."""
+    def logical_xor(self, other, *, out=...) -> Tensor: """Elementwise ``logical_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+    def logical_xor_(self, other) -> Tensor: """Elementwise ``logical_xor`` of integer or bool tensors, in place."""
     def logsumexp(self, dim, keepdim=...) -> Tensor: """``log(sum(exp(input), dim))`` without overflow: the max is taken out first (a constant for autograd)."""
     def long(self) -> Any: ...
     def lt(self, other, *, out=...) -> Tensor: """Elementwise ``lt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""

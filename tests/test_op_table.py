@@ -210,6 +210,15 @@ TESTS = {
                "test_random.py::test_normal_forms_and_gradient"),
     # ----- issue 26: PowerSGD's Gram-Schmidt, in place (no gradient) -----
     "orthogonalize_": ("test_orthogonalize.py::test_matches_qr_up_to_signs", None),
+    # ----- the bitwise family (integers and bools: no gradient) -----
+    **{op: ("test_bitwise.py::test_bitwise_ops_match_numpy_on_every_layout", None)
+       for op in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not")},
+    **{op: ("test_bitwise.py::test_shifts_match_torch_for_every_count", None)
+       for op in ("bitwise_left_shift", "bitwise_right_shift")},
+    **{op + "_": ("test_bitwise.py::test_inplace_forms_and_operators", None)
+       for op in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
+                  "bitwise_right_shift")},
+    **{op: ("test_bitwise.py::test_logical_xor", None) for op in ("logical_xor", "logical_xor_")},
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
 COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select",
@@ -228,7 +237,7 @@ KERNEL_IMPORTER = {"copies": "__init__"}
 # core module imports core/ops/<other>.py): embedding's forward is index_select's gather and its
 # derivative index_add's scatter-add (triton_kernels/index.py); select's nonzero/argwhere are the
 # index family's stream compaction and bincount its index_add (masked_fill is the elementwise where).
-KERNEL_FAMILY = {"embedding": "index", "select": "index"}
+KERNEL_FAMILY = {"embedding": "index", "select": "index", "bitwise": "elementwise"}
 # The text a test must contain when it differs from the op's name (operators are used, not named).
 MENTIONS = {"invert": ("~",), "getitem": ("[",), "setitem": ("] =",), "clone": ("clone", "contiguous"),
             "matmul": ("matmul", "@"), "max_pool2d_with_indices": ("max_pool2d",),

@@ -33,7 +33,12 @@ BINARY = (
 # scalar (lerp's weight) and whose scalar is addcmul/addcdiv's value.
 DIV_TRUNC, POLYGAMMA = "div_trunc", "polygamma"
 TERNARY = ("lerp", "addcmul", "addcdiv")
-COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not")
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "logical_xor")
+# The bitwise family's ops (core/ops/bitwise.py), run by this kernel: integers and bools only (a shift
+# integers only), and logical_xor. bitwise_not of a bool is logical_not (the core entry picks it).
+BITWISE_UNARY = ("bitwise_not",)
+BITWISE_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
+                  "logical_xor")
 
 
 @triton.jit
@@ -143,6 +148,8 @@ def _unary(x, OP: tl.constexpr):
         r = _math.lgamma(x)
     elif OP == "digamma":
         r = _math.digamma(x)
+    elif OP == "bitwise_not":
+        r = ~x
     else:  # logical_not
         tl.static_assert(OP == "logical_not")
         r = x == 0
@@ -217,6 +224,24 @@ def _binary(x, y, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
             r = tl.where(q < 0, tl.ceil(q), tl.floor(q))
         else:
             r = x // y  # C's integer division truncates
+    elif OP == "logical_xor":
+        r = (x != 0) != (y != 0)
+    elif OP == "bitwise_and":
+        r = x & y
+    elif OP == "bitwise_or":
+        r = x | y
+    elif OP == "bitwise_xor":
+        r = x ^ y
+    elif OP == "bitwise_left_shift" or OP == "bitwise_right_shift":
+        # A shift by a negative amount or by the width or more is undefined in C, LLVM and NumPy alike;
+        # PyTorch defines it: 0 to the left, the sign (0 or -1) to the right. The kernel computes small
+        # integers in int32, where a shift by their own width or more already leaves 0 or the sign.
+        out_of_range = (y < 0) | (y >= x.dtype.primitive_bitwidth)
+        amount = tl.where(out_of_range, 0, y)
+        if OP == "bitwise_left_shift":
+            r = tl.where(out_of_range, 0, x << amount)
+        else:
+            r = tl.where(out_of_range, tl.where(x < 0, -1, 0), x >> amount)
     else:
         tl.static_assert(OP == "logical_or")
         r = (x != 0) | (y != 0)
@@ -350,5 +375,5 @@ def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None, alph
            INT64=int64, BLOCK=block)
 
 
-_UNARY_SET = frozenset(UNARY)
+_UNARY_SET = frozenset(UNARY + BITWISE_UNARY)
 _TL_DTYPES = {name: getattr(tl, name) for name in ("float32", "float64", "int32", "int64")}

@@ -23,7 +23,10 @@ if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, nev
     from ..tensor import Tensor
 
 # Unary ops that keep an integer input's dtype; the rest turn integers into the default float.
-_INT_PRESERVING = {"neg", "abs", "relu", "square", "sign", "floor", "ceil", "trunc"}
+_INT_PRESERVING = {"neg", "abs", "relu", "square", "sign", "floor", "ceil", "trunc", "bitwise_not"}
+# PyTorch's kernel names, which its "not implemented for 'Float'" errors of the bitwise ops quote
+_BITWISE_KERNEL = {"bitwise_not": "bitwise_not", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+                   "bitwise_xor": "bitwise_xor", "bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}
 
 
 def compute_dtype(d: dt.dtype) -> str:
@@ -89,6 +92,10 @@ def unary(op: str, x, out=None) -> Tensor:
     _check_operand(x, "input", op)
     if not isinstance(x, TensorBase):
         raise TypeError(f"{op}(): argument 'input' must be a Tensor, not {type(x).__name__}")
+    if op == "bitwise_not":
+        _check_bitwise(op, x.dtype, x.device)
+        if x.dtype is dt.bool_:
+            op = "logical_not"  # ~True is False, not the int32 ~1 == -2 a kernel would compute
     if op == "logical_not":
         result = dt.bool_
         compute = compute_dtype(x.dtype)
@@ -111,7 +118,8 @@ def unary(op: str, x, out=None) -> Tensor:
     return out
 
 
-_SWAPPABLE = frozenset(("add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or"))
+_SWAPPABLE = frozenset(("add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or", "logical_xor",
+                        "bitwise_and", "bitwise_or", "bitwise_xor"))
 _INT_DIVISOR_OPS = frozenset(("floor_divide", "remainder", "fmod", "div_trunc"))  # an integer divisor is checked at every call
 _binary_plans: dict = {}  # signature of (op, operands, default dtype) -> _BinaryPlan
 _PLANS_KEPT = 4096
@@ -241,6 +249,8 @@ def _plan_binary(op: str, a, b):
         compute_in, result = promoted, dt.bool_
     else:
         compute_in, result = promoted, promoted
+    if op in _BITWISE_KERNEL:
+        _check_bitwise(op, promoted, dev)
     if op == "sub" and promoted is dt.bool_:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.")
@@ -251,6 +261,12 @@ def _plan_binary(op: str, a, b):
     shape = broadcast_shapes(tensor_a.shape, other.shape) if isinstance(other, TensorBase) else tuple(tensor_a.shape)
     narrow = compute_in if compute_in in dt.SMALL_INTEGRAL else None
     return _BinaryPlan(dev, result, compute, shape, scalar_first, op in _SWAPPABLE, narrow), a, b, cacheable
+
+
+def _check_bitwise(op: str, d: dt.dtype, dev) -> None:
+    """Bitwise ops take integers and bools (shifts integers only), as PyTorch, whose error this is."""
+    if d.is_floating_point or (d is dt.bool_ and op in ("bitwise_left_shift", "bitwise_right_shift")):
+        raise NotImplementedError(f'"{_BITWISE_KERNEL[op]}_{dev.type}" not implemented for \'{d.type_name}\'')
 
 
 def _narrow_operand(x, d: dt.dtype):
@@ -549,8 +565,8 @@ def clamp_max(input, max) -> Tensor:
 
 
 def invert(input) -> Tensor:
-    """``~x``: logical not of a bool tensor (bitwise not of integers is not implemented)."""
-    if not isinstance(input, TensorBase) or input.dtype is not dt.bool_:
-        what = input.dtype if isinstance(input, TensorBase) else type(input).__name__
-        raise TypeError(f"~ (bitwise not) is only implemented for bool tensors, got {what}")
-    return unary("logical_not", input)
+    """``~x``: bitwise not of an integer tensor, logical not of a bool one; floats raise PyTorch's
+    TypeError (``bitwise_not`` itself raises its NotImplementedError)."""
+    if not isinstance(input, TensorBase) or input.dtype.is_floating_point:
+        raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    return unary("bitwise_not", input)

@@ -25,8 +25,9 @@ import inspect
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import (attention, batch_norm, conv, copies, einsum, elementwise, embedding, index, join, layer_norm, loss,
-               math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort, views)
+from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
+               loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
+               views)
 
 CATEGORIES = ("lower", "fp32", "promote", "none")
 
@@ -120,8 +121,7 @@ for _name in _k.UNARY:
 
 _ARITHMETIC = {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "pow": "pow",  # __add__ __radd__ __iadd__
                "floor_divide": "floordiv", "remainder": "mod"}
-_FORWARD_ONLY = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",  # __eq__ ... __and__
-                 "logical_and": "and", "logical_or": "or"}
+_FORWARD_ONLY = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}  # __eq__ ...
 _BINARY_ALIASES = {"div": ("divide", "true_divide"), "mul": ("multiply",), "sub": ("subtract",)}
 for _name in _k.BINARY:
     _cat = "none" if _name in _k.COMPARISONS or _name in ("hypot", "fmod") else (
@@ -131,6 +131,17 @@ for _name in _k.BINARY:
                   dunders=(f"__{_a or _f}__",) if (_a or _f) else (), rdunders=(f"__r{_a}__",) if _a else (),
                   idunders=(f"__i{_a}__",) if _a else ())
 _add(Op("invert", elementwise.invert, "none", method=False, function=False, dunders=("__invert__",)))
+
+# ----- bitwise (core/ops/bitwise.py; the elementwise kernel) ------------------------------------
+# Python's & | ^ << >> are the bitwise ops, as in PyTorch (on bools & is logical and), reflected and in place too
+_BITWISE_DUNDERS = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor", "bitwise_left_shift": "lshift",
+                    "bitwise_right_shift": "rshift"}
+for _name in _k.BITWISE_UNARY:
+    _with_inplace(_name, *bitwise.UNARY[_name], "none")
+for _name in _k.BITWISE_BINARY:
+    _a = _BITWISE_DUNDERS.get(_name)
+    _with_inplace(_name, *bitwise.BINARY[_name], "none", dunders=(f"__{_a}__",) if _a else (),
+                  rdunders=(f"__r{_a}__",) if _a else (), idunders=(f"__i{_a}__",) if _a else ())
 # polygamma(n, input): the method's self is input (x.polygamma(n)), its in-place form x.polygamma_(n)
 _add(Op("polygamma", elementwise.polygamma, "none", self_arg=1))
 _add(Op("polygamma_", elementwise.polygamma_, "none", function=False, inplace_of="polygamma"))
