@@ -13,10 +13,15 @@ from ...autograd.grad_mode import no_grad
 from ...core.tensor import Tensor
 from ...runtime.dtype import dtype as _dtype
 from ..parameter import Parameter
+from .backward_hooks import BackwardHook
 
 
 class Module:
     training: bool
+    # Made on first registration (and absent from modules pickled before they existed): a module
+    # without backward hooks pays one attribute test per call.
+    _backward_hooks = None
+    _backward_pre_hooks = None
 
     def __init__(self):
         object.__setattr__(self, "training", True)
@@ -259,6 +264,28 @@ class Module:
         self._forward_pre_hooks[h.id] = hook
         return h
 
+    def _add_hook(self, attr: str, hook, prepend: bool):
+        hooks = self.__dict__.get(attr)
+        if hooks is None:
+            hooks = OrderedDict()
+            object.__setattr__(self, attr, hooks)
+        h = RemovableHandle(hooks)
+        hooks[h.id] = hook
+        if prepend:
+            hooks.move_to_end(h.id, last=False)
+        return h
+
+    def register_full_backward_hook(self, hook, prepend: bool = False):
+        """``hook(module, grad_input, grad_output)`` once the gradients with respect to the module's
+        positional inputs are computed; a non-None return (a tuple as long as ``grad_input``)
+        replaces them. Returns a handle whose ``remove()`` unregisters it."""
+        return self._add_hook("_backward_hooks", hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False):
+        """``hook(module, grad_output)`` when the gradients with respect to the module's outputs are
+        known, before any of the module's own backward runs; a non-None return replaces them."""
+        return self._add_hook("_backward_pre_hooks", hook, prepend)
+
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
@@ -267,11 +294,17 @@ class Module:
             r = hook(self, args)
             if r is not None:
                 args = r if isinstance(r, tuple) else (r,)
+        bw_hook = None
+        if self._backward_hooks or self._backward_pre_hooks:
+            bw_hook = BackwardHook(self, self._backward_hooks or {}, self._backward_pre_hooks or {})
+            args = bw_hook.setup_input_hook(args)
         out = self.forward(*args, **kwargs)
         for hook in list(self._forward_hooks.values()):
             r = hook(self, args, out)
             if r is not None:
                 out = r
+        if bw_hook is not None:
+            out = bw_hook.setup_output_hook(out)
         return out
 
     def apply(self, fn):
