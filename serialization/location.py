@@ -14,6 +14,17 @@ from ..runtime import cuda
 from ..runtime.device import device
 
 
+class MapLocationTypeError(TypeError):
+    """``map_location`` (the caller's argument, not the file) is of the wrong kind or gave a wrong result."""
+
+
+class MapLocationValueError(ValueError):
+    """``map_location`` names no device."""
+
+
+PASSTHROUGH = (MapLocationTypeError, MapLocationValueError)  # errors a load reports as they are
+
+
 class Storage:
     """A storage being loaded, as ``torch.UntypedStorage`` to a ``map_location`` callable: its bytes
     on a device. ``cpu()``, ``cuda(index)`` and ``to(device=...)`` give it on another device (the
@@ -57,11 +68,11 @@ class Storage:
         return f"Storage(device={self.device}, nbytes={self.nbytes()})"
 
 
-def _device(spec, what: str) -> device:
+def _device(spec, what: str, error=ValueError) -> device:
     try:
         return spec if isinstance(spec, device) else device(spec.decode("ascii") if isinstance(spec, bytes) else spec)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"{what}: {spec!r} is not a device ({e})") from None
+    except (TypeError, ValueError, UnicodeDecodeError) as e:
+        raise error(f"{what}: {spec!r} is not a device ({e})") from None
 
 
 def check_map_location(map_location) -> None:
@@ -69,9 +80,9 @@ def check_map_location(map_location) -> None:
     if map_location is None or isinstance(map_location, dict) or callable(map_location):
         return
     if isinstance(map_location, (str, bytes, device)):
-        _device(map_location, "load(): map_location")
+        _device(map_location, "load(): map_location", MapLocationValueError)
         return
-    raise TypeError(f"load(): map_location must be None, a str, a device, a dict {{saved: target}} or a callable "
+    raise MapLocationTypeError(f"load(): map_location must be None, a str, a device, a dict {{saved: target}} or a callable "
                     f"(storage, location) -> storage, got {type(map_location).__name__}")
 
 
@@ -99,16 +110,17 @@ def restore(storage: Storage, location: str, map_location) -> Storage:
     if isinstance(map_location, dict):
         target = map_location.get(location, location)
         if not isinstance(target, (str, bytes, device)):
-            raise TypeError(f"load(): map_location[{location!r}] is a {type(target).__name__}, expected a device "
+            raise MapLocationTypeError(f"load(): map_location[{location!r}] is a {type(target).__name__}, expected a device "
                             "or its name")
-        return default_restore(storage, str(_device(target, f"load(): map_location[{location!r}]")))
+        return default_restore(storage, str(_device(target, f"load(): map_location[{location!r}]",
+                                                    MapLocationValueError)))
     if isinstance(map_location, (str, bytes, device)):
-        return default_restore(storage, str(_device(map_location, "load(): map_location")))
+        return default_restore(storage, str(_device(map_location, "load(): map_location", MapLocationValueError)))
     result = map_location(storage, location)
     if result is None:
         return default_restore(storage, location)
     if not isinstance(result, Storage):
-        raise TypeError(f"load(): map_location returned a {type(result).__name__} for a storage saved on "
+        raise MapLocationTypeError(f"load(): map_location returned a {type(result).__name__} for a storage saved on "
                         f"{location!r}; it must return the storage it was given (or storage.cpu(), "
                         "storage.cuda(i)), or None")
     return result

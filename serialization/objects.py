@@ -132,11 +132,11 @@ class _Loader:
         self.tensors: dict[int, Tensor] = {}
 
     def __call__(self, pid):
-        if not isinstance(pid, tuple) or not pid or pid[0] not in (_TENSOR, _ARRAY):
+        if not isinstance(pid, tuple) or not pid or not isinstance(pid[0], str) or pid[0] not in (_TENSOR, _ARRAY):
             raise pickle.UnpicklingError(f"persistent id {str(pid)[:80]} is not a tensor or array record of "
                                          "tritensor's")
         if pid[0] == _ARRAY:
-            if len(pid) != 2 or pid[1] not in self.arrays or pid[1] == PICKLE:
+            if len(pid) != 2 or not isinstance(pid[1], str) or pid[1] not in self.arrays or pid[1] == PICKLE:
                 raise Bad(f"persistent id {pid!r} names an array the file does not hold")
             return np.array(self.arrays[pid[1]])
         if len(pid) != 10:
@@ -149,8 +149,8 @@ class _Loader:
             return self.tensors[index]
         if not isinstance(name, str) or name not in self.arrays or not name.startswith("storage."):
             raise Bad(f"{where} names a storage {name!r} the file does not hold")
-        if dtype_name not in [d.name for d in dt.ALL] or kind not in ("tensor", "parameter") or \
-                type(requires_grad) is not bool:
+        if not isinstance(dtype_name, str) or dtype_name not in [d.name for d in dt.ALL] or \
+                not isinstance(kind, str) or kind not in ("tensor", "parameter") or type(requires_grad) is not bool:
             raise Bad(f"{where}: dtype {dtype_name!r}, kind {kind!r} or requires_grad {requires_grad!r} is not valid")
         dtype_ = dt._by_name(dtype_name)
         storage = self.storage(name)

@@ -35,7 +35,7 @@ from ..runtime import dtype as dt
 from ..runtime.device import device
 from . import allowlist, unpickler
 from .errors import Bad, check_view, count
-from .location import Storage, restore, tensor_over
+from .location import PASSTHROUGH, Storage, restore, tensor_over
 
 # torch's dtypes and the legacy storage classes that stand for them in a file
 TORCH_DTYPES = {  # torch name -> (NumPy dtype, legacy storage class)
@@ -133,7 +133,7 @@ def _grad(t: Tensor, requires_grad, where: str) -> Tensor:
 
 
 def _hooks(hooks, where: str) -> None:
-    if hooks not in (None, {}, collections.OrderedDict()) and not (isinstance(hooks, dict) and not hooks):
+    if hooks is not None and not (type(hooks) in (dict, collections.OrderedDict) and not hooks):
         raise Bad(f"{where}: backward hooks were saved, which a file cannot hold (torch drops them too)")
 
 
@@ -164,6 +164,11 @@ def _typed(dtype_name, rec) -> dt.dtype:
     return _have(dtype_name)
 
 
+def _nonempty(state) -> bool:
+    """Whether a saved object state holds anything (without asking a tensor for its truth)."""
+    return state is not None and not (type(state) in (dict, collections.OrderedDict, tuple) and not state)
+
+
 def _rebuild_parameter(data, requires_grad, backward_hooks):
     if not isinstance(data, Tensor) or type(requires_grad) is not bool:
         raise Bad("_rebuild_parameter: expected a tensor and a bool")
@@ -172,19 +177,19 @@ def _rebuild_parameter(data, requires_grad, backward_hooks):
 
 
 def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state):
-    if state:
-        names = sorted(state) if isinstance(state, dict) else state
+    if _nonempty(state):
+        names = sorted(map(str, state)) if isinstance(state, dict) else type(state).__name__
         raise Bad(f"_rebuild_parameter_with_state: the Parameter was saved with attributes {names!r}; "
                   "tritensor's Parameter holds no attributes of its own")
     return _rebuild_parameter(data, requires_grad, backward_hooks)
 
 
 def _rebuild_from_type_v2(func, new_type, args, state):
-    if func not in (_rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter) or \
+    if not any(func is f for f in (_rebuild_tensor, _rebuild_tensor_v2, _rebuild_tensor_v3, _rebuild_parameter)) or \
             not isinstance(args, tuple):
         raise Bad(f"_rebuild_from_type_v2: {func!r} is not one of torch's tensor rebuild functions")
     t = func(*args)
-    if new_type not in (Tensor, Parameter) or state:
+    if (new_type is not Tensor and new_type is not Parameter) or _nonempty(state):
         raise Bad("_rebuild_from_type_v2: a tensor subclass, or a tensor with attributes, which tritensor "
                   "cannot rebuild")
     return t if new_type is Tensor or isinstance(t, Parameter) else Parameter(t, requires_grad=t.requires_grad)
@@ -247,7 +252,7 @@ class _Reader:
         if not isinstance(pid, tuple) or not pid:
             raise pickle.UnpicklingError(f"persistent_load id must be tuple or int, but got {type(pid)}")
         kind = pid[0].decode("ascii", "replace") if isinstance(pid[0], bytes) else pid[0]
-        if kind != "storage":
+        if not isinstance(kind, str) or kind != "storage":
             raise pickle.UnpicklingError(f"Only persistent_load of storage is allowed, but got {kind!r}")
         if len(pid) not in (5, 6):
             raise Bad(f"storage record {str(pid)[:120]} has {len(pid)} fields, expected 5")
@@ -384,7 +389,7 @@ def is_tar(data: bytes) -> bool:
 def _policy() -> unpickler.Policy:
     return unpickler.Policy({**allowlist.BUILTINS, **torch_names(), **allowlist.user_names()},
                             never_build=(Tensor,), hint=_hint, refused=refused(),
-                            checked={**allowlist.BUILTINS, "torch.Size": Size, "torch.device": _torch_device})
+                            checked={**allowlist.BUILTINS, **torch_names()}, passthrough=PASSTHROUGH)
 
 
 class _TrustedUnpickler(pickle.Unpickler):

@@ -29,6 +29,15 @@ _UNPACK_Q = struct.Struct("<Q").unpack_from
 _UNPACK_D = struct.Struct(">d").unpack_from
 
 
+def _name_of(obj) -> str:
+    """How an error names an object of the stream, without running its ``__repr__`` (which a
+    half-built object of the file may not survive)."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if isinstance(module, str) and isinstance(qualname, str):
+        return f"{module}.{qualname}"
+    return f"a {type(obj).__module__}.{type(obj).__qualname__} object"
+
+
 class MalformedPickle(UnpicklingError):
     """The bytes are not a well-formed pickle (truncated, a stack or memo used wrong, an argument of
     the wrong type): ``load`` reports it as a malformed file, not as a disallowed global."""
@@ -50,8 +59,9 @@ class Policy:
     from persistent ids, fully checked)."""
 
     def __init__(self, names: dict, *, never_build: tuple = (), api: str = "tritensor.serialization",
-                 hint=None, checked: dict | None = None, refused: dict | None = None):
+                 hint=None, checked: dict | None = None, refused: dict | None = None, passthrough: tuple = ()):
         self.names = names
+        self.passthrough = passthrough  # errors of checked callables that are the caller's, not the file's
         self.refused = refused or {}  # full_path -> why a name the allow-list knows cannot load here
         # the allowed callables whose errors mean a malformed file (builtins fed the wrong
         # arguments), not a failure of the user's own code
@@ -128,37 +138,41 @@ class _Interpreter:
         return self.stack[-1]
 
     def string(self, raw: bytes):
-        return raw if self.encoding == "bytes" else raw.decode(self.encoding, "strict")
+        return raw if self.encoding == "bytes" else self.decode(raw, self.encoding)
+
+    def decode(self, raw: bytes, encoding: str, errors: str = "strict") -> str:
+        try:
+            return raw.decode(encoding, errors)
+        except (UnicodeDecodeError, LookupError) as e:
+            raise MalformedPickle(f"bad pickle: a string at byte {self.pos} does not decode: {e}") from None
 
     # ----- the risky opcodes --------------------------------------------------------------------
     def call(self, func, args):
-        if not self.policy.allowed(func):
-            msg = f"Trying to call reduce for unrecognized function {func!r}"
-            if hasattr(func, "__self__"):
-                msg += f" which belongs to {func.__self__!r}"
-            raise UnpicklingError(msg)
+        if not self.policy.allowed(func) or (isinstance(func, type) and issubclass(func, self.policy.never_build)):
+            raise UnpicklingError(f"Trying to call reduce for unrecognized function {_name_of(func)}")
         if not isinstance(args, tuple):
             raise MalformedPickle(f"bad pickle: REDUCE arguments are a {type(args).__name__}, not a tuple")
-        if id(func) not in self.policy.checked:
-            return func(*args)
         try:
             return func(*args)
+        except self.policy.passthrough:
+            raise
         except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as e:
-            raise MalformedPickle(f"bad pickle: {getattr(func, '__qualname__', func)}{str(args)[:60]} failed: "
-                                  f"{type(e).__name__}: {e}") from None
+            # allowed code fed arguments it refuses: a malformed file (the user's own classes' errors
+            # stay chained as the cause)
+            raise MalformedPickle(f"bad pickle: {_name_of(func)} of {len(args)} arguments failed: "
+                                  f"{type(e).__name__}: {e}") from (None if id(func) in self.policy.checked else e)
 
     def new(self, cls, args, kwargs=None):
         if not self.policy.buildable(cls):
             raise UnpicklingError("Can only create new object for classes allowlisted via `add_safe_globals` "
-                                  f"but got {cls!r}")
+                                  f"but got {_name_of(cls)}")
         if not isinstance(args, tuple) or not isinstance(kwargs or {}, dict):
             raise MalformedPickle("bad pickle: NEWOBJ arguments are not a tuple (and a dict)")
-        if id(cls) not in self.policy.checked:
-            return cls.__new__(cls, *args, **(kwargs or {}))
         try:
             return cls.__new__(cls, *args, **(kwargs or {}))
-        except (TypeError, ValueError, OverflowError) as e:
-            raise MalformedPickle(f"bad pickle: NEWOBJ of {cls.__qualname__} failed: {e}") from None
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as e:
+            raise MalformedPickle(f"bad pickle: NEWOBJ of {cls.__qualname__} failed: {type(e).__name__}: {e}") \
+                from (None if id(cls) in self.policy.checked else e)
 
     def build(self, inst, state):
         cls = type(inst)
@@ -169,7 +183,13 @@ class _Interpreter:
             return
         if not self.policy.buildable(cls):
             raise UnpicklingError("Can only build OrderedDict or types allowlisted via `add_safe_globals`, "
-                                  f"but got {cls!r}")
+                                  f"but got {_name_of(cls)}")
+        try:
+            self._build(cls, inst, state)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError) as e:
+            raise MalformedPickle(f"bad pickle: BUILD of {cls.__qualname__} failed: {type(e).__name__}: {e}") from e
+
+    def _build(self, cls, inst, state):
         setstate = getattr(inst, "__setstate__", None)
         if setstate is not None and getattr(cls, "__setstate__", None) is not None:
             setstate(state)
@@ -179,11 +199,11 @@ class _Interpreter:
             state, slotstate = state
         if state:
             if not isinstance(state, dict):
-                raise MalformedPickle(f"bad pickle: BUILD state of {cls!r} is not a dict")
+                raise MalformedPickle(f"bad pickle: BUILD state of {_name_of(cls)} is not a dict")
             inst.__dict__.update(state)
         if slotstate:
             if not isinstance(slotstate, dict):
-                raise MalformedPickle(f"bad pickle: BUILD slot state of {cls!r} is not a dict")
+                raise MalformedPickle(f"bad pickle: BUILD slot state of {_name_of(cls)} is not a dict")
             for k, v in slotstate.items():
                 setattr(inst, k, v)
 
@@ -357,7 +377,7 @@ class _Interpreter:
             elif op == 0x8D:  # BINUNICODE8
                 stack.append(self.unicode(self.take(self.size8())))
             elif op == 0x56:  # UNICODE (text)
-                stack.append(self.line().decode("raw-unicode-escape"))
+                stack.append(self.decode(self.line(), "raw-unicode-escape"))
             elif op == 0x42:  # BINBYTES
                 stack.append(self.take(_UNPACK_UI(self.take(4))[0]))
             elif op == 0x43:  # SHORT_BINBYTES
@@ -375,7 +395,11 @@ class _Interpreter:
                 text = self.line()
                 if len(text) < 2 or text[0] != text[-1] or text[:1] not in (b"'", b'"'):
                     raise MalformedPickle("bad pickle: the STRING opcode argument must be quoted")
-                stack.append(self.string(codecs.escape_decode(text[1:-1])[0]))
+                try:
+                    raw = codecs.escape_decode(text[1:-1])[0]
+                except ValueError as e:
+                    raise MalformedPickle(f"bad pickle: the STRING opcode argument: {e}") from None
+                stack.append(self.string(raw))
             elif op in (0x97, 0x98):  # NEXT_BUFFER READONLY_BUFFER
                 raise MalformedPickle("out-of-band pickle buffers are not supported")
             else:
@@ -389,7 +413,7 @@ class _Interpreter:
         return n
 
     def unicode(self, raw: bytes) -> str:
-        return str(raw, "utf-8", "surrogatepass")
+        return self.decode(raw, "utf-8", "surrogatepass")
 
     def int_line(self) -> int:
         return self.parse(int, self.line())

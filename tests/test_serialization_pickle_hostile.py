@@ -9,20 +9,26 @@ zip members with unsafe paths or that would inflate without bound, and nesting b
 """
 from __future__ import annotations
 
+import collections
 import io
 import os
+import pathlib
 import pickle
+import random
 import struct
 import zipfile
 
 import numpy as np
 import pytest
+from safetensors.numpy import load as load_st
 from safetensors.numpy import save as st_save
 
 import tritensor as tt
+from tritensor import nn
 from tritensor.serialization import CheckpointError, safe_globals
 
 MAGIC = 0x1950A86A20F9469CFC6C
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "torch_files"
 
 
 # ----- writing pickles by hand ------------------------------------------------------------------
@@ -330,3 +336,51 @@ def test_the_user_allow_list_applies_to_every_format(fmt, marker):
         (cfg,) = tt.load(FORMATS[fmt](stream))
     assert type(cfg) is Config and cfg.lr == 7
     _refused(FORMATS[fmt](stream), match="Config was not an allowed global")  # the block's entry is gone
+
+
+# ----- fuzz ---------------------------------------------------------------------------------------
+
+def _fuzz_bases():
+    """A valid file of each format, and how to rebuild one around a mutated pickle stream."""
+    tt.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 2), nn.ReLU())
+    buf = io.BytesIO()
+    tt.save({"m": model, "x": [tt.ones(2), {1, 2}, b"ab", collections.OrderedDict(a=tt.zeros(1))]}, buf)
+    arrays = load_st(buf.getvalue())
+    stream = arrays.pop("tritensor.pickle").tobytes()
+    meta = {"format": "tritensor", "tritensor.pickle": "tritensor.pickle", "tritensor.storages": "{}"}
+
+    def tt_file(st):
+        return io.BytesIO(st_save({**arrays, "tritensor.pickle": np.frombuffer(st, np.uint8)}, metadata=meta))
+    zipped = zipfile.ZipFile(FIXTURES / "optimizer.pt")
+    members = {i.filename: zipped.read(i) for i in zipped.infolist()}
+    pkl = next(n for n in members if n.endswith("/data.pkl"))
+
+    def zip_file(st):
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as z:
+            for n, d in members.items():
+                z.writestr(n, st if n == pkl else d)
+        out.seek(0)
+        return out
+    legacy = (FIXTURES / "optimizer.legacy.pt").read_bytes()
+    return [(stream, tt_file), (members[pkl], zip_file), (legacy, io.BytesIO)]
+
+
+def test_fuzz_mutated_pickle_streams_fail_cleanly():
+    """Truncated and byte-mutated pickles of every format: a load returns, refuses a global
+    (UnpicklingError) or raises CheckpointError, and nothing else escapes."""
+    rng = random.Random(3)
+    for base, make in _fuzz_bases():
+        for i in range(120):
+            b = bytearray(base)
+            if i % 4 == 0:
+                b = b[:rng.randrange(len(b))]
+            else:
+                for _ in range(rng.randint(1, 3)):
+                    b[rng.randrange(len(b))] = rng.randrange(256)
+            try:
+                with safe_globals([nn.Sequential, nn.Linear, nn.ReLU]):
+                    tt.load(make(bytes(b)), map_location="cpu")
+            except (CheckpointError, pickle.UnpicklingError):
+                pass
