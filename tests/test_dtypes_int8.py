@@ -211,6 +211,31 @@ def test_dlpack_round_trips(dtype):
     assert tt.from_dlpack(d).dtype is dtype and tt.from_dlpack(d).cpu().tolist() == [1, 2, 3]
 
 
+@pytest.mark.parametrize("dtype", SMALL, ids=str)
+def test_scatters_accumulate_in_int32_and_wrap(dtype):
+    """The atomics have no 8/16-bit forms: scatter_add, index_add, index_put(accumulate=True) and
+    scatter_reduce accumulate in int32 and wrap on the way back, as torch's integer sums wrap."""
+    info = np.iinfo(NP[dtype])
+    x_np = rng.integers(max(info.min, -100), min(info.max, 100), size=7, endpoint=True).astype(NP[dtype])
+    src_np = rng.integers(info.min, info.max, size=7, endpoint=True).astype(NP[dtype])
+    idx_np = np.array([0, 1, 0, 2, 1, 0, 6])
+    x, src, idx = tt.tensor(x_np), tt.tensor(src_np), tt.tensor(idx_np)
+    acc = x_np.astype(np.int64)
+    np.add.at(acc, idx_np, src_np.astype(np.int64))
+    want = acc.astype(NP[dtype])  # wraps
+    assert_close(x.scatter_add(0, idx, src).cpu().numpy(), want, dtype)
+    assert_close(x.index_add(0, idx, src).cpu().numpy(), want, dtype)
+    assert_close(x.index_put((idx,), src, accumulate=True).cpu().numpy(), want, dtype)
+    assert_close(x.scatter_reduce(0, idx, src, "sum").cpu().numpy(), want, dtype)
+    amax = x_np.astype(np.int64)
+    np.maximum.at(amax, idx_np, src_np.astype(np.int64))
+    assert_close(x.scatter_reduce(0, idx, src, "amax").cpu().numpy(), amax.astype(NP[dtype]), dtype)
+    prod = x_np.astype(np.int64)
+    np.multiply.at(prod, idx_np, src_np.astype(np.int64) % 7)
+    assert_close(x.scatter_reduce(0, idx, src % 7, "prod").cpu().numpy(),
+                 prod.astype(NP[dtype]), dtype)
+
+
 def test_indexing_with_a_uint8_mask_warns_as_torch():
     x = tt.arange(3)
     mask = tt.tensor([1, 0, 1], dtype=tt.uint8)

@@ -352,6 +352,8 @@ def _check_devices(op, *ts):
 def _acc_dtype(d: dt.dtype) -> dt.dtype:
     if d is dt.bool_:
         raise RuntimeError("scatter_add/index_add: bool tensors are not supported (no atomic add for bool)")
+    if d in dt.SMALL_INTEGRAL:  # no atomics on 8/16-bit integers: accumulate in int32, wrap on the copy back
+        return dt.int32
     return dt.float32 if d in (dt.float16, dt.bfloat16) else d
 
 

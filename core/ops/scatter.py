@@ -46,8 +46,10 @@ def _zeros(shape, d, dev):
 
 
 def _acc_dtype(d):
-    """Where a reduction accumulates: fp16/bf16 in fp32, bool in int32 (atomics take neither)."""
-    return dt.float32 if d in (dt.float16, dt.bfloat16) else (dt.int32 if d is dt.bool_ else d)
+    """Where a reduction accumulates: fp16/bf16 in fp32, bool and uint8/int8/int16 in int32 (atomics
+    take none of them; the small integers wrap on the copy back, as torch's do)."""
+    return dt.float32 if d in (dt.float16, dt.bfloat16) else (dt.int32 if d is dt.bool_ or d in dt.SMALL_INTEGRAL
+                                                              else d)
 
 
 def _check_scatter(op, input, dim, index, src):
