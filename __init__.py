@@ -48,6 +48,8 @@ from . import compiler  # torch.compiler: reset()
 from .compiler import compile  # torch.compile(mode="reduce-overhead"): a step captured into CUDA graphs
 from . import comm  # usable as `import tritensor.comm as dist`
 from .nn import parallel as _nn_parallel  # tritensor.nn.parallel (DDP) sits on comm: imported after it
+from . import module_aliases  # torch's paths for comm and elastic (tritensor.distributed ...): module_aliases.py says how
+from . import distributed  # tritensor.comm under torch's name, through module_aliases' finder
 from . import futures  # torch.futures; tritensor.comm.Future is the same class
 from . import accelerator, distributions, jit, profiler, testing  # torch.accelerator, .distributions, .jit ...
 from .autograd import is_anomaly_check_nan_enabled, is_anomaly_enabled
@@ -58,6 +60,7 @@ half, float, double, long, int = float16, float32, float64, int64, int32
 from . import gpu as cuda  # tritensor.cuda: devices, streams, memory, CUDA graphs (gpu.py says why the name)
 
 _sys.modules[__name__ + ".cuda"] = cuda
+_sys.modules[__name__ + ".cuda.amp"] = cuda.amp  # torch.cuda.amp (amp/cuda_amp.py); gpu.py is no package
 from .core import linalg  # tritensor.linalg (torch.linalg): vector_norm, matrix_norm
 
 _sys.modules[__name__ + ".linalg"] = linalg

@@ -4,6 +4,7 @@ from . import amp as amp
 from . import autograd as autograd
 from . import backends as backends
 from . import comm as comm
+from . import comm as distributed
 from . import compiler as compiler
 from . import core as core
 from . import distributions as distributions
@@ -11,6 +12,7 @@ from . import futures as futures
 from . import gpu as cuda
 from . import gpu as gpu
 from . import jit as jit
+from . import module_aliases as module_aliases
 from . import multiproc as multiproc
 from . import multiproc as multiprocessing
 from . import nn as nn

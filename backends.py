@@ -4,8 +4,19 @@
 ``tl.dot`` in TF32 on tensor cores: ~8x the fp32 throughput on an H100 for a 10-bit mantissa.
 ``backends.cudnn.allow_tf32`` (default True, as in PyTorch) does the same for convolutions.
 Both only matter in GPU mode: the interpreter always computes in IEEE fp32.
+
+The rest of torch's switches that training scripts set are accepted and kept, with torch's
+defaults: ``cudnn.benchmark``/``deterministic``/``enabled`` (tritensor has no cuDNN: its kernels
+are deterministic for a given shape and autotune once per shape whatever ``benchmark`` says) and
+``cuda.matmul.allow_fp16_reduced_precision_reduction`` / ``allow_bf16_...`` (its matmuls always
+accumulate in fp32). ``mps.is_available()`` is False. ``cuda``, ``cudnn`` and ``mps`` are
+submodules, as torch's, importable as ``tritensor.backends.cudnn``: each is a module object whose
+settings are checked on assignment, registered in ``sys.modules`` under its name.
 """
 from __future__ import annotations
+
+import sys
+import types
 
 
 class _Flag:
@@ -22,23 +33,75 @@ class _Flag:
 
 
 class _MatmulFlags(_Flag):
-    _names = ("allow_tf32",)
+    _names = ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
 
     def __init__(self):
         self.allow_tf32 = False
+        self.allow_fp16_reduced_precision_reduction = True
+        self.allow_bf16_reduced_precision_reduction = True
 
 
-class _CudnnFlags(_Flag):
-    _names = ("allow_tf32",)
+class _FlagModule(types.ModuleType):
+    """A submodule of backends whose settings (``_names``) take bools only and which takes no other
+    attribute, as torch's modules of properties."""
+
+    _names: tuple = ()
+
+    def __init__(self, name: str, **settings):
+        super().__init__(f"{__name__}.{name}")
+        for key, value in settings.items():
+            setattr(self, key, value)
+
+    def __setattr__(self, name, value):
+        if name not in self._names:
+            raise AttributeError(f"{self.__name__} has no setting {name!r}; expected one of {self._names}")
+        if not isinstance(value, bool):
+            raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
+        super().__setattr__(name, value)
+
+
+class _CudaModule(_FlagModule):
+    def __init__(self):
+        super().__init__("cuda")
+        types.ModuleType.__setattr__(self, "matmul", _MatmulFlags())
+
+    @staticmethod
+    def is_built() -> bool:
+        """tritensor always carries its CUDA path (torch's answer for a CUDA build)."""
+        return True
+
+
+class _CudnnModule(_FlagModule):
+    _names = ("allow_tf32", "benchmark", "deterministic", "enabled")
 
     def __init__(self):
-        self.allow_tf32 = True
+        super().__init__("cudnn", allow_tf32=True, benchmark=False, deterministic=False, enabled=True)
+
+    @staticmethod
+    def is_available() -> bool:
+        """False: tritensor's convolutions are its own Triton kernels, not cuDNN's."""
+        return False
+
+    @staticmethod
+    def version():
+        return None
 
 
-class _CudaBackend:
+class _MpsModule(_FlagModule):
     def __init__(self):
-        self.matmul = _MatmulFlags()
+        super().__init__("mps")
+
+    @staticmethod
+    def is_available() -> bool:
+        return False
+
+    @staticmethod
+    def is_built() -> bool:
+        return False
 
 
-cuda = _CudaBackend()
-cudnn = _CudnnFlags()
+cuda = _CudaModule()
+cudnn = _CudnnModule()
+mps = _MpsModule()
+for _module in (cuda, cudnn, mps):
+    sys.modules[_module.__name__] = _module  # so `import tritensor.backends.cudnn` finds it, as torch's

@@ -18,6 +18,9 @@ from .runtime.cuda import (Event, OutOfMemoryError, Stream, StreamContext, curre
                            reset_peak_memory_stats, set_device, set_stream, stream, synchronize)
 from .runtime.graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing
 from .runtime.memory import CaptureError
+from .amp import cuda_amp as amp  # tritensor.cuda.amp: the package root registers it under that name too
+from .core.generator import default_generator as _default_generator
+from .runtime import mode as _mode
 
 # Random number state: tritensor has one (seed, offset) stream for every device (core/generator.py),
 # so a device's state is the default generator's; the device argument is checked as torch checks it.
@@ -54,3 +57,46 @@ __all__ = [
     "reset_accumulated_memory_stats", "reset_peak_memory_stats", "set_device", "set_rng_state",
     "set_rng_state_all", "set_stream", "stream", "synchronize",
 ]
+
+
+# ----- seeding and bfloat16, torch.cuda's spellings ---------------------------------------------
+# tritensor draws every device's random numbers from one stream (core/generator.py), so seeding
+# "the GPU" seeds the default generator. Without a CUDA device torch ignores these calls; so do we.
+def manual_seed(seed) -> None:
+    """Seed the current device's random numbers (the default generator's; ignored without CUDA)."""
+    seed = int(seed)
+    if _mode.GPU:
+        _default_generator.manual_seed(seed)
+
+
+def manual_seed_all(seed) -> None:
+    """Seed every device's random numbers (one stream: the same as ``manual_seed``)."""
+    manual_seed(seed)
+
+
+def seed() -> None:
+    """Seed the current device's random numbers from the operating system (ignored without CUDA)."""
+    if _mode.GPU:
+        _default_generator.seed()
+
+
+def seed_all() -> None:
+    seed()
+
+
+def initial_seed() -> int:
+    """The seed the current device's random numbers started from (the default generator's)."""
+    return _default_generator.initial_seed()
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether the current device computes in bfloat16: compute capability 8.0 or higher. Below it
+    tensor cores have no bfloat16 and tritensor's kernels do not emulate it, so the answer is False
+    either way; without a CUDA device (CPU mode, and the simulated device, which is not one) it is
+    False, as torch's without CUDA."""
+    if not _mode.GPU or _mode.SIM:
+        return False
+    return get_device_capability()[0] >= 8
+
+
+__all__ += ["amp", "initial_seed", "is_bf16_supported", "manual_seed", "manual_seed_all", "seed", "seed_all"]

@@ -1,4 +1,5 @@
-"""The loss modules over ``nn.functional``, in torch's file: ``MSELoss CrossEntropyLoss ``L1Loss SmoothL1Loss NLLLoss BCELoss
+"""The loss modules over ``nn.functional``, in torch's file: ``MSELoss CrossEntropyLoss L1Loss
+SmoothL1Loss NLLLoss BCELoss
 BCEWithLogitsLoss KLDivLoss``, with torch's constructor arguments; class weights and
 ``pos_weight`` are buffers, as torch registers them (so they follow ``.to()`` and appear in
 ``state_dict``).
