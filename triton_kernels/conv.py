@@ -50,11 +50,15 @@ from ._common import INTERPRET, cdiv, needs_int64, per_mode
 from .autotune import autotune
 from ._common import grouped_tile, input_precision
 
+# Warpgroup-sized tiles only (4 or 8 warps, 64 or 128 rows: what wgmma needs). The 2-warp 32x64
+# and 64x32 tiles of the matmul kernel are for skinny products; a convolution's GEMM has a pixel
+# side of N*OH*OW (1,568 at ResNet-50's smallest layer, batch 32) and a channel side of 64 and up,
+# and 64x64 serves the small ones.
 CONFIGS = [
     triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8}, num_stages=s, num_warps=w)
     for bm, bn, bk, s, w in [
         (128, 128, 32, 3, 8), (128, 64, 32, 4, 4), (64, 128, 32, 4, 4), (64, 64, 32, 4, 4),
-        (128, 128, 64, 3, 8), (64, 64, 64, 3, 4), (32, 64, 32, 4, 2), (64, 32, 32, 4, 2),
+        (128, 128, 64, 3, 8), (64, 64, 64, 3, 4),
     ]
 ]
 SMEM_BYTES = 232448  # shared memory one block may use on sm_90 (227 KB)

@@ -27,20 +27,23 @@ BLOCK_S = per_mode(64, 64)
 
 
 @triton.jit
-def _transpose_kernel(src, dst, R, S, ssb, ssr, sdb, sdr, VEC_SRC: tl.constexpr, VEC_DST: tl.constexpr,
+def _transpose_kernel(src, dst, R_V, S_V, ssb, ssr, sdb, sdr, VEC_SRC: tl.constexpr, VEC_DST: tl.constexpr,
                       INT64: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_S: tl.constexpr):
     # dst[b, s, r] = src[b, r, s]: src is contiguous along s, dst along r (unit strides, not passed).
-    b = tl.program_id(1)
+    # The extents come as multiples of the vector widths (R = R_V * VEC_DST, S = S_V * VEC_SRC), so
+    # the compiler sees the edge masks constant over each vector and keeps the accesses wide.
+    R = R_V * VEC_DST
+    S = S_V * VEC_SRC
     pid = tl.program_id(0)
+    n_r = tl.cdiv(R, BLOCK_R)
     n_s = tl.cdiv(S, BLOCK_S)
-    pid_r = pid // n_s
-    pid_s = pid % n_s
+    tiles = n_r * n_s
     if INT64:
-        b = b.to(tl.int64)
-        pid_r = pid_r.to(tl.int64)
-        pid_s = pid_s.to(tl.int64)
-    r = pid_r * BLOCK_R + tl.arange(0, BLOCK_R)
-    s = pid_s * BLOCK_S + tl.arange(0, BLOCK_S)
+        pid = pid.to(tl.int64)
+    b = pid // tiles
+    t = pid % tiles
+    r = (t // n_s) * BLOCK_R + tl.arange(0, BLOCK_R)
+    s = (t % n_s) * BLOCK_S + tl.arange(0, BLOCK_S)
     mask = (r < R)[:, None] & (s < S)[None, :]
     src_row = tl.multiple_of(b * ssb + r * ssr, VEC_SRC)
     v = tl.load(src + src_row[:, None] + s[None, :], mask=mask)
@@ -48,10 +51,10 @@ def _transpose_kernel(src, dst, R, S, ssb, ssr, sdb, sdr, VEC_SRC: tl.constexpr,
     tl.store(dst + dst_row[None, :] + r[:, None], v, mask=mask)
 
 
-def _vec(stride: int, itemsize: int) -> int:
-    """The largest power of two, up to a 16-byte vector, that divides ``stride`` (elements)."""
+def _vec(n: int, itemsize: int) -> int:
+    """The largest power of two, up to a 16-byte vector, that divides ``n`` (elements)."""
     v = 16 // itemsize
-    while v > 1 and stride % v:
+    while v > 1 and n % v:
         v //= 2
     return v
 
@@ -65,8 +68,10 @@ def transpose(dst, src, B: int, R: int, S: int, src_strides, dst_strides) -> Non
     ssb, ssr = src_strides
     sdb, sdr = dst_strides
     item = src.dtype.itemsize
-    vs = min(_vec(ssr, item), _vec(ssb, item) if B > 1 else 16 // item)
-    vd = min(_vec(sdr, item), _vec(sdb, item) if B > 1 else 16 // item)
+    # the vector width each side can use: what divides its row stride, its batch stride (when
+    # there is more than one batch) and its extent along the vector
+    vs = min(_vec(ssr, item), _vec(ssb if B > 1 else 0, item), _vec(S, item))
+    vd = min(_vec(sdr, item), _vec(sdb if B > 1 else 0, item), _vec(R, item))
     int64 = needs_int64((B, R, S), (ssb, ssr, 1)) or needs_int64((B, S, R), (sdb, sdr, 1))
-    launch(_transpose_kernel, (cdiv(R, BLOCK_R) * cdiv(S, BLOCK_S), B), src, dst, R, S, ssb, ssr, sdb, sdr,
-           VEC_SRC=vs, VEC_DST=vd, INT64=int64, BLOCK_R=BLOCK_R, BLOCK_S=BLOCK_S)
+    launch(_transpose_kernel, (B * cdiv(R, BLOCK_R) * cdiv(S, BLOCK_S),), src, dst, R // vd, S // vs, ssb, ssr,
+           sdb, sdr, VEC_SRC=vs, VEC_DST=vd, INT64=int64, BLOCK_R=BLOCK_R, BLOCK_S=BLOCK_S)
