@@ -19,7 +19,6 @@ from .runtime.cuda import (Event, OutOfMemoryError, Stream, StreamContext, curre
 from .runtime.graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing
 from .runtime.memory import CaptureError
 from .amp import cuda_amp as amp  # tritensor.cuda.amp: the package root registers it under that name too
-from .core.generator import default_generator as _default_generator
 from .runtime import mode as _mode
 
 # Random number state: tritensor has one (seed, offset) stream for every device (core/generator.py),
@@ -66,7 +65,7 @@ def manual_seed(seed) -> None:
     """Seed the current device's random numbers (the default generator's; ignored without CUDA)."""
     seed = int(seed)
     if _mode.GPU:
-        _default_generator.manual_seed(seed)
+        default_generator.manual_seed(seed)
 
 
 def manual_seed_all(seed) -> None:
@@ -77,7 +76,7 @@ def manual_seed_all(seed) -> None:
 def seed() -> None:
     """Seed the current device's random numbers from the operating system (ignored without CUDA)."""
     if _mode.GPU:
-        _default_generator.seed()
+        default_generator.seed()
 
 
 def seed_all() -> None:
@@ -86,7 +85,7 @@ def seed_all() -> None:
 
 def initial_seed() -> int:
     """The seed the current device's random numbers started from (the default generator's)."""
-    return _default_generator.initial_seed()
+    return default_generator.initial_seed()
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
