@@ -129,8 +129,42 @@ class _Encoder:
         raise NotPlain(f"save(): {where} is a {type(obj).__name__}, which the JSON structure does not hold")
 
 
+_SCALARS = (type(None), bool, str, int, float, dt.dtype, device)
+
+
+def _plain_leaf(obj) -> bool:
+    if isinstance(obj, _SCALARS) or isinstance(obj, Tensor):
+        return True
+    if isinstance(obj, np.ndarray):
+        return obj.dtype.kind in "fiub" or obj.dtype == ml_dtypes.bfloat16
+    return isinstance(obj, np.generic) and obj.dtype.kind in "fiub"
+
+
+def _plain(obj) -> bool:
+    """Whether the JSON structure holds ``obj``: a walk over its containers that copies no tensor
+    (the encoder copies each as it goes). Past MAX_DEPTH the walk stops and says yes: the encoder
+    then refuses the nesting with its own error."""
+    todo = [(obj, 1)]
+    while todo:
+        node, level = todo.pop()
+        if _plain_leaf(node):
+            continue
+        if level > MAX_DEPTH:
+            return True
+        if (isinstance(node, tuple) and not hasattr(node, "_fields")) or isinstance(node, list):
+            todo.extend((v, level + 1) for v in node)
+        elif type(node) in (dict, collections.OrderedDict):
+            todo.extend((k, level + 1) for k in node)
+            todo.extend((v, level + 1) for v in node.values())
+        else:
+            return False
+    return True
+
+
 def encode(obj) -> tuple[str, dict]:
     """``obj`` as (structure JSON, ``{name: array}``); NotPlain if it holds anything else."""
+    if not _plain(obj):
+        raise NotPlain(f"save(): a {type(obj).__name__} holding values the JSON structure does not hold")
     enc = _Encoder()
     structure = enc.encode(obj, "", "obj")
     return json.dumps(structure, allow_nan=False, separators=(",", ":")), enc.arrays

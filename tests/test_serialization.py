@@ -1,5 +1,6 @@
-"""tritensor.save / tritensor.load: whole training checkpoints in safetensors + JSON structure, no
-pickle on load, atomic writes (a SIGKILL mid-save leaves the previous checkpoint loadable)."""
+"""tritensor.save / tritensor.load: training checkpoints of plain data (state dicts, optimizer
+state, numbers ...) in safetensors + JSON structure, no pickle on load, atomic writes (a SIGKILL
+mid-save leaves the previous checkpoint loadable). Whole objects: test_serialization_objects.py."""
 from __future__ import annotations
 
 import collections
