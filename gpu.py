@@ -18,6 +18,12 @@ from .runtime.cuda import (Event, OutOfMemoryError, Stream, StreamContext, curre
                            reset_peak_memory_stats, set_device, set_stream, stream, synchronize)
 from .runtime.graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing
 from .runtime.memory import CaptureError
+from .core.tensor_types import CUDA_TYPES as _CUDA_TYPES
+from .runtime import dtype as _dt
+
+# torch.cuda.FloatTensor and kin: the legacy type names of device tensors (core/tensor_types.py)
+(ByteTensor, CharTensor, ShortTensor, IntTensor, LongTensor, HalfTensor, BFloat16Tensor, FloatTensor, DoubleTensor,
+ BoolTensor) = (_CUDA_TYPES[d] for d in _dt.INTEGRAL + _dt.FLOATING + (_dt.bool_,))
 from .amp import cuda_amp as amp  # tritensor.cuda.amp: the package root registers it under that name too
 from .runtime import mode as _mode
 

@@ -145,3 +145,20 @@ def test_factory_keywords():
     assert y is not x and y.data_ptr() != x.data_ptr()
     if x.device.type == "cuda":
         assert x.cuda(non_blocking=True) is x and x.cpu().cuda(non_blocking=True).device.type == "cuda"
+
+
+def test_cuda_tensor_type_names():
+    T = tt.cuda.FloatTensor
+    assert T.dtype is tt.float32 and T.is_cuda and repr(T) == "<class 'tritensor.cuda.FloatTensor'>"
+    assert tt.cuda.ByteTensor.dtype is tt.uint8 and tt.cuda.BoolTensor.dtype is tt.bool and T is not tt.FloatTensor
+    if not tt.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            T(2)
+        return
+    x = T(2, 3)
+    assert x.shape == (2, 3) and x.device.type == "cuda" and isinstance(x, T) and not isinstance(x, tt.FloatTensor)
+    assert x.type() == "tritensor.cuda.FloatTensor" and not isinstance(x.cpu(), T)
+    assert tt.cuda.LongTensor([1, 2]).cpu().tolist() == [1, 2]
+    assert tt.zeros(2).cpu().type("torch.cuda.IntTensor").device.type == "cuda"
+    with pytest.raises(RuntimeError, match="legacy constructor expects device type: cuda"):
+        T(2, device="cpu")
