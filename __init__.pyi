@@ -163,6 +163,7 @@ def bitwise_xor(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_xo
 def bmm(input, mat2) -> Tensor: """torch.bmm: (b, n, m) @ (b, m, p) with equal batch sizes, no broadcasting."""
 bool: dtype
 def cat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
+def cdist(x1, x2, p=..., compute_mode=...) -> Tensor: """torch.cdist: out[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p, batch dims broadcast."""
 def ceil(input, *, out=...) -> Tensor: """Elementwise ``ceil`` (kernel: triton_kernels/elementwise.py)."""
 channels_last: memory_format
 def chunk(input, chunks, dim=...) -> Any: """``torch.chunk``: ``input.chunk(chunks, dim)``."""

@@ -57,6 +57,7 @@ def broadcast_tensors(*tensors) -> Any: """Expanded views of ``tensors`` with th
 def broadcast_to(input, size) -> Any: ...
 def cartesian_prod(*tensors) -> Any: """Every combination of the elements of 1-D tensors, one per row (``itertools.product`` order)."""
 def cat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
+def cdist(x1, x2, p=..., compute_mode=...) -> Tensor: """torch.cdist: out[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p, batch dims broadcast."""
 def ceil(input, *, out=...) -> Tensor: """Elementwise ``ceil`` (kernel: triton_kernels/elementwise.py)."""
 def chunk(input, chunks, dim=...) -> Any: """``torch.chunk``: ``input.chunk(chunks, dim)``."""
 def clamp(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""

@@ -41,7 +41,7 @@ AUTOCAST = {
              "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
              # issue 15 (ops15)
              "logsumexp", "norm", "linalg_vector_norm", "linalg_matrix_norm", "cumprod",
-             "tan", "asin", "acos", "sinh", "cosh", "erfinv", "log10"],
+             "tan", "asin", "acos", "sinh", "cosh", "erfinv", "log10", "cdist"],
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
                 "index_add",
                 # issue 15 (ops15): cat/stack promote; hstack/vstack are cat in PyTorch
@@ -181,6 +181,7 @@ TESTS = {
        for op in ("round_", "nan_to_num_")},
     **{op: ("test_math_ops.py::test_isclose_allclose_equal", None) for op in ("isclose", "allclose", "equal")},
     "einsum": ("test_einsum.py::test_einsum_matches_numpy", "test_einsum.py::test_einsum_gradcheck"),
+    "cdist": ("test_cdist.py::test_cdist_matches_numpy", "test_cdist.py::test_cdist_gradcheck"),
     **{op: ("test_math_ops.py::test_cross_tensordot_kron_match_numpy",
             "test_math_ops.py::test_cross_tensordot_kron_gradcheck")
        for op in ("cross", "linalg_cross", "tensordot", "kron")},

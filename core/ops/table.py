@@ -25,6 +25,7 @@ import inspect
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
+from . import cdist
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
                loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
                views)
@@ -161,6 +162,9 @@ _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
 # composites of mm/bmm/matmul and one add (each dispatched, so recorded); PyTorch's CUDA autocast lowers all four
 for _name in ("mv", "addmv", "addmm", "baddbmm"):
     _add(Op(_name, getattr(matmul, _name), "lower"))
+
+# ----- cdist (core/ops/cdist.py, triton_kernels/cdist.py); PyTorch's CUDA autocast runs it in fp32
+_add(Op("cdist", cdist.cdist, "fp32", method=False))
 
 # ----- attention (core/ops/attention.py, triton_kernels/attention.py + attention_bwd.py) -------
 _add(Op("scaled_dot_product_attention", attention.scaled_dot_product_attention, "lower", method=False, function=False,
