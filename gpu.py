@@ -20,12 +20,13 @@ from .runtime.graphs import CUDAGraph, graph, graph_pool_handle, is_current_stre
 from .runtime.memory import CaptureError
 from .core.tensor_types import CUDA_TYPES as _CUDA_TYPES
 from .runtime import dtype as _dt
+from .amp import cuda_amp as amp  # tritensor.cuda.amp: the package root registers it under that name too
+from .runtime import mode as _mode
 
 # torch.cuda.FloatTensor and kin: the legacy type names of device tensors (core/tensor_types.py)
 (ByteTensor, CharTensor, ShortTensor, IntTensor, LongTensor, HalfTensor, BFloat16Tensor, FloatTensor, DoubleTensor,
  BoolTensor) = (_CUDA_TYPES[d] for d in _dt.INTEGRAL + _dt.FLOATING + (_dt.bool_,))
-from .amp import cuda_amp as amp  # tritensor.cuda.amp: the package root registers it under that name too
-from .runtime import mode as _mode
+
 
 # Random number state: tritensor has one (seed, offset) stream for every device (core/generator.py),
 # so a device's state is the default generator's; the device argument is checked as torch checks it.
