@@ -137,6 +137,15 @@ def _hooks(hooks, where: str) -> None:
         raise Bad(f"{where}: backward hooks were saved, which a file cannot hold (torch drops them too)")
 
 
+def _metadata(metadata, where: str) -> None:
+    """torch's per-tensor flags (a negative or conjugate view): refused, not silently dropped."""
+    if metadata is None or (type(metadata) is dict and not any(v is not False for v in metadata.values())):
+        return
+    raise Bad(f"{where}: the tensor was saved with flags {sorted(map(str, metadata)) if isinstance(metadata, dict) else metadata!r} "
+              "(a negative or conjugate view), which tritensor's tensors do not have: save t.resolve_neg() / "
+              "t.resolve_conj() instead")
+
+
 def _rebuild_tensor(storage, storage_offset, size, stride):
     rec, dtype_name = _storage_of(storage, "_rebuild_tensor")
     return _tensor(rec, storage_offset, size, stride, _typed(dtype_name, rec), "_rebuild_tensor")
@@ -145,6 +154,7 @@ def _rebuild_tensor(storage, storage_offset, size, stride):
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks, metadata=None):
     rec, dtype_name = _storage_of(storage, "_rebuild_tensor_v2")
     _hooks(backward_hooks, "_rebuild_tensor_v2")
+    _metadata(metadata, "_rebuild_tensor_v2")
     t = _tensor(rec, storage_offset, size, stride, _typed(dtype_name, rec), "_rebuild_tensor_v2")
     return _grad(t, requires_grad, "_rebuild_tensor_v2")
 
@@ -152,6 +162,7 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, bac
 def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype_, metadata=None):
     rec, _ = _storage_of(storage, "_rebuild_tensor_v3")
     _hooks(backward_hooks, "_rebuild_tensor_v3")
+    _metadata(metadata, "_rebuild_tensor_v3")
     if not isinstance(dtype_, dt.dtype):
         raise Bad(f"_rebuild_tensor_v3: dtype is {dtype_!r}, not a dtype")
     t = _tensor(rec, storage_offset, size, stride, dtype_, "_rebuild_tensor_v3")

@@ -190,12 +190,13 @@ def test_tritensor_tensor_records_are_checked(record, msg):
     _refused(f, CheckpointError, match=msg)
 
 
-def _torch_tensor(storage_class="FloatStorage", key="0", numel=4, offset=0, shape=(2,), stride=(1,)) -> bytes:
+def _torch_tensor(storage_class="FloatStorage", key="0", numel=4, offset=0, shape=(2,), stride=(1,),
+                  metadata=b"") -> bytes:
     def tup(vals):
         return b"(" + b"".join(_int(v) for v in vals) + b"t"
     pid = b"(" + s("storage") + g("torch", storage_class) + s(key) + s("cpu") + _int(numel) + b"tQ"
     return (g("torch._utils", "_rebuild_tensor_v2") + b"(" + pid + _int(offset) + tup(shape) + tup(stride)
-            + b"\x89" + g("collections", "OrderedDict") + b")Rt" + b"R")
+            + b"\x89" + g("collections", "OrderedDict") + b")R" + metadata + b"t" + b"R")
 
 
 def _int(v: int) -> bytes:
@@ -215,6 +216,8 @@ def _int(v: int) -> bytes:
     (dict(offset=2**40), "beyond any storage|past the end"),
     (dict(shape=(2, 2), stride=(2**61, 1)), "beyond any storage|past the end"),
     (dict(storage_class="ComplexFloatStorage"), "dtype torch.complex64, which tritensor does not have"),
+    (dict(metadata=b"}" + s("neg") + b"\x88s"), r"saved with flags \['neg'\] \(a negative or conjugate view\)"),
+    (dict(metadata=b"K\x01"), "saved with flags 1"),
 ])
 def test_torch_zip_storages_are_checked(record, msg):
     f = torch_zip(p2(_torch_tensor(**record)), {"0": np.zeros(4, np.float32).tobytes()})
