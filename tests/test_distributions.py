@@ -12,7 +12,8 @@ import pytest
 
 import tritensor as tt
 from tritensor import distributions as D
-from tolerances import NP, assert_close
+from layouts import LAYOUTS, make
+from tolerances import FLOAT_DTYPES, NP, assert_close
 
 N = 4000  # draws per moment check
 Z = 5.0
@@ -263,3 +264,53 @@ def test_kl_divergence():
     assert_close(D.kl_divergence(P, Q), np.array(ref), tt.float64)
     with pytest.raises(NotImplementedError, match="No KL"):
         D.kl_divergence(D.Bernoulli(0.5), D.Normal(0.0, 1.0))
+
+
+RNG = np.random.default_rng(11)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_normal_log_prob_over_dtypes_layouts_and_broadcasting(dtype, layout):
+    x, xr = make((3, 4), dtype, layout, lambda s: RNG.uniform(-2, 2, s))
+    loc, lr = make((4,), dtype, "sliced", lambda s: RNG.uniform(-1, 1, s))  # broadcast over the rows
+    scale, sr = make((3, 1), dtype, "contiguous", lambda s: RNG.uniform(0.5, 2, s))
+    d = D.Normal(loc, scale)
+    assert d.batch_shape == (3, 4)
+    ref = -((xr - lr) ** 2) / (2 * sr ** 2) - np.log(sr) - 0.5 * np.log(2 * np.pi)
+    # five ops each rounding in the dtype (sub, square, divide, log, the sums): a chain of roundings
+    assert_close(d.log_prob(x), ref, dtype, "rounded_terms", k=6)
+    assert_close(d.entropy(), np.broadcast_to(0.5 + 0.5 * np.log(2 * np.pi) + np.log(sr), (3, 4)), dtype,
+                 "rounded_terms", k=3)
+    assert d.sample((2,)).dtype is dtype and d.sample((2,)).shape == (2, 3, 4)
+
+
+def test_empty_batches():
+    d = D.Normal(tt.zeros(0), tt.ones(0))
+    assert d.sample((2,)).shape == (2, 0) and d.log_prob(tt.zeros(0)).shape == (0,)
+    c = D.Categorical(probs=tt.ones(0, 3))
+    assert c.batch_shape == (0,) and c.sample((4,)).shape == (4, 0)
+
+
+def test_gradchecks():
+    """Small inputs: gradcheck perturbs every element, each a full forward."""
+    x = tt.tensor(RNG.uniform(-2, 2, (2,)))
+    loc = tt.tensor(RNG.uniform(-1, 1, (2,)), requires_grad=True)
+    scale = tt.tensor(RNG.uniform(0.5, 2, (2,)), requires_grad=True)
+    normal = lambda m, s: D.Normal(m, s, validate_args=False)  # noqa: E731  (validation is checked above)
+    assert tt.autograd.gradcheck(lambda m, s: normal(m, s).log_prob(x) + normal(m, s).entropy(), (loc, scale))
+    logits = tt.tensor(RNG.normal(size=(2, 3)), requires_grad=True)
+    v = tt.tensor([2, 0])
+    cat = lambda z: D.Categorical(logits=z, validate_args=False)  # noqa: E731
+    assert tt.autograd.gradcheck(lambda z: cat(z).log_prob(v) + cat(z).entropy(), (logits,))
+    b = tt.tensor(RNG.normal(size=(2,)), requires_grad=True)
+    assert tt.autograd.gradcheck(lambda z: D.Bernoulli(logits=z, validate_args=False).log_prob(
+        tt.tensor([1.0, 0.0], dtype=tt.float64)), (b,))
+    # through the Cholesky factor and the triangular solves written from recorded ops
+    cov = tt.tensor(np.array([[2.0, 0.6], [0.6, 1.0]]), requires_grad=True)
+    mu = tt.tensor(np.array([0.5, -1.0]), requires_grad=True)
+    y = tt.tensor(np.array([1.0, 0.0]))
+    assert tt.autograd.gradcheck(
+        lambda m, c: D.MultivariateNormal(m, covariance_matrix=c, validate_args=False).log_prob(y), (mu, cov))
+    assert tt.autograd.gradcheck(
+        lambda c: D.MultivariateNormal(mu.detach(), precision_matrix=c, validate_args=False).entropy(), (cov,))
