@@ -3,11 +3,12 @@
 Layers, lowest first (a module may import its own layer and the layers beneath it):
 
     0  runtime/, backends.py,          launching, mode, devices, dtypes, memory, streams, flags,
-       futures.py                      and torch.futures' Future (no dependencies)
+       futures.py, multiproc.py        torch.futures' Future and torch.multiprocessing (no dependencies)
     1  triton_kernels/                 kernels and their launchers
     2  core/                           Tensor, the op table, each op's core entry
     3  autograd/                       engine, Functions, derivatives
-    4  nn/, optim/, amp/, ao/, serialization.py, compiler.py (tritensor.compile)
+    4  nn/, optim/, amp/, ao/, serialization.py, compiler.py (tritensor.compile), distributions/,
+       testing.py, jit.py, accelerator.py, profiler.py
     5  comm/, elastic/, nn/parallel/ (DistributedDataParallel sits on comm, as in torch),
        utils/ (utils.data's DistributedSampler asks comm for the world size and rank)
     6  bench/, run.py, gpu.py (tritensor.cuda), the package root and module_aliases.py (torch's paths
