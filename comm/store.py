@@ -394,6 +394,12 @@ class TCPStore(Store):
         return self._call(CAS, [_key(key), _value(expected_value), _value(desired_value)],
                           reply_timeout=timeout, connect_timeout=timeout)[0]
 
+    def _check_quick(self, keys, timeout: float = 0.5) -> bool:
+        """check that gives up reconnecting within ``timeout``: asked after a wait timed out, when
+        the store's host may have given up at the same moment and be gone."""
+        return self._call(CHECK, [_key(k, "keys") for k in keys], reply_timeout=timeout,
+                          connect_timeout=timeout)[0] == b"1"
+
     def wait(self, keys, timeout=None) -> None:
         if isinstance(keys, (str, bytes)):
             raise TypeError("keys: expected a list of str")

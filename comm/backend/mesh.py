@@ -36,6 +36,7 @@ ROLE = b"pg"
 HANDSHAKE_TIMEOUT = gate.HANDSHAKE_TIMEOUT  # seconds an accepted connection has to authenticate and say hello
 MAX_PENDING = gate.MAX_PENDING  # connections authenticated at once per rank, beyond the ranks still expected
 STORE_LOSS_SLACK = 1.0  # seconds before the deadline in which losing the store counts as the host's timeout
+STORE_QUERY_TIMEOUT = 0.5  # seconds a question to the store after a timed-out wait may spend reconnecting
 SOCKET_BUFFER = int(os.environ.get("TRITENSOR_COMM_SOCKBUF", 4 << 20))  # Unix-domain sockets
 TCP_SOCKET_BUFFER = int(os.environ.get("TRITENSOR_COMM_TCP_SOCKBUF", 0))  # 0: the kernel's autotuning
 
@@ -150,6 +151,15 @@ class _Hellos:
 # ------------------------------------------------------------------------------- the mesh
 
 
+def _check(store, key: str) -> bool:
+    """``store.check([key])``, giving up within :data:`STORE_QUERY_TIMEOUT` when the store is gone.
+
+    Asked after this rank's wait timed out, when the store's host may have given up at the same
+    moment: a plain check would spend the store's whole timeout reconnecting to it."""
+    quick = getattr(store, "_check_quick", None)
+    return quick([key], STORE_QUERY_TIMEOUT) if quick is not None else store.check([key])
+
+
 def _not_in_store(store, global_ranks, rank):
     """The group's ranks that never reached the store, while its host still waits for them.
 
@@ -157,13 +167,10 @@ def _not_in_store(store, global_ranks, rank):
     store's host (rank 0) publishes its address only once every rank has joined the store. So
     when the store counts its workers by rank (``init_process_group``'s does, with ``rank=``)
     and is not complete, those ranks are the ones the group waits for. [] when the store does
-    not count by rank, is complete, or does not answer."""
-    try:
-        if not store.check([f"{RANK_KEY}{global_ranks[rank]}"]) or store.check([READY_KEY]):
-            return []
-        return [g for g in global_ranks if not store.check([f"{RANK_KEY}{g}"])]
-    except DistStoreError:
+    not count by rank or is complete."""
+    if not _check(store, f"{RANK_KEY}{global_ranks[rank]}") or _check(store, READY_KEY):
         return []
+    return [g for g in global_ranks if not _check(store, f"{RANK_KEY}{g}")]
 
 
 def _wait_for_rank(store, prefix, q, rank, global_ranks, deadline, timeout):
@@ -175,9 +182,9 @@ def _wait_for_rank(store, prefix, q, rank, global_ranks, deadline, timeout):
     except DistStoreTimeoutError:
         try:
             missing = _not_in_store(store, global_ranks, rank) or [
-                global_ranks[k] for k in range(q, rank) if not store.check([f"{prefix}addr/{k}"])]
-        except DistStoreError:  # the store's host gave up at its own deadline and is gone: q at least
-            missing = [global_ranks[q]]
+                global_ranks[k] for k in range(q, rank) if not _check(store, f"{prefix}addr/{k}")]
+        except (DistStoreError, DistNetworkError):  # the store's host gave up at its own deadline and is gone
+            missing = [global_ranks[q]]  # q at least
         raise DistTimeoutError(
             f"timed out after {timeout:g}s waiting for rank(s) {missing} to join the process group "
             "(they have not called init_process_group/new_group, or cannot reach the store)") from None
