@@ -420,7 +420,7 @@ def env_init(rank, world):
 
 
 def tensors_requiring_grad(rank, world):
-    """Issue 22: collectives on parameters and other leaves that require grad act on their data
+    """Collectives on parameters and other leaves that require grad act on their data
     (torch's gloo accepts them), with or without no_grad, and autograd records nothing."""
     import numpy as np
     import tritensor as tt
@@ -721,7 +721,7 @@ def any_source_sender_dies(rank, world):
     return "no error", time.monotonic() - start
 
 
-# ------------------------------------------------- issue 9: process-group hardening
+# --------------------- process-group hardening: hung store host, failed outputs, named ranks
 
 def store_host_hangs(rank, world, group_timeout):
     """Rank 0 (the store's host) stops itself (SIGSTOP) while the others run an all_reduce on a
@@ -846,7 +846,7 @@ def rank_never_starts(rank, world, pg_timeout):
         return f"{type(e).__name__}: {e}"
 
 
-# ------------------------------------------------------------- input lifetime (issue 9)
+# ---------------------------------- input lifetime: async inputs dropped before wait()
 
 LIFETIME_COLLECTIVES = ("all_gather", "all_gather_into_tensor", "gather", "scatter", "reduce_scatter",
                         "reduce_scatter_tensor", "all_to_all")

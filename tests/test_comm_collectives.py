@@ -64,7 +64,7 @@ def test_bad_arguments_raise_before_sending(monkeypatch):
 
 @pytest.mark.timeout(120)
 def test_collectives_accept_tensors_that_require_grad():
-    """Issue 22: broadcast/all_reduce of a parameter raised "Can't call numpy() on Tensor that
+    """broadcast/all_reduce of a parameter used to raise "Can't call numpy() on Tensor that
     requires grad", with or without no_grad; torch (gloo) acts on the data."""
     from comm_helpers import tensors_requiring_grad
 

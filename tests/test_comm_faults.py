@@ -26,9 +26,9 @@ def test_rank_killed_mid_collective():
 def test_mismatch_raises_on_every_rank(kind):
     results = run_world(3, mismatched, kind, timeout=100, pg_timeout=PG_TIMEOUT)
     want = {"op_order": "order of operations", "dtype": "dtypes disagree",
-            # issue 22: the ops by name, not "rank 1: 4, this rank (0): 0"
+            # the ops by name, not bare codes ("rank 1: 4, this rank (0): 0", as it once read)
             "reduce_op": "ranks use different reduce ops",
-            # issue 22: which ranks named which source, not "expected ... message 1048576, 0 bytes"
+            # which ranks named which source, not a byte count ("expected ... message 1048576, 0 bytes")
             "broadcast_src": "ranks disagree on the src of broadcast"}.get(kind, "sizes or dtypes disagree")
     for r, res in results.items():
         assert res[0] == "err", (r, res)

@@ -1,4 +1,4 @@
-"""An asynchronous collective keeps its inputs alive until its sends complete (issue 9, defect 1).
+"""An asynchronous collective keeps its inputs alive until its sends complete.
 
 ``all_gather(outs, t, async_op=True)`` then ``del t`` before ``wait()`` sent freed memory: the
 peer got garbage (or the process crashed). The work handle holds the operation's inputs while

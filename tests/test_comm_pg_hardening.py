@@ -1,5 +1,6 @@
-"""Issue 9, the process group's part: a listener flooded during setup, a hung store host,
-outputs left untouched by a failed collective, and error texts that name what went wrong."""
+"""Process-group hardening: a listener flooded during setup, a hung store host, outputs left
+untouched by a failed collective, and error texts that name what went wrong (the rank, the
+operation), each once a reported failure."""
 
 import socket
 import struct
@@ -41,7 +42,7 @@ def _flood(addr_value: str, idle: int, garbage: int) -> list:
 
 @pytest.mark.timeout(60)
 def test_setup_completes_with_idle_and_garbage_connections_on_every_listener():
-    """Defect 3: each listener used to authenticate one connection at a time (10 s each):
+    """Each listener used to authenticate one connection at a time (10 s each):
     three idle connections delayed setup by 20 s, four made it fail on every rank."""
     secret, world, timeout = b"pg-secret", 4, 20.0
     store = TCPStore("127.0.0.1", 0, is_master=True, timeout=10, secret=secret)
@@ -80,7 +81,7 @@ def test_setup_completes_with_idle_and_garbage_connections_on_every_listener():
 
 @pytest.mark.timeout(60)
 def test_crowded_out_peer_gets_a_clear_message(monkeypatch):
-    """Defect 3: a legitimate peer whose connection is dropped because the listener is full of
+    """A legitimate peer whose connection is dropped because the listener is full of
     unauthenticated connections is told so, not handed a misleading AuthenticationError."""
     monkeypatch.setattr(mesh, "MAX_PENDING", 1, raising=False)  # + the one rank expected: 2 slots
     monkeypatch.setenv("TRITENSOR_COMM_UNIX", "0")
@@ -118,11 +119,11 @@ def _catch(fn, *args):
 
 @pytest.mark.timeout(90)
 def test_surviving_ranks_raise_within_timeout_when_store_host_hangs():
-    """Defect 5: the failure used to be reported to the (hung) store under the engine lock with
+    """The failure used to be reported to the (hung) store under the engine lock with
     2 s + 5 s of slack: a 10 s group timeout raised at 17 s.
 
     The bound allows 3 s past the timeout (a loaded 2-core machine runs three ranks and other
-    tests), still 4 s short of the defect's 7 s. Issue 25: the survivor that woke rank 0 second
+    tests), still 4 s short of the old 7 s. The survivor that woke rank 0 second once
     found it already exited (ProcessLookupError, an "err" result); the helper now allows that."""
     group_timeout = 3.0
     results = run_world(3, store_host_hangs, group_timeout, timeout=80, pg_timeout=30)
@@ -138,7 +139,7 @@ def test_surviving_ranks_raise_within_timeout_when_store_host_hangs():
 @pytest.mark.parametrize("kind", ["broadcast", "scatter", "gather", "all_gather", "all_to_all", "all_reduce",
                                   "recv"])
 def test_failed_collective_leaves_outputs_untouched(kind):
-    """Defect 6: header and payload landed in one read straight into the tensor, and the header
+    """Header and payload used to land in one read straight into the tensor, and the header
     was checked after; other ranks' slots were written before every rank had agreed."""
     results = run_world(3, mismatch_leaves_outputs, kind, timeout=100, pg_timeout=20)
     for r, (status, (msg, untouched)) in results.items():
@@ -149,7 +150,7 @@ def test_failed_collective_leaves_outputs_untouched(kind):
 @pytest.mark.parametrize("query,name,bad", [("rank=abc&world_size=2", "rank", "abc"),
                                             ("rank=0&world_size=two", "world_size", "two")])
 def test_init_method_bad_query_values_are_named(query, name, bad):
-    """Defect 7: these raised a raw "invalid literal for int()"."""
+    """These used to raise a raw "invalid literal for int()"."""
     with pytest.raises(ValueError, match=rf"{name}.*init_method.*{bad!r}|init_method.*{name}.*{bad!r}"):
         dist.init_process_group("tcp", init_method=f"tcp://127.0.0.1:{free_port()}?{query}")
 
@@ -162,7 +163,7 @@ def test_init_method_bad_port_is_named(port):
 
 @pytest.mark.timeout(90)
 def test_rank_that_never_joins_is_named():
-    """Defect 7: the others waited on an internal store key ('tt_pg/default_pg/1/addr/1')."""
+    """The others used to name an internal store key ('tt_pg/default_pg/1/addr/1'), not the rank."""
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "3"}
     results = run_world(3, rank_never_joins, 3.0, init=False, timeout=80, env=env,
                         rank_env=lambda r: {"RANK": str(r)})
@@ -177,7 +178,7 @@ def test_rank_that_never_joins_is_named():
 
 @pytest.mark.timeout(60)
 def test_store_host_names_the_rank_that_never_reached_it():
-    """Issue 25: rank 0's TCPStore timed out with '2 connected' and no rank named."""
+    """Rank 0's TCPStore used to time out with '2 connected' and no rank named."""
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "3"}
     results = run_world(3, rank_never_starts, 2.0, init=False, timeout=50, env=env,
                         rank_env=lambda r: {"RANK": str(r)})
@@ -204,8 +205,8 @@ def test_store_lost_while_waiting_for_a_rank(lost_after, wait_for, want):
 
 @pytest.mark.timeout(30)
 def test_reset_from_a_peer_during_an_operation_names_the_operation():
-    """Defect 7: a peer's connection reset while this rank was inside an all_reduce (waiting on
-    another peer) read "failed while idle"."""
+    """A peer's connection reset while this rank was inside an all_reduce (waiting on
+    another peer) used to read "failed while idle"."""
     lst = socket.create_server(("127.0.0.1", 0))
     pairs = []
     for _ in range(2):

@@ -216,7 +216,7 @@ def _catch(fn, *args, **kw):
 
 
 def test_wait_for_workers_timeout_names_the_missing_ranks():
-    """Issue 25: the master said '2 connected' but not which ranks it was still waiting for."""
+    """The master used to say '2 connected' but not which ranks it was still waiting for."""
     err = _master_waiting(4, 1.0, a={"rank": 2})
     assert isinstance(err, DistStoreTimeoutError), err
     assert "4 workers" in str(err) and "2 connected; missing rank(s) [1, 3]" in str(err), str(err)

@@ -1,4 +1,5 @@
-"""TCPStore under a flood of unauthenticated connections (issue 9, defects 2, 4 and the store's part of 7).
+"""TCPStore under a flood of unauthenticated connections: strangers bounded in number, time and
+memory, a server that keeps serving when descriptors run out, and refusals logged readably.
 
 The master runs in a subprocess so that its memory (``VmRSS``), descriptors and CPU time can
 be read from ``/proc`` without the test's own allocations in the figures. Every wait here is
