@@ -16,7 +16,14 @@ from .modules import (GRU, LSTM, RNN, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, B
                       RNNCellBase, Sequential, Sigmoid, SiLU, SmoothL1Loss, Softmax, Softplus, Tanh, Transformer,
                       TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, Unfold,
                       Upsample)
-from .parameter import Parameter
+from .parameter import Buffer, Parameter
+from .modules import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AlphaDropout, BatchNorm3d, CELU,
+                      ConstantPad1d, ConstantPad2d, CosineEmbeddingLoss, Dropout1d, Dropout2d, EmbeddingBag, Fold,
+                      GaussianNLLLoss, GLU, Hardshrink, Hardsigmoid, Hardtanh, HuberLoss, InstanceNorm1d,
+                      InstanceNorm2d, LogSigmoid, MarginRankingLoss, MultiLabelSoftMarginLoss, ParameterDict,
+                      PoissonNLLLoss, PReLU, ReflectionPad1d, ReflectionPad2d, ReLU6, ReplicationPad1d,
+                      ReplicationPad2d, SELU, Softshrink, Softsign, SoftMarginLoss, Tanhshrink, Threshold,
+                      TripletMarginLoss, Unflatten, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
 # torch has no nn.transformer; examples/train_charlm.py reaches the causal mask through this name
 # (torch's spelling is nn.Transformer.generate_square_subsequent_mask, which works too)
 from .modules import transformer
@@ -31,3 +38,11 @@ __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d
            "PairwiseDistance", "Bilinear", "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
            "ConvTranspose1d", "ConvTranspose2d", "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell",
            "LSTMCell", "GRUCell"]
+__all__ += ["Buffer"]
+__all__ += ["ReLU6", "PReLU", "Hardtanh", "SELU", "CELU", "Hardsigmoid", "Hardshrink", "Softshrink", "Tanhshrink",
+            "Softsign", "LogSigmoid", "Threshold", "GLU", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
+            "Dropout1d", "Dropout2d", "AlphaDropout", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d",
+            "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
+            "ReplicationPad1d", "ReplicationPad2d", "HuberLoss", "MarginRankingLoss", "TripletMarginLoss",
+            "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
+            "Fold", "Unflatten", "ParameterDict", "EmbeddingBag", "UpsamplingNearest2d", "UpsamplingBilinear2d"]

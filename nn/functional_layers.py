@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-from ..core.factories import arange, from_numpy, full, rand, zeros
+from ..core.factories import arange, from_numpy, rand, zeros
 from ..core.functional import function as _function
 from ..core.ops import table as _table
 from ..core.tensor import Tensor

@@ -103,7 +103,7 @@ def test_module_state_dict_keys_and_no_tracking():
     bn = nn.BatchNorm1d(4)
     assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
     assert bn.num_batches_tracked.dtype is tt.int64
-    assert repr(bn) == "BatchNorm1d(4, eps=1e-05, momentum=0.1, affine=True, track_running_stats=True)"
+    assert repr(bn) == "BatchNorm1d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, track_running_stats=True)"
     free = nn.BatchNorm1d(4, affine=False, track_running_stats=False)
     assert list(free.state_dict()) == []
     free.eval()  # still batch statistics: nothing to run on

@@ -2,26 +2,32 @@
 ``nn.modules.conv.Conv2d``, ``nn.modules.activation.MultiheadAttention`` ...), so code and pickles
 naming torch's module paths find the same classes; ``tritensor.nn`` exports them from here."""
 from .module import Module
-from .activation import (ELU, GELU, Hardswish, LeakyReLU, LogSoftmax, Mish, MultiheadAttention, ReLU, Sigmoid, SiLU,
-                         Softmax, Softplus, Tanh)
-from .batchnorm import BatchNorm1d, BatchNorm2d
-from .container import ModuleDict, ModuleList, ParameterList, Sequential
+from .activation import (CELU, ELU, GELU, GLU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU, LogSigmoid,
+                         LogSoftmax, Mish, MultiheadAttention, PReLU, ReLU, ReLU6, SELU, Sigmoid, SiLU, Softmax,
+                         Softplus, Softshrink, Softsign, Tanh, Tanhshrink, Threshold)
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout
-from .flatten import Flatten
-from .fold import Unfold
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d
+from .flatten import Flatten, Unflatten
+from .fold import Fold, Unfold
+from .instancenorm import InstanceNorm1d, InstanceNorm2d
 from .linear import Bilinear, Identity, Linear
-from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss,
-                   SmoothL1Loss)
+from .loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss, HuberLoss,
+                   KLDivLoss, L1Loss, MarginRankingLoss, MSELoss, MultiLabelSoftMarginLoss, NLLLoss, PoissonNLLLoss,
+                   SmoothL1Loss, SoftMarginLoss, TripletMarginLoss)
 from .normalization import GroupNorm, LayerNorm, RMSNorm
+from .padding import (ConstantPad1d, ConstantPad2d, ReflectionPad1d, ReflectionPad2d, ReplicationPad1d,
+                      ReplicationPad2d, ZeroPad1d, ZeroPad2d)
 from .pixelshuffle import PixelShuffle, PixelUnshuffle
-from .pooling import AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d,
+                      MaxPool1d, MaxPool2d)
 from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
-from .upsampling import Upsample
+from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 
 __all__ = ["Module", "Identity", "Linear", "Bilinear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
            "ReLU", "GELU", "Softmax", "LogSoftmax", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish",
@@ -32,3 +38,10 @@ __all__ = ["Module", "Identity", "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv
            "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "MSELoss", "CrossEntropyLoss", "L1Loss", "SmoothL1Loss",
            "NLLLoss", "BCELoss", "BCEWithLogitsLoss", "KLDivLoss", "Flatten", "PixelShuffle", "PixelUnshuffle",
            "Upsample", "CosineSimilarity", "PairwiseDistance", "Unfold"]
+__all__ += ["ReLU6", "PReLU", "Hardtanh", "SELU", "CELU", "Hardsigmoid", "Hardshrink", "Softshrink", "Tanhshrink",
+            "Softsign", "LogSigmoid", "Threshold", "GLU", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
+            "Dropout1d", "Dropout2d", "AlphaDropout", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d",
+            "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
+            "ReplicationPad1d", "ReplicationPad2d", "HuberLoss", "MarginRankingLoss", "TripletMarginLoss",
+            "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
+            "Fold", "Unflatten", "ParameterDict", "EmbeddingBag", "UpsamplingNearest2d", "UpsamplingBilinear2d"]

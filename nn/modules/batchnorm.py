@@ -1,7 +1,8 @@
-"""``nn.BatchNorm1d`` / ``nn.BatchNorm2d``: torch's modules (buffers ``running_mean``,
+"""``nn.BatchNorm1d`` / ``BatchNorm2d`` / ``BatchNorm3d``: torch's modules (buffers ``running_mean``,
 ``running_var``, ``num_batches_tracked``; ``momentum=None`` for a cumulative average;
 ``track_running_stats=False`` to always use batch statistics) over ``F.batch_norm``, whose kernel
-normalizes and updates the running statistics in one launch."""
+normalizes and updates the running statistics in one launch. torch 2.13's ``bias=False`` keeps the
+affine weight and drops its bias (``bias`` is then None, and absent from ``state_dict``)."""
 from __future__ import annotations
 
 from ...autograd.grad_mode import no_grad
@@ -17,13 +18,16 @@ class _BatchNorm(Module):
     _expected = ""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
-                 track_running_stats: bool = True, device=None, dtype=None):
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:
             self.weight = Parameter(empty(num_features, device=device, dtype=dtype))
-            self.bias = Parameter(empty(num_features, device=device, dtype=dtype))
+            if bias:
+                self.bias = Parameter(empty(num_features, device=device, dtype=dtype))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -48,7 +52,8 @@ class _BatchNorm(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def _check_input_dim(self, input) -> None:
         raise NotImplementedError
@@ -66,7 +71,7 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
@@ -83,3 +88,11 @@ class BatchNorm2d(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.ndim != 4:
             raise ValueError(f"expected 4D input (got {input.ndim}D input)")
+
+
+class BatchNorm3d(_BatchNorm):
+    """Over (N, C, D, H, W) inputs."""
+
+    def _check_input_dim(self, input) -> None:
+        if input.ndim != 5:
+            raise ValueError(f"expected 5D input (got {input.ndim}D input)")

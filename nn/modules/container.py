@@ -1,5 +1,5 @@
 """The container modules PyTorch users build models from: ``Sequential``, ``ModuleList``,
-``ModuleDict``, ``ParameterList`` (torch's file; ``Identity`` is in ``linear.py``, as torch).
+``ModuleDict``, ``ParameterList``, ``ParameterDict`` (torch's file; ``Identity`` is in ``linear.py``, as torch).
 
 They exist so that modules and parameters held in a list or dict are *registered*: walked by
 ``parameters()``, ``state_dict()`` (keys ``"0.weight"``, ``"name.weight"``, as torch) and ``to()``.
@@ -238,3 +238,97 @@ class ParameterList(Module):
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterList has no forward()")
+
+
+class ParameterDict(Module):
+    """An ordered dict of parameters, each registered under its key; a plain tensor stored is
+    wrapped in a :class:`Parameter` (as torch does). Keys are strings."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    @staticmethod
+    def _key(key) -> str:
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict keys must be strings, got {type(key).__name__}")
+        return key
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value) -> None:
+        self.register_parameter(self._key(key), ParameterList._wrap(value))
+
+    def __delitem__(self, key) -> None:
+        del self._parameters[key]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __reversed__(self):
+        return reversed(list(self._parameters))
+
+    def __contains__(self, key) -> bool:
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def setdefault(self, key, default=None):
+        if key not in self._parameters:
+            self[key] = default
+        return self._parameters[key]
+
+    def pop(self, key):
+        v = self._parameters[key]
+        del self[key]
+        return v
+
+    def popitem(self):
+        k = next(reversed(self._parameters))
+        return k, self.pop(k)
+
+    def clear(self) -> None:
+        self._parameters.clear()
+
+    def copy(self):
+        return ParameterDict(OrderedDict(self._parameters))
+
+    def fromkeys(self, keys, default=None):
+        return ParameterDict((k, default) for k in keys)
+
+    def update(self, parameters) -> None:
+        if isinstance(parameters, Tensor) or not hasattr(parameters, "__iter__"):
+            raise TypeError("ParametersDict.update should be called with an iterable of key/value pairs, but got "
+                            + type(parameters).__name__)
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for j, kv in enumerate(items):
+            if len(kv) != 2:
+                raise ValueError(f"ParameterDict update sequence element #{j} has length {len(kv)}; 2 is required")
+            self[kv[0]] = kv[1]
+
+    def __or__(self, other):
+        out = self.copy()
+        out.update(other)
+        return out
+
+    def extra_repr(self) -> str:
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype} of size {'x'.join(map(str, p.shape))}]"
+                         for k, p in self._parameters.items())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict has no forward()")

@@ -1,5 +1,6 @@
-"""``nn.Dropout`` over ``F.dropout``, as torch keeps it: ``_DropoutNd`` holds what every dropout
-module shares (``p`` checked to lie in [0, 1], ``inplace``, the repr).
+"""``nn.Dropout``, ``Dropout1d``, ``Dropout2d`` and ``AlphaDropout`` over their ``F`` forms, as torch
+keeps them: ``_DropoutNd`` holds what every dropout module shares (``p`` checked to lie in [0, 1],
+``inplace``, the repr).
 """
 from __future__ import annotations
 
@@ -21,3 +22,24 @@ class _DropoutNd(Module):
 class Dropout(_DropoutNd):
     def forward(self, x):
         return F.dropout(x, self.p, self.training, self.inplace)
+
+
+class Dropout1d(_DropoutNd):
+    """Zero whole channels of (N, C, L) or (C, L) (``F.dropout1d``)."""
+
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Zero whole channels of (N, C, H, W) or (C, H, W) (``F.dropout2d``)."""
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """SELU's dropout, keeping mean and variance (``F.alpha_dropout``)."""
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training)

@@ -1,21 +1,23 @@
 """The loss modules over ``nn.functional``, in torch's file: ``MSELoss CrossEntropyLoss L1Loss
 SmoothL1Loss NLLLoss BCELoss
-BCEWithLogitsLoss KLDivLoss``, with torch's constructor arguments; class weights and
+BCEWithLogitsLoss KLDivLoss`` and ``HuberLoss MarginRankingLoss TripletMarginLoss CosineEmbeddingLoss
+PoissonNLLLoss GaussianNLLLoss SoftMarginLoss MultiLabelSoftMarginLoss``, with torch's constructor arguments
+(the legacy ``size_average``/``reduce`` mapped to ``reduction`` with torch's warning); class weights and
 ``pos_weight`` are buffers, as torch registers them (so they follow ``.to()`` and appear in
 ``state_dict``).
 """
 from __future__ import annotations
 
 from .. import functional as F
+from ..functional_losses import _legacy
 from .module import Module
 
 
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__()
-        if size_average is not None or reduce is not None:
-            raise NotImplementedError("size_average/reduce are deprecated; use reduction=")
-        self.reduction = reduction
+        # torch's legacy pair of flags, mapped to a reduction with its deprecation warning
+        self.reduction = _legacy(size_average, reduce, reduction)
 
 
 class _WeightedLoss(_Loss):
@@ -94,3 +96,73 @@ class CrossEntropyLoss(Module):
     def forward(self, input, target):
         return F.cross_entropy(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction,
                                label_smoothing=self.label_smoothing)
+
+
+class HuberLoss(_Loss):
+    def __init__(self, reduction: str = "mean", delta: float = 1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class MarginRankingLoss(_Loss):
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.margin_ranking_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False, size_average=None,
+                 reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginLoss: expected margin to be greater than 0, got {margin} instead")
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
+                                     swap=self.swap, reduction=self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        return F.cosine_embedding_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    def __init__(self, log_input: bool = True, full: bool = False, size_average=None, eps: float = 1e-8, reduce=None,
+                 reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input, target):
+        return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full, eps=self.eps,
+                                  reduction=self.reduction)
+
+
+class GaussianNLLLoss(_Loss):
+    def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
+        super().__init__(None, None, reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):
+        return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    def forward(self, input, target):
+        return F.soft_margin_loss(input, target, reduction=self.reduction)
+
+
+class MultiLabelSoftMarginLoss(_WeightedLoss):
+    def forward(self, input, target):
+        return F.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)

@@ -12,7 +12,7 @@ from ...autograd.graph import RemovableHandle
 from ...autograd.grad_mode import no_grad
 from ...core.tensor import Tensor
 from ...runtime.dtype import dtype as _dtype
-from ..parameter import Parameter
+from ..parameter import Buffer, Parameter
 from .backward_hooks import BackwardHook
 
 
@@ -44,6 +44,9 @@ class Module:
             return
         for d in (self._parameters, self._buffers, self._modules):
             d.pop(name, None)
+        if isinstance(value, Buffer):  # torch 2.13's nn.Buffer: registered as a buffer, its persistence kept
+            self.register_buffer(name, value, value.persistent)
+            return
         if isinstance(value, Parameter):
             self._parameters[name] = value
         elif isinstance(value, Module):
@@ -84,6 +87,8 @@ class Module:
         self._buffers[name] = tensor
         if not persistent:
             self._non_persistent.add(name)
+        else:
+            self._non_persistent.discard(name)
 
     def add_module(self, name: str, module) -> None:
         if module is not None and not isinstance(module, Module):

@@ -1,5 +1,6 @@
 """The pooling layers, in torch's file: ``MaxPool1d MaxPool2d AvgPool1d AvgPool2d`` and
-``AdaptiveAvgPool2d``, each a thin Module over its ``nn.functional`` entry.
+``AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveMaxPool1d AdaptiveMaxPool2d``, each a thin Module over its
+``nn.functional`` entry.
 """
 from __future__ import annotations
 
@@ -70,6 +71,37 @@ class AdaptiveAvgPool2d(Module):
 
     def forward(self, input):
         return F.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class _AdaptiveMaxPoolNd(Module):
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    def forward(self, input):
+        return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveAvgPool1d(Module):
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.adaptive_avg_pool1d(input, self.output_size)
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

@@ -1,4 +1,5 @@
-"""``nn.Upsample``, in torch's file, over ``F.interpolate``."""
+"""``nn.Upsample``, ``UpsamplingNearest2d`` and ``UpsamplingBilinear2d`` (align_corners=True, as
+torch's), in torch's file, over ``F.interpolate``."""
 from __future__ import annotations
 
 from .. import functional as F
@@ -21,3 +22,13 @@ class Upsample(Module):
     def extra_repr(self) -> str:
         info = f"scale_factor={self.scale_factor}" if self.scale_factor is not None else f"size={self.size}"
         return info + f", mode='{self.mode}'"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

@@ -1,0 +1,75 @@
+"""The padding layers, in torch's file: ``ZeroPad1d/2d``, ``ConstantPad1d/2d``, ``ReflectionPad1d/2d``
+and ``ReplicationPad1d/2d``, each ``F.pad`` with its mode and torch's reprs (the padding as a
+tuple of (left, right[, top, bottom]))."""
+from __future__ import annotations
+
+from .. import functional as F
+from .module import Module
+from .utils import _ntuple
+
+
+class _PadNd(Module):
+    _mode = "constant"
+    _n = 2  # entries of the padding tuple: 2 per padded dim
+
+    def __init__(self, padding):
+        super().__init__()
+        self.padding = _ntuple(self._n)(padding)
+
+    def forward(self, input):
+        return F.pad(input, self.padding, self._mode)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class _ConstantPadNd(_PadNd):
+    def __init__(self, padding, value: float):
+        super().__init__(padding)
+        self.value = value
+
+    def forward(self, input):
+        return F.pad(input, self.padding, "constant", self.value)
+
+    def extra_repr(self) -> str:
+        return f"padding={self.padding}, value={self.value}"
+
+
+class ConstantPad1d(_ConstantPadNd):
+    pass
+
+
+class ConstantPad2d(_ConstantPadNd):
+    _n = 4
+
+
+class ZeroPad1d(ConstantPad1d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ZeroPad2d(ConstantPad2d):
+    def __init__(self, padding):
+        super().__init__(padding, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.padding}"
+
+
+class ReflectionPad1d(_PadNd):
+    _mode = "reflect"
+
+
+class ReflectionPad2d(_PadNd):
+    _mode, _n = "reflect", 4
+
+
+class ReplicationPad1d(_PadNd):
+    _mode = "replicate"
+
+
+class ReplicationPad2d(_PadNd):
+    _mode, _n = "replicate", 4
