@@ -17,6 +17,7 @@ import threading
 
 from ..core.ops import elementwise as _ew
 from ..core.tensor import Tensor
+from ..runtime import dtype as dt
 from .grad_mode import _state
 
 RETAIN_GRAPH_MSG = (
@@ -59,8 +60,7 @@ def detached(t: Tensor) -> Tensor:
 
 
 def type_name(t: Tensor) -> str:
-    prefix = "tritensor.cuda." if t.device.type == "cuda" else "tritensor."
-    return f"{prefix}{t.dtype.type_name}Tensor"
+    return dt.tensor_type_name(t.dtype, t.device.type)
 
 
 class RemovableHandle:

@@ -334,7 +334,7 @@ class Tensor(TensorOps, TensorBase, results=True):
         type: a dtype, a tensor type (``tritensor.LongTensor``) or its name (``'torch.IntTensor'``
         too)."""
         if dtype is None:
-            return f"tritensor.{'cuda.' if self.device.type == 'cuda' else ''}{self.dtype.type_name}Tensor"
+            return dt.tensor_type_name(self.dtype, self.device.type)
         target_dt, target_dev = _tensor_type(dtype, self.device)
         return self.to(target_dev, target_dt, non_blocking=non_blocking)
 

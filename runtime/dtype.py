@@ -173,6 +173,12 @@ def result_type(*operands) -> dtype:
     return result
 
 
+def tensor_type_name(d: dtype, device_type: str = "cpu") -> str:
+    """PyTorch's legacy type name of a tensor under tritensor's name (``tritensor.ByteTensor``,
+    ``tritensor.cuda.FloatTensor``): what ``Tensor.type()`` returns and torch's errors quote."""
+    return f"tritensor.{'cuda.' if device_type == 'cuda' else ''}{d.type_name}Tensor"
+
+
 def wrap_int(value: int, d: dtype) -> int:
     """A Python integer as ``d`` holds it: two's complement wraparound, as PyTorch casts a scalar
     to an integer tensor's dtype (``uint8_tensor < -1`` compares with 255)."""

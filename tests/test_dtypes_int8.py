@@ -236,6 +236,18 @@ def test_scatters_accumulate_in_int32_and_wrap(dtype):
                  prod.astype(NP[dtype]), dtype)
 
 
+@pytest.mark.parametrize("dtype", SMALL, ids=str)
+def test_random_fill_range_and_index_dtype_errors(dtype):
+    r = tt.empty(2000, dtype=dtype).random_()  # torch's range: [0, 2**bits) unsigned, [0, 2**(bits-1)) signed
+    hi = np.iinfo(NP[dtype]).max
+    assert r.dtype is dtype and 0 <= r.min().item() and r.max().item() <= hi and r.max().item() > hi // 2
+    idx = tt.tensor([0, 1], dtype=dtype)
+    name = tt.runtime.dtype.tensor_type_name(dtype, idx.device.type)
+    assert name.endswith({tt.uint8: "ByteTensor", tt.int8: "CharTensor", tt.int16: "ShortTensor"}[dtype])
+    with pytest.raises(RuntimeError, match=f"Long, Int; but got {name} instead"):  # torch's, with its type name
+        tt.nn.functional.embedding(idx, tt.zeros(3, 2))
+
+
 def test_indexing_with_a_uint8_mask_warns_as_torch():
     x = tt.arange(3)
     mask = tt.tensor([1, 0, 1], dtype=tt.uint8)

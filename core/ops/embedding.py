@@ -36,8 +36,9 @@ def check_embedding(input, weight, padding_idx, max_norm, norm_type, sparse):
     if not isinstance(weight, TensorBase):
         raise TypeError(f"embedding(): argument 'weight' must be Tensor, not {type(weight).__name__}")
     if input.dtype not in (dt.int64, dt.int32):
+        got = dt.tensor_type_name(input.dtype, input.device.type)
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
-                           f"Long, Int; but got {input.dtype.name} instead (while checking arguments for embedding)")
+                           f"Long, Int; but got {got} instead (while checking arguments for embedding)")
     if weight.ndim != 2:
         raise RuntimeError(f"'weight' must be 2-D, got a {weight.ndim}-D tensor")
     if input.device != weight.device:
