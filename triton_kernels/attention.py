@@ -41,8 +41,11 @@ from .autotune import autotune
 
 
 def _keep(conf):
-    """Drop 8-warp configs on small tiles (they starve the tile of work per warp)."""
-    return not (conf.kwargs["BLOCK_M"] * conf.kwargs["BLOCK_N"] < 128 * 128 and conf.num_warps == 8)
+    """One warp count per tile: 8 warps from 128x64 up, 4 below. 8 warps on a smaller tile starve
+    each warp of work; 4 warps on a 128-row tile of 64 or 128 keys sat at 255 registers and
+    spilled (8-104 B a thread at head dim 64, tools/sm90_report.py), where 8 warps halve what each
+    thread holds."""
+    return conf.num_warps == (8 if conf.kwargs["BLOCK_M"] * conf.kwargs["BLOCK_N"] >= 128 * 64 else 4)
 
 
 FWD_CONFIGS = [c for c in (triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w)
