@@ -20,8 +20,8 @@ from ..runtime import cuda, memory
 from ..runtime import dtype as dt
 from ..runtime.device import CPU, device
 from .ops import fill, host_tensor, table
-from .shape import (Size, _shape_arg, broadcast_shapes, contiguous_format, contiguous_strides, preserve_format,  # noqa: F401  (re-exported)
-                    infer_size, normalize_dim, view_strides)
+from .shape import (Size, _shape_arg, broadcast_shapes, contiguous_format, contiguous_strides,  # noqa: F401  (re-exported)
+                    infer_size, normalize_dim, preserve_format, view_strides)
 from .tensor_base import TensorBase
 
 

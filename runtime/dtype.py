@@ -210,7 +210,8 @@ class finfo:
     def __init__(self, type: dtype | None = None):
         d = default_float if type is None else type
         if not isinstance(d, dtype):
-            raise TypeError(f"finfo(): argument 'type' (position 1) must be tritensor.dtype, not {builtin_type(d).__name__}")
+            raise TypeError(f"finfo(): argument 'type' (position 1) must be tritensor.dtype, not "
+                            f"{builtin_type(d).__name__}")
         if not d.is_floating_point:
             raise TypeError("tritensor.finfo() requires a floating point input type. "
                             "Use tritensor.iinfo to handle 'tritensor.finfo'")
