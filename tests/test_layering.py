@@ -3,7 +3,8 @@
 Layers, lowest first (a module may import its own layer and the layers beneath it):
 
     0  runtime/, backends.py,          launching, mode, devices, dtypes, memory, streams, flags,
-       futures.py, multiproc.py        torch.futures' Future and torch.multiprocessing (no dependencies)
+       futures.py, multiproc.py,       torch.futures' Future and torch.multiprocessing (no dependencies),
+       onnx.py                         torch.onnx's names, export refused (no dependencies)
     1  triton_kernels/                 kernels and their launchers
     2  core/                           Tensor, the op table, each op's core entry
     3  autograd/                       engine, Functions, derivatives
@@ -25,12 +26,19 @@ importer's own packages (a module is only ever imported while its package's ``__
 already begun). A name taken from a package (``from .. import all_reduce``) is an edge to that
 package's ``__init__``, the importer's own included.
 
-Inside comm (layer 5), a public API over a backend, as torch.distributed's. Its public API is the
+Inside comm (layer 5), a public API over backends, as torch.distributed's. Its public API is the
 package ``tritensor.comm`` and its modules ``collectives``, ``process_group``, ``store``, ``work``,
-``grad_bucket``, ``errors`` (:data:`COMM_PUBLIC`); its transport is ``comm.backend``.
+``reduce_op``, ``backend_api`` (the backend interface and registry), ``grad_bucket``, ``errors``
+(:data:`COMM_PUBLIC`); the built-in "tcp" backend and its transport are ``comm.backend``.
 
-- ``comm.backend`` imports nothing of comm outside it but ``comm.errors`` (the exceptions it
-  raises) and ``comm.work`` (the Work handles it completes).
+- ``comm.backend`` imports nothing of comm outside it but the modules beneath both it and the
+  collectives: ``comm.errors`` (the exceptions it raises), ``comm.work`` (the Work handles it
+  completes), ``comm.reduce_op`` and ``comm.backend_api`` (the interface it implements and the
+  registry it joins).
+- The public modules import no backend module (:data:`COMM_PUBLIC_BACKEND` lists the two
+  exceptions: the package loads the tcp backend, which registers it, and the store imports its
+  own server), so a new backend is a new module that registers itself. ``ReduceOp`` has one
+  definition.
 - The DDP hooks (``comm.algorithms``) and RPC (``comm.rpc``) are comm's clients: from the rest of
   comm they import the package ``tritensor.comm`` only, and from it only names of its
   ``__all__``. One exception: RPC's agent has sockets of its own, let in and authenticated as a
@@ -53,7 +61,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 SKIP_DIRS = {"tests", "examples", "benchmarks", "tools", ".venv", "build", ".git", "__pycache__", "bench-out"}
 
 LAYERS = [  # by module-path prefix; the longest prefix that matches decides
-    (0, ("runtime", "backends", "futures", "multiproc")),
+    (0, ("runtime", "backends", "futures", "multiproc", "onnx")),
     (1, ("triton_kernels",)),
     (2, ("core",)),
     (3, ("autograd",)),
@@ -188,7 +196,14 @@ def _named_imports():
 
 NAMED_IMPORTS = list(_named_imports())
 COMM_PUBLIC = {("comm",)} | {("comm", m) for m in ("collectives", "process_group", "store", "work", "grad_bucket",
-                                                    "errors")}
+                                                    "errors", "reduce_op", "backend_api")}
+# The backend modules a public module may import, beyond none: the package loads the tcp backend
+# (importing it registers it) and takes the handshake's names it exports; the store runs its own
+# server, speaks its frames and authenticates its clients.
+COMM_PUBLIC_BACKEND = {
+    ("comm",): {("comm", "backend", "tcp"), ("comm", "backend", "auth")},
+    ("comm", "store"): {("comm", "backend", m) for m in ("store_server", "framing", "auth")},
+}
 COMM_CLIENTS = (("comm", "algorithms"), ("comm", "rpc"))  # inside comm, above its public API
 RPC_BACKEND = {("comm", "backend", "auth"), ("comm", "backend", "gate")}
 
@@ -224,11 +239,25 @@ def test_public_surface_layers_do_not_reach_into_kernels():
 
 
 def test_comm_backend_sits_beneath_the_public_api():
-    allowed = {("comm", "errors"), ("comm", "work")}
+    allowed = {("comm", "errors"), ("comm", "work"), ("comm", "reduce_op"), ("comm", "backend_api")}
     bad = [f"{_fmt(a)} line {line}: imports {_fmt(b)}" for a, b, _, line in IMPORTS
            if a[:2] == ("comm", "backend") and b[:1] == ("comm",) and b[:2] != ("comm", "backend")
            and b not in allowed]
     assert not bad, "comm.backend imports comm's public API (it sits beneath it):\n" + "\n".join(bad)
+
+
+def test_comm_public_modules_import_no_backend():
+    """The collectives and process groups reach a backend through backend_api only (its interface
+    and registry): adding a transport touches none of them."""
+    bad = [f"{_fmt(a)} line {line}: imports {_fmt(b)}" for a, b, _, line in NAMED_IMPORTS
+           if a in COMM_PUBLIC and b[:2] == ("comm", "backend") and b not in COMM_PUBLIC_BACKEND.get(a, set())]
+    assert not bad, "comm's public modules import a backend module (use comm.backend_api):\n" + "\n".join(bad)
+
+
+def test_reduce_op_has_one_definition():
+    found = [(name, node.lineno) for name, tree in TREES.items() for node in ast.walk(tree)
+             if isinstance(node, ast.ClassDef) and node.name == "ReduceOp"]
+    assert [name for name, _ in found] == [("comm", "reduce_op")], [f"{_fmt(n)} line {line}" for n, line in found]
 
 
 def _client(name: tuple):
