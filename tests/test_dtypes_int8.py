@@ -131,6 +131,9 @@ def test_reductions(dtype):
     assert x.argmax().item() == x_np.argmax() and x.argmin(0).tolist() == x_np.argmin(0).tolist()
     with pytest.raises(RuntimeError, match=f"could not infer output dtype.*Got: {dtype.type_name}"):
         x.mean()
+    # dtype= keeps the small type: the sum wraps, as torch's (x.sum(dtype=torch.uint8))
+    assert x.sum(dtype=dtype).dtype is dtype and x.sum(dtype=dtype).item() == np.array(x_np.sum()).astype(NP[dtype])
+    assert_close(x.cumsum(1, dtype=dtype).cpu().numpy(), np.cumsum(x_np, 1).astype(NP[dtype]), dtype)
     assert_close(x.float().mean().item(), x_np.mean(), tt.float32)
 
 
