@@ -60,7 +60,7 @@ class CharGPT(nn.Module):
         self.blocks = nn.TransformerEncoder(layer, layers)
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, VOCAB)
-        self.register_buffer("causal", nn.transformer.generate_square_subsequent_mask(context))
+        self.register_buffer("causal", nn.Transformer.generate_square_subsequent_mask(context))
 
     def forward(self, ids):
         T = ids.shape[1]

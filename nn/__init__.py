@@ -24,9 +24,6 @@ from .modules import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, A
                       PoissonNLLLoss, PReLU, ReflectionPad1d, ReflectionPad2d, ReLU6, ReplicationPad1d,
                       ReplicationPad2d, SELU, Softshrink, Softsign, SoftMarginLoss, Tanhshrink, Threshold,
                       TripletMarginLoss, Unflatten, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
-# torch has no nn.transformer; examples/train_charlm.py reaches the causal mask through this name
-# (torch's spelling is nn.Transformer.generate_square_subsequent_mask, which works too)
-from .modules import transformer
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
            "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils", "attention",
