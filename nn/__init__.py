@@ -17,6 +17,7 @@ from .modules import (GRU, LSTM, RNN, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, B
                       TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, Unfold,
                       Upsample)
 from .parameter import Buffer, Parameter
+from .modules import AvgPool3d, Conv3d, MaxPool3d
 from .modules import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AlphaDropout, BatchNorm3d, CELU,
                       ConstantPad1d, ConstantPad2d, CosineEmbeddingLoss, Dropout1d, Dropout2d, EmbeddingBag, Fold,
                       GaussianNLLLoss, GLU, Hardshrink, Hardsigmoid, Hardtanh, HuberLoss, InstanceNorm1d,
@@ -42,4 +43,5 @@ __all__ += ["ReLU6", "PReLU", "Hardtanh", "SELU", "CELU", "Hardsigmoid", "Hardsh
             "ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
             "ReplicationPad1d", "ReplicationPad2d", "HuberLoss", "MarginRankingLoss", "TripletMarginLoss",
             "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
-            "Fold", "Unflatten", "ParameterDict", "EmbeddingBag", "UpsamplingNearest2d", "UpsamplingBilinear2d"]
+            "Fold", "Unflatten", "ParameterDict", "EmbeddingBag", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+            "Conv3d", "MaxPool3d", "AvgPool3d"]

@@ -28,8 +28,8 @@ from . import functional_activations as _activations
 from . import functional_losses as _losses
 from . import functional_layers as _layers
 from .functional_layers import (adaptive_avg_pool1d, adaptive_max_pool1d, adaptive_max_pool2d,  # noqa: F401
-                                affine_grid, alpha_dropout, dropout1d, dropout2d, embedding_bag, fold, grid_sample,
-                                gumbel_softmax, instance_norm)
+                                affine_grid, alpha_dropout, avg_pool3d, conv3d, dropout1d, dropout2d, embedding_bag,
+                                fold, grid_sample, gumbel_softmax, instance_norm, max_pool3d)
 from .functional_activations import (celu, glu, hardshrink, hardsigmoid, hardtanh, hardtanh_,  # noqa: F401
                                      logsigmoid, prelu, relu6, selu, softshrink, softsign, tanhshrink, threshold,
                                      threshold_)

@@ -31,6 +31,8 @@ from .functional_layers import adaptive_max_pool1d as adaptive_max_pool1d
 from .functional_layers import adaptive_max_pool2d as adaptive_max_pool2d
 from .functional_layers import affine_grid as affine_grid
 from .functional_layers import alpha_dropout as alpha_dropout
+from .functional_layers import avg_pool3d as avg_pool3d
+from .functional_layers import conv3d as conv3d
 from .functional_layers import dropout1d as dropout1d
 from .functional_layers import dropout2d as dropout2d
 from .functional_layers import embedding_bag as embedding_bag
@@ -38,6 +40,7 @@ from .functional_layers import fold as fold
 from .functional_layers import grid_sample as grid_sample
 from .functional_layers import gumbel_softmax as gumbel_softmax
 from .functional_layers import instance_norm as instance_norm
+from .functional_layers import max_pool3d as max_pool3d
 from .functional_losses import cosine_embedding_loss as cosine_embedding_loss
 from .functional_losses import gaussian_nll_loss as gaussian_nll_loss
 from .functional_losses import huber_loss as huber_loss

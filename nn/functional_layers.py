@@ -3,7 +3,7 @@
 ``embedding_bag``, ``gumbel_softmax``, ``affine_grid`` and ``grid_sample``.
 
 Each is built from ops autograd records (the batch-norm kernel, gathers and index-adds, ``where``,
-``maximum``, matmul), so each is differentiable with no derivative of its own; gradients of
+``maximum``, matmul, conv2d and the 2-D pools), so each is differentiable with no derivative of its own; gradients of
 ``grid_sample`` reach the input through the gathers and the grid through the interpolation
 weights. Index arrays that depend on shapes only are built on the host; those that depend on data
 (``grid_sample``'s corners, ``embedding_bag``'s bag of each index) are computed on the device, so
@@ -23,11 +23,14 @@ from ..core.tensor import Tensor
 from ..runtime import dtype as dt
 
 __all__ = ["instance_norm", "dropout1d", "dropout2d", "alpha_dropout", "adaptive_max_pool1d", "adaptive_max_pool2d",
-           "adaptive_avg_pool1d", "fold", "embedding_bag", "gumbel_softmax", "affine_grid", "grid_sample"]
+           "adaptive_avg_pool1d", "fold", "embedding_bag", "gumbel_softmax", "affine_grid", "grid_sample", "conv3d",
+           "max_pool3d", "avg_pool3d"]
 
 _where = _function(_table.OPS["where"], "where")
 _batch_norm = _function(_table.OPS["batch_norm"], "batch_norm", numpy_names=False)
 _max_pool2d = _function(_table.OPS["max_pool2d"], "max_pool2d", numpy_names=False)
+_avg_pool2d = _function(_table.OPS["avg_pool2d"], "avg_pool2d", numpy_names=False)
+_conv2d = _function(_table.OPS["conv2d"], "conv2d", numpy_names=False)
 _softmax = _function(_table.OPS["softmax"], "softmax", numpy_names=False)
 _searchsorted = _function(_table.OPS["searchsorted"], "searchsorted")
 
@@ -489,3 +492,131 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
             term = _where(inside, vals * w, 0.0)
             out = term if out is None else out + term
     return out.to(input.dtype) if low else out
+
+
+# ----- 3-D convolution and pooling over the 2-D kernels --------------------------------------------------
+
+def _triple(v, name: str, fn: str):
+    v = (v, v, v) if isinstance(v, numbers.Integral) else tuple(v)
+    if len(v) != 3 or any(isinstance(e, bool) or not isinstance(e, numbers.Integral) for e in v):
+        raise TypeError(f"{fn}(): {name} must be an int or a 3-tuple of ints, got {v!r}")
+    return tuple(int(e) for e in v)
+
+
+def _depth_table(D: int, k: int, s: int, p: int, d: int, fn: str):
+    """(k, OD) rows of the padded depth each output depth reads (the padding adds p in front)."""
+    OD = (D + 2 * p - d * (k - 1) - 1) // s + 1
+    if OD <= 0:
+        raise RuntimeError(f"{fn}(): output depth is {OD} (input depth {D}, kernel {k}, padding {p}, stride {s}, "
+                           f"dilation {d}): too small an input")
+    return np.arange(k)[:, None] * d + np.arange(OD)[None, :] * s, OD
+
+
+def _pad_depth(x, p: int, value: float):
+    if p == 0:
+        return x
+    shape = list(x.shape)
+    shape[2] = p
+    edge = zeros(tuple(shape), dtype=x.dtype, device=x.device) if value == 0 else \
+        zeros(tuple(shape), dtype=x.dtype, device=x.device) + value
+    return _cat([edge, x, edge], 2)
+
+
+_cat = _function(_table.OPS["cat"], "cat")
+
+
+def _as_5d(input, fn: str):
+    _tensor(input, fn)
+    if input.ndim not in (4, 5):
+        raise RuntimeError(f"{fn}(): Expected 4D (unbatched) or 5D (batched) input, but got input of size: "
+                           f"{list(input.shape)}")
+    return (input, False) if input.ndim == 5 else (input.unsqueeze(0), True)
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
+    """(N, C, D, H, W) * (O, C/groups, kd, kh, kw): the kd depth taps of every output depth gathered
+    into channels ((N OD, C kd, H, W), one copy of the input per tap), then ONE conv2d with the
+    weight seen as (O, C/groups kd, kh, kw). Costs kd times the input's memory over a 3-D kernel."""
+    fn = "conv3d"
+    x, unbatched = _as_5d(input, fn)
+    _tensor(weight, fn, "weight", 2)
+    if weight.ndim != 5:
+        raise RuntimeError(f"{fn}(): weight must be 5-D (out_channels, in_channels / groups, kD, kH, kW), got shape "
+                           f"{list(weight.shape)}")
+    if isinstance(padding, str):
+        raise NotImplementedError(f"{fn}(): string padding is not supported")
+    (sd, sh, sw), (pd, ph, pw), (dd, dh, dw) = (_triple(stride, "stride", fn), _triple(padding, "padding", fn),
+                                                _triple(dilation, "dilation", fn))
+    N, C, D, H, W = x.shape
+    O, Cg, kd, kh, kw = weight.shape
+    if Cg * groups != C:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, expected input"
+                           f"{list(x.shape)} to have {Cg * groups} channels, but got {C} channels instead")
+    table, OD = _depth_table(D, kd, sd, pd, dd, fn)
+    xp = _pad_depth(x, pd, 0.0)
+    taps = xp.index_select(2, _index(table.reshape(-1), x.device)).reshape(N, C, kd, OD, H, W)
+    planes = taps.permute(0, 3, 1, 2, 4, 5).reshape(N * OD, C * kd, H, W)
+    w2 = weight.reshape(O, Cg * kd, kh, kw)
+    y = _conv2d(planes, w2, bias, (sh, sw), (ph, pw), (dh, dw), groups)
+    y = y.reshape(N, OD, O, y.shape[-2], y.shape[-1]).permute(0, 2, 1, 3, 4)
+    return y.squeeze(0) if unbatched else y
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False,
+               return_indices: bool = False):
+    """max_pool2d over each depth plane, then the max over the depth window (a gather, one max)."""
+    fn = "max_pool3d"
+    x, unbatched = _as_5d(input, fn)
+    if ceil_mode or return_indices:
+        raise NotImplementedError(f"{fn}(): ceil_mode=True and return_indices=True are not supported")
+    k = _triple(kernel_size, "kernel_size", fn)
+    s = k if stride is None or stride == [] else _triple(stride, "stride", fn)
+    p, d = _triple(padding, "padding", fn), _triple(dilation, "dilation", fn)
+    if any(2 * pi > ki for pi, ki in zip(p, k)):
+        raise RuntimeError(f"{fn}(): pad should be at most half of effective kernel size, but got pad={p} and "
+                           f"kernel_size={k}")
+    N, C, D, H, W = x.shape
+    y = _max_pool2d(x.reshape(N, C * D, H, W), k[1:], s[1:], p[1:], d[1:])
+    y = y.reshape(N, C, D, y.shape[-2], y.shape[-1])
+    table, OD = _depth_table(D, k[0], s[0], p[0], d[0], fn)
+    yp = _pad_depth(y, p[0], float("-inf"))
+    win = yp.index_select(2, _index(table.T.reshape(-1), x.device)).reshape(N, C, OD, k[0], y.shape[-2],
+                                                                             y.shape[-1])
+    out = win.amax(3)
+    return out.squeeze(0) if unbatched else out
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override=None):
+    """avg_pool2d over each depth plane, then the mean over the depth window: separable, the divisor
+    (kernel volume, or the count of non-padding elements) being a product over the dims."""
+    fn = "avg_pool3d"
+    x, unbatched = _as_5d(input, fn)
+    if ceil_mode:
+        raise NotImplementedError(f"{fn}(): ceil_mode=True is not supported")
+    k = _triple(kernel_size, "kernel_size", fn)
+    s = k if stride is None or stride == [] else _triple(stride, "stride", fn)
+    p = _triple(padding, "padding", fn)
+    if any(2 * pi > ki for pi, ki in zip(p, k)):
+        raise RuntimeError(f"{fn}(): pad should be at most half of kernel size, but got pad={p} and kernel_size={k}")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    N, C, D, H, W = x.shape
+    include = count_include_pad or divisor_override is not None
+    y = _avg_pool2d(x.reshape(N, C * D, H, W), k[1:], s[1:], p[1:], False, include)
+    y = y.reshape(N, C, D, y.shape[-2], y.shape[-1])
+    table, OD = _depth_table(D, k[0], s[0], p[0], 1, fn)
+    if include:
+        counts = np.full(OD, k[0], dtype=np.float64)
+    else:
+        real = (table >= p[0]) & (table < D + p[0])
+        counts = real.sum(0).astype(np.float64)
+    yp = _pad_depth(y, p[0], 0.0)
+    win = yp.index_select(2, _index(table.T.reshape(-1), x.device)).reshape(N, C, OD, k[0], y.shape[-2],
+                                                                             y.shape[-1])
+    scale = 1.0 / counts
+    if divisor_override is not None:
+        scale = scale * (k[0] * k[1] * k[2]) / divisor_override
+    w = from_numpy(scale).to(device=x.device, dtype=y.dtype).reshape(1, 1, OD, 1, 1)
+    out = win.sum(3) * w
+    return out.squeeze(0) if unbatched else out

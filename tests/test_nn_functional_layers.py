@@ -372,3 +372,87 @@ def test_gumbel_softmax_is_softmax_of_perturbed_logits():
     assert np.array_equal(h.detach().cpu().numpy(), np.eye(5)[want.argmax(-1)])
     (h * _f64(RNG.standard_normal((3, 5)))).sum().backward()
     assert float(leaf.grad.abs().sum().item()) > 0  # straight-through: the soft sample's gradient
+
+
+# ----- conv3d, max_pool3d, avg_pool3d over the 2-D kernels ----------------------------------------------
+
+def conv3d_ref(a, w, b, s, p, d, groups):
+    a = np.pad(a, ((0, 0), (0, 0)) + tuple((q, q) for q in p))
+    N, C = a.shape[:2]
+    O, Cg, *k = w.shape
+    out_sz = [(a.shape[2 + i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(3)]
+    out = np.zeros((N, O, *out_sz))
+    og = O // groups
+    for o in range(O):
+        g = o // og
+        for z, y, x in np.ndindex(*out_sz):
+            patch = a[:, g * Cg:(g + 1) * Cg, z * s[0]:z * s[0] + d[0] * (k[0] - 1) + 1:d[0],
+                      y * s[1]:y * s[1] + d[1] * (k[1] - 1) + 1:d[1], x * s[2]:x * s[2] + d[2] * (k[2] - 1) + 1:d[2]]
+            out[:, o, z, y, x] = (patch * w[o]).sum((1, 2, 3, 4)) + (b[o] if b is not None else 0)
+    return out
+
+
+def pool3d_ref(a, k, s, p, reduce, count_include_pad=True):
+    pad_val = -np.inf if reduce == "max" else 0.0
+    ap = np.pad(a, ((0, 0), (0, 0)) + tuple((q, q) for q in p), constant_values=pad_val)
+    real = np.pad(np.ones(a.shape[2:]), tuple((q, q) for q in p))
+    out_sz = [(a.shape[2 + i] + 2 * p[i] - k[i]) // s[i] + 1 for i in range(3)]
+    out = np.zeros(a.shape[:2] + tuple(out_sz))
+    for z, y, x in np.ndindex(*out_sz):
+        sl = (slice(z * s[0], z * s[0] + k[0]), slice(y * s[1], y * s[1] + k[1]), slice(x * s[2], x * s[2] + k[2]))
+        win = ap[(slice(None), slice(None)) + sl]
+        if reduce == "max":
+            out[:, :, z, y, x] = win.max((2, 3, 4))
+        else:
+            n = np.prod(k) if count_include_pad else real[sl].sum()
+            out[:, :, z, y, x] = win.sum((2, 3, 4)) / n
+    return out
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_conv3d(dtype):
+    x, a = make((2, 4, 4, 3, 5), dtype, "transposed" if dtype is tt.float32 else "contiguous", _normal)
+    w = RNG.standard_normal((6, 2, 2, 2, 3)).astype(NP[dtype])
+    b = RNG.standard_normal(6).astype(NP[dtype])
+    got = F.conv3d(x, tt.tensor(w), tt.tensor(b), stride=(1, 2, 1), padding=(1, 0, 1), dilation=(2, 1, 1), groups=2)
+    want = conv3d_ref(a, w.astype(np.float64), b.astype(np.float64), (1, 2, 1), (1, 0, 1), (2, 1, 1), 2)
+    assert_close(got, want, dtype, "accumulate", k=24)
+    unb = F.conv3d(x[0], tt.tensor(w), None, padding=1, groups=2)
+    assert_close(unb, conv3d_ref(a[:1], w.astype(np.float64), None, (1,) * 3, (1,) * 3, (1,) * 3, 2)[0], dtype,
+                 "accumulate", k=24)
+
+
+def test_conv3d_gradcheck_and_module():
+    x = _f64(RNG.standard_normal((1, 2, 3, 3, 3)), True)
+    w = _f64(RNG.standard_normal((2, 1, 2, 2, 1)), True)
+    assert gradcheck(lambda t, u: F.conv3d(t, u, padding=(1, 0, 0), groups=2), (x, w), fast_mode=True)
+    m = tt.nn.Conv3d(2, 4, 2, stride=(2, 1, 1)).double()
+    got = m(x).detach()
+    want = conv3d_ref(x.detach().cpu().numpy(), m.weight.detach().cpu().numpy(), m.bias.detach().cpu().numpy(),
+                      (2, 1, 1), (0, 0, 0), (1, 1, 1), 1)
+    assert_close(got, want, tt.float64)
+    with pytest.raises(RuntimeError, match="Expected 4D \\(unbatched\\) or 5D \\(batched\\) input"):
+        F.conv3d(tt.zeros(1, 2, 3), tt.zeros(1, 1, 1, 1, 1))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
+def test_pool3d(dtype):
+    x, a = make((2, 3, 5, 4, 6), dtype, "sliced" if dtype is tt.float32 else "contiguous", _normal)
+    assert_close(F.max_pool3d(x, 3, 2, 1), pool3d_ref(a, (3,) * 3, (2,) * 3, (1,) * 3, "max"), dtype, "exact")
+    assert_close(F.avg_pool3d(x, (2, 3, 2), (1, 2, 2), (1, 1, 0)),
+                 pool3d_ref(a, (2, 3, 2), (1, 2, 2), (1, 1, 0), "avg"), dtype, "accumulate", k=12)
+    assert_close(F.avg_pool3d(x, 3, 2, 1, count_include_pad=False),
+                 pool3d_ref(a, (3,) * 3, (2,) * 3, (1,) * 3, "avg", False), dtype, "accumulate", k=27)
+    got = tt.nn.AvgPool3d(2, divisor_override=3)(x)
+    assert_close(got, pool3d_ref(a, (2,) * 3, (2,) * 3, (0,) * 3, "avg") * 8 / 3, dtype, "accumulate", k=8)
+    assert_close(tt.nn.MaxPool3d(2)(x[0]), pool3d_ref(a[:1], (2,) * 3, (2,) * 3, (0,) * 3, "max")[0], dtype, "exact")
+
+
+def test_pool3d_gradcheck_and_errors():
+    x = _f64(RNG.standard_normal((1, 1, 3, 4, 3)), True)
+    assert gradcheck(lambda t: F.max_pool3d(t, 2, 1, 1), (x,), fast_mode=True)
+    assert gradcheck(lambda t: F.avg_pool3d(t, 2, 1, 1, count_include_pad=False), (x,), fast_mode=True)
+    with pytest.raises(NotImplementedError, match="ceil_mode=True"):
+        F.max_pool3d(tt.zeros(1, 1, 2, 2, 2), 2, ceil_mode=True)
+    with pytest.raises(RuntimeError, match="pad should be at most half of"):
+        F.avg_pool3d(tt.zeros(1, 1, 4, 4, 4), 2, padding=2)

@@ -56,6 +56,11 @@ REPRS = [  # (module, torch 2.13's repr)
      "BatchNorm2d(3, eps=1e-05, momentum=0.1, affine=False, bias=False, track_running_stats=True)"),
     (lambda: nn.BatchNorm3d(4), "BatchNorm3d(4, eps=1e-05, momentum=0.1, affine=True, bias=True, "
                                 "track_running_stats=True)"),
+    (lambda: nn.Conv3d(2, 3, 2), "Conv3d(2, 3, kernel_size=(2, 2, 2), stride=(1, 1, 1))"),
+    (lambda: nn.Conv3d(4, 6, (3, 1, 2), padding=1, groups=2, bias=False),
+     "Conv3d(4, 6, kernel_size=(3, 1, 2), stride=(1, 1, 1), padding=(1, 1, 1), groups=2, bias=False)"),
+    (lambda: nn.MaxPool3d(2), "MaxPool3d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)"),
+    (lambda: nn.AvgPool3d(2), "AvgPool3d(kernel_size=2, stride=2, padding=0)"),
 ]
 
 

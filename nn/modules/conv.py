@@ -15,7 +15,7 @@ from ...core.factories import empty
 from .. import functional as F
 from ..parameter import Parameter
 from .module import Module
-from .utils import _ntuple, _pair, _reset_weight_and_bias, _single
+from .utils import _ntuple, _pair, _reset_weight_and_bias, _single, _triple
 
 
 def _check_conv_channels(in_channels, out_channels, groups) -> None:
@@ -101,6 +101,40 @@ class Conv2d(Module):
         if self.padding != (0, 0):
             s += f", padding={self.padding}"
         if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        return s + ("" if self.bias is not None else ", bias=False")
+
+
+class Conv3d(Module):
+    """Over (N, C, D, H, W) inputs (``F.conv3d``: one conv2d over the depth taps gathered into channels)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
+                 padding_mode="zeros", device=None, dtype=None):
+        super().__init__()
+        _check_conv_channels(in_channels, out_channels, groups)
+        if isinstance(padding, str):
+            raise NotImplementedError("Conv3d: string padding is not implemented")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"Conv3d: padding_mode={padding_mode!r} is not implemented (only 'zeros')")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride, self.dilation = _triple(kernel_size), _triple(stride), _triple(dilation)
+        self.padding, self.groups = _triple(padding), groups
+        _conv_parameters(self, (out_channels, in_channels // groups, *self.kernel_size), out_channels, bias, device,
+                         dtype)
+
+    def reset_parameters(self) -> None:
+        _reset_weight_and_bias(self.weight, self.bias)
+
+    def forward(self, x):
+        return F.conv3d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        if self.padding != (0, 0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1, 1):
             s += f", dilation={self.dilation}"
         if self.groups != 1:
             s += f", groups={self.groups}"
