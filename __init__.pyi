@@ -162,6 +162,7 @@ def bitwise_right_shift(input, other, *, out=...) -> Tensor: """Elementwise ``bi
 def bitwise_xor(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
 def bmm(input, mat2) -> Tensor: """torch.bmm: (b, n, m) @ (b, m, p) with equal batch sizes, no broadcasting."""
 bool: dtype
+def bucketize(input, boundaries, *, out_int32=..., right=...) -> Tensor: """The bucket of each value among the 1-D ``boundaries``: i with boundaries[i-1] < x <= boundaries[i]"""
 def cat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def cdist(x1, x2, p=..., compute_mode=...) -> Tensor: """torch.cdist: out[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p, batch dims broadcast."""
 def ceil(input, *, out=...) -> Tensor: """Elementwise ``ceil`` (kernel: triton_kernels/elementwise.py)."""
@@ -169,6 +170,7 @@ channels_last: memory_format
 def chunk(input, chunks, dim=...) -> Any: """``torch.chunk``: ``input.chunk(chunks, dim)``."""
 def clamp(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def clip(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
+def column_stack(tensors) -> Tensor: """The tensors side by side as columns: ``hstack`` of 1-D (and 0-d) tensors made (n, 1)."""
 def concat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def concatenate(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 contiguous_format: memory_format
@@ -184,6 +186,7 @@ def cumprod(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative product
 def cumsum(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative sum along ``dim``. Integer and bool inputs sum to int64 (as torch);"""
 default_generator: Generator
 def diag(input, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
+def diag_embed(input, offset=..., dim1=..., dim2=...) -> Tensor: """Each last-dim vector of ``input`` on the ``offset``-th diagonal of a new (dim1, dim2) plane of zeros"""
 def diagonal(input, offset=..., dim1=..., dim2=...) -> Tensor: """The view of the ``offset``-th diagonal of the (dim1, dim2) planes: those dims are removed and"""
 def diff(input, n=..., dim=..., prepend=..., append=...) -> Any: ...
 def digamma(input, *, out=...) -> Tensor: """Elementwise ``digamma`` (kernel: triton_kernels/elementwise.py)."""
@@ -215,6 +218,7 @@ def gelu_tanh(input, *, out=...) -> Tensor: """Elementwise ``gelu_tanh`` (kernel
 def ger(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
 def gt(input, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 half: dtype
+def histc(input, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
 def hstack(tensors) -> Tensor: """``cat`` along dim 0 for 1-D (and 0-d) inputs, else along dim 1."""
 def hypot(input, other, *, out=...) -> Tensor: """Elementwise ``hypot`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def index_add(input, dim, index, source, *, alpha=..., out=...) -> Tensor: """out = input with ``out.index_select(dim, index) += alpha * source`` (duplicates accumulate)."""
@@ -343,6 +347,7 @@ def trunc(input, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton
 uint8: dtype
 def unbind(input, dim=...) -> Any: ...
 def unique(input, sorted=..., return_inverse=..., return_counts=..., dim=...) -> Any: """The distinct elements, ascending (always sorted, as PyTorch's CUDA unique); optionally the index of"""
+def unique_consecutive(input, return_inverse=..., return_counts=..., dim=...) -> Any: """The first element of every run of equal consecutive elements (or slices along ``dim``); optionally"""
 def unsqueeze(input, dim) -> Any: ...
 def var(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """Variance with ``correction`` (Bessel's by default); stable (chunk two-pass + Chan merge)."""
 def var_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(var, mean)`` over ``dim``."""

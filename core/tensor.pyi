@@ -183,6 +183,7 @@ class Tensor:
     def detach(self, *args, **kwargs) -> Any: ...
     def detach_(self, *args, **kwargs) -> Any: ...
     def diag(self, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
+    def diag_embed(self, offset=..., dim1=..., dim2=...) -> Tensor: """Each last-dim vector of ``input`` on the ``offset``-th diagonal of a new (dim1, dim2) plane of zeros"""
     def diagonal(self, offset=..., dim1=..., dim2=...) -> Tensor: """The view of the ``offset``-th diagonal of the (dim1, dim2) planes: those dims are removed and"""
     def diff(self, n=..., dim=..., prepend=..., append=...) -> 'Tensor': ...
     def digamma(self, *, out=...) -> Tensor: """Elementwise ``digamma`` (kernel: triton_kernels/elementwise.py)."""
@@ -232,6 +233,7 @@ class Tensor:
     def gt(self, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def gt_(self, other) -> Tensor: """In-place elementwise ``gt``."""
     def half(self) -> Any: ...
+    def histc(self, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
     def hypot(self, other, *, out=...) -> Tensor: """Elementwise ``hypot`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def hypot_(self, other) -> Tensor: """In-place elementwise ``hypot``."""
     def index_add(self, dim, index, source, *, alpha=..., out=...) -> Tensor: """out = input with ``out.index_select(dim, index) += alpha * source`` (duplicates accumulate)."""
@@ -441,8 +443,10 @@ class Tensor:
     def type_as(self, other) -> 'Tensor': """This tensor in ``other``'s dtype (itself when they agree)."""
     def unbind(self, dim=...) -> Any: ...
     def unflatten(self, dim, sizes) -> 'Tensor': ...
+    def unfold(self, dimension, size, step) -> Any: """``Tensor.unfold``: every window of ``size`` elements along ``dimension``, ``step`` apart, as a new"""
     def uniform_(self, from_=..., to=..., *, generator=...) -> Tensor: """Fill with samples uniform in [from, to) (``from`` is a Python keyword: pass it by position)."""
     def unique(self, sorted=..., return_inverse=..., return_counts=..., dim=...) -> Any: """The distinct elements, ascending (always sorted, as PyTorch's CUDA unique); optionally the index of"""
+    def unique_consecutive(self, return_inverse=..., return_counts=..., dim=...) -> Any: """The first element of every run of equal consecutive elements (or slices along ``dim``); optionally"""
     def unsqueeze(self, dim) -> Any: ...
     def untyped_storage(self) -> Any: ...
     def var(self, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """Variance with ``correction`` (Bessel's by default); stable (chunk two-pass + Chan merge)."""

@@ -208,3 +208,50 @@ def test_join_gradcheck():
     assert tt.autograd.gradcheck(lambda a, b: tt.cat([a, b], 0), (x, nc))
     y = tt.cat([x, nc.float().detach()], 0)
     assert type(y.grad_fn).__name__ == "CatBackward0" and y.dtype is tt.float64
+
+
+# ----- diag_embed, column_stack --------------------------------------------------------------------
+def _np_diag_embed(a, offset, dim1, dim2):
+    n = a.shape[-1]
+    m = n + abs(offset)
+    out = np.zeros(a.shape[:-1] + (m, m), dtype=a.dtype)
+    i = np.arange(n)
+    out[..., i + max(-offset, 0), i + max(offset, 0)] = a
+    return np.moveaxis(out, (-2, -1), (dim1, dim2))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", DTYPES + [tt.float64], ids=str)
+def test_diag_embed_and_column_stack_match_numpy(dtype, layout):
+    x, rx = make((2, 3, 4), dtype, layout, _normal)
+    check_layout(x, layout)
+    for offset, d1, d2 in ((0, -2, -1), (1, 0, 2), (-2, 3, 1), (0, 1, 0)):
+        out = tt.diag_embed(x, offset, d1, d2)
+        _same(out, _np_diag_embed(rx, offset, d1 % 4, d2 % 4), dtype)
+    _same(x.diag_embed(), _np_diag_embed(rx, 0, 2, 3), dtype)
+    _same(tt.diag_embed(x[:, :, :0]), np.zeros((2, 3, 0, 0)), dtype)  # empty
+    v, rv = make((4,), dtype, layout, _normal)
+    c = tt.column_stack([v, x[0].T, v])  # 1-D tensors become columns
+    _same(c, np.column_stack([rv, rx[0].T, rv]), dtype)
+    _same(tt.column_stack([v[0], v[1]]), np.column_stack([rv[0], rv[1]]), dtype)  # 0-d: one row
+    assert tt.column_stack((tt.ones(2, dtype=tt.int64), v[:2])).dtype is dtype  # promotes as cat
+
+
+def test_diag_embed_and_column_stack_errors(no_launch):
+    with pytest.raises(RuntimeError, match="diagonal dimensions cannot be identical 1, 1"):
+        tt.diag_embed(tt.ones(2, 3), dim1=1, dim2=1)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        tt.diag_embed(tt.ones(2, 3), dim1=5)
+    with pytest.raises(RuntimeError, match="column_stack expects a non-empty TensorList"):
+        tt.column_stack([])
+    with pytest.raises(TypeError, match="must be tuple of Tensors"):
+        tt.column_stack([tt.ones(2), 3])
+
+
+def test_diag_embed_and_column_stack_gradcheck():
+    F64 = tt.float64
+    x = tt.tensor(RNG.standard_normal((2, 3)), dtype=F64, requires_grad=True)
+    assert tt.autograd.gradcheck(lambda t: tt.diag_embed(t, 1, 0, 2), (x,))
+    assert tt.autograd.gradgradcheck(lambda t: tt.diag_embed(t) * 2, (x,))
+    v = tt.tensor(RNG.standard_normal(3), dtype=F64, requires_grad=True)
+    assert tt.autograd.gradcheck(lambda a, b: tt.column_stack([a, b.T, a]), (v, x))

@@ -188,8 +188,8 @@ def test_errors_name_the_argument(no_launch):
         x.kthvalue(0)
     with pytest.raises(TypeError, match="'k'"):
         x.topk(1.0)
-    with pytest.raises(NotImplementedError, match="dim"):
-        x.unique(dim=0)
+    with pytest.raises(IndexError, match="Dimension out of range"):  # unique(dim=) exists: its dim is checked
+        x.unique(dim=2)
     with pytest.raises(RuntimeError, match="boundaries tensor should be 1 dimension"):
         tt.searchsorted(tt.zeros(2, 3), tt.zeros(3, 1))
     with pytest.raises(RuntimeError, match="side can only be"):
@@ -256,3 +256,52 @@ def test_median_and_mode_gradcheck():
     assert gradcheck(lambda t: tt.nanmedian(t.t(), 0).values, (x,), fast_mode=True)
     assert gradcheck(lambda t: t.median(), (x,), fast_mode=True)
     assert gradcheck(lambda t: t.mode(0).values, (x,), fast_mode=True)
+
+
+# ----- bucketize, unique(dim=), unique_consecutive -------------------------------------------------
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_bucketize(dtype):
+    bounds = np.array([-1.0, 0.0, 0.0, 1.5, 3.0])
+    vals = np.array([[-2.0, -1.0, 0.0, 0.5], [1.5, 2.0, 3.0, 9.0]])
+    b, v = tt.tensor(bounds.astype(NP[dtype])), tt.tensor(vals.astype(NP[dtype]))
+    for right in (False, True):
+        got = tt.bucketize(v.T, b, right=right)  # a transposed input
+        assert got.dtype is tt.int64
+        # torch: right=False gives boundaries[i-1] < x <= boundaries[i], NumPy's searchsorted side='left'
+        np.testing.assert_array_equal(got.numpy(), np.searchsorted(bounds, vals.T, side="right" if right else "left"))
+        assert got.tolist() == tt.searchsorted(b, v.T, right=right).tolist()
+    got = tt.bucketize(v, b, out_int32=True)
+    assert got.dtype is tt.int32
+    s = tt.bucketize(0.25, b)
+    assert s.ndim == 0 and s.item() == 3
+    assert tt.bucketize(v[:, :0], b).shape == (2, 0)
+    with pytest.raises(RuntimeError, match=r"boundaries tensor must be 1 dimension, but got dim\(2\)"):
+        tt.bucketize(v, b.reshape(5, 1))
+
+
+def test_unique_dim_and_unique_consecutive():
+    a = RNG.integers(0, 3, (6, 2))
+    a[3] = a[1]
+    for t, d in ((tt.tensor(a), 0), (tt.tensor(np.ascontiguousarray(a.T)), 1)):  # rows, then columns
+        vals, inv, counts = tt.unique(t, dim=d, return_inverse=True, return_counts=True)
+        want, want_inv, want_counts = np.unique(t.numpy(), axis=d, return_inverse=True, return_counts=True)
+        np.testing.assert_array_equal(vals.numpy(), want)
+        np.testing.assert_array_equal(inv.numpy(), want_inv.reshape(-1))
+        np.testing.assert_array_equal(counts.numpy(), want_counts)
+    f = tt.tensor(RNG.integers(0, 2, (2, 5, 2)).astype(np.float32)).transpose(0, 2)  # strided, 3-D, dim 1
+    np.testing.assert_array_equal(tt.unique(f, dim=1).numpy(), np.unique(f.numpy(), axis=1))
+    e = tt.unique(tt.zeros(0, 3), dim=0, return_inverse=True, return_counts=True)
+    assert [x.shape for x in e] == [(0, 3), (0,), (0,)]
+    with pytest.raises(RuntimeError, match="There are 0 sized dimensions"):
+        tt.unique(tt.zeros(2, 0), dim=0)
+    x = np.array([1, 1, 2, 2, 1, 3, 3, 3])
+    vals, inv, counts = tt.unique_consecutive(tt.tensor(x), return_inverse=True, return_counts=True)
+    assert vals.tolist() == [1, 2, 1, 3] and inv.tolist() == [0, 0, 1, 1, 2, 3, 3, 3] and counts.tolist() == [2, 2, 1, 3]
+    m = tt.tensor([[1.0, 2.0], [1.0, 2.0], [0.0, 2.0], [1.0, 2.0]])
+    vals, inv = m.unique_consecutive(return_inverse=True, dim=0)
+    assert vals.tolist() == [[1.0, 2.0], [0.0, 2.0], [1.0, 2.0]] and inv.tolist() == [0, 0, 1, 2]
+    g = tt.tensor(x.reshape(2, 4)).T  # strided, no dim: flattened in row-major order, inverse input-shaped
+    vals, inv = tt.unique_consecutive(g, return_inverse=True)
+    flat = x.reshape(2, 4).T.reshape(-1)
+    assert vals.tolist() == [v for i, v in enumerate(flat) if i == 0 or v != flat[i - 1]] and inv.shape == (4, 2)
+    assert tt.unique_consecutive(tt.zeros(0)).shape == (0,)

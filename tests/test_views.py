@@ -7,6 +7,7 @@ import pytest
 
 import tritensor as tt
 from grad_inputs import leaf, noncontig
+from layouts import make
 from tritensor.autograd import gradcheck, gradgradcheck
 
 
@@ -103,3 +104,45 @@ def test_inplace_through_strided_views_gradcheck():
 def test_view_second_derivative():
     x = leaf(2, 3)
     assert gradgradcheck(lambda t: (t[:, 1:] * t.T[1:, :].T).exp(), (x,), fast_mode=True)
+
+
+# ----- Tensor.unfold: windows as a view ------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int64], ids=str)
+def test_unfold_is_a_view_matching_numpy(dtype):
+    for layout in ("contiguous", "transposed", "sliced", "expanded"):
+        x, ref = make((3, 11), dtype if dtype is not tt.int64 else tt.float32, layout,
+                      lambda s: np.arange(np.prod(s), dtype=np.float64).reshape(s))
+        if dtype is tt.int64:
+            x = x.to(tt.int64)
+        for d, size, step in ((1, 3, 2), (1, 4, 1), (0, 2, 1), (-1, 11, 5), (1, 0, 3)):
+            u = x.unfold(d, size, step)
+            want = np.lib.stride_tricks.sliding_window_view(ref, size, axis=d % 2)
+            want = want[:, ::step] if d % 2 == 1 else want[::step]
+            assert u.shape == want.shape and u.dtype is x.dtype
+            assert u.data_ptr() == x.data_ptr() or x.numel() == 0 or u._storage is x._storage  # no copy
+            np.testing.assert_array_equal(u.numpy().astype(np.float64), want)
+    base = tt.zeros(7)
+    base.unfold(0, 3, 2)[1, 0] = 5.0  # a write through the view lands in the base
+    assert base.tolist() == [0, 0, 5, 0, 0, 0, 0]
+    assert tt.tensor(4.0).unfold(0, 1, 1).tolist() == [4.0]
+    assert tt.zeros(2, 0).unfold(1, 0, 1).shape == (2, 1, 0)
+
+
+def test_unfold_errors():
+    x = tt.arange(10.0)
+    with pytest.raises(RuntimeError, match="maximum size for tensor at dimension 0 is 10 but size is 11"):
+        x.unfold(0, 11, 2)
+    with pytest.raises(RuntimeError, match="step is 0 but must be > 0"):
+        x.unfold(0, 3, 0)
+    with pytest.raises(RuntimeError, match="size is -1 but must be >= 0"):
+        x.unfold(0, -1, 1)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        x.unfold(1, 3, 1)
+
+
+def test_unfold_gradcheck():
+    x = leaf(7, 2)
+    assert gradcheck(lambda t: t.unfold(0, 3, 2), (x,))  # windows 2 apart: one element shared by two
+    assert gradgradcheck(lambda t: t.unfold(0, 3, 1) * t.unfold(0, 3, 1), (leaf(5),))  # overlapping windows
+    assert gradcheck(lambda t: t.unfold(1, 1, 1), (noncontig(3, 2),))
+    assert gradcheck(lambda t: t.unfold(0, 2, 4), (x,))  # a gap: the skipped elements get zero

@@ -190,12 +190,33 @@ class DiagonalScatter(BuiltinFunction):
         return gg.diagonal(*ctx.args), None, None
 
 
+class DiagEmbed(BuiltinFunction):
+    """diag_embed: the gradient's diagonal (a recorded view), so double backward works."""
+
+    @staticmethod
+    def forward(ctx, x, offset=0, dim1=-2, dim2=-1):
+        out = _j.diag_embed(x, offset, dim1, dim2)
+        ctx.args, ctx.shape = (offset, dim1, dim2), x.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        d = g.diagonal(*ctx.args)
+        return d.reshape(ctx.shape) if len(ctx.shape) == 0 else d
+
+
+def column_stack(tensors):
+    _j.stack_columns(tensors)  # torch's checks and errors; the columns are made below as recorded reshapes
+    return cat([t.reshape(-1, 1) if t.ndim <= 1 else t for t in tensors], 1)
+
+
 def movedim(input, source, destination):
     return input.permute(_j.movedim_perm(input.ndim, source, destination))
 
 
 RECORD = {
-    "cat": cat, "stack": stack, "hstack": hstack, "vstack": vstack,
+    "cat": cat, "stack": stack, "hstack": hstack, "vstack": vstack, "column_stack": column_stack,
+    "diag_embed": lambda input, offset=0, dim1=-2, dim2=-1: DiagEmbed.apply(input, offset, dim1, dim2),
     "flip": lambda input, *args, dims=None: Flip.apply(input, *(args if dims is None else (dims,))),
     "roll": lambda input, shifts, dims=None: Roll.apply(input, shifts, dims),
     "repeat": repeat, "tile": tile,

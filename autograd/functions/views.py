@@ -18,7 +18,7 @@ from ..function import BuiltinFunction
 
 CORE = {"view": _views.view, "reshape": _views.reshape, "transpose": _views.transpose, "permute": _views.permute,
         "expand": _views.expand, "squeeze": _views.squeeze, "unsqueeze": _views.unsqueeze,
-        "narrow": _views.narrow, "select": _views.select, "getitem": _views.basic_getitem}
+        "narrow": _views.narrow, "select": _views.select, "getitem": _views.basic_getitem, "unfold": _views.unfold}
 
 
 def _own(out: Tensor, x: Tensor) -> Tensor:
@@ -127,8 +127,45 @@ class ScatterIntoZeros(BuiltinFunction):
         return getattr(gg, ctx.method)(*ctx.args, **ctx.kwargs), None, None, None, None
 
 
+class Unfold(_View):
+    """x.unfold(d, size, step): overlapping windows, so each input element's gradient is the sum over
+    the windows holding it (:class:`UnfoldBackward`)."""
+
+    method = "unfold"
+
+    @staticmethod
+    def backward(ctx, g):
+        return (UnfoldBackward.apply(g, ctx.in_shape, *ctx.args),) + (None,) * len(ctx.args)
+
+
+class UnfoldBackward(BuiltinFunction):
+    """zeros(shape) plus, for each window offset w, the gradient's w-th window column added at positions
+    w, w + step, ... along d (distinct positions per w, so each add is one non-overlapping strided
+    write); its own backward is unfold again."""
+
+    @staticmethod
+    def forward(ctx, g, shape, dimension, size, step):
+        ctx.args = (dimension, size, step)
+        z = Tensor._empty(shape, g.dtype, g.device)
+        z.fill_(0)
+        if not shape:
+            return z.add_(g.reshape(()).detach()) if g.numel() else z
+        d = dimension % len(shape)
+        windows = g.shape[d]
+        for w in range(size):
+            if windows == 0:
+                break
+            part = _views.unfold(z.narrow(d, w, (windows - 1) * step + 1), d, 1, step).squeeze(-1)
+            part.add_(g.select(-1, w))
+        return z
+
+    @staticmethod
+    def backward(ctx, gg):
+        return gg.unfold(*ctx.args), None, None, None, None
+
+
 _CLASSES = {c.method: c for c in (View, Reshape, Squeeze, Unsqueeze, Transpose, Permute, Expand, Narrow, Select,
-                                  Index)}
+                                  Index, Unfold)}
 
 
 def _recording_view(cls):

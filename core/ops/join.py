@@ -301,3 +301,37 @@ def diag(input, diagonal=0) -> Tensor:
         copy_into(out, view)
         return out
     raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1) -> Tensor:
+    """Each last-dim vector of ``input`` on the ``offset``-th diagonal of a new (dim1, dim2) plane of zeros
+    (the inverse of ``diagonal``): zeros, then one strided copy into that diagonal's view."""
+    _check(input, "diag_embed")
+    k = _int(offset, "offset", "diag_embed")
+    nd = input.ndim + 1
+    d1, d2 = normalize_dim(dim1, nd, "dim1"), normalize_dim(dim2, nd, "dim2")
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = input.shape[-1] if input.ndim else 1
+    m = n + abs(k)
+    batch = list(input.shape[:-1])
+    shape = []
+    for d in range(nd):
+        shape.append(m if d in (d1, d2) else batch.pop(0))
+    out = TensorBase._empty(tuple(shape), input.dtype, input.device)
+    fill(out, 0)
+    copy_into(diagonal(out, k, d1, d2), input.reshape(1) if input.ndim == 0 else input)
+    return out
+
+
+def stack_columns(tensors) -> list:
+    """column_stack's operands: 0-d and 1-D tensors as (n, 1) columns (views), the rest as they are."""
+    if isinstance(tensors, (list, tuple)) and not tensors:
+        raise RuntimeError("column_stack expects a non-empty TensorList")
+    tensors = _tensor_list(tensors, "column_stack")
+    return [t._view((t.numel(), 1), (t.stride(0) if t.ndim else 0, 0)) if t.ndim <= 1 else t for t in tensors]
+
+
+def column_stack(tensors) -> Tensor:
+    """The tensors side by side as columns: ``hstack`` of 1-D (and 0-d) tensors made (n, 1)."""
+    return cat(stack_columns(tensors), 1)

@@ -126,7 +126,7 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     each input element in them (``return_inverse``, input-shaped) and how often each occurs."""
     _check(input, "unique")
     if dim is not None:
-        raise NotImplementedError("unique(dim=...) is not supported yet; flatten the dims first")
+        return _unique_dim(input, dim, return_inverse, return_counts, consecutive=False)
     flat = input.reshape(-1)
     n = flat.numel()
     s, perm = sort_along(flat, 0, False)
@@ -159,6 +159,79 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     if return_counts:
         out += (counts,)
     return out[0] if len(out) == 1 else out
+
+
+def _rows(input, d: int):
+    """The slices along dim ``d`` as the rows of a contiguous (n, k) matrix."""
+    x = _join.movedim(input, d, 0).contiguous()
+    return x.reshape(x.shape[0], math.prod(x.shape[1:])), tuple(x.shape[1:])
+
+
+def _lexicographic_order(rows):
+    """The stable lexicographic order of the rows: stable sorts by each column, last column first (LSD)."""
+    n, k = rows.shape
+    perm = host_tensor(np.arange(n, dtype=np.int64), rows.device)
+    for c in reversed(range(k)):
+        _, p = sort_along(rows.select(1, c)[perm], 0, False)
+        perm = perm[p]
+    return perm
+
+
+def _unique_dim(input, dim, return_inverse, return_counts, consecutive: bool):
+    """unique / unique_consecutive over the slices along ``dim``: the rows sorted lexicographically (not for
+    consecutive), a row starts a group where it differs from the one before, the group starts kept."""
+    d = normalize_dim(dim, max(input.ndim, 1))
+    if input.ndim == 0:
+        input = input.reshape(1)
+    if input.numel() == 0 and input.shape[d] != 0:
+        raise RuntimeError("There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+    rows, rest = _rows(input, d)
+    n = rows.shape[0]
+    perm = None if consecutive else _lexicographic_order(rows)
+    s = rows if perm is None else rows[perm]
+    new = TensorBase._empty((n,), dt.bool_, input.device)
+    if n:
+        new[:1].fill_(True)
+    if n > 1:
+        copy_into(new[1:], s[1:].ne(s[:-1]).any(1))
+    starts = nonzero_coords(new)[0] if n else TensorBase._empty((0,), dt.int64, input.device)
+    values = _join.movedim(s[starts].reshape(starts.numel(), *rest), 0, d)
+    out = (values,)
+    if return_inverse:
+        group = new.cumsum(0).sub_(1) if n else TensorBase._empty((0,), dt.int64, input.device)
+        if perm is not None:
+            inverse = TensorBase._empty((n,), dt.int64, input.device)
+            if n:
+                inverse[perm] = group
+            group = inverse
+        out += (group,)
+    if return_counts:
+        ends = TensorBase._empty((starts.numel() + 1,), dt.int64, input.device)
+        copy_into(ends[:-1], starts)
+        ends[-1:].fill_(n)
+        out += (ends[1:].sub(ends[:-1]),)
+    return out[0] if len(out) == 1 else out
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """The first element of every run of equal consecutive elements (or slices along ``dim``); optionally
+    each element's run (``return_inverse``, input-shaped without ``dim``) and each run's length."""
+    _check(input, "unique_consecutive")
+    if dim is not None:
+        return _unique_dim(input, dim, return_inverse, return_counts, consecutive=True)
+    out = _unique_dim(input.reshape(-1), 0, return_inverse, return_counts, consecutive=True)
+    if return_inverse:
+        out = (out[0], out[1].view(input.shape)) + tuple(out[2:])
+    return out
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False) -> Tensor:
+    """The bucket of each value among the 1-D ``boundaries``: i with boundaries[i-1] < x <= boundaries[i]
+    (``right``: boundaries[i-1] <= x < boundaries[i]), which is ``searchsorted`` on the boundaries."""
+    _check(boundaries, "bucketize", "boundaries")
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
 def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None) -> Tensor:

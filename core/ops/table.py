@@ -25,7 +25,7 @@ import inspect
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import cdist
+from . import cdist, histc
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
                loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
                views)
@@ -165,6 +165,8 @@ for _name in ("mv", "addmv", "addmm", "baddbmm"):
 
 # ----- cdist (core/ops/cdist.py, triton_kernels/cdist.py); PyTorch's CUDA autocast runs it in fp32
 _add(Op("cdist", cdist.cdist, "fp32", method=False))
+# ----- histc (core/ops/histc.py, triton_kernels/histc.py)
+_add(Op("histc", histc.histc, "none"))
 
 # ----- attention (core/ops/attention.py, triton_kernels/attention.py + attention_bwd.py) -------
 _add(Op("scaled_dot_product_attention", attention.scaled_dot_product_attention, "lower", method=False, function=False,
@@ -242,6 +244,9 @@ for _name in ("flip", "roll", "repeat", "tile", "tril", "triu", "diag"):
     _add(Op(_name, getattr(join, _name), "none", function=_name != "repeat"))
 _add(Op("movedim", join.movedim, "none", aliases=("moveaxis",)))
 _add(Op("diagonal", join.diagonal, "none"))
+_add(Op("diag_embed", join.diag_embed, "none"))
+_add(Op("column_stack", join.column_stack, "promote", method=False))  # a cat in PyTorch, so it promotes
+_add(Op("unfold", views.unfold, "none", function=False))  # Tensor.unfold: windows as a view (views family)
 
 # ----- issue 15: math and comparison (core/ops/math_ops.py, einsum.py; triton_kernels/math_ops.py) -
 # PyTorch's CUDA lists: logsumexp, norm, linalg_vector_norm, linalg_matrix_norm run in fp32; dot promotes.
@@ -272,6 +277,8 @@ for _name in ("median", "nanmedian", "mode"):  # issue 24: composites of sort (c
     _add(Op(_name, getattr(sort, _name), "none"))
 for _name in ("sort", "argsort", "msort", "topk", "kthvalue", "unique", "searchsorted"):
     _add(Op(_name, getattr(sort, _name), "none", method=_name != "searchsorted"))
+_add(Op("unique_consecutive", sort.unique_consecutive, "none"))
+_add(Op("bucketize", sort.bucketize, "none", method=False))  # the searchsorted kernel on 1-D boundaries
 for _name in ("nonzero", "argwhere", "masked_select", "bincount"):
     _add(Op(_name, getattr(select, _name), "none"))
 _with_inplace("masked_fill", select.masked_fill, select.masked_fill_, "none")

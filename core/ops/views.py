@@ -190,3 +190,27 @@ def basic_getitem(input, index):
     shape += input._shape[d:]
     stride += input._stride[d:]
     return input._view(shape, stride, offset)
+
+
+def unfold(input, dimension: int, size: int, step: int):
+    """``Tensor.unfold``: every window of ``size`` elements along ``dimension``, ``step`` apart, as a new
+    last dim of a view (no copy): that dim's stride becomes ``step`` times itself, the window's is the
+    old stride."""
+    nd = max(input.ndim, 1)
+    d = normalize_dim(dimension, nd)
+    n = input._shape[d] if input.ndim else 1
+    size, step = int(size), int(step)
+    if size < 0:
+        raise RuntimeError(f"size is {size} but must be >= 0")
+    if size > n:
+        raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"step is {step} but must be > 0")
+    shape = list(input._shape) or [1]
+    stride = list(input._stride) or [1]
+    inner = stride[d]
+    shape[d] = (n - size) // step + 1
+    stride[d] = inner * step
+    if not input.ndim:  # a 0-d tensor unfolds to its one window: shape (size,)
+        return input._view((size,), (1,))
+    return input._view(shape + [size], stride + [inner])
