@@ -264,27 +264,34 @@ class CommBackend:
 SUPPORTED_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64")
 
 TensorInfo = namedtuple("TensorInfo", ["numel", "dtype"])
+_SUPPORTED: dict = {}  # NumPy dtype -> whether it is supported (dtype.name costs microseconds per call)
+
+
+def _supported(dtype) -> bool:
+    ok = _SUPPORTED.get(dtype)
+    if ok is None:
+        ok = _SUPPORTED[dtype] = dtype.name in SUPPORTED_DTYPES
+    return ok
 
 
 def check_tensor(obj, name: str, write: bool) -> TensorInfo:
     """Check a tensor argument (a tritensor Tensor, a device tensor or a NumPy array) before
     anything is sent: its type, its dtype, and that it is writable when ``write``; return its
-    element count and NumPy dtype. Errors name the argument."""
-    if getattr(obj, "requires_grad", False):
-        obj = obj.detach()  # collectives act on a tensor's data, as torch's do
+    element count and NumPy dtype. Errors name the argument.
+
+    A tensor is asked for its dtype and size, not turned into a host view (which costs
+    microseconds per collective, and a device tensor has none): a CPU tensor's memory is always
+    writable (``Storage.bytes_view``), so only a NumPy array can be read-only."""
     if isinstance(obj, np.ndarray):
-        arr = obj
-    elif hasattr(obj, "device") and hasattr(obj, "numpy") and hasattr(obj, "dtype"):
-        if getattr(obj.device, "type", "cpu") != "cpu":  # no host view to look at: ask the tensor
-            dtype = np.dtype(obj.dtype.np)
-            if dtype.name not in SUPPORTED_DTYPES:
-                raise TypeError(f"{name}: dtype {dtype.name} is not supported by tritensor.comm")
-            return TensorInfo(obj.numel(), dtype)
-        arr = obj.numpy()
-    else:
+        dtype = obj.dtype
+        if not _supported(dtype):
+            raise TypeError(f"{name}: dtype {dtype.name} is not supported by tritensor.comm")
+        if write and not obj.flags.writeable:
+            raise ValueError(f"{name}: the tensor is read-only")
+        return TensorInfo(obj.size, dtype)
+    if not (hasattr(obj, "device") and hasattr(obj, "numpy") and hasattr(obj, "dtype")):
         raise TypeError(f"{name}: expected a tritensor.Tensor, got {type(obj).__name__}")
-    if arr.dtype.name not in SUPPORTED_DTYPES:
-        raise TypeError(f"{name}: dtype {arr.dtype.name} is not supported by tritensor.comm")
-    if write and not arr.flags.writeable:
-        raise ValueError(f"{name}: the tensor is read-only")
-    return TensorInfo(arr.size, arr.dtype)
+    dtype = np.dtype(obj.dtype.np)
+    if not _supported(dtype):
+        raise TypeError(f"{name}: dtype {dtype.name} is not supported by tritensor.comm")
+    return TensorInfo(obj.numel(), dtype)

@@ -167,7 +167,7 @@ class TCPBackend(CommBackend):
     def allreduce(self, tensors, opts):
         tensor = tensors[0]
         buf = HostBuffer(tensor, "tensor", write=True, defer=True)
-        op = ReduceOp(opts.reduceOp)
+        op = opts.reduceOp
         ufunc, avg = UFUNCS[op], op == ReduceOp.AVG
 
         def build():
@@ -193,7 +193,7 @@ class TCPBackend(CommBackend):
         return self._run(build, opts.asyncOp)
 
     def reduce(self, tensors, opts):
-        tensor, root, op = tensors[0], opts.rootRank, ReduceOp(opts.reduceOp)
+        tensor, root, op = tensors[0], opts.rootRank, opts.reduceOp
         buf = HostBuffer(tensor, "tensor", write=self._rank == root)
 
         def build():
@@ -279,8 +279,8 @@ class TCPBackend(CommBackend):
         output = output_tensors[0]
         out = HostBuffer(output, "output", write=True)
         ins = [HostBuffer(t, f"input_list[{i}]", write=False) for i, t in enumerate(input_tensors[0])]
-        build = self._reduce_scatter_plan(out, lambda: [b.flat for b in ins], ReduceOp(opts.reduceOp),
-                                          "reduce_scatter", [output])
+        build = self._reduce_scatter_plan(out, lambda: [b.flat for b in ins], opts.reduceOp, "reduce_scatter",
+                                          [output])
         return self._run(build, opts.asyncOp)
 
     def _reduce_scatter_base(self, output_tensor, input_tensor, opts):
@@ -288,7 +288,7 @@ class TCPBackend(CommBackend):
         inp = HostBuffer(input_tensor, "input", write=False)
         n = out.numel
         build = self._reduce_scatter_plan(out, lambda: [inp.flat[i * n:(i + 1) * n] for i in range(self._size)],
-                                          ReduceOp(opts.reduceOp), "reduce_scatter_tensor", [output_tensor])
+                                          opts.reduceOp, "reduce_scatter_tensor", [output_tensor])
         return self._run(build, opts.asyncOp)
 
     def alltoall(self, output_tensors, input_tensors, opts):
