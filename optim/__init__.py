@@ -12,16 +12,16 @@ rules written with tensor ops, a few launches per parameter (``_tensor_ops.py``)
 from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
-from .rmsprop import RMSprop  # issue 15 (nn15)
-from .adagrad import Adagrad  # issue 15 (nn15)
-from .lbfgs import LBFGS  # issue 24
+from .rmsprop import RMSprop
+from .adagrad import Adagrad
+from .lbfgs import LBFGS
 from .nadam import NAdam
 from .radam import RAdam
 from .adamax import Adamax
 from .adadelta import Adadelta
 from .asgd import ASGD
 from .rprop import Rprop
-from . import lr_scheduler  # issue 15 (nn15)
+from . import lr_scheduler  # torch.optim.lr_scheduler: a submodule, as in torch
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS", "NAdam", "RAdam", "Adamax", "Adadelta",
            "ASGD", "Rprop", "lr_scheduler"]
