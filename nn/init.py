@@ -81,7 +81,7 @@ def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
     return uniform_(t, -bound, bound)
 
 
-# ----- issue 15 (nn15) ---------------------------------------------------------------------------------
+# ----- Gaussian initializers: He and Glorot normal, truncated normal, orthogonal (torch.nn.init's) ---------
 def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
     """N(0, std^2) with std = gain / sqrt(fan) (He et al.)."""
     fan = _fan(t, mode)
