@@ -126,7 +126,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     return input * keep * scale
 
 
-# ----- issue 15 (nn15): activations written with recorded ops --------------------------------------
+# ----- activations written with recorded ops ---------------------------------------------------------
 # Each is a composition of ops autograd records, so each is differentiable to any order; the
 # ``inplace=True`` forms compute out of place and copy the result back (``copy_`` is recorded).
 __all__ += ["leaky_relu", "elu", "softplus", "mish", "hardswish"]
@@ -187,7 +187,7 @@ def hardswish(input, inplace: bool = False):
     return _maybe_inplace(input, input * (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 
-# ----- issue 15 (nn15): normalizations, padding, resizing, one_hot -----------------------------------
+# ----- normalizations, padding, resizing, one_hot ----------------------------------------------------
 # Compositions of recorded ops (layer_norm's fused kernel, index_select's gather/scatter-add kernels,
 # avg_pool2d, elementwise ops), so all are differentiable with no derivative of their own. Index
 # arrays for padding/resizing are computed on the host from shapes only (no data read back).
