@@ -170,7 +170,7 @@ class Node:
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward can only save tensors or None, but got {type(t).__name__}")
-            if t is not None and t.is_inference():  # issue 15: torch's rule for inference tensors
+            if t is not None and t.is_inference():  # torch's rule: an inference tensor never joins autograd, saved ones included
                 raise RuntimeError("Inference tensors cannot be saved for backward. To work around you can make a "
                                    "clone to get a normal tensor and use it in autograd.")
         self._to_save = tensors
