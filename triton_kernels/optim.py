@@ -178,7 +178,7 @@ def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_
            HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, BLOCK=block)
 
 
-# ----- issue 15 (nn15): RMSprop and Adagrad, torch's update rules in one pass each ------------------
+# ----- RMSprop and Adagrad, torch's update rules in one pass each --------------------------------------
 @triton.jit
 def _rmsprop_kernel(p, g, square_avg, grad_avg, buf, n, lr: tl.float64, alpha: tl.float64, eps: tl.float64,
                     weight_decay: tl.float64, momentum: tl.float64,

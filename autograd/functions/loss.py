@@ -41,7 +41,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return CrossEntropy.apply(input, target, reduction, int(ignore_index), weight, float(label_smoothing))
 
 
-# ----- issue 15 (nn15): binary_cross_entropy_with_logits ---------------------------------------------
+# ----- binary_cross_entropy_with_logits: a fused kernel each way ---------------------------------------
 class BCEWithLogits(BuiltinFunction):
     """One fused kernel each way (triton_kernels/loss.py); first derivatives only. The target's
     gradient, (pos_weight - 1) * softplus(-x) - x times the weight, is made of ops; none flows to

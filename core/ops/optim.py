@@ -103,7 +103,7 @@ def advance_steps_(steps, found_inf=None) -> None:
     _k.advance_steps(steps, found_inf)
 
 
-# ----- issue 15 (nn15) ---------------------------------------------------------------------------------
+# ----- RMSprop and Adagrad: one fused update each (triton_kernels/optim.py) ----------------------------
 def rmsprop_step_(param, grad, square_avg, *, lr, alpha, eps, weight_decay, momentum, centered, maximize,
                   grad_avg=None, momentum_buffer=None) -> None:
     """One RMSprop update of ``param`` and its state in place (``grad_avg``: centered,
