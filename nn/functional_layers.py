@@ -299,6 +299,16 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
             raise ValueError(f"offsets has to be a 1D Tensor but got {None if offsets is None else offsets.ndim}")
         B = offsets.shape[0] - (1 if include_last_offset else 0)
         flat = input
+        if offsets.device.type == "cpu" and offsets.numel():  # host memory: torch's checks cost no sync
+            o = offsets.tolist()
+            if o[0] != 0:
+                raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start "
+                                   f"from position 0. However, got {o[0]}")
+            if o[-1] > input.shape[0]:
+                raise RuntimeError(f"offsets[-1] can not be greater than input's length {input.shape[0]} but got "
+                                   f"offsets[-1] of {o[-1]}")
+            if any(b < a for a, b in zip(o, o[1:])):
+                raise RuntimeError("embedding_bag(): offsets must be non-decreasing")
         n_idx = input.shape[0]
         if offsets.shape[0] == 0:
             B = 0
@@ -322,8 +332,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type: float =
     if padding_idx is not None:
         pad = padding_idx % weight.shape[0] if padding_idx < 0 else padding_idx
         keep = flat != pad
-    # the bag an index past the last offset falls in (include_last_offset): dropped, as torch
-    valid = bag < B
+    # indices before the first offset, or past the last bag (include_last_offset): dropped, as torch
+    # drops the latter (the former are an error there, which would need the offsets on the host)
+    valid = (bag >= 0) & (bag < B)
     keep = valid if keep is None else keep & valid
     bag = _where(keep, bag, 0)
     rows = weight.index_select(0, flat) if flat.numel() else zeros((0, D), dtype=weight.dtype, device=weight.device)

@@ -17,6 +17,8 @@ torch's flags, and what they change here:
 """
 from __future__ import annotations
 
+from ..core.tensor import Tensor
+
 
 def check_flags(name: str, capturable: bool, differentiable: bool) -> None:
     if capturable:
@@ -48,3 +50,12 @@ def direction(p, g, group, *, coupled_decay: bool = True):
     if coupled_decay and wd != 0:
         g = g.add(p, alpha=wd)
     return g
+
+
+def host_scalars(state: dict, *keys) -> None:
+    """Make the named per-parameter scalars Python numbers: a state dict saved by torch (read with
+    ``tt.load``) holds them as 0-d tensors, and these rules compute their coefficients on the host."""
+    for k in keys:
+        v = state.get(k)
+        if isinstance(v, Tensor):
+            state[k] = int(v.item()) if k == "step" else float(v.item())

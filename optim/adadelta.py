@@ -9,7 +9,7 @@ State as torch: ``step``, ``square_avg`` (v), ``acc_delta`` (u).
 from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
-from ._tensor_ops import check_flags, direction
+from ._tensor_ops import check_flags, direction, host_scalars
 from .optimizer import Optimizer, state_like
 
 
@@ -34,6 +34,7 @@ class Adadelta(Optimizer):
         for group in self.param_groups:
             rho, eps = group["rho"], group["eps"]
             for p, g, state in self._with_grads(group, _new_state):
+                host_scalars(state, "step")
                 d = direction(p, g, group)
                 state["step"] += 1
                 square_avg, acc_delta = state["square_avg"], state["acc_delta"]

@@ -9,7 +9,7 @@ State as torch: ``step``, ``exp_avg``, ``exp_inf``.
 from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
-from ._tensor_ops import check_flags, check_lr_eps_betas_wd, direction
+from ._tensor_ops import check_flags, check_lr_eps_betas_wd, direction, host_scalars
 from .optimizer import Optimizer, state_like
 
 
@@ -27,6 +27,7 @@ class Adamax(Optimizer):
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
             for p, g, state in self._with_grads(group, _new_state):
+                host_scalars(state, "step")
                 d = direction(p, g, group)
                 state["step"] += 1
                 exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]

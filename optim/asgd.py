@@ -11,7 +11,7 @@ Python numbers).
 from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
-from ._tensor_ops import check_flags, direction
+from ._tensor_ops import check_flags, direction, host_scalars
 from .optimizer import Optimizer, state_like
 
 
@@ -33,6 +33,7 @@ class ASGD(Optimizer):
         for group in self.param_groups:
             lr, lambd = group["lr"], group["lambd"]
             for p, g, state in self._with_grads(group, _new_state):
+                host_scalars(state, "step", "eta", "mu")
                 d = direction(p, g, group)
                 state["step"] += 1
                 eta = state["eta"]

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
-from ._tensor_ops import check_flags, check_lr_eps_betas_wd, direction
+from ._tensor_ops import check_flags, check_lr_eps_betas_wd, direction, host_scalars
 from .optimizer import Optimizer, state_like
 
 
@@ -36,6 +36,7 @@ class NAdam(Optimizer):
             lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
             decoupled = group["decoupled_weight_decay"]
             for p, g, state in self._with_grads(group, _new_state):
+                host_scalars(state, "step", "mu_product")
                 d = direction(p, g, group, coupled_decay=not decoupled)
                 state["step"] += 1
                 t = state["step"]

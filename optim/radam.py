@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from ..autograd.grad_mode import no_grad
-from ._tensor_ops import check_flags, check_lr_eps_betas_wd, direction
+from ._tensor_ops import check_flags, check_lr_eps_betas_wd, direction, host_scalars
 from .optimizer import Optimizer, state_like
 
 
@@ -35,6 +35,7 @@ class RAdam(Optimizer):
             lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
             decoupled = group["decoupled_weight_decay"]
             for p, g, state in self._with_grads(group, _new_state):
+                host_scalars(state, "step")
                 d = direction(p, g, group, coupled_decay=not decoupled)
                 state["step"] += 1
                 t = state["step"]

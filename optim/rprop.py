@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..autograd.grad_mode import no_grad
 from ..core.functional import where
-from ._tensor_ops import check_flags, direction
+from ._tensor_ops import check_flags, direction, host_scalars
 from .optimizer import Optimizer, state_like
 
 
@@ -32,6 +32,7 @@ class Rprop(Optimizer):
             etaminus, etaplus = group["etas"]
             step_size_min, step_size_max = group["step_sizes"]
             for p, g, state in self._with_grads(group, _new_state):
+                host_scalars(state, "step")
                 d = direction(p, g, group, coupled_decay=False)
                 state["step"] += 1
                 sign = d.mul(state["prev"]).sign()

@@ -183,6 +183,13 @@ def test_embedding_bag_errors_as_torch():
         F.embedding_bag(tt.tensor([[1, 2]]), w, tt.tensor([0]))
     with pytest.raises(NotImplementedError, match="per_sample_weights is only supported for mode='sum'"):
         F.embedding_bag(tt.tensor([1, 2]), w, tt.tensor([0]), per_sample_weights=tt.ones(2))
+    idx = tt.tensor([1, 2, 0])
+    for offs, msg in (([1, 2], "offsets\\[0\\] has to be 0, i.e., the first sequence in the mini-batch has to start "
+                               "from position 0. However, got 1"),
+                      ([0, 5], "offsets\\[-1\\] can not be greater than input's length 3 but got offsets\\[-1\\] of 5"),
+                      ([0, 2, 1], "offsets must be non-decreasing")):
+        with pytest.raises(RuntimeError, match=msg):
+            F.embedding_bag(idx, w, tt.tensor(offs, device="cpu"))
 
 
 # ----- affine_grid and grid_sample ----------------------------------------------------------------------

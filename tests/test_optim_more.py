@@ -306,3 +306,25 @@ def test_errors_as_torch():
             cls(ps, **kw)
     with pytest.raises(TypeError, match="params argument given to the optimizer should be an iterable"):
         optim.NAdam(ps[0])
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_state_with_tensor_scalars_as_torch_saves_them(name):
+    """torch keeps step (and NAdam's mu_product, ASGD's eta and mu) as 0-d tensors; a state dict in
+    that form (a torch checkpoint read with tt.load) continues as the host-number one does."""
+    cls, _, cases, _ = RULES[name]
+    kw = cases[sorted(cases)[-1]]
+    p, grads = _param(7, tt.float64, 8)
+    q = tt.nn.Parameter(p.detach().clone())
+    a = _run(cls, p, grads[:2], **kw)
+    sd = a.state_dict()
+    sd["state"] = {i: {k: (tt.tensor(float(v), dtype=tt.float64) if isinstance(v, (int, float)) else v)
+                       for k, v in s.items()} for i, s in sd["state"].items()}
+    b = cls([q], **kw)
+    b.load_state_dict(sd)
+    q.data = p.detach().clone()
+    for opt, param in ((a, p), (b, q)):
+        param.grad = tt.tensor(grads[2])
+        opt.step()
+    assert_close(q.detach(), p.detach().cpu().numpy(), tt.float64)
+    assert b.state[q]["step"] == 3 and isinstance(b.state[q]["step"], int)

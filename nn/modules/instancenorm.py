@@ -35,8 +35,8 @@ class _InstanceNorm(_BatchNorm):
         unbatched = input.ndim == self._no_batch_dim
         x = input.unsqueeze(0) if unbatched else input
         out = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                              self.training or not self.track_running_stats, self.momentum if self.momentum is not None
-                              else 0.1, self.eps)
+                              self.training or not self.track_running_stats,
+                              self.momentum if self.momentum is not None else 0.0, self.eps)
         return out.squeeze(0) if unbatched else out
 
 
