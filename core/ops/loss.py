@@ -60,7 +60,7 @@ def check_cross_entropy(input, target, reduction, ignore_index, label_smoothing,
             raise TypeError(f"{name}(): argument 'weight' must be Tensor, not {type(weight).__name__}")
         if not weight.dtype.is_floating_point:
             raise RuntimeError(f"{name}(): expected a floating point 'weight', got {weight.dtype.name}")
-    if target.dtype.is_floating_point:  # class probabilities (issue 15): checked by cross_entropy_probs
+    if target.dtype.is_floating_point:  # class probabilities: checked by cross_entropy_probs
         if ignore_index >= 0:
             raise RuntimeError("ignore_index is not supported for floating point target")
         if input.ndim == 0:
@@ -230,7 +230,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return d if reduction == "none" else (d.mean() if reduction == "mean" else d.sum())
 
 
-# ----- issue 15 (nn15): more losses ----------------------------------------------------------------
+# ----- more losses ---------------------------------------------------------------------------------
 # l1_loss, smooth_l1_loss, binary_cross_entropy, kl_div and cross_entropy with probability targets
 # are compositions of recorded ops (autograd records their pieces); binary_cross_entropy_with_logits
 # is one fused kernel each way (triton_kernels/loss.py; derivative in autograd/functions/loss.py).

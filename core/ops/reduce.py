@@ -1,7 +1,7 @@
 """Reductions on Tensors: PyTorch's signatures, dtype rules and errors, then one kernel.
 
 ``sum mean prod amax amin max min argmax argmin var std all any``, and the composites ``std_mean
-var_mean aminmax nansum nanmean count_nonzero`` (issue 24). This module decides which
+var_mean aminmax nansum nanmean count_nonzero``. This module decides which
 dims are reduced, the result dtype and shape (``keepdim``), checks everything PyTorch checks
 before any kernel runs, allocates the output and calls ``triton_kernels/reduce.py``. The
 kernel writes the kept dims contiguously; ``keepdim=True`` is a view of that with ones put back.
@@ -253,7 +253,7 @@ def any(input, dim=None, keepdim=False) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------
-# issue 24: composites of the reductions above (each piece dispatched, so autograd records it)
+# composites of the reductions above (each piece dispatched, so autograd records it)
 # --------------------------------------------------------------------------------------------
 def _pair_stat(op, input, dim, unbiased, keepdim, correction):
     _check_input(input, op)

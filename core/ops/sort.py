@@ -276,7 +276,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     return out
 
 
-# ----- issue 24: order statistics made of a recorded sort and gathers (composites) --------------------
+# ----- order statistics made of a recorded sort and gathers (composites) -------------------------------
 def _along(op, input, dim):
     """(input as >= 1-d, the normalised dim), refusing an empty reduced dim as torch does."""
     _check(input, op)
