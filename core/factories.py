@@ -71,14 +71,16 @@ def empty(*args, size=None, dtype=None, layout=strided, device=None, requires_gr
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False, *, layout=strided,
          pin_memory=False) -> Tensor:
-    check_layout(layout, "full")
+    if layout is not strided:  # the checks stay off the common path: full() seeds every backward
+        check_layout(layout, "full")
     if dtype is None:
         dtype = dt.bool_ if isinstance(fill_value, bool) else (
             dt.int64 if isinstance(fill_value, (int, np.integer)) else dt.get_default_dtype())
     if not isinstance(fill_value, (bool, int, float, np.number)):
         raise TypeError(f"full(): fill_value must be a number, got {type(fill_value).__name__}")
     d = _dtype(dtype)
-    dt.check_fits(fill_value, d)  # before any allocation: full((2,), 300, dtype=uint8) raises, as torch
+    if not d.is_floating_point:  # before any allocation: full((2,), 300, dtype=uint8) raises, as torch
+        dt.check_fits(fill_value, d)
     t = Tensor._empty(_shape_arg((size,)), d, _device(device))
     _ops.fill(t, fill_value)  # a fresh tensor: no version bump, unlike fill_()
     return _finish(t, requires_grad, pin_memory)
@@ -86,20 +88,21 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False, *, layo
 
 def zeros(*args, size=None, dtype=None, layout=strided, device=None, requires_grad=False,
           pin_memory=False) -> Tensor:
-    return full(size_arg(args, size, "zeros"), 0, dtype=_dtype(dtype), device=device, requires_grad=requires_grad,
+    return full(_shape_arg(args) if size is None else size_arg(args, size, "zeros"), 0, dtype=_dtype(dtype), device=device, requires_grad=requires_grad,
                 layout=layout, pin_memory=pin_memory)
 
 
 def ones(*args, size=None, dtype=None, layout=strided, device=None, requires_grad=False,
          pin_memory=False) -> Tensor:
-    return full(size_arg(args, size, "ones"), 1, dtype=_dtype(dtype), device=device, requires_grad=requires_grad,
+    return full(_shape_arg(args) if size is None else size_arg(args, size, "ones"), 1, dtype=_dtype(dtype), device=device, requires_grad=requires_grad,
                 layout=layout, pin_memory=pin_memory)
 
 
 def _like(t: Tensor, dtype, device_, layout=None, op: str = "empty_like", memory_format=preserve_format):
     if not isinstance(t, Tensor):
         raise TypeError(f"input: expected a Tensor, got {type(t).__name__}")
-    check_layout(layout, op)
+    if layout is not None and layout is not strided:
+        check_layout(layout, op)
     if memory_format is not preserve_format and memory_format is not contiguous_format:
         raise NotImplementedError(f"{op}(): memory_format={memory_format} is not supported; the result is "
                                   "row-major (contiguous_format)")
