@@ -1,4 +1,4 @@
-"""Composite shape ops of issue 24 (``Tensor.repeat_interleave``, ``tensor_split``, ``diff``,
+"""Composite shape ops (``Tensor.repeat_interleave``, ``tensor_split``, ``diff``,
 ``rot90`` and the free functions of ``core/functional.py``): written with dispatched ops only
 (views, ``index_select``, ``index_add``, ``cumsum``, ``flip``, ``cat``, subtraction), so autograd
 records each piece and they need no derivative of their own.

@@ -182,7 +182,7 @@ def _tri_indices(op: str, row, col, offset, dtype, device, upper: bool) -> Tenso
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None) -> Tensor:
     """The (2, N) coordinates of the upper triangle (``col - row >= offset``) of a row x col matrix,
-    row by row (issue 24; computed on the host, as torch does on the CPU)."""
+    row by row (computed on the host, as torch does on the CPU)."""
     return _tri_indices("triu_indices", row, col, offset, dtype, device, True)
 
 

@@ -1,5 +1,5 @@
 """DLPack in and out, ``__cuda_array_interface__``: zero-copy exchange with NumPy, PyTorch, CuPy,
-JAX ... (issue 15).
+JAX ...
 
 Out: ``Tensor.__dlpack__`` builds a ``DLManagedTensor`` (ctypes) describing the tensor's memory
 and wraps it in a ``"dltensor"`` PyCapsule. The struct's ``manager_ctx`` is an entry in

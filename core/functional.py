@@ -56,7 +56,7 @@ def _tensor(x, fn: str, name: str = "input") -> Tensor:
     return x
 
 
-# ----- issue 24: composites of recorded ops (views, index_select, stack), as torch's free functions --
+# ----- composites of recorded ops (views, index_select, stack), as torch's free functions -----------
 @table.accepts_numpy_names
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """``input.repeat_interleave(repeats, dim)``; with ``repeats`` omitted, ``input`` is the repeats

@@ -157,7 +157,7 @@ class Tensor(TensorOps, TensorBase, results=True):
         sizes = infer_size(sizes, self._shape[d])
         return self.view(self._shape[:d] + tuple(sizes) + self._shape[d + 1 :])
 
-    # ----- composite shape ops (issue 24): core/composites.py, made of recorded ops ---------------
+    # ----- composite shape ops: core/composites.py, made of recorded ops --------------------------
     @table.accepts_numpy_names
     def repeat_interleave(self, repeats, dim=None, *, output_size=None) -> "Tensor":
         return composites.repeat_interleave(self, repeats, dim, output_size)
@@ -265,7 +265,7 @@ class Tensor(TensorOps, TensorBase, results=True):
             a = a.astype(np.float32)
         return a.tolist()
 
-    # ----- printing (issue 15: torch's print rules live in core/printing.py) -----------------
+    # ----- printing (torch's print rules live in core/printing.py) ---------------------------
     def __repr__(self) -> str:
         a = self._to_host_array()
         return printing.tensor_repr(self, a.astype(np.float32) if self.dtype is dt.bfloat16 else a)
@@ -278,7 +278,7 @@ class Tensor(TensorOps, TensorBase, results=True):
 
     __str__ = __repr__
 
-    # ----- interop (issue 15: DLPack, NumPy's __array__, __cuda_array_interface__; core/dlpack.py) -------
+    # ----- interop (DLPack, NumPy's __array__, __cuda_array_interface__; core/dlpack.py) ----------------
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         return dlpack.to_dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
 
