@@ -1,7 +1,7 @@
 """``python -m tritensor.bench comm --soak``: correctness and latency of collectives under a flood.
 
-Why: issue 9 showed that a stranger who can connect could stall or exhaust the store and the
-rank listeners. This soak is the end-to-end check that those defences hold under load: four
+Why: a stranger who can connect once could stall or exhaust the store and the rank
+listeners. This soak is the end-to-end check that those defences hold under load: four
 ranks run a mixed, seeded stream of collectives (all_reduce, broadcast, all_gather,
 reduce_scatter, barrier; 1 to 300,001 elements) and check every result against NumPy, first
 quietly, then while a flooder process (which never authenticates) hammers the store and the

@@ -15,7 +15,7 @@ Forward and backward compute are left out, so the rows compare communication and
   ``AccumulateGrad`` adds into the bucket views (one pass over memory, as ours).
 
 ``--device cuda`` puts parameters and gradients on the GPU (every rank on device 0: two ranks
-share one GPU), as issue 12's GPU row asks: tritensor's collectives stage the buckets through
+share one GPU), so the GPU row compares like with like: tritensor's collectives stage the buckets through
 pinned host memory, torch's gloo does the same; each timed round ends with a device
 synchronize. Both backends alternate in every round inside the same processes (so both see the same
 machine load); a row keeps each backend's best round of the slowest rank's mean step time.

@@ -3,7 +3,7 @@
 Rows: a one-element ``x + 0.0`` (nearly all launch overhead), a 1M-element ``x + y`` (the
 interpreter's per-lane cost in CPU mode), one autograd node forward and backward on one
 element, and 100 ``empty(1024)`` calls with one synchronize (the allocator's host cost: the peer
-row is ``torch.empty``; issue 23's target is <= 1.5x). With ``--peer-python PATH`` (an interpreter that has torch and Triton, never this
+row is ``torch.empty``; the target is at most 1.5x its time). With ``--peer-python PATH`` (an interpreter that has torch and Triton, never this
 process: tritensor does not import torch), the same run also times a peer: Triton's own
 ``@triton.jit`` add kernel of five lines launched on torch tensors (CPU mode: stock Triton's
 interpreter on torch CPU tensors; GPU mode: compiled, on CUDA tensors), with the smallest block
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
     print(f"tritensor {tt.__version__} launch overhead -- {'GPU' if gpu else 'CPU mode (Triton interpreter)'} -- {stamp}")
     rows = measure(args.repeat)
     peer = run_peer(args.peer_python, gpu, args.repeat) if args.peer_python else None
-    if gpu:  # issue 23's GPU rows: the same ops with real launches, beside torch CUDA eager
+    if gpu:  # the GPU rows: the same ops with real launches, beside torch CUDA eager
         dev_rows = host_only.measure_device(max(3, args.repeat // 20))
         dev_peer = host_only.run_peer(args.peer_python, max(3, args.repeat // 20), "cuda") if args.peer_python else None
         print(host_only.report(dev_rows, dev_peer, "per op on the GPU, real launches"))
