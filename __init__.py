@@ -27,8 +27,8 @@ from .core.creation import (as_tensor, eye, linspace, logspace, randint, randint
                             triu_indices)
 from .core.tensor import Size, Tensor, broadcast_shapes
 from .core.shape import channels_last, contiguous_format, memory_format, preserve_format
-from .core.dlpack import from_dlpack  # issue 15: zero-copy interop
-from .core.printing import get_printoptions, printoptions, set_printoptions  # issue 15: torch's print rules
+from .core.dlpack import from_dlpack  # zero-copy interop
+from .core.printing import get_printoptions, printoptions, set_printoptions  # torch's print rules
 from .core.tensor_types import (BFloat16Tensor, BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor,
                                 HalfTensor, IntTensor, LongTensor, ShortTensor)  # PyTorch's legacy type names
 from .core.ops.elementwise import can_cast
@@ -39,7 +39,7 @@ newaxis = None  # torch.newaxis, NumPy's
 from .core.functional import *  # noqa: F401,F403  (torch-style free functions from the op table: exp, add, sum ...)
 from . import autograd  # registers its layer with core/dispatch.py: every op call above records from here on
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .autograd import inference_mode, is_inference_mode_enabled  # issue 15
+from .autograd import inference_mode, is_inference_mode_enabled
 from . import nn, optim
 from . import amp  # registers the autocast layer with core/dispatch.py
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
