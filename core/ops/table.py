@@ -172,7 +172,7 @@ _add(Op("histc", histc.histc, "none"))
 _add(Op("scaled_dot_product_attention", attention.scaled_dot_product_attention, "lower", method=False, function=False,
         functional=True))
 
-# ----- issue 24: the fused recurrent cells (core/ops/rnn.py, triton_kernels/rnn.py); torch's CUDA autocast
+# ----- the fused recurrent cells (core/ops/rnn.py, triton_kernels/rnn.py); torch's CUDA autocast
 # lists run them in the autocast dtype. tritensor._thnn_fused_lstm_cell, as torch._thnn_fused_lstm_cell.
 for _name in ("_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"):
     _add(Op(_name, getattr(rnn, _name), "lower", method=False))
@@ -182,7 +182,7 @@ for _name in ("sum", "prod"):
     _add(Op(_name, getattr(reduce, _name), "fp32"))
 for _name in ("mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any"):
     _add(Op(_name, getattr(reduce, _name), "none"))
-# issue 24: composites of the reductions (core/ops/reduce.py); torch's CUDA autocast lists none of them
+# composites of the reductions (core/ops/reduce.py); torch's CUDA autocast lists none of them
 for _name in ("std_mean", "var_mean"):
     _add(Op(_name, getattr(reduce, _name), "none", method=False))
 for _name in ("aminmax", "nansum", "nanmean", "count_nonzero"):
@@ -196,7 +196,7 @@ _add(Op("native_layer_norm", layer_norm.native_layer_norm, "fp32", method=False)
 
 # ----- convolution and pooling (core/ops/conv.py, core/ops/pool.py) ---------------------------
 _add(Op("conv2d", conv.conv2d, "lower", method=False, functional=True))
-_add(Op("conv_transpose2d", conv.conv_transpose2d, "lower", method=False, functional=True))  # issue 24
+_add(Op("conv_transpose2d", conv.conv_transpose2d, "lower", method=False, functional=True))
 _add(Op("max_pool2d", pool.max_pool2d, "none", method=False, functional=True))
 _add(Op("max_pool2d_with_indices", pool.max_pool2d_with_indices, "none", method=False, functional=True))
 _add(Op("avg_pool2d", pool.avg_pool2d, "none", method=False, functional=True))
@@ -210,7 +210,7 @@ _add(Op("index_select", index.index_select, "none"))
 _add(Op("gather", index.gather, "none"))
 _with_inplace("scatter_add", index.scatter_add, index.scatter_add_, "promote")
 _with_inplace("index_add", index.index_add, index.index_add_, "promote")
-# issue 24 (core/ops/scatter.py, triton_kernels/scatter.py); torch's CUDA autocast promotes index_put
+# scatter, index_put and friends (core/ops/scatter.py, triton_kernels/scatter.py); torch's CUDA autocast promotes index_put
 for _name in ("scatter", "scatter_reduce", "index_fill", "index_copy", "masked_scatter", "index_put"):
     _with_inplace(_name, getattr(scatter, _name), getattr(scatter, _name + "_"),
                   "promote" if _name == "index_put" else "none")
@@ -218,7 +218,7 @@ _add(Op("take_along_dim", scatter.take_along_dim, "none"))
 _add(Op("getitem", index.getitem_any, "none", method=False, function=False, dunders=("__getitem__",)))
 _add(Op("setitem", index.setitem_any, "none", method=False, function=False, dunders=("__setitem__",)))
 
-# ----- issue 15 (nn15): nn layers' ops -----------------------------------------------------------
+# ----- nn layers' ops -----------------------------------------------------------------------------
 _add(Op("embedding", embedding.embedding, "none", method=False, function=False, functional=True))
 _add(Op("batch_norm", batch_norm.batch_norm, "none", method=False, function=False, functional=True))
 for _name in ("l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div"):
@@ -235,7 +235,7 @@ for _name in ("clone", "to", "copy_", "fill_"):
     _add(Op(_name, getattr(copies, _name), "none", function=False))
 
 
-# ----- issue 15: joining and reshaping (core/ops/join.py, triton_kernels/join.py) ----------------
+# ----- joining and reshaping (core/ops/join.py, triton_kernels/join.py) --------------------------
 # cat/stack promote (PyTorch's autocast lists); hstack/vstack are cat in PyTorch, so they promote too.
 _add(Op("cat", join.cat, "promote", method=False, aliases=("concat", "concatenate")))
 for _name in ("stack", "hstack", "vstack"):
@@ -248,7 +248,7 @@ _add(Op("diag_embed", join.diag_embed, "none"))
 _add(Op("column_stack", join.column_stack, "promote", method=False))  # a cat in PyTorch, so it promotes
 _add(Op("unfold", views.unfold, "none", function=False))  # Tensor.unfold: windows as a view (views family)
 
-# ----- issue 15: math and comparison (core/ops/math_ops.py, einsum.py; triton_kernels/math_ops.py) -
+# ----- math and comparison (core/ops/math_ops.py, einsum.py; triton_kernels/math_ops.py) -----------
 # PyTorch's CUDA lists: logsumexp, norm, linalg_vector_norm, linalg_matrix_norm run in fp32; dot promotes.
 _with_inplace("round", math_ops.round, math_ops.round_, "none")
 _with_inplace("nan_to_num", math_ops.nan_to_num, math_ops.nan_to_num_, "none")
@@ -267,13 +267,13 @@ for _name in ("linalg_vector_norm", "linalg_matrix_norm"):  # tritensor.linalg.*
     _add(Op(_name, getattr(math_ops, _name), "fp32", method=False, function=False))
 _add(Op("einsum", einsum.einsum, "none", method=False))
 
-# ----- issue 15: scans, sorting, selection (core/ops/scan.py, sort.py, select.py; triton_kernels/scan.py, sort.py)
+# ----- scans, sorting, selection (core/ops/scan.py, sort.py, select.py; triton_kernels/scan.py, sort.py)
 # PyTorch's CUDA lists: cumprod runs in fp32; the rest are "none".
 _add(Op("cumprod", scan.cumprod, "fp32"))
 _add(Op("logcumsumexp", scan.logcumsumexp, "none"))
-for _name in ("cummax", "cummin"):  # issue 24
+for _name in ("cummax", "cummin"):
     _add(Op(_name, getattr(scan, _name), "none"))
-for _name in ("median", "nanmedian", "mode"):  # issue 24: composites of sort (core/ops/sort.py)
+for _name in ("median", "nanmedian", "mode"):  # composites of sort (core/ops/sort.py)
     _add(Op(_name, getattr(sort, _name), "none"))
 for _name in ("sort", "argsort", "msort", "topk", "kthvalue", "unique", "searchsorted"):
     _add(Op(_name, getattr(sort, _name), "none", method=_name != "searchsorted"))
@@ -283,7 +283,7 @@ for _name in ("nonzero", "argwhere", "masked_select", "bincount"):
     _add(Op(_name, getattr(select, _name), "none"))
 _with_inplace("masked_fill", select.masked_fill, select.masked_fill_, "none")
 
-# ----- issue 15: random (core/ops/random.py; triton_kernels/random.py; core/generator.py)
+# ----- random (core/ops/random.py; triton_kernels/random.py; core/generator.py)
 _add(Op("bernoulli", random.bernoulli, "none"))
 _add(Op("bernoulli_", random.bernoulli_, "none", function=False, inplace_of="bernoulli"))
 _add(Op("multinomial", random.multinomial, "none"))
@@ -291,7 +291,7 @@ _add(Op("normal", random.normal, "none", method=False))
 for _name in ("normal_", "uniform_", "random_"):
     _add(Op(_name, getattr(random, _name), "none", function=False))
 
-# ----- issue 26: PowerSGD's Gram-Schmidt (core/ops/orthogonalize.py, triton_kernels/orthogonalize.py): in place,
+# ----- PowerSGD's Gram-Schmidt (core/ops/orthogonalize.py, triton_kernels/orthogonalize.py): in place,
 # no derivative; tritensor.orthogonalize_, so the DDP hook (a layer above core) calls a public function
 _add(Op("orthogonalize_", orthogonalize.orthogonalize_, "none", method=False))
 
