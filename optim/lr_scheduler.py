@@ -30,6 +30,13 @@ EPOCH_DEPRECATION_WARNING = (
 )
 
 
+def _warn_get_lr_called_within_step(scheduler) -> None:
+    """torch's warning for ``get_lr()`` called by a user: outside ``step()`` it is not the rate in use."""
+    if not getattr(scheduler, "_get_lr_called_within_step", False):
+        warnings.warn("To get the last learning rate computed by the scheduler, please use `get_last_lr()`.",
+                      UserWarning, stacklevel=3)
+
+
 def _check_optimizer(optimizer):
     if not isinstance(optimizer, Optimizer):
         raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
@@ -75,14 +82,18 @@ class LRScheduler:
 
     def step(self, epoch=None) -> None:
         self._step_count += 1
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
-            warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
-            self.last_epoch = epoch
-            closed = getattr(self, "_get_closed_form_lr", None)
-            values = closed() if closed is not None else self.get_lr()
+        self._get_lr_called_within_step = True
+        try:
+            if epoch is None:
+                self.last_epoch += 1
+                values = self.get_lr()
+            else:
+                warnings.warn(EPOCH_DEPRECATION_WARNING, UserWarning, stacklevel=2)
+                self.last_epoch = epoch
+                closed = getattr(self, "_get_closed_form_lr", None)
+                values = closed() if closed is not None else self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
@@ -118,6 +129,7 @@ class LambdaLR(LRScheduler):
                 f.__dict__.update(saved)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         return [base * f(self.last_epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
 
 
@@ -129,6 +141,7 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return [g["lr"] for g in self.optimizer.param_groups]
         return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
@@ -146,6 +159,7 @@ class MultiStepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         if self.last_epoch not in self.milestones:
             return [g["lr"] for g in self.optimizer.param_groups]
         k = self.milestones[self.last_epoch]
@@ -164,6 +178,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         if self.last_epoch == 0:
             return [g["lr"] for g in self.optimizer.param_groups]
         return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
@@ -180,6 +195,7 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         groups, T, e = self.optimizer.param_groups, self.T_max, self.last_epoch
         if e == 0:
             return [g["lr"] for g in groups]
@@ -210,6 +226,7 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         groups = self.optimizer.param_groups
         if self.last_epoch == 0:
             return [g["lr"] * self.start_factor for g in groups]
@@ -352,6 +369,7 @@ class OneCycleLR(LRScheduler):
         return (end - start) * pct + start
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         step = self.last_epoch
         if step > self.total_steps:
             raise ValueError(f"Tried to step {step} times. The specified number of total steps is {self.total_steps}")
@@ -481,6 +499,7 @@ class ConstantLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         groups = self.optimizer.param_groups
         if self.last_epoch == 0:
             return [g["lr"] * self.factor for g in groups]
@@ -501,6 +520,7 @@ class PolynomialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         groups = self.optimizer.param_groups
         if self._is_initial or self.last_epoch > self.total_iters:
             return [g["lr"] for g in groups]
@@ -599,6 +619,7 @@ class CyclicLR(LRScheduler):
         return gamma ** x
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         cycle = math.floor(1 + self.last_epoch / self.total_size)
         x = 1.0 + self.last_epoch / self.total_size - cycle
         if x <= self.step_ratio:
@@ -651,6 +672,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         return [self.eta_min + (base - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
                 for base in self.base_lrs]
 
@@ -679,7 +701,12 @@ class CosineAnnealingWarmRestarts(LRScheduler):
                 self.T_i = self.T_0
                 self.T_cur = epoch
         self.last_epoch = math.floor(epoch)
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        self._get_lr_called_within_step = True
+        try:
+            values = self.get_lr()
+        finally:
+            self._get_lr_called_within_step = False
+        for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
@@ -706,6 +733,7 @@ class MultiplicativeLR(LRScheduler):
     load_state_dict = LambdaLR.load_state_dict
 
     def get_lr(self) -> list:
+        _warn_get_lr_called_within_step(self)
         groups = self.optimizer.param_groups
         if self._is_initial:
             return [g["lr"] for g in groups]

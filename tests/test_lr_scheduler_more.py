@@ -192,3 +192,18 @@ def test_errors_as_torch():
              "ChainedScheduler expects all schedulers to belong to the same optimizer")):
         with pytest.raises(exc, match=msg):
             make()
+
+
+def test_get_lr_outside_step_warns_as_torch():
+    o = _opt()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # stepping never warns
+        scheds = [S.ConstantLR(o), S.PolynomialLR(o), S.MultiplicativeLR(o, lambda e: 0.9),
+                  S.CosineAnnealingWarmRestarts(o, 2), S.CyclicLR(o, 0.01, 0.1), S.StepLR(o, 2)]
+        for s in scheds:
+            s.step()
+    for s in scheds:
+        with pytest.warns(UserWarning, match="To get the last learning rate computed by the scheduler, please use "
+                                             "`get_last_lr\\(\\)`."):
+            s.get_lr()
+        assert s.state_dict()["_get_lr_called_within_step"] is False
