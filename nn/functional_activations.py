@@ -123,16 +123,20 @@ def logsigmoid(input):
     return input.clamp_max(0.0) - (-input.abs()).exp().log1p()
 
 
-def threshold(input, threshold: float, value: float, inplace: bool = False):
-    """x where x > threshold, else value."""
-    _check(input, "threshold")
-    th = _number(threshold, "threshold", "threshold")
-    v = _number(value, "threshold", "value", 3)
+def _threshold(input, th, value, inplace: bool, fn: str):
+    _check(input, fn)
+    th = _number(th, fn, "threshold")
+    v = _number(value, fn, "value", 3)
     return _out(input, _where(input > th, input, v), inplace)
 
 
+def threshold(input, threshold: float, value: float, inplace: bool = False):
+    """x where x > threshold, else value."""
+    return _threshold(input, threshold, value, inplace, "threshold")
+
+
 def threshold_(input, threshold: float, value: float):
-    return globals()["threshold"](input, threshold, value, inplace=True)
+    return _threshold(input, threshold, value, True, "threshold_")
 
 
 def glu(input, dim: int = -1):
