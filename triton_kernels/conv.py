@@ -427,6 +427,14 @@ def _conv2d_bwd_weight_kernel(x, dy, ws, GEMM_M, GEMM_N, OC, P, chunk, H, W, OH,
         row_ok = p_ok & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
         b = tl.load(x + (nn * sxn + ih * sxh + iw * sxw)[:, None] + c[None, :], mask=row_ok[:, None] & n_ok[None, :],
                     other=0.0)
+        if INPUT_PRECISION == "tf32":
+            # Both tiles are channel-contiguous (the reduction runs over pixels, at a stride of C),
+            # and TF32's warpgroup MMA reads its operands K-major only: fed to tl.dot straight from
+            # the load, each is copied into shared memory 4 bytes at a time, transposed on the way.
+            # Passed through an elementwise op (a no-op select: the loads are masked already), each
+            # is staged by 16-byte cp.async and transposed from registers (tools/sm90_report.py).
+            a = tl.where(m_ok[:, None], a, 0.0)
+            b = tl.where(n_ok[None, :], b, 0.0)
         if UPCAST:
             a = a.to(ACC)
             b = b.to(ACC)
