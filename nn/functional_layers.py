@@ -1,13 +1,15 @@
 """``nn.functional`` layers written with recorded ops: ``instance_norm``, ``dropout1d``/``2d``,
 ``alpha_dropout``, ``adaptive_max_pool1d``/``2d``, ``adaptive_avg_pool1d``, ``fold``,
-``embedding_bag``, ``gumbel_softmax``, ``affine_grid`` and ``grid_sample``.
+``embedding_bag``, ``gumbel_softmax``, ``affine_grid``, ``grid_sample``, and ``conv3d``,
+``max_pool3d``, ``avg_pool3d`` over the 2-D kernels.
 
 Each is built from ops autograd records (the batch-norm kernel, gathers and index-adds, ``where``,
 ``maximum``, matmul, conv2d and the 2-D pools), so each is differentiable with no derivative of its own; gradients of
 ``grid_sample`` reach the input through the gathers and the grid through the interpolation
 weights. Index arrays that depend on shapes only are built on the host; those that depend on data
 (``grid_sample``'s corners, ``embedding_bag``'s bag of each index) are computed on the device, so
-no value is read back. Kept beside ``functional.py``, which re-exports them.
+no device value is read back (``embedding_bag`` checks its offsets only when they are in host memory,
+as torch's CPU path). Kept beside ``functional.py``, which re-exports them.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ _batch_norm = _function(_table.OPS["batch_norm"], "batch_norm", numpy_names=Fals
 _max_pool2d = _function(_table.OPS["max_pool2d"], "max_pool2d", numpy_names=False)
 _avg_pool2d = _function(_table.OPS["avg_pool2d"], "avg_pool2d", numpy_names=False)
 _conv2d = _function(_table.OPS["conv2d"], "conv2d", numpy_names=False)
+_cat = _function(_table.OPS["cat"], "cat")
 _softmax = _function(_table.OPS["softmax"], "softmax", numpy_names=False)
 _searchsorted = _function(_table.OPS["searchsorted"], "searchsorted")
 
@@ -532,8 +535,6 @@ def _pad_depth(x, p: int, value: float):
         zeros(tuple(shape), dtype=x.dtype, device=x.device) + value
     return _cat([edge, x, edge], 2)
 
-
-_cat = _function(_table.OPS["cat"], "cat")
 
 
 def _as_5d(input, fn: str):
