@@ -201,4 +201,4 @@ def needed(op, args, kwargs) -> bool:
     return _state.any
 
 
-dispatch.register_layer("autocast", autocast_layer, needed)
+dispatch.register_layer("autocast", autocast_layer, flag=(_state, "any"))  # needed() as a flag: no call per op

@@ -41,6 +41,8 @@ class _InferenceState(threading.local):
 inference_state = _InferenceState()
 
 
+_cuda_local = cuda._local  # per thread: ``current``, the current device's current stream once asked
+_new_tensor = object.__new__
 _contiguous: dict = {}  # shape (as given) -> (Size, contiguous strides, numel)
 _CONTIGUOUS_KEPT = 4096
 
@@ -75,6 +77,7 @@ class TensorBase:
             TensorBase._result_class = cls
 
     def __init__(self, storage, shape, stride, offset, dtype_, base=None):
+        # _empty makes most tensors without this call: a slot added here is set there too.
         self._storage = storage
         self._shape = shape if type(shape) is Size else Size(shape)
         self._stride = stride if type(stride) is tuple else tuple(stride)
@@ -107,8 +110,18 @@ class TensorBase:
             if idx is None:  # "cuda": the current device
                 idx = cuda.current_device()
                 dev = device("cuda", idx)
-            storage = memory.CudaStorage(nbytes, dev, cuda.current_stream(idx))
-        return TensorBase._result_class(storage, size, strides, 0, dtype_)
+            # The current stream as cuda.current_stream reads it first (its thread-local), without its call.
+            stream = getattr(_cuda_local, "current", None)
+            if stream is None or stream.device.index != idx:
+                stream = cuda.current_stream(idx)
+            storage = memory.CudaStorage(nbytes, dev, stream)
+        # __init__'s assignments without its call (every op's output comes here); a new tensor's
+        # layout is already a Size and a tuple of ints, and it has no base.
+        t = _new_tensor(TensorBase._result_class)
+        t._storage, t._shape, t._stride, t._offset, t.dtype, t.device = storage, size, strides, 0, dtype_, storage.device
+        t._base = t._autograd_meta = t.grad = t.grad_fn = t._hooks = t._post_acc_hooks = None
+        t._version_counter, t._requires_grad, t._inference = Version(), False, inference_state.enabled
+        return t
 
     @staticmethod
     def _empty_channels_last(shape, dtype_, dev):

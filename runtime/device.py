@@ -3,13 +3,24 @@ device factories use when given none (``set_default_device``, as ``torch.set_def
 from __future__ import annotations
 
 
+_by_spelling: dict = {}  # (type string, index) as given -> its device (a handful of spellings)
+_canonical: dict = {}  # (type, index) -> the one device object of it
+
+
 class device:
+    """A device. One object per device: ``device("cuda", 0) is device("cuda:0")``, so the hot path
+    compares devices by identity (an ``==`` of two devices costs a Python call)."""
+
     __slots__ = ("type", "index")
 
-    def __init__(self, type_or_str, index: int | None = None):
-        if isinstance(type_or_str, device):
-            self.type, self.index = type_or_str.type, type_or_str.index
-            return
+    def __new__(cls, type_or_str, index: int | None = None):
+        if type(type_or_str) is str:
+            d = _by_spelling.get((type_or_str, index))
+            if d is not None:
+                return d
+        elif isinstance(type_or_str, device):
+            return type_or_str
+        spelled, given = type_or_str, index
         if isinstance(type_or_str, int) and not isinstance(type_or_str, bool):
             type_or_str, index = "cuda", type_or_str
         if not isinstance(type_or_str, str):
@@ -24,11 +35,21 @@ class device:
             index = int(idx)
         if s not in ("cpu", "cuda"):
             raise ValueError(f"device: unknown device type {s!r}; expected 'cpu' or 'cuda'")
-        if index is not None and (not isinstance(index, int) or index < 0):
+        if index is not None and (type(index) is not int or index < 0):
             raise ValueError(f"device: index must be a non-negative int, got {index!r}")
         if s == "cpu" and index not in (None, 0):
             raise ValueError(f"device: cpu has no index {index}")
-        self.type, self.index = s, (None if s == "cpu" else index)
+        key = (s, None if s == "cpu" else index)
+        d = _canonical.get(key)
+        if d is None:
+            d = _canonical[key] = object.__new__(cls)
+            d.type, d.index = key
+        if type(spelled) is str and len(_by_spelling) < 256:
+            _by_spelling[(spelled, given)] = d
+        return d
+
+    def __reduce__(self):
+        return device, (self.type, self.index)
 
     def __repr__(self) -> str:
         return f"device(type='{self.type}'" + (f", index={self.index})" if self.index is not None else ")")

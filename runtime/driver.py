@@ -22,6 +22,9 @@ The names:
   the compiled kernel, whose ``run(...)`` is the direct launch.
 * ``triton_binder(jit_fn)``: Triton's own binder for a kernel (the direct launcher's check).
 * ``launch_hooks()``: Triton's launch enter and exit hooks.
+* ``hook_knobs``: the object whose ``launch_enter_hook``/``launch_exit_hook`` attributes hold them
+  (Triton's ``knobs.runtime``), read without a call by the per-launch path; None where no hook
+  can be registered (the simulator, CPU mode).
 * ``hook_triton_stream(get_stream, get_device, set_device)``: point Triton's driver at
   tritensor's current stream and device.
 * ``block_lent(ptr, nbytes, stream)``, ``block_returned(ptr, size, stream)``: the caching
@@ -36,6 +39,8 @@ if mode.SIM:
     from .sim import (Device, EventOptions, LegacyPinnedMemoryResource, StreamOptions, device_count,  # noqa: F401
                       block_lent, block_returned, driver, hook_triton_stream, jit_run, kernel_function,
                       launch_hooks, triton_binder)
+
+    hook_knobs = None  # the simulator's launches take no Triton hooks
 elif mode.GPU:
     from cuda.bindings import driver  # noqa: F401
     from cuda.core import Device, EventOptions, LegacyPinnedMemoryResource, StreamOptions  # noqa: F401
@@ -45,6 +50,7 @@ elif mode.GPU:
     from triton.runtime.jit import JITFunction
 
     block_lent = block_returned = None
+    hook_knobs = knobs.runtime
 
     def device_count() -> int:
         return mode._cuda_device_count()
@@ -81,6 +87,7 @@ elif mode.GPU:
 else:
     Device = EventOptions = LegacyPinnedMemoryResource = StreamOptions = driver = None
     block_lent = block_returned = jit_run = kernel_function = triton_binder = launch_hooks = hook_triton_stream = None
+    hook_knobs = None
 
     def device_count() -> int:
         return 0

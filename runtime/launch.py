@@ -182,9 +182,64 @@ def launch(kernel, grid, *args, **kwargs) -> None:
         # The current stream, known (cuda.current_stream's own first read, without its call), or asked.
         stream = getattr(_cuda_local, "current", None) or cuda.current_stream()
         if _final is triton_launch and direct.ENABLED and not memory.capturing:
-            fast = direct._launchers.get(id(kernel)) or direct.launcher_for(kernel)
-            if fast is not None and not fast.off and _plan_launch(fast, grid, args, kwargs, stream):
-                return
+            fast = _launchers.get(id(kernel)) or direct.launcher_for(kernel)
+            if fast is not None and not fast.off:
+                # The common case (every buffer a device tensor of the stream's device, the other
+                # arguments numbers, None or tuples): the arguments converted and the launch's
+                # signature built in one loop, then the kernel's plan (``runtime/direct.py``), all
+                # in this frame: each Python call here would be paid at every launch.
+                index = stream.device.index
+                # Most arguments (ints, tuples of ints, None) are passed as they are and are their
+                # own part of the signature: both lists start as the arguments, and only the others
+                # are replaced.
+                values, signature = list(args), list(args)
+                for i, a in enumerate(args):
+                    t = type(a)
+                    if t is int or t is tuple or a is None:
+                        continue
+                    if t is float:
+                        signature[i] = float  # Triton specialises a float by its type only
+                    elif t is bool:
+                        signature[i] = (bool, a)  # not a bare True: True == 1
+                    else:
+                        fields = _pointer_fields.get(t, _convert)
+                        if fields is _convert:  # a type not seen before
+                            fields = _pointer_fields[t] = _pointer_fields_of(t)
+                        if fields is None:
+                            break
+                        st, offset, dtype = fields(a)
+                        if type(st) is not _CudaStorage or st.device.index != index:
+                            break  # host memory to stage, or another device's
+                        if st._block.stream is not stream:
+                            st.record_stream(stream)
+                        p = values[i] = st._ptr + offset * dtype.itemsize
+                        signature[i] = (_pointer_keys.get(dtype) or direct.pointer_keys(dtype))[p & 15 == 0]
+                else:
+                    key = (index, tuple(kwargs.items()), *signature)
+                    try:
+                        plan = fast.plans.get(key)
+                    except TypeError:  # an unhashable keyword argument: the checked way decides
+                        plan = None
+                    if plan is None:  # a signature not seen: checked through Triton, then planned
+                        fast.launch_converted(grid, values, signature, kwargs, stream.cuda_stream, index)
+                        return
+                    if callable(grid):
+                        grid = grid(dict(zip(fast.names, [*values, *plan.tail])))
+                    # Triton's launch hooks: None unless a profiler registered one (read, not called).
+                    hk = _hook_knobs
+                    enter = exit_ = None
+                    if hk is not None:
+                        enter, exit_ = hk.launch_enter_hook, hk.launch_exit_hook
+                        if enter is not None and not getattr(enter, "calls", True):
+                            enter = None
+                        if exit_ is not None and not getattr(exit_, "calls", True):
+                            exit_ = None
+                    meta = None if enter is None else plan.compiled.launch_metadata(grid, stream.cuda_stream, *values,
+                                                                                    *plan.tail)
+                    n = len(grid)
+                    plan.run(grid[0], grid[1] if n > 1 else 1, grid[2] if n > 2 else 1, stream.cuda_stream,
+                             plan.function, plan.metadata, meta, enter, exit_, *values, *plan.tail)
+                    return
         _device_launch(kernel, grid, args, kwargs, stream)
     except _OtherDevice as e:
         # The tensors are on another device than the current one (x on cuda:1, no set_device(1)):
@@ -204,40 +259,6 @@ class _OtherDevice(Exception):
 
     def __init__(self, index: int):
         self.index = index
-
-
-def _plan_launch(fast, grid, args, kwargs, stream) -> bool:
-    """GPU mode, the common case (every buffer a device tensor of the stream's device, the other
-    arguments numbers, None or tuples, no capture under way): convert the arguments and build the
-    launch's signature in one loop, and launch through the kernel's plan (``runtime/direct.py``).
-    False, with nothing queued, where an argument needs :func:`_device_launch`."""
-    index = stream.device.index
-    # Most arguments (ints, tuples of ints, None) are passed as they are and are their own part of
-    # the signature: both lists start as the arguments, and only the others are replaced.
-    values, signature = list(args), list(args)
-    for i, a in enumerate(args):
-        t = type(a)
-        if t is int or t is tuple or a is None:
-            continue
-        if t is float:
-            signature[i] = float  # Triton specialises a float by its type only
-        elif t is bool:
-            signature[i] = (bool, a)  # not a bare True: True == 1
-        else:
-            fields = _pointer_fields.get(t, _convert)
-            if fields is _convert:  # a type not seen before
-                fields = _pointer_fields[t] = _pointer_fields_of(t)
-            if fields is None:
-                return False
-            st, offset, dtype = fields(a)
-            if type(st) is not _CudaStorage or st.device.index != index:
-                return False  # host memory to stage, or another device's
-            if st._block.stream is not stream:
-                st.record_stream(stream)
-            p = values[i] = st._ptr + offset * dtype.itemsize
-            signature[i] = (_pointer_keys.get(dtype) or direct.pointer_keys(dtype))[p & 15 == 0]
-    fast.launch_converted(grid, values, signature, kwargs, stream.cuda_stream, index)
-    return True
 
 
 def _pointer_fields_of(t):
@@ -261,6 +282,8 @@ _pointer_fields: dict = {}  # argument type -> its storage, offset and dtype (No
 _CudaStorage = memory.CudaStorage
 _cuda_local = cuda._local  # per thread: ``current``, the current device's current stream once asked
 _pointer_keys = direct._pointer_keys
+_launchers = direct._launchers
+_hook_knobs = drv.hook_knobs  # where Triton's launch hooks are registered (None: nowhere)
 
 
 def _device_launch(kernel, grid, args, kwargs, stream) -> None:

@@ -369,6 +369,8 @@ def test_dispatch_layers_run_in_the_declared_order(monkeypatch):
     monkeypatch.setattr(dispatch, "_layers", {})
     monkeypatch.setattr(dispatch, "_needed", {})
     monkeypatch.setattr(dispatch, "_gates", ())
+    monkeypatch.setattr(dispatch, "_flags", ())
+    monkeypatch.setattr(dispatch, "_flags_by_name", {})
     monkeypatch.setattr(dispatch, "_entry", dispatch._chain(0))
     dispatch.register_layer("autograd", autograd)  # registered in the "wrong" order on purpose
     dispatch.register_layer("autocast", autocast)
@@ -384,6 +386,8 @@ def test_an_unregistered_layer_passes_through(monkeypatch):
     monkeypatch.setattr(dispatch, "_layers", {})
     monkeypatch.setattr(dispatch, "_needed", {})
     monkeypatch.setattr(dispatch, "_gates", ())
+    monkeypatch.setattr(dispatch, "_flags", ())
+    monkeypatch.setattr(dispatch, "_flags_by_name", {})
     monkeypatch.setattr(dispatch, "_entry", dispatch._chain(0))
     x = tt.ones(3, requires_grad=True)
     y = x * 2  # no autograd layer: the core entry alone, nothing recorded
