@@ -149,4 +149,6 @@ def test_other_recurrent_models_learn(tmp_path, model):
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:dropout option adds dropout")
 def test_tied_weights_and_adamw(tmp_path):
-    _train(tmp_path, "LSTM", extra=("--tied", "--use-optimizer", "--lr", "0.01"))
+    # torch 2.13 running the unmodified files with these flags on this corpus: test ppl 2.61 (lr 0.01
+    # gives 11.2, too slow to learn in two epochs for either library)
+    _train(tmp_path, "LSTM", extra=("--tied", "--use-optimizer", "--lr", "0.03"))
