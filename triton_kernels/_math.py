@@ -14,7 +14,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-PI = 3.141592653589793
+PI: tl.constexpr = tl.constexpr(3.141592653589793)  # a JIT function may read a global only as a constexpr
 
 
 @triton.jit
@@ -73,7 +73,7 @@ def atan2(y, x):
     t = tl.where((ay == inf) & (ax == inf), 1.0, ay / ax)  # exact constants: safe in tl.where
     t = tl.where((ay == 0) & (ax == 0), 0.0, t)
     q = atan(t)
-    r = tl.where(signbit(x), PI - q, q)
+    r = tl.where(signbit(x), -q + PI, q)  # the block first: the interpreter cannot take a block from a constexpr
     r = tl.where(signbit(y), -r, r)
     return tl.where((x != x) | (y != y), x + y, r)
 
@@ -202,7 +202,7 @@ def lgamma(x0):
     x = x0.to(tl.float64)
     neg = x < 0
     lp = _lgamma_pos(tl.where(neg, 1.0 - x, x))
-    r = tl.where(neg, tl.log(PI / _abs_sinpi(x)) - lp, lp)
+    r = tl.where(neg, tl.log((1.0 / _abs_sinpi(x)) * PI) - lp, lp)
     inf = float("inf")
     r = tl.where((neg & (x == tl.floor(x))) | (tl.abs(x) == inf), inf, r)
     r = tl.where((x == 1.0) | (x == 2.0), 0.0, r)  # the roots, exactly (the series leaves an ulp of 15 there)
@@ -223,7 +223,7 @@ def digamma(x0):
             0.021092796092796094 - z2 * 0.08333333333333333))))))
     psi = psi - recip
     r = x - tl.floor(x + 0.5)
-    psi = tl.where(neg, psi - PI * tl.cos(r * PI) / tl.sin(r * PI), psi)
+    psi = tl.where(neg, psi - tl.cos(r * PI) / tl.sin(r * PI) * PI, psi)
     psi = tl.where(neg & (x == tl.floor(x)), float("nan"), psi)
     psi = tl.where(x == 0, tl.where(signbit(x), float("inf"), float("-inf")), psi)
     return psi.to(x0.dtype)

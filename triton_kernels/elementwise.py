@@ -12,7 +12,10 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from . import _math
+# by name, not the module: tools/sm90_compile.py makes JIT functions of the helpers a kernel's globals hold
+from ._math import (acos as _acos, acosh as _acosh, asin as _asin, asinh as _asinh, atan as _atan, atan2 as _atan2,
+                    atanh as _atanh, cosh as _cosh, digamma as _digamma, erfinv as _erfinv, lgamma as _lgamma,
+                    polygamma as _polygamma, sinh as _sinh)
 from ._common import (collapse, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar, needs_int64,
                       strided_offset4)
 
@@ -125,29 +128,29 @@ def _unary(x, OP: tl.constexpr):
     elif OP == "tan":
         r = tl.sin(x) / tl.cos(x)
     elif OP == "atan":
-        r = _math.atan(x)
+        r = _atan(x)
     elif OP == "asin":
-        r = _math.asin(x)
+        r = _asin(x)
     elif OP == "acos":
-        r = _math.acos(x)
+        r = _acos(x)
     elif OP == "sinh":
-        r = _math.sinh(x)
+        r = _sinh(x)
     elif OP == "cosh":
-        r = _math.cosh(x)
+        r = _cosh(x)
     elif OP == "asinh":
-        r = _math.asinh(x)
+        r = _asinh(x)
     elif OP == "acosh":
-        r = _math.acosh(x)
+        r = _acosh(x)
     elif OP == "atanh":
-        r = _math.atanh(x)
+        r = _atanh(x)
     elif OP == "log10":
         r = tl.log(x) * 0.4342944819032518
     elif OP == "erfinv":
-        r = _math.erfinv(x)
+        r = _erfinv(x)
     elif OP == "lgamma":
-        r = _math.lgamma(x)
+        r = _lgamma(x)
     elif OP == "digamma":
-        r = _math.digamma(x)
+        r = _digamma(x)
     elif OP == "bitwise_not":
         r = ~x
     else:  # logical_not
@@ -208,7 +211,7 @@ def _binary(x, y, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
     elif OP == "logical_and":
         r = (x != 0) & (y != 0)
     elif OP == "atan2":
-        r = _math.atan2(x, y)
+        r = _atan2(x, y)
     elif OP == "hypot":
         ax = tl.abs(x)
         ay = tl.abs(y)
@@ -270,7 +273,7 @@ def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, sca
         r = tl.where(cond, x, y)
     elif OP == "polygamma":
         x = tl.load(a + oa, mask=mask, other=1.0).to(COMPUTE)  # masked lanes: no extra series terms
-        r = _math.polygamma(x, scalar_int)
+        r = _polygamma(x, scalar_int)
     elif OP == "lerp" or OP == "addcmul" or OP == "addcdiv":
         x = tl.load(a + oa, mask=mask).to(COMPUTE)
         y = tl.load(b + ob, mask=mask).to(COMPUTE)
