@@ -2,45 +2,46 @@
 from ..core.tensor import Tensor
 from ..core.tensor import Tensor as Tensor
 from .functional_activations import celu as celu
+from .functional_activations import elu as elu
+from .functional_activations import gelu as gelu
 from .functional_activations import glu as glu
+from .functional_activations import gumbel_softmax as gumbel_softmax
 from .functional_activations import hardshrink as hardshrink
 from .functional_activations import hardsigmoid as hardsigmoid
+from .functional_activations import hardswish as hardswish
 from .functional_activations import hardtanh as hardtanh
 from .functional_activations import hardtanh_ as hardtanh_
+from .functional_activations import leaky_relu as leaky_relu
+from .functional_activations import log_softmax as log_softmax
 from .functional_activations import logsigmoid as logsigmoid
+from .functional_activations import mish as mish
 from .functional_activations import prelu as prelu
+from .functional_activations import relu as relu
 from .functional_activations import relu6 as relu6
 from .functional_activations import selu as selu
+from .functional_activations import sigmoid as sigmoid
+from .functional_activations import silu as silu
+from .functional_activations import softmax as softmax
+from .functional_activations import softmin as softmin
+from .functional_activations import softplus as softplus
 from .functional_activations import softshrink as softshrink
 from .functional_activations import softsign as softsign
+from .functional_activations import tanh as tanh
 from .functional_activations import tanhshrink as tanhshrink
 from .functional_activations import threshold as threshold
 from .functional_activations import threshold_ as threshold_
-from .functional_composites import avg_pool1d as avg_pool1d
-from .functional_composites import bilinear as bilinear
-from .functional_composites import conv1d as conv1d
-from .functional_composites import conv_transpose1d as conv_transpose1d
-from .functional_composites import cosine_similarity as cosine_similarity
-from .functional_composites import max_pool1d as max_pool1d
-from .functional_composites import pairwise_distance as pairwise_distance
-from .functional_composites import pixel_shuffle as pixel_shuffle
-from .functional_composites import pixel_unshuffle as pixel_unshuffle
-from .functional_composites import unfold as unfold
-from .functional_layers import adaptive_avg_pool1d as adaptive_avg_pool1d
-from .functional_layers import adaptive_max_pool1d as adaptive_max_pool1d
-from .functional_layers import adaptive_max_pool2d as adaptive_max_pool2d
-from .functional_layers import affine_grid as affine_grid
-from .functional_layers import alpha_dropout as alpha_dropout
-from .functional_layers import avg_pool3d as avg_pool3d
-from .functional_layers import conv3d as conv3d
-from .functional_layers import dropout1d as dropout1d
-from .functional_layers import dropout2d as dropout2d
-from .functional_layers import embedding_bag as embedding_bag
-from .functional_layers import fold as fold
-from .functional_layers import grid_sample as grid_sample
-from .functional_layers import gumbel_softmax as gumbel_softmax
-from .functional_layers import instance_norm as instance_norm
-from .functional_layers import max_pool3d as max_pool3d
+from .functional_convolution import conv1d as conv1d
+from .functional_convolution import conv3d as conv3d
+from .functional_convolution import conv_transpose1d as conv_transpose1d
+from .functional_convolution import fold as fold
+from .functional_convolution import unfold as unfold
+from .functional_distance import cosine_similarity as cosine_similarity
+from .functional_distance import pairwise_distance as pairwise_distance
+from .functional_dropout import alpha_dropout as alpha_dropout
+from .functional_dropout import dropout as dropout
+from .functional_dropout import dropout1d as dropout1d
+from .functional_dropout import dropout2d as dropout2d
+from .functional_linear import bilinear as bilinear
 from .functional_losses import cosine_embedding_loss as cosine_embedding_loss
 from .functional_losses import gaussian_nll_loss as gaussian_nll_loss
 from .functional_losses import huber_loss as huber_loss
@@ -49,10 +50,29 @@ from .functional_losses import multilabel_soft_margin_loss as multilabel_soft_ma
 from .functional_losses import poisson_nll_loss as poisson_nll_loss
 from .functional_losses import soft_margin_loss as soft_margin_loss
 from .functional_losses import triplet_margin_loss as triplet_margin_loss
+from .functional_normalization import group_norm as group_norm
+from .functional_normalization import instance_norm as instance_norm
+from .functional_normalization import normalize as normalize
+from .functional_normalization import rms_norm as rms_norm
+from .functional_pooling import adaptive_avg_pool1d as adaptive_avg_pool1d
+from .functional_pooling import adaptive_avg_pool2d as adaptive_avg_pool2d
+from .functional_pooling import adaptive_max_pool1d as adaptive_max_pool1d
+from .functional_pooling import adaptive_max_pool2d as adaptive_max_pool2d
+from .functional_pooling import avg_pool1d as avg_pool1d
+from .functional_pooling import avg_pool3d as avg_pool3d
+from .functional_pooling import max_pool1d as max_pool1d
+from .functional_pooling import max_pool3d as max_pool3d
+from .functional_sparse import embedding_bag as embedding_bag
+from .functional_sparse import one_hot as one_hot
+from .functional_vision import affine_grid as affine_grid
+from .functional_vision import grid_sample as grid_sample
+from .functional_vision import interpolate as interpolate
+from .functional_vision import pad as pad
+from .functional_vision import pixel_shuffle as pixel_shuffle
+from .functional_vision import pixel_unshuffle as pixel_unshuffle
 from typing import Any
 import builtins
 
-def adaptive_avg_pool2d(input, output_size) -> Any: """Average over torch's adaptive windows [floor(i * in / out), ceil((i + 1) * in / out)) per"""
 annotations: Any
 def avg_pool2d(input, kernel_size, stride=..., padding=..., ceil_mode=..., count_include_pad=..., divisor_override=...) -> Tensor: """torch.nn.functional.avg_pool2d."""
 def batch_norm(input, running_mean, running_var, weight=..., bias=..., training=..., momentum=..., eps=...) -> Any: """``torch.nn.functional.batch_norm``: normalize each channel (dim 1) by the batch statistics"""
@@ -61,35 +81,15 @@ def binary_cross_entropy_with_logits(input, target, weight=..., size_average=...
 def conv2d(input, weight, bias=..., stride=..., padding=..., dilation=..., groups=...) -> Tensor: """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
 def conv_transpose2d(input, weight, bias=..., stride=..., padding=..., output_padding=..., groups=..., dilation=...) -> Tensor: """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight"""
 def cross_entropy(input, target, weight=..., size_average=..., ignore_index=..., reduce=..., reduction=..., label_smoothing=...) -> Any: """torch.nn.functional.cross_entropy with class-index targets: ``weight`` per class,"""
-def dropout(input, p=..., training=..., inplace=...) -> Any: """Zero each element with probability p and scale the rest by 1/(1-p) (training only)."""
-def elu(input, alpha=..., inplace=...) -> Any: """x if x > 0 else alpha * (exp(x) - 1) (expm1: accurate near 0)."""
 def embedding(input, weight, padding_idx=..., max_norm=..., norm_type=..., scale_grad_by_freq=..., sparse=...) -> Any: """``torch.nn.functional.embedding``: ``weight[input]``, shape ``input.shape + (embedding_dim,)``."""
-def flatten(input, start_dim=..., end_dim=...) -> Any: ...
-def gelu(input, approximate=...) -> Any: ...
-def group_norm(input, num_groups, weight=..., bias=..., eps=...) -> Any: """Normalize each of ``num_groups`` channel groups per sample (layer_norm's kernel over the"""
-def hardswish(input, inplace=...) -> Any: """x * relu6(x + 3) / 6."""
-def interpolate(input, size=..., scale_factor=..., mode=..., align_corners=..., recompute_scale_factor=..., antialias=...) -> Any: """Resize the spatial dims: 'nearest' (torch's legacy floor rule), 'linear' (3-D input),"""
+def flatten(input, start_dim=..., end_dim=...) -> Any: """``input.flatten(start_dim, end_dim)``. torch's F has no ``flatten`` (torch has ``torch.flatten``"""
 def kl_div(input, target, size_average=..., reduce=..., reduction=..., log_target=...) -> Any: """target * (log target - input) (input: log-probabilities), 0 where target == 0, as torch;"""
 def l1_loss(input, target, size_average=..., reduce=..., reduction=...) -> Any: """Mean (or sum, or none) of |input - target|."""
 def layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Tensor: """``torch.nn.functional.layer_norm``: normalize over the trailing ``normalized_shape`` dims."""
-def leaky_relu(input, negative_slope=..., inplace=...) -> Any: """x if x > 0 else negative_slope * x."""
 def linear(input, weight, bias=...) -> Tensor: """torch.nn.functional.linear: input @ weight.T + bias, bias fused into the matmul."""
-def log_softmax(input, dim=..., _stacklevel=..., dtype=...) -> Any: """``torch.nn.functional.log_softmax``, with softmax's implicit ``dim`` rule."""
 def max_pool2d(input, kernel_size, stride=..., padding=..., dilation=..., ceil_mode=..., return_indices=...) -> Any: """torch.nn.functional.max_pool2d; with ``return_indices`` also the flat argmax within each H*W plane."""
 def max_pool2d_with_indices(input, kernel_size, stride=..., padding=..., dilation=..., ceil_mode=...) -> Any: ...
-def mish(input, inplace=...) -> Any: """x * tanh(softplus(x))."""
 def mse_loss(input, target, size_average=..., reduce=..., reduction=...) -> Any: """Mean (or sum, or none) of the squared differences."""
 def nll_loss(input, target, weight=..., size_average=..., ignore_index=..., reduce=..., reduction=...) -> Any: """-weight[t] * input[i, t] from log-probabilities, as a masked sum (ops autograd records); the"""
-def normalize(input, p=..., dim=..., eps=..., out=...) -> Any: """input / max(||input||_p along dim, eps). The norm is taken as (sum |x|^p clamped at eps^p)^(1/p),"""
-def one_hot(tensor, num_classes=...) -> Any: """(*, num_classes) int64 tensor with a 1 at each index (num_classes=-1: max + 1, one host read)."""
-def pad(input, pad, mode=..., value=...) -> Any: """torch.nn.functional.pad: ``pad`` = (left, right) for the last dim, then the one before ..."""
-def relu(input, inplace=...) -> Any: ...
-def rms_norm(input, normalized_shape, weight=..., eps=...) -> Any: """x / sqrt(mean(x^2 over the trailing normalized_shape dims) + eps) * weight; fp16/bf16 are"""
 def scaled_dot_product_attention(query, key, value, attn_mask=..., dropout_p=..., is_causal=..., scale=..., enable_gqa=...) -> Any: """``torch.nn.functional.scaled_dot_product_attention``, fused: softmax(q kᵀ·scale + mask) v."""
-def sigmoid(input) -> Any: ...
-def silu(input, inplace=...) -> Any: ...
 def smooth_l1_loss(input, target, size_average=..., reduce=..., reduction=..., beta=...) -> Any: """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta == 0: plain L1), as torch."""
-def softmax(input, dim=..., _stacklevel=..., dtype=...) -> Any: """``torch.nn.functional.softmax``: ``input.softmax(dim, dtype)``; without ``dim``, torch's"""
-def softmin(input, dim=..., _stacklevel=..., dtype=...) -> Any: """``torch.nn.functional.softmin``: ``softmax(-input)``."""
-def softplus(input, beta=..., threshold=...) -> Any: """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's rule)."""
-def tanh(input) -> Any: ...

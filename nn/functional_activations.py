@@ -1,32 +1,147 @@
-"""``nn.functional`` activations written with recorded ops: ``relu6 hardtanh selu celu
-hardsigmoid hardshrink softshrink tanhshrink softsign logsigmoid threshold glu prelu``.
+"""``nn.functional``'s non-linear activations: the softmax family (``softmax log_softmax softmin
+gumbel_softmax``), the ops' thin forms (``relu gelu silu sigmoid tanh``), and the activations written
+with recorded ops (``leaky_relu elu softplus mish hardswish relu6 hardtanh selu celu hardsigmoid
+hardshrink softshrink tanhshrink softsign logsigmoid threshold glu prelu``).
 
-Each is a few elementwise ops (``where``, ``clamp``, ``exp``...) that autograd records, so each is
-differentiable to any order with no derivative of its own; an elementwise kernel each would save a
-launch or two per call, which these activations, rare in hot loops, do not need. ``inplace=True``
-(where torch has it) computes out of place and copies back (``copy_`` is recorded). Kept beside
-``functional.py``, which re-exports them. Arguments are checked with torch's wording before any op
-runs.
+The recorded ones are a few elementwise ops (``where``, ``clamp``, ``exp``...) that autograd
+records, so each is differentiable to any order with no derivative of its own; an elementwise
+kernel each would save a launch or two per call, which these activations, rare in hot loops, do not
+need. ``inplace=True`` (where torch has it) computes out of place and copies back (``copy_`` is
+recorded). Arguments are checked with torch's wording before any op runs.
 """
 from __future__ import annotations
 
 import numbers
+import warnings
 
+from ..core.factories import rand, zeros
 from ..core.functional import function as _function
 from ..core.ops import table as _table
 from ..core.tensor import Tensor
+from .functional_checks import _check_input, _check_number, _tensor
 
-__all__ = ["relu6", "hardtanh", "hardtanh_", "selu", "celu", "hardsigmoid", "hardshrink", "softshrink",
-           "tanhshrink", "softsign", "logsigmoid", "threshold", "threshold_", "glu", "prelu"]
-
+__all__ = ["softmax", "log_softmax", "softmin", "gumbel_softmax", "relu", "gelu", "silu", "sigmoid", "tanh",
+           "leaky_relu", "elu", "softplus", "mish", "hardswish", "relu6", "hardtanh", "hardtanh_", "selu", "celu",
+           "hardsigmoid", "hardshrink", "softshrink", "tanhshrink", "softsign", "logsigmoid", "threshold",
+           "threshold_", "glu", "prelu"]
+_sm = _function(_table.OPS["softmax"], "softmax", numpy_names=False)  # the op itself: it names a bad input
+_lsm = _function(_table.OPS["log_softmax"], "log_softmax", numpy_names=False)
 _where = _function(_table.OPS["where"], "where")
-
 # SELU's constants (Klambauer et al. 2017), as torch's
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
-
-
 _TYPE_NAME = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16"}
+
+
+def _softmax_dim(fn: str, ndim: int, stacklevel: int) -> int:
+    """torch's implicit dim for a softmax called without one (deprecated there, so it warns)."""
+    dim = 0 if ndim in (0, 1, 3) else 1
+    warnings.warn(f"Implicit dimension choice for {fn} has been deprecated. Change the call to include dim=X as "
+                   "an argument.", UserWarning, stacklevel=stacklevel)
+    return dim
+
+
+def softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
+    """``torch.nn.functional.softmax``: ``input.softmax(dim, dtype)``; without ``dim``, torch's
+    implicit choice (0 for 0-, 1- and 3-D input, else 1) and its deprecation warning."""
+    if dim is None:
+        _check_input(input, "softmax")
+        dim = _softmax_dim("softmax", input.ndim, _stacklevel)
+    return input.softmax(dim, dtype=dtype) if isinstance(input, Tensor) else _sm(input, dim, dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None):
+    """``torch.nn.functional.log_softmax``, with softmax's implicit ``dim`` rule."""
+    if dim is None:
+        _check_input(input, "log_softmax")
+        dim = _softmax_dim("log_softmax", input.ndim, _stacklevel)
+    return input.log_softmax(dim, dtype=dtype) if isinstance(input, Tensor) else _lsm(input, dim, dtype)
+
+
+def softmin(input, dim=None, _stacklevel: int = 3, dtype=None):
+    """``torch.nn.functional.softmin``: ``softmax(-input)``."""
+    if dim is None:
+        _check_input(input, "softmin")
+        dim = _softmax_dim("softmin", input.ndim, _stacklevel)
+    return softmax(-input, dim, dtype=dtype)
+
+
+def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-10, dim: int = -1):
+    """softmax((logits + g) / tau), g Gumbel(0, 1) noise (-log of an Exp(1) draw, itself -log U);
+    ``hard``: the one-hot of the argmax in the forward pass, the soft sample's gradient
+    (straight-through), as torch."""
+    _tensor(logits, "gumbel_softmax", "logits")
+    u = rand(logits.shape, dtype=logits.dtype, device=logits.device)
+    gumbels = -(-(u.clamp_min(1e-20).log())).log()  # -log(Exp(1)), Exp(1) = -log U
+    y = _sm((logits + gumbels) / tau, dim)
+    if not hard:
+        return y
+    index = y.argmax(dim, keepdim=True)
+    y_hard = zeros(logits.shape, dtype=logits.dtype, device=logits.device).scatter(dim, index, 1.0)
+    return y_hard - y.detach() + y
+
+
+def relu(input, inplace: bool = False):
+    return input.relu_() if inplace else input.relu()
+
+
+def gelu(input, approximate: str = "none"):
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
+    return input.gelu() if approximate == "none" else input.gelu_tanh()
+
+
+def silu(input, inplace: bool = False):
+    return input.silu_() if inplace else input.silu()
+
+
+def sigmoid(input):
+    return input.sigmoid()
+
+
+def tanh(input):
+    return input.tanh()
+
+
+def _maybe_inplace(input, out, inplace: bool):
+    return input.copy_(out) if inplace else out
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+    """x if x > 0 else negative_slope * x."""
+    _check_input(input, "leaky_relu")
+    slope = _check_number(negative_slope, "leaky_relu", "negative_slope")
+    return _maybe_inplace(input, _where(input > 0, input, input * slope), inplace)
+
+
+def elu(input, alpha: float = 1.0, inplace: bool = False):
+    """x if x > 0 else alpha * (exp(x) - 1) (expm1: accurate near 0)."""
+    _check_input(input, "elu")
+    a = _check_number(alpha, "elu", "alpha")
+    neg = input.clamp_max(0.0).expm1() * a  # clamped: exp of a large x never overflows into where's gradient
+    return _maybe_inplace(input, _where(input > 0, input, neg), inplace)
+
+
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's rule)."""
+    _check_input(input, "softplus")
+    b = _check_number(beta, "softplus", "beta")
+    th = _check_number(threshold, "softplus", "threshold")
+    bx = input * b
+    soft = bx.clamp_max(th).exp().log1p() / b  # clamped: no inf whose gradient would be 0 * inf
+    return _where(bx > th, input, soft)
+
+
+def mish(input, inplace: bool = False):
+    """x * tanh(softplus(x))."""
+    _check_input(input, "mish")
+    return _maybe_inplace(input, input * softplus(input).tanh(), inplace)
+
+
+def hardswish(input, inplace: bool = False):
+    """x * relu6(x + 3) / 6."""
+    _check_input(input, "hardswish")
+    return _maybe_inplace(input, input * (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 
 def _check(input, fn: str, integers: bool = False) -> None:

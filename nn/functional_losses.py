@@ -18,7 +18,7 @@ from ..core.functional import function as _function
 from ..core.ops import table as _table
 from ..core.tensor import Tensor
 from .functional_activations import logsigmoid
-from .functional_composites import pairwise_distance
+from .functional_distance import pairwise_distance
 
 __all__ = ["huber_loss", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss", "poisson_nll_loss",
            "gaussian_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss"]
