@@ -10,7 +10,7 @@ CUDA-graph mode (and tinygrad's TinyJit) does, so a PyTorch training loop keeps 
 
     @tritensor.compile(mode="reduce-overhead")
     def step(x, y):
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad()
         loss = F.mse_loss(model(x), y)
         loss.backward()
         opt.step()
@@ -42,7 +42,12 @@ same tensors at every replay, **overwritten by the next call** of the compiled f
 "CUDAGraphs ... accessing tensor output of CUDAGraphs that has been overwritten by a subsequent
 run"). Keep a result across calls with ``.clone()`` (or ``.item()`` outside the function). They
 are detached: run the backward inside the function; gradients do not flow out of it
-(``tritensor.cuda.make_graphed_callables`` graphs a module whose backward runs outside).
+(``tritensor.cuda.make_graphed_callables`` graphs a module whose backward runs outside). The
+gradients the function's backward leaves in ``.grad`` are the graph's too: with
+``zero_grad(set_to_none=True)`` (torch's default) backward makes them during the capture, from the
+graph's pool, and every replay writes them again, as torch's CUDA graphs do; the multi-tensor
+kernels that read them (``clip_grad_norm_``, the optimizers, GradScaler) read their addresses from
+tables the graph copies in itself (``runtime/launch.py: _device_table``).
 
 Falling back to eager, with one warning each, as torch.compile does:
 

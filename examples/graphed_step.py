@@ -68,7 +68,7 @@ def step(copy, x, y):
     with tt.autocast("cuda", dtype=tt.bfloat16):
         logits = model(x)
         loss = F.cross_entropy(logits.reshape(-1, VOCAB).float(), y.reshape(-1))
-    opt.zero_grad(set_to_none=False)
+    opt.zero_grad()  # torch's default, set_to_none=True: backward makes the gradients, in the graph's pool
     scaler.scale(loss).backward()
     scaler.unscale_(opt)
     nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -114,28 +114,41 @@ _tables_lock = threading.Lock()
 
 def _device_table(values: np.ndarray, stream):
     """GPU mode: device memory holding ``values``; the same bytes give the same (cached) storage,
-    so a stable parameter list pays one host-to-device copy, at its first step."""
+    so a stable parameter list pays one host-to-device copy, at its first step.
+
+    A table first seen while ``stream`` captures a graph (the gradients of a step whose
+    ``zero_grad(set_to_none=True)`` lets backward allocate them from the graph's pool) is copied
+    by a node of the graph, from pinned bytes the graph keeps (``memory.captured_host_to_device``),
+    into memory of the graph's pool: it is in place from the first replay on. It is not cached for
+    eager launches, whose work would read it before any replay wrote it."""
     dev = _default_cuda()
     key = (dev.index, values.tobytes())
+    graph = memory.capturing.get(id(stream)) if memory.capturing else None
     with _tables_lock:
         st = _device_tables.get(key)
         if st is not None:
             _device_tables.move_to_end(key)
-    if st is None:
-        memory.refuse_while_capturing(
-            stream, "the address table of a multi-tensor kernel (GradScaler's unscale, clip_grad_norm_, "
-            "the optimizers' step counts)", "it is copied from the host the first time these tensors are seen")
+    if st is None and graph is not None:
+        st = graph.tables.get(key)
+        if st is None:
+            st = graph.tables[key] = memory.CudaStorage(values.nbytes, dev, stream)
+            memory.captured_host_to_device(
+                st.data_ptr(), values.view(np.uint8), stream, graph, "the address table of a multi-tensor kernel "
+                "(GradScaler's unscale, clip_grad_norm_, the optimizers' step counts)")
+    elif st is None:
         st = memory.CudaStorage(values.nbytes, dev, stream)
         memory.host_to_device(st.data_ptr(), values.view(np.uint8), stream)
         with _tables_lock:
             _device_tables[key] = st
             while len(_device_tables) > _TABLES_KEPT:
                 _device_tables.popitem(last=False)
+            held = sum((t.nbytes + 15) & -16 for t in _device_tables.values())  # as captured copies round
+        # A capture of the step that uses these tables may meet new ones of the same sizes (new
+        # gradients): pinned bytes for their copies are set aside now, outside it.
+        memory.reserve_captured_copies(held)
     st.record_stream(stream)
-    if memory.capturing:
-        graph = memory.capturing.get(id(stream))
-        if graph is not None:  # the graph replays this address: it keeps the table, whatever the cache evicts
-            graph.keep.append(st)
+    if graph is not None:  # the graph replays this address: it keeps the table, whatever the cache evicts
+        graph.keep.append(st)
     return _DevArg(st.data_ptr(), dt.int64)
 
 

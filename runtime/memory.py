@@ -108,15 +108,17 @@ def _host_storage_from_bytes(data: bytes) -> HostStorage:
 class Capture:
     """A capture under way on ``stream`` (``runtime/graphs.py``): allocations on the stream come
     from private pool ``pool``; ``keep`` holds what the graph reads but does not allocate (the
-    device copies of address tables), alive as long as the graph; ``mode`` is the capture error
+    device copies of address tables, the pinned host bytes of the copies it replays), alive as long
+    as the graph; ``mode`` is the capture error
     mode and ``thread`` the capturing thread, which decide what else a host sync would break."""
 
-    __slots__ = ("stream", "pool", "keep", "mode", "thread")
+    __slots__ = ("stream", "pool", "keep", "mode", "thread", "tables")
 
     def __init__(self, stream, pool: int, keep: list | None = None, mode: str = "global"):
         self.stream, self.pool, self.mode = stream, pool, mode
         self.keep = [] if keep is None else keep
         self.thread = threading.get_ident()
+        self.tables: dict = {}  # bytes -> the device copy of an address table first seen in this capture
 
 
 # Streams capturing a CUDA graph now: id(stream) -> Capture. Allocations on such a stream come
@@ -314,6 +316,49 @@ def host_to_device(dst_ptr: int, src: np.ndarray, stream) -> None:
     ctypes.memmove(pin, src.ctypes.data, n)
     _check(drv.driver.cuMemcpyHtoDAsync(dst_ptr, pin, n, stream.cuda_stream))
     stream.synchronize()  # the staging buffer is reused by the next copy
+
+
+# Pinned host memory for copies recorded into a graph (an address table first seen during a
+# capture: the gradients that ``zero_grad(set_to_none=True)`` lets backward allocate from the
+# graph's pool). A captured copy is replayed from its host bytes at every replay, so those bytes
+# must stay as they are while the graph lives: each copy takes fresh bytes of this arena, and the
+# graph keeps the arena's buffer alive. It is reserved outside captures (``reserve_captured_copies``:
+# the driver allows no pinned allocation during one), never reused, and replaced when too small.
+_captured_pinned: list = [None, 0, 0]  # [pinned buffer, its address, bytes handed out]
+_captured_lock = threading.Lock()
+
+
+def reserve_captured_copies(nbytes: int) -> None:
+    """Outside a capture: have at least ``nbytes`` of pinned memory ready for captured copies."""
+    with _captured_lock:
+        buf, _base, used = _captured_pinned
+        if buf is not None and buf.size - used >= nbytes:
+            return
+        mr = getattr(_pinned_local, "mr", None) or drv.LegacyPinnedMemoryResource()
+        _pinned_local.mr = mr
+        new = mr.allocate(max(nbytes, 1 << 16))
+        _captured_pinned[:] = [new, int(new.handle), 0]  # the old buffer lives on in the graphs that use it
+
+
+def captured_host_to_device(dst_ptr: int, src: np.ndarray, stream, graph: Capture, what: str) -> None:
+    """During a capture on ``stream``: copy ``src`` to ``dst_ptr`` as a node of the graph (it runs at
+    every replay), from pinned bytes the graph keeps unchanged. :class:`CaptureError` naming
+    ``what`` when no pinned memory was reserved for it before the capture."""
+    n = src.nbytes
+    if n == 0:
+        return
+    with _captured_lock:
+        buf, base, used = _captured_pinned
+        if buf is None or buf.size - used < n:
+            buf = None
+        else:
+            _captured_pinned[2] = used + ((n + 15) & -16)
+    if buf is None:
+        refuse_while_capturing(stream, what, "it is copied from the host, and no pinned memory was set aside for "
+                                             "copies during a capture (a warm-up run outside it sets it aside)")
+    ctypes.memmove(base + used, src.ctypes.data, n)
+    graph.keep.append(buf)
+    _check(drv.driver.cuMemcpyHtoDAsync(dst_ptr, base + used, n, stream.cuda_stream))
 
 
 def device_to_host(dst: np.ndarray, src_ptr: int, stream) -> None:

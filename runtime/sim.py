@@ -38,8 +38,9 @@ the culprit:
   events order it, so a stream no one waits for runs late, and memory reused before its reader
   stream is done gives wrong values, as it can on a GPU.
 * **Graph capture follows the driver's rules.** Work queued on a capturing stream is recorded, not
-  run. A synchronize, an event query or sync, a host-device copy on the capturing stream, a
-  stream-ordered allocation on it, ``cuMemAlloc``/``cuMemFree`` outside relaxed mode and a kernel's
+  run. A synchronize, an event query or sync, a host-device copy on the capturing stream (but
+  one from pinned host memory to the device, recorded as a copy node that reads those bytes at
+  every replay), a stream-ordered allocation on it, ``cuMemAlloc``/``cuMemFree`` outside relaxed mode and a kernel's
   first module load are errors that invalidate the capture (``global`` mode: from any thread),
   as the driver makes them; ``end_building`` then raises, once. Replay queues the recorded work
   with its arguments as captured: pointers baked in, so a graph whose table was freed reads poison.
@@ -66,6 +67,7 @@ import json
 import subprocess
 import sys
 import threading
+import weakref
 import time
 
 import numpy as np
@@ -892,9 +894,21 @@ class _HostBuffer:
     def __init__(self, nbytes: int):
         self._bytes = np.empty(max(int(nbytes), 1), dtype=np.uint8)
         self.handle, self.size = self._bytes.ctypes.data, int(nbytes)
+        _pinned_buffers[self.handle] = self
 
     def close(self, stream=None) -> None:
         self._bytes = None
+        _pinned_buffers.pop(self.handle, None)
+
+
+_pinned_buffers = weakref.WeakValueDictionary()  # address -> live pinned buffer
+
+
+def _is_pinned(address: int, nbytes: int) -> bool:
+    """Do ``nbytes`` at ``address`` lie in one live pinned buffer? (A copy from such bytes may be
+    recorded into a graph: the driver refuses only pageable host memory there.)"""
+    return any(b._bytes is not None and a <= address and address + nbytes <= a + b.size
+               for a, b in list(_pinned_buffers.items()))
 
 
 class LegacyPinnedMemoryResource:
@@ -1094,7 +1108,8 @@ class _Driver:
 
 def _host_copy(kind: str, dst: int, src: int, nbytes: int, stream):
     """A copy between host memory and the device ("htod" or "dtoh"), queued on ``stream``: its host
-    side must be no device address, and it may not be recorded into a graph."""
+    side must be no device address, and only a host-to-device copy from pinned memory may be
+    recorded into a graph."""
     name = "cuMemcpyHtoDAsync" if kind == "htod" else "cuMemcpyDtoHAsync"
     host, device = (src, dst) if kind == "htod" else (dst, src)
     with _lock:
@@ -1102,7 +1117,9 @@ def _host_copy(kind: str, dst: int, src: int, nbytes: int, stream):
         _check_sticky()
         s = _stream_of(stream)
         _host_side(host, nbytes, name)
-        if s.capture is not None:
+        # A capture records a host-to-device copy from pinned memory as a node (each replay copies
+        # those bytes again); pageable memory and device-to-host copies it refuses.
+        if s.capture is not None and not (kind == "htod" and _is_pinned(host, nbytes)):
             _unsafe_during_capture("a host-to-device copy" if kind == "htod" else "a device-to-host copy", s)
 
         def copy():

@@ -105,7 +105,7 @@ def _mlp(seed):
 
 def _mlp_step(model, opt):
     def step(x, y):
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad()  # set_to_none=True: backward makes the gradients during the capture, in the graph's pool
         loss = F.mse_loss(model(x), y)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -144,6 +144,39 @@ def test_mlp_training_step_replays_bit_for_bit_as_one_graph_launch():
             assert _bits_equal(_host(got), want), f"step {i}"
     for p, q in zip(eager_model.parameters(), graphed_model.parameters()):
         assert _bits_equal(_host(p), _host(q))
+        assert _bits_equal(_host(p.grad), _host(q.grad))  # the graph's gradients, written by the last replay
+
+
+@gpu_only
+def test_an_address_table_first_seen_in_a_capture_is_copied_by_the_graph(monkeypatch):
+    # Tensors made during the capture (as gradients after zero_grad(set_to_none=True)) have new
+    # addresses: their table is copied in by a node of the graph from pinned bytes it keeps.
+    from tritensor.runtime import launch, memory
+    from tritensor.triton_kernels import foreach
+
+    coef = tt.full((1,), 3.0, device="cuda")
+    s = tt.cuda.Stream()
+    s.wait_stream(tt.cuda.current_stream())
+    with tt.cuda.stream(s):
+        for _ in range(3):  # the kernels' checked launches, and a table seen eagerly (pinned bytes set aside)
+            foreach.scale_([tt.ones(5, device="cuda"), tt.ones(700, device="cuda")], coef, "float32")
+    g = tt.cuda.CUDAGraph()
+    with tt.cuda.graph(g, stream=s):
+        ts = [tt.ones(5, device="cuda"), tt.ones(700, device="cuda")]
+        foreach.scale_(ts, coef, "float32")
+    for _ in range(2):  # each replay fills them with ones and scales them through the graph's table
+        for t in ts:
+            t.fill_(-1.0)
+        g.replay()
+        for t in ts:
+            np.testing.assert_array_equal(_host(t), np.full(t.numel(), 3.0, np.float32))
+    g.reset()
+    # Without pinned bytes set aside before the capture, the copy is refused, naming the table.
+    monkeypatch.setattr(memory, "_captured_pinned", [None, 0, 0])
+    with pytest.raises(tt.cuda.CaptureError, match="address table of a multi-tensor kernel"):
+        with tt.cuda.graph(tt.cuda.CUDAGraph(), stream=s):
+            foreach.scale_([tt.ones(5, device="cuda"), tt.ones(700, device="cuda")], coef, "float32")
+    assert launch._device_tables  # the eager tables are cached; the graphs' never were
 
 
 @gpu_only
