@@ -82,24 +82,32 @@ def gumbel_softmax(logits, tau: float = 1, hard: bool = False, eps: float = 1e-1
 
 
 def relu(input, inplace: bool = False):
+    """torch.nn.functional.relu: max(0, x); ``inplace=True`` runs the in-place op ``relu_``."""
     return input.relu_() if inplace else input.relu()
 
 
 def gelu(input, approximate: str = "none"):
+    """torch.nn.functional.gelu: the exact (erf) form, or with ``approximate='tanh'`` the tanh form; any other value
+    is a ValueError."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
     return input.gelu() if approximate == "none" else input.gelu_tanh()
 
 
 def silu(input, inplace: bool = False):
+    """torch.nn.functional.silu: x * sigmoid(x); ``inplace=True`` runs ``silu_``."""
     return input.silu_() if inplace else input.silu()
 
 
 def sigmoid(input):
+    """torch.nn.functional.sigmoid: 1 / (1 + exp(-x)) (the op; torch deprecates this alias of torch.sigmoid,
+    tritensor does not warn)."""
     return input.sigmoid()
 
 
 def tanh(input):
+    """torch.nn.functional.tanh: the op ``tanh`` (torch deprecates this alias of torch.tanh, tritensor does not
+    warn)."""
     return input.tanh()
 
 
@@ -171,6 +179,7 @@ def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool =
 
 
 def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
+    """hardtanh in place, as torch.nn.functional.hardtanh_."""
     return hardtanh(input, min_val, max_val, inplace=True)
 
 
@@ -251,6 +260,7 @@ def threshold(input, threshold: float, value: float, inplace: bool = False):
 
 
 def threshold_(input, threshold: float, value: float):
+    """threshold in place, as torch.nn.functional.threshold_."""
     return _threshold(input, threshold, value, True, "threshold_")
 
 

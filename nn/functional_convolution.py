@@ -1,6 +1,6 @@
 """``nn.functional``'s convolutions beyond the op table's 2-D ones: ``conv1d`` and
-``conv_transpose1d`` (the 2-D kernels over a height of one), ``conv3d`` (a sum of 2-D convolutions
-over the kernel's depth taps), and the sliding-block pair ``unfold`` (im2col, a depthwise
+``conv_transpose1d`` (the 2-D kernels over a height of one), ``conv3d`` (the depth taps gathered
+into channels, then one 2-D convolution), and the sliding-block pair ``unfold`` (im2col, a depthwise
 convolution with one-hot kernels) / ``fold`` (col2im, an index-add of the blocks).
 
 Each is a composition of dispatched ops, so autograd records the ops it is made of and none needs a

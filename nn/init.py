@@ -25,6 +25,8 @@ def _fans(t: Tensor):
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
+    """torch.nn.init.calculate_gain: the recommended std gain for a nonlinearity (1 for linear/conv/sigmoid, 5/3
+    tanh, sqrt(2) relu, sqrt(2 / (1 + slope^2)) leaky_relu, 3/4 selu); any other name is a ValueError."""
     if nonlinearity in ("linear", "conv1d", "conv2d", "conv3d", "sigmoid"):
         return 1.0
     if nonlinearity == "tanh":
@@ -41,24 +43,31 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
 
 @no_grad()
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0) -> Tensor:
+    """Fill ``t`` in place with U(a, b) draws (the rand kernel), without recording; returns ``t``. torch's
+    ``generator=`` is not taken."""
     return t.copy_(rand(t.shape, dtype=t.dtype, device=t.device) * (b - a) + a)
 
 
 @no_grad()
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    """Fill ``t`` in place with N(mean, std^2) draws (the randn kernel), without recording; returns ``t``. torch's
+    ``generator=`` is not taken."""
     return t.copy_(randn(t.shape, dtype=t.dtype, device=t.device) * std + mean)
 
 
 @no_grad()
 def constant_(t: Tensor, val: float) -> Tensor:
+    """Fill ``t`` in place with ``val``, without recording; returns ``t``."""
     return t.fill_(val)
 
 
 def zeros_(t: Tensor) -> Tensor:
+    """Fill ``t`` with 0 in place, without recording; returns ``t``."""
     return constant_(t, 0.0)
 
 
 def ones_(t: Tensor) -> Tensor:
+    """Fill ``t`` with 1 in place, without recording; returns ``t``."""
     return constant_(t, 1.0)
 
 
@@ -70,12 +79,15 @@ def _fan(t: Tensor, mode: str) -> int:
 
 
 def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu") -> Tensor:
+    """He uniform: U(-b, b) with b = gain * sqrt(3 / fan) (fan_in or fan_out by ``mode``), torch's default for Linear
+    and conv weights; a zero fan gives zeros."""
     fan = _fan(t, mode)
     bound = math.sqrt(3.0) * calculate_gain(nonlinearity, a) / math.sqrt(fan) if fan else 0.0
     return uniform_(t, -bound, bound)
 
 
 def xavier_uniform_(t: Tensor, gain: float = 1.0) -> Tensor:
+    """Glorot uniform: U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out)); needs at least 2 dimensions."""
     fan_in, fan_out = _fans(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound)

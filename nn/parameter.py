@@ -8,6 +8,9 @@ from ..core.factories import empty
 
 
 class Parameter(Tensor):
+    """A tensor a Module registers as a parameter when assigned as an attribute: it shares ``data``'s storage and
+    version counter and requires grad by default, as torch.nn.Parameter (``Parameter()`` is an empty one)."""
+
     __slots__ = ()
 
     def __new__(cls, data=None, requires_grad: bool = True):
@@ -35,6 +38,7 @@ class Buffer(Tensor):
     """``nn.Buffer(data, persistent=True)`` (torch 2.13): a tensor that a Module registers as a
     buffer when it is assigned as an attribute (``register_buffer(name, data, persistent)``); a
     non-persistent one is left out of ``state_dict``. It shares ``data``'s memory, detached."""
+
     __slots__ = ("persistent",)
 
     def __new__(cls, data=None, *, persistent: bool = True):

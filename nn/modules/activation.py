@@ -40,6 +40,8 @@ from .module import Module
 
 
 class ReLU(Module):
+    """max(0, x) elementwise, as torch.nn.ReLU (``inplace=True`` runs the in-place op)."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -49,6 +51,9 @@ class ReLU(Module):
 
 
 class GELU(Module):
+    """x * Phi(x), the Gaussian error linear unit, as torch.nn.GELU; ``approximate='tanh'`` uses the tanh
+    approximation, anything but 'none'/'tanh' is refused with ValueError."""
+
     def __init__(self, approximate: str = "none"):
         super().__init__()
         self.approximate = approximate
@@ -65,6 +70,9 @@ def _legacy_softmax_dim(name: str, ndim: int) -> int:
 
 
 class Softmax(Module):
+    """exp(x) / sum(exp(x)) along ``dim``, as torch.nn.Softmax; ``dim=None`` picks torch's legacy implicit dim (0 for
+    0-, 1- and 3-D input, else 1) with its deprecation warning."""
+
     def __init__(self, dim=None):
         super().__init__()
         self.dim = dim
@@ -78,22 +86,31 @@ class Softmax(Module):
 
 
 class LogSoftmax(Softmax):
+    """log(softmax(x)) along ``dim``, computed stably by the log_softmax kernel, as torch.nn.LogSoftmax (the same
+    legacy rule for ``dim=None``)."""
+
     def forward(self, input):
         dim = self.dim if self.dim is not None else _legacy_softmax_dim("log_softmax", input.ndim)
         return F.log_softmax(input, dim)
 
 
 class Tanh(Module):
+    """tanh(x) elementwise, as torch.nn.Tanh."""
+
     def forward(self, input):
         return F.tanh(input)
 
 
 class Sigmoid(Module):
+    """1 / (1 + exp(-x)) elementwise, as torch.nn.Sigmoid."""
+
     def forward(self, input):
         return F.sigmoid(input)
 
 
 class SiLU(Module):
+    """x * sigmoid(x) (swish), as torch.nn.SiLU."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -106,6 +123,8 @@ class SiLU(Module):
 
 
 class LeakyReLU(Module):
+    """x for x > 0, else ``negative_slope * x``, as torch.nn.LeakyReLU."""
+
     def __init__(self, negative_slope: float = 1e-2, inplace: bool = False):
         super().__init__()
         self.negative_slope, self.inplace = negative_slope, inplace
@@ -118,6 +137,8 @@ class LeakyReLU(Module):
 
 
 class ELU(Module):
+    """x for x > 0, else ``alpha * (exp(x) - 1)``, as torch.nn.ELU."""
+
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
         self.alpha, self.inplace = alpha, inplace
@@ -130,6 +151,8 @@ class ELU(Module):
 
 
 class Softplus(Module):
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > ``threshold``, as torch.nn.Softplus."""
+
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
         self.beta, self.threshold = beta, threshold
@@ -142,6 +165,8 @@ class Softplus(Module):
 
 
 class Mish(Module):
+    """x * tanh(softplus(x)), as torch.nn.Mish."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -151,6 +176,8 @@ class Mish(Module):
 
 
 class Hardswish(Module):
+    """x * relu6(x + 3) / 6, as torch.nn.Hardswish."""
+
     def __init__(self, inplace: bool = False):
         super().__init__()
         self.inplace = inplace
@@ -173,6 +200,9 @@ def _float_mask(mask, name, target_dtype):
 
 
 class MultiheadAttention(Module):
+    """Attention over ``num_heads`` heads with torch.nn.MultiheadAttention's parameters, initialisation and forward
+    (see the module docstring); ``add_bias_kv`` and ``add_zero_attn`` are refused with NotImplementedError."""
+
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
                  kdim=None, vdim=None, batch_first=False, device=None, dtype=None):
         if embed_dim <= 0 or num_heads <= 0:
@@ -331,6 +361,8 @@ class MultiheadAttention(Module):
 # ----- the activations over nn/functional_activations.py: torch's constructors and reprs ------------------
 
 class Threshold(Module):
+    """x where x > ``threshold``, else ``value``, as torch.nn.Threshold."""
+
     def __init__(self, threshold: float, value: float, inplace: bool = False):
         super().__init__()
         self.threshold, self.value, self.inplace = threshold, value, inplace
@@ -343,6 +375,9 @@ class Threshold(Module):
 
 
 class Hardtanh(Module):
+    """clamp(x, ``min_val``, ``max_val``), as torch.nn.Hardtanh; the old ``min_value``/``max_value`` keywords still
+    work, with torch's FutureWarning."""
+
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False, min_value=None,
                  max_value=None):
         super().__init__()
@@ -363,6 +398,8 @@ class Hardtanh(Module):
 
 
 class ReLU6(Hardtanh):
+    """min(max(0, x), 6), as torch.nn.ReLU6 (a Hardtanh from 0 to 6, its repr showing only ``inplace``)."""
+
     def __init__(self, inplace: bool = False):
         super().__init__(0.0, 6.0, inplace)
 
@@ -382,16 +419,22 @@ class _InplaceOnly(Module):
 
 
 class SELU(_InplaceOnly):
+    """scale * (max(0, x) + min(0, alpha * (exp(x) - 1))) with torch's fixed alpha and scale, as torch.nn.SELU."""
+
     def forward(self, input):
         return F.selu(input, self.inplace)
 
 
 class Hardsigmoid(_InplaceOnly):
+    """relu6(x + 3) / 6, as torch.nn.Hardsigmoid."""
+
     def forward(self, input):
         return F.hardsigmoid(input, self.inplace)
 
 
 class CELU(Module):
+    """max(0, x) + min(0, alpha * (exp(x / alpha) - 1)), as torch.nn.CELU."""
+
     def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
         self.alpha, self.inplace = alpha, inplace
@@ -404,6 +447,8 @@ class CELU(Module):
 
 
 class Hardshrink(Module):
+    """x where |x| > ``lambd``, else 0, as torch.nn.Hardshrink."""
+
     def __init__(self, lambd: float = 0.5):
         super().__init__()
         self.lambd = lambd
@@ -416,26 +461,36 @@ class Hardshrink(Module):
 
 
 class Softshrink(Hardshrink):
+    """x - lambd for x > lambd, x + lambd for x < -lambd, else 0, as torch.nn.Softshrink."""
+
     def forward(self, input):
         return F.softshrink(input, self.lambd)
 
 
 class Tanhshrink(Module):
+    """x - tanh(x), as torch.nn.Tanhshrink."""
+
     def forward(self, input):
         return F.tanhshrink(input)
 
 
 class Softsign(Module):
+    """x / (1 + |x|), as torch.nn.Softsign."""
+
     def forward(self, input):
         return F.softsign(input)
 
 
 class LogSigmoid(Module):
+    """log(sigmoid(x)), computed without overflow, as torch.nn.LogSigmoid."""
+
     def forward(self, input):
         return F.logsigmoid(input)
 
 
 class GLU(Module):
+    """a * sigmoid(b), a and b the two halves of the input along ``dim`` (its size must be even), as torch.nn.GLU."""
+
     def __init__(self, dim: int = -1):
         super().__init__()
         self.dim = dim

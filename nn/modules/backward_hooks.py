@@ -32,6 +32,8 @@ class BackwardHookFunction(Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        """The identity: gradients pass through unchanged; the hooks registered on this node are where the module's
+        backward hooks see (and may replace) them."""
         return grads
 
 
@@ -49,6 +51,9 @@ class BackwardHook:
         self.input_floating = ()
 
     def setup_input_hook(self, args: tuple) -> tuple:
+        """Wrap the call's tensor arguments in one identity node whose hook runs the module's full backward hooks
+        with the gradients of those inputs; returns the arguments to call forward with (unchanged when no input needs
+        grad or no hook is registered)."""
         self.n_inputs = len(args)
         self.input_positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
         tensors = tuple(args[i] for i in self.input_positions)
@@ -64,6 +69,8 @@ class BackwardHook:
         return tuple(out)
 
     def setup_output_hook(self, result):
+        """Wrap the outputs in one identity node whose pre-hook sees the output gradients first (running the backward
+        pre-hooks, which may replace them); returns the outputs to give the caller."""
         is_tuple = isinstance(result, tuple)
         outs = result if is_tuple else (result,)
         if not outs or not all(isinstance(o, Tensor) for o in outs) or not any(o.requires_grad for o in outs):

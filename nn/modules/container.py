@@ -22,6 +22,9 @@ def _index(idx, n: int) -> int:
 
 
 class Sequential(Module):
+    """Modules called in order, each on the previous one's output, registered as "0", "1", ... (or by the keys of an
+    OrderedDict), as torch.nn.Sequential; slicing gives a Sequential."""
+
     def __init__(self, *modules):
         super().__init__()
         if len(modules) == 1 and isinstance(modules[0], OrderedDict):
@@ -149,6 +152,7 @@ class ModuleDict(Module):
         return key in self._modules
 
     def add_module(self, name, module) -> None:
+        """Register ``module`` under ``name`` after torch's checks: the name must be a non-empty str without '.'."""
         if not isinstance(name, str):
             raise TypeError(f"module name should be a string. Got {type(name).__name__}")
         if "." in name or name == "":

@@ -72,6 +72,10 @@ class Conv1d(Module):
 
 
 class Conv2d(Module):
+    """y = conv2d(x, W) + b over (N, C, H, W) (or unbatched (C, H, W)), as torch.nn.Conv2d, with its initialisation
+    (W ~ kaiming_uniform(a=sqrt(5)), b ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in))) and string padding ('same' refused with
+    a stride, as torch); only ``padding_mode='zeros'``: others are NotImplementedError."""
+
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True,
                  padding_mode="zeros", device=None, dtype=None):
         super().__init__()

@@ -6,6 +6,8 @@ from .module import Module
 
 
 class CosineSimilarity(Module):
+    """x1 . x2 / (max(|x1|, eps) max(|x2|, eps)) along ``dim``, broadcasting, as torch.nn.CosineSimilarity."""
+
     def __init__(self, dim: int = 1, eps: float = 1e-8):
         super().__init__()
         self.dim, self.eps = dim, eps
@@ -15,6 +17,9 @@ class CosineSimilarity(Module):
 
 
 class PairwiseDistance(Module):
+    """The p-norm of x1 - x2 + eps along the last dim, as torch.nn.PairwiseDistance (``p`` is kept as ``norm``,
+    torch's attribute name)."""
+
     def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
         super().__init__()
         self.norm, self.eps, self.keepdim = p, eps, keepdim

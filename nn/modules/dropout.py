@@ -20,6 +20,9 @@ class _DropoutNd(Module):
 
 
 class Dropout(_DropoutNd):
+    """In training, zero each element with probability ``p`` and scale the rest by 1/(1-p); the identity in eval
+    mode, as torch.nn.Dropout."""
+
     def forward(self, x):
         return F.dropout(x, self.p, self.training, self.inplace)
 

@@ -6,6 +6,8 @@ from .module import Module
 
 
 class Flatten(Module):
+    """Flatten dims ``start_dim``..``end_dim`` into one (by default all but the batch dim), as torch.nn.Flatten."""
+
     def __init__(self, start_dim: int = 1, end_dim: int = -1):
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
@@ -18,6 +20,9 @@ class Flatten(Module):
 
 
 class Unflatten(Module):
+    """Split ``dim`` into ``unflattened_size``, as torch.nn.Unflatten; named dimensions (a str ``dim``) are refused
+    with NotImplementedError."""
+
     def __init__(self, dim, unflattened_size):
         super().__init__()
         if isinstance(dim, int):

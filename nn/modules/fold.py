@@ -7,6 +7,8 @@ from .module import Module
 
 
 class Unfold(Module):
+    """Extract sliding blocks (im2col): (N, C, H, W) -> (N, C kh kw, L), as torch.nn.Unfold."""
+
     def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
         self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
@@ -20,6 +22,9 @@ class Unfold(Module):
 
 
 class Fold(Module):
+    """Sum sliding blocks back into an image (col2im): (N, C kh kw, L) -> (N, C, *output_size), overlaps added, as
+    torch.nn.Fold."""
+
     def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
         super().__init__()
         self.output_size, self.kernel_size = output_size, kernel_size

@@ -27,11 +27,16 @@ class _WeightedLoss(_Loss):
 
 
 class L1Loss(_Loss):
+    """Mean (or sum, or none: ``reduction``) of |input - target|, as torch.nn.L1Loss."""
+
     def forward(self, input, target):
         return F.l1_loss(input, target, reduction=self.reduction)
 
 
 class SmoothL1Loss(_Loss):
+    """Quadratic below ``beta`` and linear above, 0.5 x^2 / beta or |x| - 0.5 beta of x = input - target, reduced, as
+    torch.nn.SmoothL1Loss."""
+
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
         super().__init__(size_average, reduce, reduction)
         self.beta = beta
@@ -41,6 +46,9 @@ class SmoothL1Loss(_Loss):
 
 
 class NLLLoss(_WeightedLoss):
+    """Negative log-likelihood of log-probabilities (N, C, ...) at class targets, with class ``weight`` (a buffer)
+    and ``ignore_index``, as torch.nn.NLLLoss."""
+
     def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
                  reduction: str = "mean"):
         super().__init__(weight, size_average, reduce, reduction)
@@ -52,11 +60,17 @@ class NLLLoss(_WeightedLoss):
 
 
 class BCELoss(_WeightedLoss):
+    """Binary cross entropy of probabilities in [0, 1] against targets, with an optional per-element ``weight`` (a
+    buffer), as torch.nn.BCELoss."""
+
     def forward(self, input, target):
         return F.binary_cross_entropy(input, target, weight=self.weight, reduction=self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):
+    """Binary cross entropy of logits (sigmoid folded in, computed stably), with ``weight`` and ``pos_weight``
+    (buffers), as torch.nn.BCEWithLogitsLoss."""
+
     def __init__(self, weight=None, size_average=None, reduce=None, reduction: str = "mean", pos_weight=None):
         super().__init__(size_average, reduce, reduction)
         self.register_buffer("weight", weight)
@@ -68,6 +82,9 @@ class BCEWithLogitsLoss(_Loss):
 
 
 class KLDivLoss(_Loss):
+    """KL divergence target * (log target - input) with ``input`` log-probabilities (``log_target``: target too), as
+    torch.nn.KLDivLoss, its 'mean' reduction warning included."""
+
     def __init__(self, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False):
         super().__init__(size_average, reduce, reduction)
         self.log_target = log_target
@@ -77,6 +94,9 @@ class KLDivLoss(_Loss):
 
 
 class MSELoss(Module):
+    """Mean (or sum, or none) of (input - target)^2, as torch.nn.MSELoss; unlike torch's it takes no legacy
+    ``size_average``/``reduce``, only ``reduction``."""
+
     def __init__(self, reduction: str = "mean"):
         super().__init__()
         self.reduction = reduction
@@ -99,6 +119,8 @@ class CrossEntropyLoss(Module):
 
 
 class HuberLoss(_Loss):
+    """0.5 x^2 for |x| < delta, else delta (|x| - 0.5 delta), of x = input - target, reduced, as torch.nn.HuberLoss."""
+
     def __init__(self, reduction: str = "mean", delta: float = 1.0):
         super().__init__(reduction=reduction)
         self.delta = delta
@@ -108,6 +130,9 @@ class HuberLoss(_Loss):
 
 
 class MarginRankingLoss(_Loss):
+    """max(0, -target * (input1 - input2) + margin), target +1 or -1 saying which input should rank higher, as
+    torch.nn.MarginRankingLoss."""
+
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
@@ -117,6 +142,9 @@ class MarginRankingLoss(_Loss):
 
 
 class TripletMarginLoss(_Loss):
+    """max(d(anchor, positive) - d(anchor, negative) + margin, 0), d the p-norm pairwise distance (``swap``: the
+    distance swap of Balntas et al.), as torch.nn.TripletMarginLoss; a margin <= 0 is a ValueError."""
+
     def __init__(self, margin: float = 1.0, p: float = 2.0, eps: float = 1e-6, swap: bool = False, size_average=None,
                  reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
@@ -130,6 +158,8 @@ class TripletMarginLoss(_Loss):
 
 
 class CosineEmbeddingLoss(_Loss):
+    """1 - cos(x1, x2) for target 1, max(0, cos(x1, x2) - margin) for target -1, as torch.nn.CosineEmbeddingLoss."""
+
     def __init__(self, margin: float = 0.0, size_average=None, reduce=None, reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
         self.margin = margin
@@ -139,6 +169,9 @@ class CosineEmbeddingLoss(_Loss):
 
 
 class PoissonNLLLoss(_Loss):
+    """Poisson negative log-likelihood, exp(input) - target * input for log-rate input (``log_input``), with the
+    Stirling term when ``full``, as torch.nn.PoissonNLLLoss."""
+
     def __init__(self, log_input: bool = True, full: bool = False, size_average=None, eps: float = 1e-8, reduce=None,
                  reduction: str = "mean"):
         super().__init__(size_average, reduce, reduction)
@@ -150,6 +183,9 @@ class PoissonNLLLoss(_Loss):
 
 
 class GaussianNLLLoss(_Loss):
+    """Gaussian negative log-likelihood 0.5 (log var + (input - target)^2 / var), var clamped at ``eps``, as
+    torch.nn.GaussianNLLLoss."""
+
     def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
         super().__init__(None, None, reduction)
         self.full, self.eps = full, eps
@@ -159,10 +195,15 @@ class GaussianNLLLoss(_Loss):
 
 
 class SoftMarginLoss(_Loss):
+    """log(1 + exp(-target * input)) for targets +1/-1, reduced, as torch.nn.SoftMarginLoss."""
+
     def forward(self, input, target):
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
 
 class MultiLabelSoftMarginLoss(_WeightedLoss):
+    """Per-class binary cross entropy of logits, averaged over classes, with optional class ``weight``, as
+    torch.nn.MultiLabelSoftMarginLoss."""
+
     def forward(self, input, target):
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)

@@ -17,6 +17,10 @@ from .backward_hooks import BackwardHook
 
 
 class Module:
+    """The base class of every layer, as torch.nn.Module: attributes that are Parameters, buffers or Modules are
+    registered, so the tree is walked by parameters(), state_dict(), to() and train(); calling it runs the hooks
+    around forward (see the module docstring)."""
+
     training: bool
     # Made on first registration (and absent from modules pickled before they existed): a module
     # without backward hooks pays one attribute test per call.
@@ -73,6 +77,8 @@ class Module:
         object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param) -> None:
+        """Register ``param`` (a Parameter, or None for an absent one) under ``name``, replacing a plain attribute of
+        that name; anything else is a TypeError, as torch."""
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
                             "(nn.Parameter or None required)")
@@ -80,6 +86,8 @@ class Module:
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        """Register a tensor (or None) that is state but not a parameter: moved by to(), saved by state_dict() unless
+        ``persistent=False``."""
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' (Tensor or None required)")
         self.__dict__.setdefault("_buffer_names", set()).add(name)
@@ -91,6 +99,7 @@ class Module:
             self._non_persistent.discard(name)
 
     def add_module(self, name: str, module) -> None:
+        """Register a child module (or None) under ``name``; ``register_module`` is the same method, as torch."""
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._modules[name] = module
@@ -99,6 +108,7 @@ class Module:
 
     # ----- walking the tree ----------------------------------------------------------------
     def named_modules(self, memo=None, prefix: str = ""):
+        """Yield (qualified name, module) for this module and every descendant, each module once even when shared."""
         memo = set() if memo is None else memo
         if id(self) in memo:
             return
@@ -109,10 +119,12 @@ class Module:
                 yield from m.named_modules(memo, f"{prefix}.{name}" if prefix else name)
 
     def modules(self):
+        """Yield this module and every descendant, each once (named_modules without the names)."""
         for _, m in self.named_modules():
             yield m
 
     def named_children(self):
+        """Yield (name, module) for the direct children only, each once."""
         seen = set()
         for name, m in self._modules.items():
             if m is not None and id(m) not in seen:
@@ -120,6 +132,7 @@ class Module:
                 yield name, m
 
     def children(self):
+        """Yield the direct children only (named_children without the names)."""
         for _, m in self.named_children():
             yield m
 
@@ -134,21 +147,28 @@ class Module:
                 yield (f"{mp}.{name}" if mp else name), v
 
     def named_parameters(self, prefix: str = "", recurse: bool = True):
+        """Yield (qualified name, Parameter) over the tree (or this module alone with ``recurse=False``), each shared
+        parameter once."""
         yield from self._named_members("_parameters", recurse, prefix)
 
     def parameters(self, recurse: bool = True):
+        """Yield every Parameter of the tree once (what an optimizer takes); ``recurse=False``: this module's own."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix: str = "", recurse: bool = True):
+        """Yield (qualified name, buffer) over the tree, each shared buffer once, non-persistent ones included."""
         yield from self._named_members("_buffers", recurse, prefix)
 
     def buffers(self, recurse: bool = True):
+        """Yield every buffer of the tree once, non-persistent ones included."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     # ----- modes and gradients -------------------------------------------------------------
     def train(self, mode: bool = True):
+        """Set ``training`` on this module and every descendant (dropout and batch norm read it); a non-bool ``mode``
+        is a ValueError, as torch. Returns self."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         for m in self.modules():
@@ -156,14 +176,19 @@ class Module:
         return self
 
     def eval(self):
+        """``train(False)``: inference behaviour for dropout and batch norm (gradients are still recorded; use
+        no_grad for that)."""
         return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True):
+        """Set ``requires_grad`` on every parameter of the tree (freezing or unfreezing it); returns self."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's gradient: set it to None (torch's default), or with ``set_to_none=False`` detach
+        it and fill it with zeros in place."""
         for p in self.parameters():
             if p.grad is not None:
                 if set_to_none:
@@ -174,6 +199,8 @@ class Module:
 
     # ----- state dict ----------------------------------------------------------------------
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False):
+        """An OrderedDict of qualified name -> tensor for every parameter and persistent buffer, detached unless
+        ``keep_vars=True``; the keys are torch's, so torch checkpoints load."""
         out = OrderedDict() if destination is None else destination
         for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
             pre = f"{mp}." if mp else ""
@@ -186,6 +213,10 @@ class Module:
         return out
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """Copy tensors from ``state_dict`` into the parameters and buffers in place, after checking names and shapes
+        with torch's error message (missing and unexpected keys are errors with ``strict=True``); returns
+        (missing_keys, unexpected_keys). ``assign=True`` is accepted but copies too: the module keeps its own
+        tensors."""
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -242,18 +273,23 @@ class Module:
         return self._apply(convert)
 
     def cuda(self, device=None):
+        """Move every parameter and buffer to a CUDA device (the current one, or ``device``); returns self."""
         return self._apply(lambda t: t.cuda(device))
 
     def cpu(self):
+        """Move every parameter and buffer to host memory; returns self."""
         return self._apply(lambda t: t.cpu())
 
     def float(self):
+        """Cast floating point parameters and buffers to float32 (integer ones are left alone); returns self."""
         return self._apply(lambda t: t.float() if t.dtype.is_floating_point else t)
 
     def double(self):
+        """Cast floating point parameters and buffers to float64 (integer ones are left alone); returns self."""
         return self._apply(lambda t: t.double() if t.dtype.is_floating_point else t)
 
     def half(self):
+        """Cast floating point parameters and buffers to float16 (integer ones are left alone); returns self."""
         return self._apply(lambda t: t.half() if t.dtype.is_floating_point else t)
 
     # ----- calling -------------------------------------------------------------------------
@@ -313,6 +349,8 @@ class Module:
         return out
 
     def apply(self, fn):
+        """Call ``fn`` on every child's tree, then on this module (post-order, as torch; used for custom
+        initialisation); returns self."""
         for m in self.children():
             m.apply(fn)
         fn(self)

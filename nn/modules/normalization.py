@@ -11,6 +11,9 @@ from .module import Module
 
 
 class LayerNorm(Module):
+    """Normalize over the trailing ``normalized_shape`` dims to mean 0 and variance 1 (biased), then weight (ones)
+    and bias (zeros; ``bias=False`` drops it), as torch.nn.LayerNorm; one fused kernel forward and backward."""
+
     def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
                  device=None, dtype=None):
         super().__init__()
@@ -34,6 +37,9 @@ class LayerNorm(Module):
 
 
 class GroupNorm(Module):
+    """Normalize each of ``num_groups`` channel groups per sample, then a per-channel affine (ones, zeros), as
+    torch.nn.GroupNorm."""
+
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, device=None,
                  dtype=None):
         super().__init__()
@@ -61,6 +67,9 @@ class GroupNorm(Module):
 
 
 class RMSNorm(Module):
+    """x / sqrt(mean(x^2) + eps) over the trailing ``normalized_shape`` dims, times weight (ones), as
+    torch.nn.RMSNorm; eps=None means the dtype's machine epsilon."""
+
     def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True, device=None, dtype=None):
         super().__init__()
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)

@@ -36,14 +36,21 @@ class _ConstantPadNd(_PadNd):
 
 
 class ConstantPad1d(_ConstantPadNd):
+    """Pad the last dim with ``value`` by ``padding`` = (left, right) (an int pads both), as torch.nn.ConstantPad1d."""
+
     pass
 
 
 class ConstantPad2d(_ConstantPadNd):
+    """Pad the last two dims with ``value`` by (left, right, top, bottom) (an int pads all four), as
+    torch.nn.ConstantPad2d."""
+
     _n = 4
 
 
 class ZeroPad1d(ConstantPad1d):
+    """ConstantPad1d with 0, as torch.nn.ZeroPad1d."""
+
     def __init__(self, padding):
         super().__init__(padding, 0.0)
 
@@ -52,6 +59,8 @@ class ZeroPad1d(ConstantPad1d):
 
 
 class ZeroPad2d(ConstantPad2d):
+    """ConstantPad2d with 0, as torch.nn.ZeroPad2d."""
+
     def __init__(self, padding):
         super().__init__(padding, 0.0)
 
@@ -60,16 +69,25 @@ class ZeroPad2d(ConstantPad2d):
 
 
 class ReflectionPad1d(_PadNd):
+    """Pad the last dim with its reflection (the edge not repeated), as torch.nn.ReflectionPad1d; each pad must be
+    smaller than the dim."""
+
     _mode = "reflect"
 
 
 class ReflectionPad2d(_PadNd):
+    """Pad the last two dims with their reflection (the edge not repeated), as torch.nn.ReflectionPad2d."""
+
     _mode, _n = "reflect", 4
 
 
 class ReplicationPad1d(_PadNd):
+    """Pad the last dim by repeating its edge value, as torch.nn.ReplicationPad1d."""
+
     _mode = "replicate"
 
 
 class ReplicationPad2d(_PadNd):
+    """Pad the last two dims by repeating their edge values, as torch.nn.ReplicationPad2d."""
+
     _mode, _n = "replicate", 4

@@ -6,6 +6,8 @@ from .module import Module
 
 
 class PixelShuffle(Module):
+    """(*, C r^2, H, W) -> (*, C, H r, W r), as torch.nn.PixelShuffle (a reshape and permute)."""
+
     def __init__(self, upscale_factor: int):
         super().__init__()
         self.upscale_factor = upscale_factor
@@ -18,6 +20,8 @@ class PixelShuffle(Module):
 
 
 class PixelUnshuffle(Module):
+    """(*, C, H r, W r) -> (*, C r^2, H, W), the inverse of PixelShuffle, as torch.nn.PixelUnshuffle."""
+
     def __init__(self, downscale_factor: int):
         super().__init__()
         self.downscale_factor = downscale_factor

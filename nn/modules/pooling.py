@@ -10,6 +10,9 @@ from .utils import _single
 
 
 class MaxPool1d(Module):
+    """Max over sliding windows of (N, C, L) or (C, L) (the 2-D kernel over a height of one), optionally with
+    indices, as torch.nn.MaxPool1d."""
+
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
@@ -25,6 +28,9 @@ class MaxPool1d(Module):
 
 
 class MaxPool2d(Module):
+    """Max over sliding windows of (N, C, H, W) or (C, H, W), one kernel, optionally with the argmax indices, as
+    torch.nn.MaxPool2d."""
+
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
@@ -40,6 +46,8 @@ class MaxPool2d(Module):
 
 
 class AvgPool1d(Module):
+    """Mean over sliding windows of (N, C, L) or (C, L), as torch.nn.AvgPool1d."""
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__()
         self.kernel_size, self.stride = _single(kernel_size), _single(stride if stride is not None else kernel_size)
@@ -53,6 +61,9 @@ class AvgPool1d(Module):
 
 
 class AvgPool2d(Module):
+    """Mean over sliding windows of (N, C, H, W) or (C, H, W), with ``count_include_pad`` and ``divisor_override``,
+    as torch.nn.AvgPool2d."""
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
         super().__init__()
@@ -65,6 +76,9 @@ class AvgPool2d(Module):
 
 
 class AdaptiveAvgPool2d(Module):
+    """Mean over torch's adaptive windows so the output is ``output_size`` (None keeps that dim), as
+    torch.nn.AdaptiveAvgPool2d."""
+
     def __init__(self, output_size):
         super().__init__()
         self.output_size = output_size
@@ -86,16 +100,23 @@ class _AdaptiveMaxPoolNd(Module):
 
 
 class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
+    """Max over torch's adaptive windows of the last dim, optionally with indices, as torch.nn.AdaptiveMaxPool1d."""
+
     def forward(self, input):
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
 
 class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
+    """Max over torch's adaptive windows of the last two dims, optionally with indices, as
+    torch.nn.AdaptiveMaxPool2d."""
+
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
 class AdaptiveAvgPool1d(Module):
+    """Mean over torch's adaptive windows of the last dim, as torch.nn.AdaptiveAvgPool1d."""
+
     def __init__(self, output_size):
         super().__init__()
         self.output_size = output_size

@@ -170,6 +170,8 @@ class RNNBase(Module):
 
     @property
     def all_weights(self) -> list:
+        """The parameters per layer and direction, each list in torch's order (w_ih, w_hh, b_ih, b_hh, w_hr), as
+        torch's ``all_weights``."""
         return [[getattr(self, n) for n in names] for names in self._all_weights]
 
     def flatten_parameters(self) -> None:
@@ -183,6 +185,8 @@ class RNNBase(Module):
 
     # ----- PyTorch's checks ------------------------------------------------------------------------
     def check_input(self, input: Tensor, batch_sizes) -> None:
+        """torch's input check: dtype matching the weights, 3 dims (2 when packed), last dim ``input_size``;
+        RuntimeError with torch's message."""
         _check_dtype(input, self._flat_weights[0], "RNN")
         expected = 2 if batch_sizes is not None else 3
         if input.dim() != expected:
@@ -192,6 +196,8 @@ class RNNBase(Module):
                                f"got {input.size(-1)}")
 
     def get_expected_hidden_size(self, input: Tensor, batch_sizes) -> tuple:
+        """(num_layers * num_directions, batch, proj_size or hidden_size): the hidden state shape torch expects for
+        this input."""
         if batch_sizes is not None:
             mini_batch = int(batch_sizes[0])
         else:
@@ -201,14 +207,17 @@ class RNNBase(Module):
 
     def check_hidden_size(self, hx: Tensor, expected_hidden_size: tuple,
                           msg: str = "Expected hidden size {}, got {}") -> None:
+        """RuntimeError with torch's message (``msg``) when ``hx`` is not ``expected_hidden_size``."""
         if tuple(hx.size()) != tuple(expected_hidden_size):
             raise RuntimeError(msg.format(tuple(expected_hidden_size), list(hx.size())))
 
     def check_forward_args(self, input: Tensor, hidden, batch_sizes) -> None:
+        """The input and hidden-state checks forward runs before any kernel, as torch's."""
         self.check_input(input, batch_sizes)
         self.check_hidden_size(hidden, self.get_expected_hidden_size(input, batch_sizes))
 
     def permute_hidden(self, hx, permutation):
+        """Reorder the hidden state's batch dim by ``permutation`` (a packed input's sorted order); None leaves it."""
         return hx if permutation is None else hx.index_select(1, permutation)
 
     def extra_repr(self) -> str:
@@ -360,10 +369,12 @@ class LSTM(RNNBase):
         super().__init__("LSTM", *args, **kwargs)
 
     def get_expected_cell_size(self, input: Tensor, batch_sizes) -> tuple:
+        """(num_layers * num_directions, batch, hidden_size): the cell state shape (never projected), as torch."""
         expected = self.get_expected_hidden_size(input, batch_sizes)
         return expected[:2] + (self.hidden_size,)
 
     def check_forward_args(self, input: Tensor, hidden, batch_sizes) -> None:
+        """The input check and both state checks (h0 and c0, with torch's messages) before any kernel."""
         self.check_input(input, batch_sizes)
         self.check_hidden_size(hidden[0], self.get_expected_hidden_size(input, batch_sizes),
                                "Expected hidden[0] size {}, got {}")
@@ -371,6 +382,7 @@ class LSTM(RNNBase):
                                "Expected hidden[1] size {}, got {}")
 
     def permute_hidden(self, hx, permutation):
+        """Reorder the batch dim of both h and c by ``permutation``; None leaves them."""
         if permutation is None:
             return hx
         return hx[0].index_select(1, permutation), hx[1].index_select(1, permutation)

@@ -14,6 +14,10 @@ from ..parameter import Parameter
 
 
 class Embedding(Module):
+    """A lookup table: row ``i`` of ``weight`` (num_embeddings, embedding_dim, N(0, 1) initialised, the
+    ``padding_idx`` row zeroed and given no gradient) for each index, as torch.nn.Embedding; ``sparse=True`` is
+    refused (no sparse tensors)."""
+
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, max_norm=None,
                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False, _weight=None,
                  _freeze: bool = False, device=None, dtype=None):
@@ -66,6 +70,8 @@ class Embedding(Module):
     @classmethod
     def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None, max_norm=None,
                         norm_type: float = 2.0, scale_grad_by_freq: bool = False, sparse: bool = False):
+        """An Embedding holding the 2-D ``embeddings`` as its weight, frozen (requires_grad False) unless
+        ``freeze=False``, as torch."""
         if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
@@ -128,6 +134,7 @@ class EmbeddingBag(Module):
     def from_pretrained(cls, embeddings, freeze: bool = True, max_norm=None, norm_type: float = 2.0,
                         scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
                         include_last_offset: bool = False, padding_idx=None):
+        """An EmbeddingBag holding the 2-D ``embeddings`` as its weight, frozen unless ``freeze=False``, as torch."""
         if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape

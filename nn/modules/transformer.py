@@ -46,6 +46,10 @@ def generate_square_subsequent_mask(sz: int, device=None, dtype=None):
 
 
 class TransformerEncoderLayer(Module):
+    """Self-attention then a feed-forward block (linear, activation, dropout, linear), each with dropout, a residual
+    and LayerNorm after it (before it with ``norm_first``), as torch.nn.TransformerEncoderLayer; ``activation`` is
+    'relu', 'gelu' or a callable."""
+
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
@@ -85,6 +89,10 @@ class TransformerEncoderLayer(Module):
 
 
 class TransformerEncoder(Module):
+    """``num_layers`` deep copies of ``encoder_layer`` applied in turn, then ``norm`` if given, as
+    torch.nn.TransformerEncoder; ``enable_nested_tensor`` and ``mask_check`` are accepted and change nothing (no
+    nested tensors)."""
+
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
         if not isinstance(encoder_layer, Module):
@@ -103,6 +111,9 @@ class TransformerEncoder(Module):
 
 
 class TransformerDecoderLayer(Module):
+    """Self-attention over ``tgt``, cross-attention to ``memory``, then the feed-forward block, each with dropout, a
+    residual and LayerNorm (``norm_first``: before), as torch.nn.TransformerDecoderLayer."""
+
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True, device=None, dtype=None):
         super().__init__()
@@ -154,6 +165,9 @@ class TransformerDecoderLayer(Module):
 
 
 class TransformerDecoder(Module):
+    """``num_layers`` deep copies of ``decoder_layer`` applied in turn over (tgt, memory), then ``norm`` if given, as
+    torch.nn.TransformerDecoder."""
+
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()
         if not isinstance(decoder_layer, Module):

@@ -7,6 +7,9 @@ from .module import Module
 
 
 class Upsample(Module):
+    """Resize the spatial dims to ``size`` or by ``scale_factor`` (F.interpolate: 'nearest', 'linear', 'bilinear';
+    other modes are NotImplementedError), as torch.nn.Upsample."""
+
     def __init__(self, size=None, scale_factor=None, mode: str = "nearest", align_corners=None,
                  recompute_scale_factor=None):
         super().__init__()
@@ -25,10 +28,14 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
+    """Upsample with mode 'nearest' over 4-D input, as torch.nn.UpsamplingNearest2d."""
+
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
+    """Upsample with mode 'bilinear' and align_corners=True, as torch.nn.UpsamplingBilinear2d."""
+
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)

@@ -29,6 +29,8 @@ __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence", "pad_
 
 
 class PackedSequence_(NamedTuple):
+    """The four fields of a PackedSequence, as torch's namedtuple base of the same name."""
+
     data: Tensor
     batch_sizes: Tensor
     sorted_indices: Optional[Tensor]
@@ -63,28 +65,36 @@ class PackedSequence(PackedSequence_):
         return type(self)(data, self.batch_sizes, move(self.sorted_indices), move(self.unsorted_indices))
 
     def cuda(self, device=None) -> PackedSequence:
+        """``to('cuda')`` (or ``device``): data and indices move, ``batch_sizes`` stays on the CPU."""
         return self.to("cuda" if device is None else device)
 
     def cpu(self) -> PackedSequence:
+        """``to('cpu')``."""
         return self.to("cpu")
 
     def double(self) -> PackedSequence:
+        """The data as float64."""
         return self.to(dtype=_dt.float64)
 
     def float(self) -> PackedSequence:
+        """The data as float32."""
         return self.to(dtype=_dt.float32)
 
     def half(self) -> PackedSequence:
+        """The data as float16."""
         return self.to(dtype=_dt.float16)
 
     def long(self) -> PackedSequence:
+        """The data as int64."""
         return self.to(dtype=_dt.int64)
 
     def int(self) -> PackedSequence:
+        """The data as int32."""
         return self.to(dtype=_dt.int32)
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the data is on a CUDA device."""
         return self.data.is_cuda
 
 
