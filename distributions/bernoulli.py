@@ -13,6 +13,9 @@ __all__ = ["Bernoulli"]
 
 
 class Bernoulli(Distribution):
+    """Draws of 1 with probability ``probs`` (or sigmoid(``logits``): give exactly one), else 0, as
+    torch.distributions.Bernoulli."""
+
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
@@ -57,10 +60,12 @@ class Bernoulli(Distribution):
 
     @lazy_property
     def logits(self):
+        """log(p / (1 - p)), made from ``probs`` (clamped away from 0 and 1) on first use when probs were given."""
         return probs_to_logits(self.probs, is_binary=True)
 
     @lazy_property
     def probs(self):
+        """sigmoid(logits), made on first use when logits were given."""
         return logits_to_probs(self.logits, is_binary=True)
 
     @property

@@ -15,6 +15,9 @@ __all__ = ["Categorical"]
 
 
 class Categorical(Distribution):
+    """Draws of a class index in [0, K) with probabilities ``probs`` (normalised to sum to 1) or softmax(``logits``)
+    over the last dim, as torch.distributions.Categorical."""
+
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
     has_enumerate_support = True
 
@@ -55,10 +58,12 @@ class Categorical(Distribution):
 
     @lazy_property
     def logits(self):
+        """The normalised log-probabilities, made from ``probs`` on first use when probs were given."""
         return probs_to_logits(self.probs)
 
     @lazy_property
     def probs(self):
+        """softmax(logits) over the last dim, made on first use when logits were given."""
         return logits_to_probs(self.logits)
 
     @property

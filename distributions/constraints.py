@@ -18,10 +18,14 @@ __all__ = ["Constraint", "boolean", "dependent", "greater_than", "integer_interv
 
 
 class Constraint:
+    """A region of values, as torch.distributions.constraints.Constraint: ``check(value)`` gives a bool tensor;
+    ``event_dim`` dims form one event."""
+
     is_discrete = False
     event_dim = 0
 
     def check(self, value):
+        """A bool tensor saying, per event, whether ``value`` satisfies the constraint."""
         raise NotImplementedError
 
     def __repr__(self):
@@ -42,6 +46,7 @@ class _Dependent(Constraint):
 
 
 def is_dependent(constraint) -> bool:
+    """Whether ``constraint`` depends on other parameters (``constraints.dependent``), so it cannot be checked alone."""
     return isinstance(constraint, _Dependent)
 
 

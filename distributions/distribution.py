@@ -27,12 +27,18 @@ def _format_param(v) -> str:
 
 
 class Distribution:
+    """The base of the probability distributions, as torch.distributions.Distribution: shapes, parameter and support
+    validation, and the API each family overrides (mean, variance, sample/rsample, log_prob, cdf, icdf, entropy,
+    expand)."""
+
     has_rsample = False
     has_enumerate_support = False
     _validate_args = __debug__
 
     @staticmethod
     def set_default_validate_args(value: bool) -> None:
+        """Turn argument validation on or off for distributions made afterwards (torch's default follows
+        ``__debug__``); a non-bool is a ValueError."""
         if value not in [True, False]:
             raise ValueError
         Distribution._validate_args = value
@@ -56,37 +62,46 @@ class Distribution:
 
     @property
     def batch_shape(self) -> Size:
+        """The shape of the independent distributions held side by side."""
         return self._batch_shape
 
     @property
     def event_shape(self) -> Size:
+        """The shape of one draw (() for scalar families, (k,) for MultivariateNormal)."""
         return self._event_shape
 
     @property
     def arg_constraints(self) -> dict:
+        """Parameter name -> the Constraint its value must satisfy (checked at construction when validating)."""
         raise NotImplementedError
 
     @property
     def support(self):
+        """The Constraint that values of ``log_prob`` must satisfy (checked when validating)."""
         raise NotImplementedError
 
     @property
     def mean(self) -> Tensor:
+        """The mean; NotImplementedError where the family does not define it."""
         raise NotImplementedError(f"{self.__class__} does not implement mean")
 
     @property
     def mode(self) -> Tensor:
+        """The mode; NotImplementedError where the family does not define it."""
         raise NotImplementedError(f"{self.__class__} does not implement mode")
 
     @property
     def variance(self) -> Tensor:
+        """The variance; NotImplementedError where the family does not define it."""
         raise NotImplementedError(f"{self.__class__} does not implement variance")
 
     @property
     def stddev(self) -> Tensor:
+        """The standard deviation, ``variance.sqrt()`` unless the family overrides it."""
         return self.variance.sqrt()
 
     def expand(self, batch_shape, _instance=None):
+        """The same distribution with its parameters expanded (as views) to ``batch_shape``, as torch's ``expand``."""
         raise NotImplementedError
 
     def sample(self, sample_shape=Size()) -> Tensor:
@@ -99,21 +114,28 @@ class Distribution:
         raise NotImplementedError
 
     def sample_n(self, n: int) -> Tensor:
+        """``sample((n,))`` (torch's deprecated spelling, kept for its callers)."""
         return self.sample(Size((n,)))
 
     def log_prob(self, value: Tensor) -> Tensor:
+        """The log density (or mass) of ``value``, broadcast against batch_shape + event_shape; validated against
+        ``support`` when validating."""
         raise NotImplementedError
 
     def cdf(self, value: Tensor) -> Tensor:
+        """The cumulative distribution function at ``value``."""
         raise NotImplementedError
 
     def icdf(self, value: Tensor) -> Tensor:
+        """The inverse cumulative distribution function at probabilities ``value``."""
         raise NotImplementedError
 
     def entropy(self) -> Tensor:
+        """The entropy of each distribution of the batch."""
         raise NotImplementedError
 
     def perplexity(self) -> Tensor:
+        """exp(entropy())."""
         return self.entropy().exp()
 
     def _extended_shape(self, sample_shape=Size()) -> Size:

@@ -42,6 +42,8 @@ def _dispatch_kl(type_p, type_q):
 
 
 def kl_divergence(p, q):
+    """KL(p || q) in closed form, from the most specific pair registered with register_kl (torch's rule);
+    NotImplementedError for a pair with none."""
     fun = _dispatch_kl(type(p), type(q))
     if fun is None:
         raise NotImplementedError(f"No KL(p || q) is implemented for p type {p.__class__.__name__} and q type "

@@ -31,6 +31,9 @@ def _precision_to_scale_tril(P):
 
 
 class MultivariateNormal(Distribution):
+    """A Gaussian over vectors with mean ``loc`` and exactly one of ``covariance_matrix``, ``precision_matrix`` or
+    ``scale_tril``, as torch.distributions.MultivariateNormal (see the module docstring for how it works)."""
+
     arg_constraints = {"loc": constraints.real_vector, "covariance_matrix": constraints.positive_definite,
                        "precision_matrix": constraints.positive_definite, "scale_tril": constraints.lower_cholesky}
     support = constraints.real_vector
@@ -76,16 +79,20 @@ class MultivariateNormal(Distribution):
 
     @lazy_property
     def scale_tril(self):
+        """The lower Cholesky factor L of the covariance (L L^T = covariance), made on first use from the matrix
+        given."""
         L = self._unbroadcasted_scale_tril
         return L.expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
 
     @lazy_property
     def covariance_matrix(self):
+        """L L^T, made on first use when not given."""
         L = self._unbroadcasted_scale_tril
         return (L @ L.transpose(-2, -1)).expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
 
     @lazy_property
     def precision_matrix(self):
+        """The inverse covariance, made from L on first use when not given."""
         L = self._unbroadcasted_scale_tril
         n = L.shape[-1]
         L_inv = solve_lower(L, eye(n, dtype=L.dtype, device=L.device).expand(L.shape))

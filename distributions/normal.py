@@ -14,6 +14,9 @@ __all__ = ["Normal"]
 
 
 class Normal(Distribution):
+    """The Gaussian N(loc, scale^2), parameters broadcast together, with rsample, log_prob, cdf and entropy (no
+    icdf), as torch.distributions.Normal."""
+
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True

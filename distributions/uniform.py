@@ -11,6 +11,9 @@ __all__ = ["Uniform"]
 
 
 class Uniform(Distribution):
+    """The uniform distribution on [low, high) (low < high checked against each other), parameters broadcast
+    together, as torch.distributions.Uniform."""
+
     has_rsample = True
 
     @property

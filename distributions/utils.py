@@ -38,11 +38,13 @@ def broadcast_all(*values):
 
 
 def clamp_probs(probs: Tensor) -> Tensor:
+    """``probs`` clamped to [eps, 1 - eps] with the dtype's machine epsilon, so their logits are finite (torch's)."""
     eps = EPS[probs.dtype]
     return probs.clamp(min=eps, max=1 - eps)
 
 
 def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
+    """log(p) (or log(p / (1 - p)) with ``is_binary``) of the clamped probabilities, as torch's."""
     ps = clamp_probs(probs)
     if is_binary:
         return ps.log() - (-ps).log1p()
@@ -50,6 +52,7 @@ def probs_to_logits(probs: Tensor, is_binary: bool = False) -> Tensor:
 
 
 def logits_to_probs(logits: Tensor, is_binary: bool = False) -> Tensor:
+    """softmax(logits) over the last dim (or sigmoid with ``is_binary``), as torch's."""
     if is_binary:
         return logits.sigmoid()
     return logits.softmax(-1)
