@@ -70,10 +70,13 @@ def get_autocast_dtype(device_type: str):
 
 
 def is_autocast_cache_enabled() -> bool:
+    """Whether autocast regions of this thread cache the low-precision casts of leaf tensors (weights), one cast per
+    weight per outermost region."""
     return _state.cache_enabled
 
 
 def clear_autocast_cache() -> None:
+    """Drop this thread's cached weight casts (done on leaving the outermost region)."""
     _state.cache.clear()
 
 
@@ -189,6 +192,8 @@ def cast_inputs(op, args, kwargs, device_type, lowp, next):
 
 
 def autocast_layer(op, args, kwargs, next):
+    """The dispatcher's autocast layer: in each device type's enabled region, cast the op's inputs by its category
+    (lower, fp32, promote) before passing the call on."""
     s = _state
     for device_type in lists.DEVICE_TYPES:
         if s.enabled[device_type]:

@@ -25,6 +25,9 @@ def _cast(x, device_type, dtype):
 
 
 def custom_fwd(fwd=None, *, device_type: str = "cuda", cast_inputs=None):
+    """Decorator for a custom autograd Function's forward, as torch.amp.custom_fwd: remembers whether autocast was on
+    (for custom_bwd) and, with ``cast_inputs``, runs forward with autocast off and floating point inputs cast to that
+    dtype; an unknown ``device_type`` raises at decoration."""
     is_autocast_enabled(device_type)  # an unknown device_type raises here, at decoration
     if fwd is None:
         return functools.partial(custom_fwd, device_type=device_type, cast_inputs=cast_inputs)
@@ -47,6 +50,8 @@ def custom_fwd(fwd=None, *, device_type: str = "cuda", cast_inputs=None):
 
 
 def custom_bwd(bwd=None, *, device_type: str = "cuda"):
+    """Decorator for a custom autograd Function's backward, as torch.amp.custom_bwd: runs it under the autocast state
+    its forward saw."""
     is_autocast_enabled(device_type)  # an unknown device_type raises here, at decoration
     if bwd is None:
         return functools.partial(custom_bwd, device_type=device_type)

@@ -25,6 +25,9 @@ from ..runtime.device import device as _device
 
 
 class OptState(Enum):
+    """Where an optimizer is in the current iteration, for GradScaler (torch's enum): ready, gradients unscaled,
+    stepped."""
+
     READY = 0
     UNSCALED = 1
     STEPPED = 2
@@ -41,6 +44,10 @@ def _full(value, dtype_, dev):
 
 
 class GradScaler:
+    """Loss scaling for fp16 training, as torch.amp.GradScaler: scale(loss), unscale_(optimizer), step(optimizer)
+    (skipped on inf/NaN gradients, the check made on the device), update(); fused optimizers take its flag and scale
+    in their kernel. ``device`` must be 'cuda' or 'cpu'."""
+
     def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
         if not isinstance(device, str) or device not in ("cuda", "cpu"):
@@ -231,26 +238,33 @@ class GradScaler:
 
     # ----- getters, setters, state --------------------------------------------------------------
     def get_scale(self) -> float:
+        """The current scale as a Python float (reads it back from the device: a synchronization); 1.0 when disabled."""
         if not self._enabled:
             return 1.0
         return self._init_scale if self._scale is None else float(self._scale.item())
 
     def get_growth_factor(self) -> float:
+        """The factor the scale grows by after ``growth_interval`` clean steps."""
         return self._growth_factor
 
     def set_growth_factor(self, new_factor: float) -> None:
+        """Set the factor the scale grows by."""
         self._growth_factor = float(new_factor)
 
     def get_backoff_factor(self) -> float:
+        """The factor the scale shrinks by on a step with inf/NaN gradients."""
         return self._backoff_factor
 
     def set_backoff_factor(self, new_factor: float) -> None:
+        """Set the factor the scale shrinks by."""
         self._backoff_factor = float(new_factor)
 
     def get_growth_interval(self) -> int:
+        """How many consecutive clean steps grow the scale."""
         return self._growth_interval
 
     def set_growth_interval(self, new_interval: int) -> None:
+        """Set how many consecutive clean steps grow the scale."""
         self._growth_interval = new_interval
 
     def _get_growth_tracker(self) -> int:
@@ -259,6 +273,7 @@ class GradScaler:
         return self._init_growth_tracker if self._growth_tracker is None else int(self._growth_tracker.item())
 
     def is_enabled(self) -> bool:
+        """Whether scaling is on (False when disabled, or for 'cuda' with no CUDA device, with torch's warning)."""
         return self._enabled
 
     def state_dict(self) -> dict:

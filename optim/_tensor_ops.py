@@ -21,6 +21,8 @@ from ..core.tensor import Tensor
 
 
 def check_flags(name: str, capturable: bool, differentiable: bool) -> None:
+    """Refuse ``capturable=True`` and ``differentiable=True`` with NotImplementedError naming the optimizer (the
+    module docstring says why)."""
     if capturable:
         raise NotImplementedError(f"{name}: capturable=True is not supported (the step count is kept on the host)")
     if differentiable:

@@ -14,6 +14,9 @@ from .optimizer import Optimizer, state_like
 
 
 class Adadelta(Optimizer):
+    """torch.optim.Adadelta: the rule in the module docstring, torch's defaults, checks and state keys;
+    ``capturable``/``differentiable`` are refused."""
+
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *, capturable=False,
                  maximize=False, differentiable=False):
         if not 0.0 <= lr:

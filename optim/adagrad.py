@@ -12,6 +12,9 @@ from .optimizer import Optimizer, state_like
 
 
 class Adagrad(Optimizer):
+    """torch.optim.Adagrad: one fused kernel per parameter per step (the rule in the module docstring), torch's
+    defaults, checks and state keys; ``differentiable=True`` is refused."""
+
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
                  foreach=None, *, maximize=False, differentiable=False, fused=None):
         if not 0.0 <= lr:

@@ -31,6 +31,10 @@ from .optimizer import Optimizer, state_like
 
 
 class Adam(Optimizer):
+    """torch.optim.Adam: one fused kernel per parameter per step (the module docstring gives the rule and what
+    ``fused``, ``capturable``, ``foreach`` and ``amsgrad`` do); ``decoupled_weight_decay=True`` is AdamW, as torch
+    2.13."""
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
                  foreach=None, maximize=False, capturable=False, differentiable=False, fused=None,
                  decoupled_weight_decay=False):
@@ -62,6 +66,8 @@ class Adam(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
+        """One update of every parameter with a gradient (one kernel each); ``closure`` re-evaluates the loss with
+        grad on and its loss is returned, as torch."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
@@ -94,6 +100,9 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
+    """torch.optim.AdamW: Adam with decoupled weight decay (p *= 1 - lr * wd before the update), default weight_decay
+    1e-2."""
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
                  maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,

@@ -14,6 +14,9 @@ from .optimizer import Optimizer, state_like
 
 
 class Adamax(Optimizer):
+    """torch.optim.Adamax: Adam with the infinity norm, the rule in the module docstring;
+    ``capturable``/``differentiable`` are refused."""
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
                  maximize=False, differentiable=False, capturable=False):
         check_lr_eps_betas_wd(lr, eps, betas, weight_decay)

@@ -16,6 +16,9 @@ from .optimizer import Optimizer, state_like
 
 
 class ASGD(Optimizer):
+    """torch.optim.ASGD: SGD with Polyak averaging (state ``ax``), the rule in the module docstring;
+    ``capturable``/``differentiable`` are refused."""
+
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None,
                  maximize=False, differentiable=False, capturable=False):
         if not 0.0 <= lr:

@@ -268,6 +268,7 @@ class LBFGS(Optimizer):
             raise RuntimeError("LBFGS: all parameters must be on one device (they are updated as one flat vector)")
 
     def add_param_group(self, group: dict) -> None:
+        """LBFGS keeps a single parameter group: a second one is a ValueError, as torch."""
         if getattr(self, "_params", None) is not None:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         super().add_param_group(group)

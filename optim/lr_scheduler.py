@@ -43,6 +43,9 @@ def _check_optimizer(optimizer):
 
 
 class LRScheduler:
+    """The base of the schedulers, as torch.optim.lr_scheduler.LRScheduler: records each group's ``initial_lr`` (or
+    needs it when resuming with ``last_epoch``), and its construction takes the first step."""
+
     def __init__(self, optimizer, last_epoch: int = -1):
         _check_optimizer(optimizer)
         self.optimizer = optimizer
@@ -69,18 +72,24 @@ class LRScheduler:
             self._is_initial = False
 
     def state_dict(self) -> dict:
+        """Every attribute but the optimizer, as torch's scheduler state_dict."""
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """Restore the attributes a state_dict saved."""
         self.__dict__.update(state_dict)
 
     def get_last_lr(self) -> list:
+        """The learning rate of each parameter group as the last step() set it."""
         return self._last_lr
 
     def get_lr(self) -> list:
+        """The rates of the current epoch (each scheduler's rule; called by step())."""
         raise NotImplementedError
 
     def step(self, epoch=None) -> None:
+        """Advance one epoch and write the new rates into the optimizer's groups; the deprecated ``epoch=`` argument
+        warns as torch and uses the closed form where the scheduler has one."""
         self._step_count += 1
         self._get_lr_called_within_step = True
         try:
@@ -439,6 +448,8 @@ class ReduceLROnPlateau:
         self.num_bad_epochs = 0
 
     def is_better(self, a, best) -> bool:
+        """Whether metric ``a`` improves on ``best`` by more than ``threshold`` (relative or absolute, for mode 'min'
+        or 'max'), torch's rule."""
         if self.mode == "min" and self.threshold_mode == "rel":
             return a < best * (1.0 - self.threshold)
         if self.mode == "min":
@@ -449,6 +460,7 @@ class ReduceLROnPlateau:
 
     @property
     def in_cooldown(self) -> bool:
+        """Whether the scheduler is waiting out ``cooldown`` epochs after a reduction."""
         return self.cooldown_counter > 0
 
     def step(self, metrics, epoch=None) -> None:
@@ -480,6 +492,7 @@ class ReduceLROnPlateau:
                 g["lr"] = new
 
     def get_last_lr(self) -> list:
+        """The learning rate of each parameter group after the last step()."""
         return self._last_lr
 
     def state_dict(self) -> dict:
@@ -602,6 +615,8 @@ class CyclicLR(LRScheduler):
             self.scale_mode = "iterations"
 
     def scale_fn(self, x) -> float:
+        """The amplitude scale at ``x`` (cycle or iteration count): the user's ``scale_fn`` or the mode's
+        (triangular, triangular2, exp_range)."""
         if self._scale_fn_custom is not None:
             return self._scale_fn_custom(x)
         return self._scale_fn_ref(x)

@@ -17,6 +17,9 @@ from .optimizer import Optimizer, state_like
 
 
 class NAdam(Optimizer):
+    """torch.optim.NAdam: Adam with Nesterov momentum and torch's momentum schedule (``decoupled_weight_decay``:
+    NAdamW), the rule in the module docstring; ``capturable``/``differentiable`` are refused."""
+
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False):

@@ -26,6 +26,10 @@ def state_like(p, value=0.0):
 
 
 class Optimizer:
+    """The base of the optimizers, as torch.optim.Optimizer: parameter groups with the defaults filled in, per-
+    parameter ``state``, state_dict/load_state_dict in torch's layout; parameters must be dense leaf tensors
+    (contiguous or channels-last)."""
+
     def __init__(self, params, defaults: dict):
         self.defaults = defaults
         self.state: dict = {}
@@ -42,6 +46,8 @@ class Optimizer:
             self.add_param_group(g)
 
     def add_param_group(self, group: dict) -> None:
+        """Add a group of parameters with its own options (missing ones from the defaults); torch's checks: leaf
+        tensors, no parameter in two groups, required options given."""
         group = dict(group)
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
@@ -64,6 +70,7 @@ class Optimizer:
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear each parameter's gradient: None (torch's default) or, with ``set_to_none=False``, zeros in place."""
         for g in self.param_groups:
             for p in g["params"]:
                 if p.grad is None:
@@ -131,6 +138,8 @@ class Optimizer:
             p.grad.copy_(g)
 
     def state_dict(self) -> dict:
+        """{'state': index -> state, 'param_groups': options with parameter indices}, torch's layout, so torch
+        checkpoints of the same model load."""
         index = {}
         groups = []
         for g in self.param_groups:
@@ -143,6 +152,8 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict) -> None:
+        """Take group options and per-parameter state from a state_dict, tensors moved to each parameter's device;
+        group counts and sizes must match (ValueError, torch's messages)."""
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
@@ -159,6 +170,7 @@ class Optimizer:
                              for k, v in s.items()}
 
     def step(self, closure=None):
+        """One update of every parameter with a gradient; each optimizer implements it."""
         raise NotImplementedError
 
     @staticmethod

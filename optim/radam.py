@@ -20,6 +20,9 @@ from .optimizer import Optimizer, state_like
 
 
 class RAdam(Optimizer):
+    """torch.optim.RAdam: Adam with the variance rectification of Liu et al., the rule in the module docstring;
+    ``capturable``/``differentiable`` are refused."""
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, decoupled_weight_decay=False,
                  *, foreach=None, maximize=False, capturable=False, differentiable=False):
         check_lr_eps_betas_wd(lr, eps, betas, weight_decay)
@@ -30,6 +33,8 @@ class RAdam(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
+        """One update of every parameter with a gradient (a few elementwise launches each); ``closure``'s loss is
+        returned."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]

@@ -15,6 +15,9 @@ from .optimizer import Optimizer, state_like
 
 
 class RMSprop(Optimizer):
+    """torch.optim.RMSprop: one fused kernel per parameter per step (the rule in the module docstring, ``centered``
+    and ``momentum`` included); ``differentiable=True`` is refused."""
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
         if not 0.0 <= lr:

@@ -15,6 +15,9 @@ from .optimizer import Optimizer, state_like
 
 
 class Rprop(Optimizer):
+    """torch.optim.Rprop: per-element step sizes grown or shrunk by the gradient's sign, the rule in the module
+    docstring; ``capturable``/``differentiable`` are refused."""
+
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *, capturable=False, foreach=None,
                  maximize=False, differentiable=False):
         if not 0.0 <= lr:

@@ -21,6 +21,9 @@ from .optimizer import _REQUIRED, Optimizer, state_like
 
 
 class SGD(Optimizer):
+    """torch.optim.SGD with momentum, dampening, Nesterov and weight decay: one fused kernel per parameter per step
+    (the module docstring gives the rule and what ``fused`` and ``foreach`` do)."""
+
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, *,
                  maximize=False, foreach=None, differentiable=False, fused=None):
         if lr is not _REQUIRED and lr < 0.0:
@@ -40,6 +43,7 @@ class SGD(Optimizer):
 
     @no_grad()
     def step(self, closure=None):
+        """One update of every parameter with a gradient (one kernel each); ``closure``'s loss is returned."""
         loss = self._closure_loss(closure)
         for group in self.param_groups:
             fused = bool(group.get("fused"))

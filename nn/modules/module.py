@@ -328,6 +328,7 @@ class Module:
         return self._add_hook("_backward_pre_hooks", hook, prepend)
 
     def forward(self, *args, **kwargs):
+        """What the module computes; every subclass defines it (calling the module runs it between the hooks)."""
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
@@ -358,6 +359,8 @@ class Module:
 
     # ----- printing ------------------------------------------------------------------------
     def extra_repr(self) -> str:
+        """The text inside the module's repr parentheses (its constructor arguments); subclasses override it as
+        torch's do."""
         return ""
 
     def __repr__(self) -> str:
