@@ -39,6 +39,7 @@ class Event:
 
     @staticmethod
     def deserialize(data: Union[str, "Event"]) -> "Event":
+        """An Event from its JSON (an Event is returned as it is)."""
         if isinstance(data, Event):
             return data
         data_dict = json.loads(data)
@@ -46,6 +47,7 @@ class Event:
         return Event(**data_dict)
 
     def serialize(self) -> str:
+        """The event as JSON, its source written by name, as torch's."""
         d = asdict(self)
         d["source"] = self.source.value if isinstance(self.source, EventSource) else str(self.source)
         return json.dumps(d)
@@ -56,6 +58,8 @@ class EventHandler(abc.ABC):
 
     @abc.abstractmethod
     def record(self, event: Event) -> None:
+        """Receive one event; the base does nothing, subclasses (and the handler given to tritensor-run) store or
+        print it."""
         pass
 
 
@@ -63,4 +67,5 @@ class NullEventHandler(EventHandler):
     """Ignores every event (the default)."""
 
     def record(self, event: Event) -> None:
+        """Discard the event."""
         pass

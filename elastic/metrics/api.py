@@ -22,6 +22,8 @@ MetricData.__doc__ = "One data point: ``timestamp`` (seconds), ``group_name``, `
 
 
 class MetricsConfig:
+    """Free-form ``params`` (str -> str) for a metric handler's configuration, as torch's."""
+
     __slots__ = ["params"]
 
     def __init__(self, params: Optional[Dict[str, str]] = None):
@@ -33,6 +35,7 @@ class MetricHandler(abc.ABC):
 
     @abc.abstractmethod
     def emit(self, metric_data: MetricData):
+        """Receive one data point; the base does nothing, subclasses publish it."""
         pass
 
 
@@ -40,6 +43,7 @@ class ConsoleMetricHandler(MetricHandler):
     """Prints ``[timestamp][group]: name=value`` to stdout."""
 
     def emit(self, metric_data: MetricData):
+        """Print ``[timestamp][group]: name=value``."""
         print(f"[{metric_data.timestamp}][{metric_data.group_name}]: {metric_data.name}={metric_data.value}")
 
 
@@ -47,6 +51,7 @@ class NullMetricHandler(MetricHandler):
     """Drops everything (the default)."""
 
     def emit(self, metric_data: MetricData):
+        """Discard the data point."""
         pass
 
 
@@ -58,6 +63,7 @@ class MetricStream:
         self.handler = handler
 
     def add_value(self, metric_name: str, metric_value: int):
+        """Emit ``metric_name=metric_value`` now, in this stream's group, to its handler."""
         self.handler.emit(MetricData(time.time(), self.group_name, metric_name, metric_value))
 
 
@@ -91,6 +97,7 @@ def _get_metric_name(fn: Callable) -> str:
 
 
 def get_elapsed_time_ms(start_time_in_seconds: float) -> int:
+    """Milliseconds since ``start_time_in_seconds`` (a ``time.time()`` value), as an int."""
     return int((time.time() - start_time_in_seconds) * 1000)
 
 

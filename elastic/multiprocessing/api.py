@@ -76,6 +76,7 @@ class RunProcsResult:
     stderrs: Dict[int, str] = field(default_factory=dict)
 
     def is_failed(self) -> bool:
+        """Whether any process failed."""
         return len(self.failures) > 0
 
 
@@ -280,6 +281,7 @@ class MultiprocessContext(PContext):
                               stdouts=self.stdouts, stderrs=self.stderrs)
 
     def pids(self) -> Dict[int, int]:
+        """local rank -> pid of each started process."""
         return {rank: p.pid for rank, p in self._procs.items()}
 
     _leaders = pids
@@ -292,6 +294,8 @@ class MultiprocessContext(PContext):
         return any(p.pid == pid and p.exitcode is not None for p in self._procs.values())
 
     def close(self, death_sig: Optional[signal.Signals] = None, timeout: float = 30) -> None:
+        """Terminate the processes (``death_sig``, then SIGKILL after ``timeout``), join them and close their result
+        queues."""
         super().close(death_sig, timeout)
         for p in self._procs.values():
             p.join(timeout=5)
@@ -341,6 +345,7 @@ class SubprocessContext(PContext):
         return RunProcsResult(failures=failures, stdouts=self.stdouts, stderrs=self.stderrs)
 
     def pids(self) -> Dict[int, int]:
+        """local rank -> pid of each started subprocess."""
         return {rank: p.pid for rank, p in self._popens.items()}
 
     _leaders = pids
@@ -353,6 +358,7 @@ class SubprocessContext(PContext):
         return any(p.pid == pid and p.returncode is not None for p in self._popens.values())
 
     def close(self, death_sig: Optional[signal.Signals] = None, timeout: float = 30) -> None:
+        """Terminate the subprocesses (``death_sig``, then SIGKILL after ``timeout``) and reap them."""
         super().close(death_sig, timeout)
         for p in self._popens.values():
             try:

@@ -62,6 +62,8 @@ class TailLog:
         self._started = False
 
     def start(self) -> "TailLog":
+        """Start one thread per log file copying new lines, each prefixed with its rank's header, to the destination;
+        idempotent."""
         if self._started:
             return self
         self._started = True
@@ -74,9 +76,11 @@ class TailLog:
         return self
 
     def stop(self, timeout: Optional[float] = 10.0) -> None:
+        """Signal the tailing threads to finish and join them, waiting up to ``timeout`` s each."""
         self._finished.set()
         for t in self._threads:
             t.join(timeout)
 
     def stopped(self) -> bool:
+        """Whether stop() has been called."""
         return self._finished.is_set()

@@ -139,9 +139,12 @@ class RendezvousParameters:
         self.local_addr = local_addr
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The backend-specific option ``key`` from ``config``, or ``default``."""
         return self.config.get(key, default)
 
     def get_as_bool(self, key: str, default: Optional[bool] = None) -> Optional[bool]:
+        """The option as a bool: bools and ints as Python reads them, strings 1/true/t/yes/y and 0/false/f/no/n (any
+        case); anything else is a ValueError, as torch."""
         value = self.get(key, default)
         if value is None or isinstance(value, bool):
             return value
@@ -155,6 +158,7 @@ class RendezvousParameters:
         raise ValueError(f"The rendezvous configuration option '{key}' does not represent a valid boolean value.")
 
     def get_as_int(self, key: str, default: Optional[int] = None) -> Optional[int]:
+        """The option as an int; a value int() refuses is a ValueError naming the key, as torch."""
         value = self.get(key, default)
         if value is None:
             return value
@@ -165,6 +169,7 @@ class RendezvousParameters:
                              f"integer value.") from e
 
     def get_as_float(self, key: str, default: Optional[float] = None) -> Optional[float]:
+        """The option as a float; a value float() refuses is a ValueError naming the key."""
         value = self.get(key, default)
         if value is None:
             return value
@@ -192,6 +197,8 @@ class RendezvousHandlerRegistry:
         self._registry: Dict[str, RendezvousHandlerCreator] = {}
 
     def register(self, backend: str, creator: RendezvousHandlerCreator) -> None:
+        """Make ``creator`` the factory of backend ``backend``; registering another creator under a taken name is a
+        ValueError."""
         if not backend:
             raise ValueError("The rendezvous backend name must be a non-empty string.")
         current = self._registry.get(backend)
@@ -201,6 +208,8 @@ class RendezvousHandlerRegistry:
         self._registry[backend] = creator
 
     def create_handler(self, params: RendezvousParameters) -> RendezvousHandler:
+        """A handler for ``params.backend`` from its registered creator; an unknown backend is a ValueError listing
+        the known ones."""
         try:
             creator = self._registry[params.backend]
         except KeyError:

@@ -84,19 +84,24 @@ class DynamicRendezvousHandler(RendezvousHandler):
 
     # -- the interface ---------------------------------------------------------------
     def get_backend(self) -> str:
+        """The backend name this handler was made for."""
         return self._backend
 
     def get_run_id(self) -> str:
+        """The run id all nodes of this job share."""
         return self._run_id
 
     @property
     def use_agent_store(self) -> bool:
+        """True: workers reuse the rendezvous store (its host and port are passed to them), as torch's c10d handler."""
         return True
 
     def is_closed(self) -> bool:
+        """Whether some node closed the rendezvous (a key in the shared store), so no new round starts."""
         return self._store.check([f"{self._p}/closed"])
 
     def set_closed(self) -> None:
+        """Close the rendezvous for every node (the job is finishing)."""
         self._store.set(f"{self._p}/closed", "1")
 
     def next_rendezvous(self) -> RendezvousInfo:

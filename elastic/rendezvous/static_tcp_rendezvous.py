@@ -34,9 +34,12 @@ class StaticTCPRendezvous(RendezvousHandler):
         self._closed = False
 
     def get_backend(self) -> str:
+        """'static'."""
         return "static"
 
     def next_rendezvous(self) -> RendezvousInfo:
+        """Connect to (node rank 0: host) the store at master_addr:master_port and return this node's fixed rank and
+        world size; RendezvousClosedError once closed."""
         if self._closed:
             raise RendezvousClosedError(f"static rendezvous '{self.run_id}' is closed")
         if self._store is None:
@@ -47,18 +50,23 @@ class StaticTCPRendezvous(RendezvousHandler):
         return RendezvousInfo(store, self.rank, self.world_size)
 
     def is_closed(self) -> bool:
+        """Whether this node closed the rendezvous (static rendezvous is not shared)."""
         return self._closed
 
     def set_closed(self) -> None:
+        """Close the rendezvous on this node."""
         self._closed = True
 
     def num_nodes_waiting(self) -> int:
+        """Always 0: a static membership never has nodes waiting to join."""
         return 0
 
     def get_run_id(self) -> str:
+        """The run id given at construction."""
         return self.run_id
 
     def shutdown(self) -> bool:
+        """Close the store connection (if open); returns True."""
         if self._store is not None:
             self._store.close()
             self._store = None

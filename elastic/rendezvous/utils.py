@@ -69,34 +69,44 @@ class PrefixStore:
         return f"{self.prefix}/{key}"
 
     def set(self, key, value):
+        """Store.set on the prefixed key."""
         self.underlying_store.set(self._k(key), value)
 
     def get(self, key):
+        """Store.get of the prefixed key."""
         return self.underlying_store.get(self._k(key))
 
     def add(self, key, amount):
+        """Store.add on the prefixed key."""
         return self.underlying_store.add(self._k(key), amount)
 
     def compare_set(self, key, expected, desired):
+        """Store.compare_set on the prefixed key."""
         return self.underlying_store.compare_set(self._k(key), expected, desired)
 
     def check(self, keys: List[str]) -> bool:
+        """Store.check of the prefixed keys."""
         return self.underlying_store.check([self._k(k) for k in keys])
 
     def wait(self, keys: List[str], timeout=None):
+        """Store.wait for the prefixed keys."""
         self.underlying_store.wait([self._k(k) for k in keys], timeout)
 
     def delete_key(self, key) -> bool:
+        """Store.delete_key of the prefixed key."""
         return self.underlying_store.delete_key(self._k(key))
 
     def multi_get(self, keys):
+        """Store.multi_get of the prefixed keys."""
         return self.underlying_store.multi_get([self._k(k) for k in keys])
 
     def multi_set(self, keys, values):
+        """Store.multi_set of the prefixed keys."""
         self.underlying_store.multi_set([self._k(k) for k in keys], values)
 
     @property
     def timeout(self):
+        """The underlying store's timeout."""
         return self.underlying_store.timeout
 
 

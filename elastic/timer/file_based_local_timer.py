@@ -37,9 +37,11 @@ class FileTimerRequest(TimerRequest):
 
     @property
     def worker_pid(self) -> int:
+        """The requesting process's pid (torch's name for ``worker_id`` here)."""
         return self.worker_id
 
     def to_json(self) -> str:
+        """The request as the one-line JSON the FIFO carries, torch's field names."""
         return json.dumps({"version": self.version, "pid": self.worker_id, "scope_id": self.scope_id,
                            "expiration_time": self.expiration_time, "signal": self.signal})
 
@@ -69,9 +71,12 @@ class FileTimerClient(TimerClient):
                 os.close(fd)
 
     def acquire(self, scope_id: str, expiration_time: float) -> None:
+        """Ask the server to kill this process with ``signal`` if ``scope_id`` is not released by ``expiration_time``
+        (time.time() seconds)."""
         self._send_request(FileTimerRequest(os.getpid(), scope_id, expiration_time, int(self.signal)))
 
     def release(self, scope_id: str) -> None:
+        """Cancel the timer of ``scope_id`` for this process."""
         self._send_request(FileTimerRequest(os.getpid(), scope_id, -1, 0))
 
 
@@ -95,6 +100,7 @@ class FileTimerServer:
 
     @property
     def file_path(self) -> str:
+        """The FIFO clients write requests to."""
         return self._file_path
 
     def start(self) -> None:
@@ -144,6 +150,8 @@ class FileTimerServer:
         return out
 
     def register_timers(self, timer_requests: List[FileTimerRequest]) -> None:
+        """Apply requests: a negative expiration releases the scope's timer, a client with signal <= 0 is never
+        armed, others arm or replace it."""
         with self._lock:
             for request in timer_requests:
                 key = (request.worker_id, request.scope_id)
@@ -160,6 +168,7 @@ class FileTimerServer:
                 del self._timers[key]
 
     def get_expired_timers(self, deadline: float) -> Dict[int, List[FileTimerRequest]]:
+        """pid -> the armed requests whose expiration time is at or before ``deadline``."""
         expired: Dict[int, List[FileTimerRequest]] = {}
         with self._lock:
             for request in self._timers.values():
@@ -175,6 +184,8 @@ class FileTimerServer:
                 log.exception("Error running the file timer watchdog")
 
     def run_once(self) -> None:
+        """One watchdog round: read pending requests, kill each process with an expired timer (its request's signal),
+        drop its timers."""
         self.register_timers(self._read_requests())
         reaped = set()
         for pid, expired in self.get_expired_timers(time.time()).items():

@@ -25,9 +25,12 @@ class LocalTimerClient(TimerClient):
         self._mp_queue = mp_queue
 
     def acquire(self, scope_id, expiration_time):
+        """Ask the server to reap this process if ``scope_id`` is not released by ``expiration_time`` (time.time()
+        seconds)."""
         self._mp_queue.put(TimerRequest(os.getpid(), scope_id, expiration_time), block=True)
 
     def release(self, scope_id):
+        """Cancel the timer of ``scope_id`` for this process."""
         self._mp_queue.put(TimerRequest(os.getpid(), scope_id, -1), block=True)
 
 
@@ -39,12 +42,14 @@ class MultiprocessingRequestQueue(RequestQueue):
         self._mp_queue = mp_queue
 
     def size(self) -> int:
+        """The number of queued requests (1 where the platform cannot tell, so the server still reads)."""
         try:
             return self._mp_queue.qsize()
         except NotImplementedError:  # macOS
             return 1
 
     def get(self, size, timeout: float) -> List[TimerRequest]:
+        """Up to ``size`` requests, waiting at most ``timeout`` s in all."""
         requests = []
         wait = timeout
         for _ in range(size):
@@ -66,6 +71,7 @@ class LocalTimerServer(TimerServer):
         self._timers: Dict[Tuple[Any, str], TimerRequest] = {}
 
     def register_timers(self, timer_requests: List[TimerRequest]) -> None:
+        """Apply requests: a negative expiration releases the scope's timer, others arm or replace it."""
         for request in timer_requests:
             key = (request.worker_id, request.scope_id)
             if request.expiration_time < 0:
@@ -74,10 +80,12 @@ class LocalTimerServer(TimerServer):
                 self._timers[key] = request
 
     def clear_timers(self, worker_ids: Set[int]) -> None:
+        """Drop every timer of the given workers (after they are reaped)."""
         for key in [k for k in self._timers if k[0] in worker_ids]:
             del self._timers[key]
 
     def get_expired_timers(self, deadline: float) -> Dict[Any, List[TimerRequest]]:
+        """worker -> the requests whose expiration time is at or before ``deadline``."""
         expired: Dict[Any, List[TimerRequest]] = {}
         for request in self._timers.values():
             if request.expiration_time <= deadline:

@@ -176,6 +176,7 @@ class RunResult:
     failures: Dict[int, ProcessFailure] = field(default_factory=dict)
 
     def is_failed(self) -> bool:
+        """Whether the worker group ended in the FAILED state."""
         return self.state == WorkerState.FAILED
 
 
@@ -217,10 +218,12 @@ class SimpleElasticAgent(ElasticAgent):
         self._total_execution_time = 0
 
     def get_worker_group(self, role: str = DEFAULT_ROLE) -> WorkerGroup:
+        """The agent's one worker group (``role`` is accepted for torch's signature: there is only one)."""
         return self._worker_group
 
     @property
     def restart_count(self) -> int:
+        """How many times the workers have been restarted so far (max_restarts minus those left)."""
         return self._worker_group.spec.max_restarts - self._remaining_restarts
 
     @abc.abstractmethod

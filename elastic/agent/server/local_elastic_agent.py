@@ -65,6 +65,7 @@ class LocalElasticAgent(SimpleElasticAgent):
 
     @property
     def log_dir(self) -> str:
+        """The directory this run's worker logs (and error files) are written under."""
         return self._log_dir
 
     def _setup_local_watchdog(self, envs: Dict[int, Dict[str, str]]) -> None:

@@ -46,6 +46,7 @@ T = TypeVar("T")
 
 
 def get_error_handler() -> ErrorHandler:
+    """A new ErrorHandler (torch's factory; tritensor has only the one kind)."""
     return ErrorHandler()
 
 
@@ -101,6 +102,7 @@ class ProcessFailure:
         return _NOT_AVAILABLE
 
     def timestamp_isoformat(self) -> str:
+        """The failure time as ISO 8601 with '_' between date and time, as torch's error reports write it."""
         return datetime.fromtimestamp(self.timestamp).isoformat(sep="_")
 
 
@@ -158,10 +160,13 @@ class ChildFailedError(Exception):
         super().__init__(self.format_msg())
 
     def get_first_failure(self) -> Tuple[GlobalRank, ProcessFailure]:
+        """(rank, failure) of the earliest failure by timestamp: the root cause torch's report puts first."""
         rank = min(self.failures.keys(), key=lambda r: self.failures[r].timestamp)
         return rank, self.failures[rank]
 
     def format_msg(self, boarder_delim: str = "=", section_delim: str = "-") -> str:
+        """The multi-line failure report torch prints: the root cause first, then the other failures, each with rank,
+        pid, exit code and error file."""
         title = f"{self.name} FAILED"
         root_rank, _ = self.get_first_failure()
         root_failure_fmt = ""
