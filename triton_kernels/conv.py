@@ -66,13 +66,16 @@ SMEM_BYTES = 232448  # shared memory one block may use on sm_90 (227 KB)
 
 def fitting_configs(configs, named_args):
     """The configurations that fit the operands' dtype: ``num_stages`` A and B tiles in shared
-    memory, and at most 128 fp32 accumulators a thread for 2-byte operands, 64 for wider ones
+    memory (at most 128 KB of them for 4-byte operands: TF32 grad-input at stride 2, whose
+    per-tap parity masks are live across the loop, spilled 72 B at 255 registers in 128x128x64,
+    192 KB), and at most 128 fp32 accumulators a thread for 2-byte operands, 64 for wider ones
     (what tools/sm90_report.py showed spilling, as for the matmul kernel)."""
     ptr = named_args["x"] if "x" in named_args else named_args["dy"]
     size = ptr.dtype.itemsize
     max_acc = 128 if size <= 2 else 64
+    smem = SMEM_BYTES if size <= 2 else 128 * 1024
     return [c for c in configs
-            if (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) * c.kwargs["BLOCK_K"] * size * c.num_stages <= SMEM_BYTES
+            if (c.kwargs["BLOCK_M"] + c.kwargs["BLOCK_N"]) * c.kwargs["BLOCK_K"] * size * c.num_stages <= smem
             and c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] // (32 * c.num_warps) <= max_acc]
 
 
