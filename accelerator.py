@@ -26,10 +26,12 @@ def current_accelerator(check_available: bool = False):
 
 
 def is_available() -> bool:
+    """Whether there is an accelerator: a CUDA GPU, or the simulated device (False in CPU mode)."""
     return mode.GPU and _cuda.device_count() > 0
 
 
 def device_count() -> int:
+    """The number of CUDA devices, simulated ones included (0 in CPU mode)."""
     return _cuda.device_count() if mode.GPU else 0
 
 
@@ -48,11 +50,14 @@ def _index(dev):
 
 
 def current_device_index() -> int:
+    """The index of the current CUDA device; RuntimeError (torch's message) without an accelerator."""
     _require()
     return _cuda.current_device()
 
 
 def set_device_index(device, /) -> None:
+    """Make device ``device`` (an index, 'cuda:N' or a device; None changes nothing) current; RuntimeError without an
+    accelerator."""
     _require()
     idx = _index(device)
     if idx is not None:
@@ -60,6 +65,7 @@ def set_device_index(device, /) -> None:
 
 
 def synchronize(device=None, /) -> None:
+    """Wait for all work queued on ``device`` (default: the current one); RuntimeError without an accelerator."""
     _require()
     _cuda.synchronize(_index(device))
 

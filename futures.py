@@ -31,6 +31,9 @@ _PENDING = object()
 
 
 class Future:
+    """The result of an asynchronous operation, as torch.futures.Future (see the module docstring for the semantics
+    kept, and the ``wait(timeout=)`` extension)."""
+
     __slots__ = ("_cond", "_result", "_exc", "_callbacks", "_name", "__weakref__")
 
     def __init__(self, *, name: str | None = None):
@@ -46,12 +49,16 @@ class Future:
 
     # -- completion ------------------------------------------------------------------
     def done(self) -> bool:
+        """Whether the future has a result or an exception (a failed future is done)."""
         return self._result is not _PENDING or self._exc is not None
 
     def set_result(self, result) -> None:
+        """Complete the future with ``result`` and run its callbacks; a second completion is a RuntimeError."""
         self._complete(result, None)
 
     def set_exception(self, result: BaseException) -> None:
+        """Complete the future with the exception ``result`` (wait() and value() raise it) and run its callbacks; a
+        non-exception is a TypeError."""
         if not isinstance(result, BaseException):
             raise TypeError(f"set_exception: expected an exception, got {type(result).__name__}")
         self._complete(_PENDING, result)

@@ -37,14 +37,17 @@ def ignore(drop=False, **kwargs):
 
 
 def unused(fn):
+    """``@unused``: the function, unchanged (it only matters to TorchScript)."""
     return fn
 
 
 def export(fn):
+    """``@export``: the function, unchanged (it only matters to TorchScript)."""
     return fn
 
 
 def annotate(the_type, the_value):
+    """``the_value`` itself: the type is a TorchScript hint."""
     return the_value
 
 
@@ -53,8 +56,10 @@ _NO_TORCHSCRIPT = ("{}: TorchScript is not provided by tritensor (it runs eagerl
 
 
 def script(obj, optimize=None, _frames_up=0, _rcb=None, example_inputs=None):
+    """Refused with NotImplementedError: tritensor does not compile to TorchScript (see the module docstring)."""
     raise NotImplementedError(_NO_TORCHSCRIPT.format("tritensor.jit.script"))
 
 
 def trace(func, example_inputs=None, *args, **kwargs):
+    """Refused with NotImplementedError: there is no tracer (see the module docstring)."""
     raise NotImplementedError(_NO_TORCHSCRIPT.format("tritensor.jit.trace"))

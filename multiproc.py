@@ -52,14 +52,19 @@ def set_sharing_strategy(new_strategy: str) -> None:
 
 
 def get_sharing_strategy() -> str:
+    """The recorded sharing strategy ('file_descriptor' by default); it changes nothing here (see the module
+    docstring)."""
     return _sharing_strategy
 
 
 def get_all_sharing_strategies() -> set:
+    """{'file_descriptor', 'file_system'}: the strategies set_sharing_strategy accepts, as torch's on Linux."""
     return set(_all_sharing_strategies)
 
 
 class ProcessException(Exception):
+    """The base of spawn's errors, as torch's: ``error_index`` is the failed process's index, ``error_pid`` its pid."""
+
     __slots__ = ["error_index", "error_pid"]
 
     def __init__(self, msg: str, error_index: int, error_pid: int):
@@ -110,6 +115,7 @@ class ProcessContext:
         self.sentinels = {process.sentinel: index for index, process in enumerate(processes)}
 
     def pids(self):
+        """The pids of the spawned processes, in index order."""
         return [int(process.pid) for process in self.processes]
 
     def _join_procs_with_timeout(self, timeout: float):

@@ -156,6 +156,7 @@ def get_args_parser() -> ArgumentParser:
 
 
 def parse_args(args: Optional[List[str]]):
+    """torchrun's arguments parsed from ``args`` (None: sys.argv), with get_args_parser()'s flags."""
     return get_args_parser().parse_args(args)
 
 

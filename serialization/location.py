@@ -37,30 +37,38 @@ class Storage:
 
     @property
     def device(self) -> device:
+        """The device the bytes are on."""
         return self._flat.device
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the bytes are on a CUDA device."""
         return self._flat.device.type == "cuda"
 
     def nbytes(self) -> int:
+        """The size in bytes."""
         return self._flat.numel() * self._flat.dtype.itemsize
 
     def size(self) -> int:
+        """The size in bytes (torch's untyped storages count bytes)."""
         return self.nbytes()
 
     def __len__(self) -> int:
         return self.nbytes()
 
     def cpu(self) -> "Storage":
+        """This storage if in host memory, else a copy there."""
         return self if self.device.type == "cpu" else Storage(self._flat.cpu())
 
     def cuda(self, device=None, non_blocking: bool = False) -> "Storage":
+        """A copy on a CUDA device (``device``: an index or a device; default the current one), or this storage if
+        already there."""
         target = _device("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}",
                          "Storage.cuda(): device")
         return self.to(device=target, non_blocking=non_blocking)
 
     def to(self, *, device=None, non_blocking: bool = False) -> "Storage":
+        """A copy on ``device`` (this storage if already there); torch's map_location functions call it."""
         target = _device(device, "Storage.to(): device")
         return self if self.device == target else Storage(self._flat.to(target, non_blocking=non_blocking))
 

@@ -188,11 +188,15 @@ class _TrustedUnpickler(pickle.Unpickler):
 
 
 def policy() -> unpickler.Policy:
+    """The unpickling allowlist of a tritensor safetensors file with pickled objects: builtins, tritensor's names and
+    those added with add_safe_globals; tensors come only from the file's arrays."""
     return unpickler.Policy({**allowlist.BUILTINS, **allowlist.TRITENSOR, **allowlist.user_names()},
                             never_build=(Tensor,), checked={**allowlist.BUILTINS, **allowlist.TRITENSOR})
 
 
 def load(arrays: dict, meta: dict, map_location, weights_only: bool, encoding: str):
+    """The object pickled in a tritensor safetensors file, its tensors taken from ``arrays``; with ``weights_only``
+    through the allowlist policy, else with Python's unpickler."""
     name = meta.get(PICKLE)
     if name not in arrays or arrays[name].dtype != np.uint8:
         raise Bad(f"metadata {PICKLE} names {name!r}, not a uint8 entry of the file")

@@ -171,6 +171,8 @@ def encode(obj) -> tuple[str, dict]:
 
 
 def save_plain(structure: str, arrays: dict, f, metadata: dict | None) -> None:
+    """Write a file of tensors only: ``arrays`` and the user's ``metadata``, with tritensor's format marker and
+    ``structure`` (how the arrays nest) in the metadata."""
     write(f, arrays, {**(metadata or {}), "format": "tritensor", _STRUCTURE: structure})
 
 

@@ -386,14 +386,17 @@ class _LegacyReader(_Reader):
 
 
 def is_zip(data: bytes) -> bool:
+    """Whether ``data`` is a zip archive (torch.save's format since 1.6)."""
     return data[:4] == b"PK\x03\x04"
 
 
 def is_legacy(data: bytes) -> bool:
+    """Whether ``data`` starts with the legacy torch.save magic number (before 1.6)."""
     return data[:len(_LEGACY_PREFIX)] == _LEGACY_PREFIX
 
 
 def is_tar(data: bytes) -> bool:
+    """Whether ``data`` is a tar archive (torch.save's oldest format)."""
     return len(data) > 262 and data[257:262] == b"ustar"
 
 
@@ -437,12 +440,16 @@ def _unpickle(data: bytes, pos: int, reader, weights_only: bool, encoding: str):
 
 
 def load_zip(data: bytes, name: str, map_location, weights_only: bool, encoding: str):
+    """The object of a torch.save zip file: its pickle run with storages read from the archive's records (through the
+    allowlist with ``weights_only``)."""
     reader = _ZipReader(data, name, map_location)
     obj, _ = _unpickle(reader.pickle(), 0, reader, weights_only, encoding)
     return obj
 
 
 def load_legacy(data: bytes, name: str, map_location, weights_only: bool, encoding: str):
+    """The object of a legacy (pre-1.6) torch.save file: magic number, protocol and system info checked, then the
+    object pickle and the raw storages after it."""
     empty = unpickler.Policy(dict(allowlist.BUILTINS), checked=allowlist.BUILTINS)
 
     def no_ids(pid):

@@ -72,6 +72,9 @@ class Policy:
         self.hint = hint  # full_path -> extra sentence for the error, or None
 
     def resolve(self, module: str, name: str):
+        """The object a pickle's GLOBAL (``module``, ``name``) may load, after Python 2 name mapping; an
+        UnpicklingError saying why (and how to allow it) for any other name, MalformedPickle for names refused
+        outright."""
         if (module, name) in _compat_pickle.NAME_MAPPING:  # names written by Python 2 (torch does the same)
             module, name = _compat_pickle.NAME_MAPPING[(module, name)]
         elif module in _compat_pickle.IMPORT_MAPPING:
@@ -86,9 +89,11 @@ class Policy:
         raise UnpicklingError(message + (f" {extra}" if extra else ""))
 
     def allowed(self, obj) -> bool:
+        """Whether ``obj`` is one of the allowlisted objects (by identity)."""
         return self.objects.get(id(obj)) is obj
 
     def buildable(self, cls) -> bool:
+        """Whether instances of ``cls`` may be built by the pickle (allowlisted classes, never a Tensor)."""
         return isinstance(cls, type) and self.allowed(cls) and not issubclass(cls, self.never_build)
 
 

@@ -265,18 +265,24 @@ class Shadow(nn.Module):
         return output
 
     def add(self, x, y):
+        """torch's Shadow.add: ``x + y`` on the low-precision inputs and on their float32 copies, both logged; the
+        low-precision result flows on."""
         return self._binary("add", lambda a, b: a + b, x, y)
 
     def add_scalar(self, x, y):
+        """Shadow.add with a Python number ``y``, logged under 'add_scalar'."""
         return self._binary("add_scalar", lambda a, b: a + b, x, y)
 
     def mul(self, x, y):
+        """torch's Shadow.mul: ``x * y`` in both precisions, both logged; the low-precision result flows on."""
         return self._binary("mul", lambda a, b: a * b, x, y)
 
     def mul_scalar(self, x, y):
+        """Shadow.mul with a Python number ``y``, logged under 'mul_scalar'."""
         return self._binary("mul_scalar", lambda a, b: a * b, x, y)
 
     def add_relu(self, x, y):
+        """torch's Shadow.add_relu: relu(x + y) in both precisions, both logged; the low-precision result flows on."""
         return self._binary("add_relu", lambda a, b: _F.relu(a + b), x, y)
 
     def cat(self, x, dim=0):

@@ -70,6 +70,7 @@ def _fmt(v):
 
 
 def format_table(rows, title=""):
+    """The (layer, type, weight SQNR, activation SQNR) rows as an aligned text table under ``title``."""
     head = ("layer", "type", "weight SQNR (dB)", "activation SQNR (dB)")
     body = [(n, t, _fmt(w), _fmt(a)) for n, t, w, a in rows]
     widths = [max(len(r[i]) for r in [head] + body) for i in range(4)]
@@ -129,6 +130,8 @@ def tiny_convnet():
 
 
 def main(argv=None) -> int:
+    """The command line (``python -m tritensor.ao.ns.report``): build the model, compare it against its reduced-
+    precision twin, print the table; returns the exit status."""
     p = argparse.ArgumentParser(prog="python -m tritensor.ao.ns.report", description=__doc__.split("\n\n")[0])
     p.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16", help="the reduced precision (default bf16)")
     p.add_argument("--autocast", action="store_true",

@@ -63,6 +63,10 @@ def pin_memory(data):
 
 
 class DataLoader:
+    """Batches from a dataset, as torch.utils.data.DataLoader (arguments, checks, messages, the order of batches);
+    with ``num_workers > 0`` batches are made in worker processes and handed back in sampler order (see the module
+    docstring)."""
+
     def __init__(self, dataset, batch_size: int | None = 1, shuffle: bool | None = None, sampler=None,
                  batch_sampler=None, num_workers: int = 0, collate_fn=None, pin_memory: bool = False,
                  drop_last: bool = False, timeout: float = 0, worker_init_fn=None, multiprocessing_context=None,

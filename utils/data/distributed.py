@@ -15,6 +15,9 @@ from .sampler import Sampler, _SeededOnce
 
 
 class DistributedSampler(Sampler):
+    """Each rank's share of a dataset, the same indices as torch's DistributedSampler for the same seed and epoch
+    (see the module docstring); rank and world size default to the process group's."""
+
     def __init__(self, dataset, num_replicas: int | None = None, rank: int | None = None, shuffle: bool = True,
                  seed: int = 0, drop_last: bool = False):
         if num_replicas is None:

@@ -47,6 +47,7 @@ class RandomSampler(Sampler):
 
     @property
     def num_samples(self) -> int:
+        """How many indices an epoch yields: ``num_samples`` if given, else the dataset's length."""
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):

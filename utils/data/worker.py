@@ -23,6 +23,9 @@ _worker_info = None
 
 @dataclass(frozen=True)
 class WorkerInfo:
+    """What get_worker_info() returns in a worker: its ``id``, ``num_workers``, ``seed`` and its copy of the
+    ``dataset``, as torch's."""
+
     id: int
     num_workers: int
     seed: int
@@ -44,6 +47,8 @@ class ExceptionWrapper:
         self.where = where
 
     def reraise(self):
+        """Raise the wrapped exception's type with torch's message ('Caught X in DataLoader worker process N' and the
+        original traceback); a RuntimeError if the type cannot be built from a message."""
         msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
         try:
             exc = self.exc_type(msg)
@@ -89,10 +94,13 @@ class Fetcher:
         self.ended = False
 
     def restart(self):
+        """Start a new pass over an iterable dataset (a fresh iterator) for a new epoch."""
         self.dataset_iter = iter(self.dataset) if self.is_iterable else None
         self.ended = False
 
     def fetch(self, index):
+        """One batch for ``index`` (collated samples of a map-style dataset, or the next items of an iterable one);
+        StopIteration once an iterable dataset is exhausted."""
         if self.is_iterable:
             if self.ended:
                 raise StopIteration
@@ -122,6 +130,9 @@ class Fetcher:
 
 def worker_loop(fetcher: Fetcher, index_queue, result_queue, base_seed: int, init_fn, worker_id: int,
                 num_workers: int) -> None:
+    """The body of a worker process: seed Python, NumPy and tritensor from ``base_seed + worker_id`` as torch does,
+    run ``init_fn``, then fetch each task's batch and put it (or its exception) on ``result_queue`` until a None
+    task."""
     global _worker_info
     seed = base_seed + worker_id
     random.seed(seed)
