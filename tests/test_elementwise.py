@@ -784,25 +784,24 @@ def test_ternary_integer_addcmul():
     assert tt.addcmul(i, tt.tensor([1.0, 2.0]), i, value=2).tolist() == [3.0, 10.0]  # promoted, as torch
 
 
-@pytest.mark.parametrize("op", ["lgamma", "digamma", "erfinv", "tan", "asin", "acosh", "atanh", "sinh"])
+@pytest.mark.parametrize("op", ["lgamma", "digamma", "erfinv", "asin", "acosh"])  # (the rest: formulas of these ops)
 def test_special_functions_gradgradcheck(op):
-    x = leaf(2, 3, **GRAD_UNARY[op])
+    x = leaf(3, **GRAD_UNARY[op])
     assert gradgradcheck(lambda t: getattr(t, op)(), (x,))
-    xn = noncontig(2, 3, positive=True) if op in ("lgamma", "digamma", "sinh", "tan") else None
-    if xn is not None:
-        assert gradcheck(lambda t: getattr(t, op)(), (xn,))
+    if op in ("lgamma", "digamma"):
+        assert gradcheck(lambda t: getattr(t, op)(), (noncontig(2, 2, positive=True),))
 
 
 def test_polygamma_gradcheck():
-    x = leaf(2, 3, positive=True)
+    x = leaf(3, positive=True)
     assert gradcheck(lambda t: tt.polygamma(2, t), (x,))
     assert gradgradcheck(lambda t: t.polygamma(1), (x,))
     assert gradcheck(lambda t: (t * 1).polygamma_(1), (x,))
 
 
 def test_atan2_hypot_fmod_gradcheck():
-    a = leaf(2, 3, positive=True)
-    b = tt.tensor([0.31, 0.43, 0.37], dtype=F64, requires_grad=True)  # a / b away from fmod's jumps
+    a = leaf(2, 2, positive=True)
+    b = tt.tensor([0.31, 0.43], dtype=F64, requires_grad=True)  # a / b away from fmod's jumps
     for fn in (tt.atan2, tt.hypot):
         assert gradcheck(fn, (a, b)) and gradgradcheck(fn, (a, b))
     assert gradcheck(tt.fmod, (a, b)) and gradcheck(lambda x: x.fmod(0.7), (a,))
@@ -827,7 +826,7 @@ def test_div_rounding_modes_have_zero_gradient():
 
 
 def test_lerp_addcmul_addcdiv_gradcheck():
-    x, y, w = leaf(2, 3), leaf(3), leaf(2, 1)
+    x, y, w = leaf(2, 2), leaf(2), leaf(2, 1)
     d = leaf(2, 1, positive=True)
     assert gradcheck(tt.lerp, (x, y, w)) and gradgradcheck(tt.lerp, (x, y, w))
     assert gradcheck(lambda a, b: tt.lerp(a, b, 0.3), (x, y))
@@ -837,5 +836,5 @@ def test_lerp_addcmul_addcdiv_gradcheck():
     assert gradgradcheck(lambda a, b, c: tt.addcdiv(a, b, c, value=-1.5), (x, y, d))
     assert gradcheck(lambda a, b, c: (a * 1).addcmul_(b, c, value=2), (x, y, d))
     assert gradcheck(lambda a, b, c: (a * 1).addcdiv_(b, c), (x, y, d))
-    xn = noncontig(3, 2)
-    assert gradcheck(lambda a, b: tt.lerp(a, b, 0.6), (xn, noncontig(3, 2)))
+    xn = noncontig(2, 2)
+    assert gradcheck(lambda a, b: tt.lerp(a, b, 0.6), (xn, noncontig(2, 2)))

@@ -301,4 +301,4 @@ def test_cross_tensordot_kron_gradcheck():
     assert tt.autograd.gradgradcheck(lambda x, y: tt.linalg.cross(x, y), (a, b))
     c = tt.tensor(RNG.standard_normal((3, 2)), dtype=F64, requires_grad=True)
     assert tt.autograd.gradcheck(lambda x, y: tt.tensordot(x, y, dims=([1], [0])), (a, c))
-    assert tt.autograd.gradcheck(lambda x, y: tt.kron(x, y), (a, c.T))
+    assert tt.autograd.gradcheck(lambda x, y: tt.kron(x, y), (b, c[:2].T))
