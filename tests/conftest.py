@@ -42,7 +42,7 @@ DEVICE_FREE = frozenset({
     "test_rref.py", "test_rref_fetch.py", "test_rref_model.py", "test_elastic_agent.py", "test_elastic_errors.py",
     "test_elastic_metrics_events.py", "test_elastic_multiprocessing.py", "test_elastic_rendezvous.py",
     "test_elastic_run.py", "test_elastic_timer.py", "test_layering.py", "test_stubs.py", "test_tolerances.py",
-    "test_sm90_compile.py", "test_sm90_report.py", "test_multiprocessing.py",
+    "test_sm90_compile.py", "test_sm90_report.py", "test_multiprocessing.py", "test_docstrings.py",
 })
 
 
