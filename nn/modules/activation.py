@@ -20,8 +20,8 @@ projections, zero biases), and its forward follows ``torch.nn.functional.multi_h
 * ``is_causal`` is a hint that ``attn_mask`` is the causal mask: with no key_padding_mask and
   need_weights=False the mask is dropped and the kernel masks causally itself.
 
-Not supported: ``add_bias_kv`` / ``add_zero_attn`` (they concatenate along the sequence, and
-tritensor has no ``cat`` yet): a clear error.
+Not supported: ``add_bias_kv`` / ``add_zero_attn`` (a learned or zero key/value row concatenated
+along the sequence): ``NotImplementedError`` at construction.
 """
 from __future__ import annotations
 
