@@ -40,14 +40,25 @@ identity for objects such as modules):
 Outputs are the graph's static output tensors, as torch.compile's CUDA graphs return them: the
 same tensors at every replay, **overwritten by the next call** of the compiled function (torch:
 "CUDAGraphs ... accessing tensor output of CUDAGraphs that has been overwritten by a subsequent
-run"). Keep a result across calls with ``.clone()`` (or ``.item()`` outside the function). They
-are detached: run the backward inside the function; gradients do not flow out of it
-(``tritensor.cuda.make_graphed_callables`` graphs a module whose backward runs outside). The
-gradients the function's backward leaves in ``.grad`` are the graph's too: with
-``zero_grad(set_to_none=True)`` (torch's default) backward makes them during the capture, from the
-graph's pool, and every replay writes them again, as torch's CUDA graphs do; the multi-tensor
-kernels that read them (``clip_grad_norm_``, the optimizers, GradScaler) read their addresses from
-tables the graph copies in itself (``runtime/launch.py: _device_table``).
+run"). Keep a result across calls with ``.clone()`` (or ``.item()`` outside the function).
+
+Gradients flow out of it, as out of torch.compile's: when grad mode is on and the outputs require
+grad (a compiled forward whose backward runs outside, ``loss = F.mse_loss(step(x), y);
+loss.backward()``), the capture also records the backward of the outputs, to the tensor arguments
+that require grad and to every leaf the outputs came from (a model's parameters: found from the
+warm-up's autograd graph), as a second graph in the first one's pool, the way
+``tritensor.cuda.make_graphed_callables`` graphs a module. The outputs are then those of an
+autograd node (``GraphedBackward``) whose backward copies the incoming gradients in and replays
+the second graph; the warm-up runs that backward once too (``autograd.grad``, nothing accumulated)
+so its kernels are compiled before the capture. Call the backward of one call's outputs before
+the next call: the next call overwrites what it reads. Grad mode is part of a call's signature
+(a step under ``no_grad`` gets a graph of its own). Without outputs that require grad, the outputs
+are detached and the backward run inside the function is captured with the rest. The gradients
+that backward leaves in ``.grad`` are the graph's too: with ``zero_grad(set_to_none=True)``
+(torch's default) backward makes them during the capture, from the graph's pool, and every replay
+writes them again, as torch's CUDA graphs do; the multi-tensor kernels that read them
+(``clip_grad_norm_``, the optimizers, GradScaler) read their addresses from tables the graph copies
+in itself (``runtime/launch.py: _device_table``).
 
 Falling back to eager, with one warning each, as torch.compile does:
 
@@ -61,8 +72,8 @@ Falling back to eager, with one warning each, as torch.compile does:
   eager would have drawn, and the function is eager from then on;
 * more than ``cache_size_limit`` signatures (torch's ``recompile_limit``, 8): new signatures run
   eagerly; the captured ones keep replaying;
-* tensor arguments that require grad, or live on the CPU, or an argument that cannot be hashed:
-  that call runs eagerly;
+* tensor arguments that live on the CPU, or an argument that cannot be hashed: that call runs
+  eagerly;
 * CPU mode (no device: nothing to capture): ``fn`` runs eagerly, and the first call says so.
 
 What torch's signature has and tritensor does not use: ``backend`` (``"inductor"`` and
@@ -87,7 +98,11 @@ import traceback
 import warnings
 import weakref
 
-from .autograd.grad_mode import no_grad
+from .autograd import graph as autograd_graph
+from .autograd.engine import grad
+from .autograd.grad_mode import _state as _grad_mode, no_grad
+from .autograd.graphed import _function as graphed_function
+from .core.factories import empty_like, ones_like
 from .core.generator import default_generator
 from .core.tensor import Tensor
 from .runtime import cuda, graphs, memory, mode
@@ -161,12 +176,16 @@ def reset() -> None:
 
 class _Graph:
     """One captured signature: its graph, the static tensors its inputs are copied into, and the
-    static outputs every replay overwrites."""
+    static outputs every replay overwrites. A differentiable one (outputs that require grad) also
+    has ``fn``, the autograd Function whose forward replays the graph and whose backward replays
+    the backward graph, applied to the tensors gradients flow to: the arguments that require grad
+    (it copies them in itself) and ``leaves``."""
 
-    __slots__ = ("graph", "static", "out")
+    __slots__ = ("graph", "static", "out", "fn", "grad_args", "leaves")
 
-    def __init__(self, graph, static, out):
-        self.graph, self.static, self.out = graph, static, out
+    def __init__(self, graph, static, out, fn=None, grad_args=(), leaves=()):
+        self.graph, self.static, self.out, self.fn = graph, static, out, fn
+        self.grad_args, self.leaves = grad_args, leaves  # positions of the tensor arguments that require grad
 
 
 class CompiledFunction:
@@ -193,15 +212,19 @@ class CompiledFunction:
             return self._fn(*args, **kwargs)
         tensors: list = []
         try:
-            key = _signature(args, kwargs, tensors)
+            # Grad mode decides whether the outputs are on the autograd graph: a graph of each.
+            key = (_grad_mode.enabled, _signature(args, kwargs, tensors))
             entry = self._graphs.get(key)
         except TypeError as e:  # an argument that cannot be hashed: no signature
             return self._run_eager(args, kwargs, "unhashable", f"an argument cannot be a graph's key ({e})")
         if entry is not None:  # the steady state: copy the inputs in, replay
+            fn = entry.fn
             with no_grad():
                 for static, given in zip(entry.static, tensors):
-                    if static is not given:
+                    if static is not given and not (fn is not None and given.requires_grad):
                         static.copy_(given)
+            if fn is not None:  # outputs on the autograd graph: the Function replays the forward graph
+                return _replace(entry.out, iter(fn.apply(*[tensors[i] for i in entry.grad_args], *entry.leaves)))
             entry.graph.replay()
             return entry.out
         return self._first_calls(key, tensors, args, kwargs)
@@ -214,10 +237,6 @@ class CompiledFunction:
                               f"{self._name} runs eagerly")
             return self._fn(*args, **kwargs)
         for t in tensors:
-            if t.requires_grad:
-                return self._run_eager(args, kwargs, "requires_grad", "a tensor argument requires grad, and "
-                                       "gradients do not flow out of a graph: that call runs eagerly (run the "
-                                       "backward inside the function)")
             if t.device.type != "cuda":
                 return self._run_eager(args, kwargs, "cpu tensor", f"a tensor argument is on {t.device}, and a "
                                        "graph replays device work only: that call runs eagerly")
@@ -249,6 +268,11 @@ class CompiledFunction:
         try:
             with cuda.stream(side):
                 out = self._fn(*args, **kwargs)
+                outs = _differentiable(_tensors_of(out))
+                if outs and not syncs:  # the backward graph's kernels, launched once outside its capture
+                    surface = [t for t in tensors if t.requires_grad] + _leaves(outs, tensors)
+                    if surface:
+                        grad(outs, surface, [ones_like(t) for t in outs], retain_graph=True, allow_unused=True)
         finally:
             memory.watch = None
             cur.wait_stream(side)
@@ -267,28 +291,50 @@ class CompiledFunction:
         return out
 
     def _capture(self, key, tensors, args, kwargs):
-        with no_grad():
-            static = [t.clone() for t in tensors]  # outside the graph's pool: the graph only reads them
+        with no_grad():  # outside the graph's pool: the graph only reads them
+            static = [t.clone().requires_grad_() if t.requires_grad else t.clone() for t in tensors]
         g = graphs.CUDAGraph()
         rng = default_generator.get_state().tolist()
         side = _side_stream(cuda.current_stream().device.index)
+        fn = None
         try:
             with graphs.graph(g, stream=side):
                 out = self._fn(*_replace(args, iter(static)), **_replace(kwargs, iter(static)))
+            flat = list(_tensors_of(out))
+            outs = _differentiable(flat)
+            surface = [t for t in static if t.requires_grad] + _leaves(outs, static) if outs else []
+            if surface:
+                # Gradients flow out: the backward of the outputs to every tensor they came from
+                # (the tensor arguments that require grad, the leaves the function reads, such as
+                # a model's parameters) captured as a second graph, in the first one's pool; an
+                # autograd Function replays the first at each call and the second at its backward.
+                grad_outs = [empty_like(t) if t.requires_grad else None for t in flat]
+                bwd = graphs.CUDAGraph()
+                with graphs.graph(bwd, pool=g.pool(), stream=side):
+                    got = iter(grad(outs, surface, [o for o in grad_outs if o is not None], allow_unused=True))
+                grad_ins = [next(got) for _ in surface]
+                fn = graphed_function(g, bwd, surface, flat, grad_outs, grad_ins)
         except memory.CaptureError as e:
             if self._fullgraph:
                 raise
             self._fall_back(f"{_first_line(e)} {_user_line(traceback.extract_tb(e.__traceback__))}"
                             "(the capture was refused)")
             return self._fn(*args, **kwargs)  # nothing captured ran: this call's result, computed eagerly
-        out = _detached(out)
-        g.replay()  # the capture recorded the call without running it
+        grad_args = tuple(i for i, t in enumerate(tensors) if t.requires_grad)
+        if fn is not None:  # replays the forward graph (the capture recorded it without running it)
+            out = _replace(out, iter(fn.apply(*[tensors[i] for i in grad_args], *surface[len(grad_args):])))
+        else:
+            out = _detached(out)
+            g.replay()  # the capture recorded the call without running it
         if default_generator.get_state().tolist() != rng:
             # This replay drew what eager would have; the next one would draw the same numbers again.
             self._fall_back("a random op draws from tritensor's default generator, whose offset a graph would "
                             "replay unchanged (the same numbers at every step)")
             return out
-        self._graphs[key] = _Graph(g, static, out)
+        if fn is None:
+            self._graphs[key] = _Graph(g, static, out)
+        else:
+            self._graphs[key] = _Graph(g, static, out, fn, grad_args, tuple(surface[len(grad_args):]))
         return out
 
     def _fall_back(self, why: str) -> None:
@@ -355,6 +401,37 @@ def _replace(obj, static):
     if type(obj) is dict:
         return {k: _replace(v, static) for k, v in obj.items()}
     return obj
+
+
+def _differentiable(tensors) -> list:
+    """The outputs whose gradients can flow out: they require grad and their autograd graph is
+    still there (a step that ran its backward inside returns a loss whose graph is freed)."""
+    return [t for t in tensors if t.requires_grad and (t.grad_fn is None or not t.grad_fn._released)]
+
+
+def _leaves(outputs, exclude) -> list:
+    """The leaf tensors the outputs' autograd graph accumulates into (a model's parameters ...), in
+    the order a walk from the outputs meets them, less those in ``exclude`` (the arguments)."""
+    skip = {id(t) for t in exclude}
+    seen, found = set(), []
+    stack = [t.grad_fn for t in reversed(outputs) if t.grad_fn is not None]
+    for t in outputs:
+        if t.grad_fn is None and t.requires_grad and id(t) not in skip:  # an output that is a leaf itself
+            skip.add(id(t))
+            found.append(t)
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if isinstance(node, autograd_graph.AccumulateGrad):
+            v = node.variable
+            if id(v) not in skip:
+                skip.add(id(v))
+                found.append(v)
+            continue
+        stack.extend(e[0] for e in reversed(node._edges) if e)
+    return found
 
 
 def _tensors_of(obj):
