@@ -1,4 +1,4 @@
-"""The composite nn.functional entries and their modules (nn/functional_composites.py; the modules in nn/modules/)
+"""The composite nn.functional entries and their modules (nn/functional_*.py, grouped by kind; the modules in nn/modules/)
 against float64 NumPy: 1-D convolution and pooling, pixel (un)shuffle, unfold, cosine similarity,
 pairwise distance, bilinear; gradchecks through the ops they are made of; torch's reprs and errors."""
 import numpy as np

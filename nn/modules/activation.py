@@ -210,7 +210,7 @@ class MultiheadAttention(Module):
                              f"num_heads={num_heads} instead")
         if add_bias_kv or add_zero_attn:
             raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported "
-                                      "(they need torch.cat, which tritensor does not have yet)")
+                                      "(the extra key/value row they concatenate along the sequence is not implemented)")
         super().__init__()
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
