@@ -93,7 +93,9 @@ class Tensor:
     def addcmul(self, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 * tensor2`` in one kernel."""
     def addcmul_(self, tensor1, tensor2, *, value=...) -> Tensor: ...
     def addmm(self, mat1, mat2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat1 @ mat2), ``input`` broadcast to the product's shape."""
+    def addmm_(self, mat1, mat2, *, beta=..., alpha=...) -> Tensor: """In place: input = beta * input + alpha * (mat1 @ mat2)."""
     def addmv(self, mat, vec, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat @ vec)."""
+    def addmv_(self, mat, vec, *, beta=..., alpha=...) -> Tensor: """In place: input = beta * input + alpha * (mat @ vec)."""
     def all(self, dim=..., keepdim=...) -> Tensor: ...
     def allclose(self, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
     def amax(self, dim=..., keepdim=...) -> Tensor: ...
@@ -130,6 +132,7 @@ class Tensor:
     def atanh_(self) -> Tensor: """In-place elementwise ``atanh``."""
     def backward(self, *args, **kwargs) -> Any: ...
     def baddbmm(self, batch1, batch2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (batch1 @ batch2), batched (b, n, m) @ (b, m, p)."""
+    def baddbmm_(self, batch1, batch2, *, beta=..., alpha=...) -> Tensor: """In place: input = beta * input + alpha * (batch1 @ batch2)."""
     def bernoulli(self, p=..., *, generator=...) -> Tensor: """1 with probability ``input`` (elementwise), else 0, in ``input``'s dtype; with a float ``p``,"""
     def bernoulli_(self, p=..., *, generator=...) -> Tensor: """Fill with 1 with probability ``p`` (a float, or a tensor broadcast to ``input``'s shape), else 0."""
     def bfloat16(self) -> Any: ...

@@ -333,6 +333,16 @@ def test_mv_addmv_addmm_baddbmm_match_numpy(dtype):
     assert_close(tt.addmm(T(c)[:0], T(a)[:0], T(b)), np.zeros((0, 3)), dtype)  # empty
     nan = tt.full((5, 3), float("nan"), dtype=dtype)
     assert_close(tt.addmm(nan, T(a), T(b), beta=0), a64 @ b64, dtype, "accumulate", k=7)  # beta 0: input unread
+    z = T(c)  # the in-place forms: input has the product's shape
+    assert z.addmm_(at, T(b), beta=0.5, alpha=2) is z and z._version > 0
+    assert_close(z, 0.5 * c64 + 2 * (a64 @ b64), dtype, "rounded_terms", k=3)
+    assert_close(nan.addmm_(T(a), T(b), beta=0), a64 @ b64, dtype, "accumulate", k=7)
+    zv = T(d)
+    assert_close(zv.addmv_(T(a), T(v), alpha=-1), d64 - a64 @ v64, dtype, "rounded_terms", k=2)
+    zb = tt.zeros(2, 5, 3, dtype=dtype)
+    assert_close(zb.baddbmm_(T(x), T(y), beta=3), x64 @ y64, dtype, "accumulate", k=7)
+    with pytest.raises(RuntimeError, match=r"Bad in-place call: input tensor size \[3\] and output tensor size"):
+        T(r).addmm_(T(a), T(b))
 
 
 def test_mv_addmm_errors(no_launch):
@@ -364,3 +374,6 @@ def test_mv_addmv_addmm_baddbmm_gradcheck():
     assert gradcheck(lambda i, m1, m2: tt.addmm(i, m1, m2), (leaf(2), a, b))  # a broadcast row
     x, y = leaf(2, 2, 3), leaf(2, 3, 2)
     assert gradcheck(lambda i, b1, b2: tt.baddbmm(i, b1, b2, alpha=1.5), (leaf(2, 1), x, y))
+    assert gradcheck(lambda i, m1, m2: (i * 1).addmm_(m1, m2, beta=0.5, alpha=2), (c, a, b))
+    assert gradcheck(lambda i, m, x: (i * 1).addmv_(m, x, beta=0), (d, a, v))
+    assert gradcheck(lambda i, b1, b2: (i * 1).baddbmm_(b1, b2), (leaf(2, 2, 2), x, y))

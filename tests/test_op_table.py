@@ -97,7 +97,8 @@ TESTS = {
             "test_matmul.py::test_matmul_noncontiguous_mm_bmm_and_second_derivative") for op in ("mm", "bmm")},
     "linear": ("test_matmul.py::test_linear_fused_epilogue", "test_matmul.py::test_linear_gradcheck"),
     **{op: ("test_matmul.py::test_mv_addmv_addmm_baddbmm_match_numpy",
-            "test_matmul.py::test_mv_addmv_addmm_baddbmm_gradcheck") for op in ("mv", "addmv", "addmm", "baddbmm")},
+            "test_matmul.py::test_mv_addmv_addmm_baddbmm_gradcheck")
+       for op in ("mv", "addmv", "addmm", "baddbmm", "addmv_", "addmm_", "baddbmm_")},
     "scaled_dot_product_attention": ("test_attention.py::test_forward_against_float64",
                                      "test_attention.py::test_gradcheck_float64"),
     **{op: (RED + "test_sumlike_against_float64", RED + "test_reduction_gradcheck")
@@ -230,6 +231,7 @@ TESTS = {
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
 COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select",
               "normal", "einsum", "mv", "addmv", "addmm", "baddbmm",  # mm/bmm/matmul and an add
+              "addmv_", "addmm_", "baddbmm_",
               "cross", "linalg_cross", "tensordot", "kron",  # rolls, products, permutes, mm
               # issue 24: recorded as the scatter, index_put or gather they are
               "index_fill", "index_fill_", "index_copy", "index_copy_", "masked_scatter", "masked_scatter_",

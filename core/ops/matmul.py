@@ -237,3 +237,64 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:
                            f"[{batch1.shape[0]}, {batch1.shape[2]}] but got: [{batch2.shape[0]}, {batch2.shape[1]}].")
     _check_added("baddbmm", input, batch1, (batch1.shape[0], batch1.shape[1], batch2.shape[2]))
     return _beta_input_plus(input, batch1.bmm(batch2), beta, alpha)
+
+
+def _in_place(input, product, beta, alpha) -> Tensor:
+    """input = beta * input + alpha * product, in place (input already has the product's shape); each step a
+    dispatched in-place op, so recorded."""
+    if beta == 0:
+        input.fill_(0)  # input is not read: a NaN in it does not survive, as torch
+    elif beta != 1:
+        input.mul_(beta)
+    return input.add_(product, alpha=alpha)
+
+
+def _check_in_place(input, shape) -> None:
+    if not isinstance(input, TensorBase):
+        raise TypeError(f"self must be a Tensor, not {type(input).__name__}")
+    if tuple(input.shape) != tuple(shape):
+        raise RuntimeError(f"Bad in-place call: input tensor size {list(input.shape)} and output tensor size "
+                           f"{list(shape)} should match")
+
+
+def addmv_(input, mat, vec, *, beta=1, alpha=1) -> Tensor:
+    """In place: input = beta * input + alpha * (mat @ vec)."""
+    _check_number("addmv_", beta, "beta")
+    _check_number("addmv_", alpha, "alpha")
+    _check_pair("addmv", mat, vec, ("mat", "vec"))
+    if mat.ndim == 2:
+        _check_in_place(input, (mat.shape[0],))
+    _check_added("addmv", input, mat, (mat.shape[0],) if mat.ndim == 2 else tuple(input.shape))
+    return _in_place(input, mv(mat, vec), beta, alpha)
+
+
+def addmm_(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
+    """In place: input = beta * input + alpha * (mat1 @ mat2)."""
+    _check_number("addmm_", beta, "beta")
+    _check_number("addmm_", alpha, "alpha")
+    _check_pair("addmm", mat1, mat2, ("mat1", "mat2"))
+    for m, name in ((mat1, "mat1"), (mat2, "mat2")):
+        if m.ndim != 2:
+            raise RuntimeError(f"{name} must be a matrix, got {m.ndim}-D tensor")
+    if mat1.shape[1] != mat2.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_str(mat1)} and {_shape_str(mat2)})")
+    _check_in_place(input, (mat1.shape[0], mat2.shape[1]))
+    _check_added("addmm", input, mat1, (mat1.shape[0], mat2.shape[1]))
+    return _in_place(input, mat1.mm(mat2), beta, alpha)
+
+
+def baddbmm_(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:
+    """In place: input = beta * input + alpha * (batch1 @ batch2)."""
+    _check_number("baddbmm_", beta, "beta")
+    _check_number("baddbmm_", alpha, "alpha")
+    _check_pair("baddbmm", batch1, batch2, ("batch1", "batch2"))
+    for m, name in ((batch1, "batch1"), (batch2, "batch2")):
+        if m.ndim != 3:
+            raise RuntimeError(f"{name} must be a 3D tensor")
+    if batch2.shape[:2] != (batch1.shape[0], batch1.shape[2]):
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{batch1.shape[0]}, {batch1.shape[2]}] but got: [{batch2.shape[0]}, {batch2.shape[1]}].")
+    shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
+    _check_in_place(input, shape)
+    _check_added("baddbmm", input, batch1, shape)
+    return _in_place(input, batch1.bmm(batch2), beta, alpha)

@@ -160,8 +160,9 @@ _add(Op("mm", matmul.mm, "lower"))
 _add(Op("bmm", matmul.bmm, "lower"))
 _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
 # composites of mm/bmm/matmul and one add (each dispatched, so recorded); PyTorch's CUDA autocast lowers all four
-for _name in ("mv", "addmv", "addmm", "baddbmm"):
-    _add(Op(_name, getattr(matmul, _name), "lower"))
+_add(Op("mv", matmul.mv, "lower"))
+for _name in ("addmv", "addmm", "baddbmm"):
+    _with_inplace(_name, getattr(matmul, _name), getattr(matmul, _name + "_"), "lower")
 
 # ----- cdist (core/ops/cdist.py, triton_kernels/cdist.py); PyTorch's CUDA autocast runs it in fp32
 _add(Op("cdist", cdist.cdist, "fp32", method=False))
