@@ -249,9 +249,9 @@ class TensorBase:
         """Mark the memory as in use by ``stream``: its free waits for work queued there."""
         self._storage.record_stream(stream)
 
-    @property
-    def _version(self) -> int:
-        return self._version_counter.value
+    # Read by every saved tensor and every gradient edge: a C getter (no Python call), as ``shape``.
+    _version: int = property(operator.attrgetter("_version_counter.value"),
+                             doc="How many in-place writes the memory has seen (shared by all views).")
 
     def _bump_version(self) -> None:
         self._version_counter.value += 1

@@ -31,7 +31,7 @@ PINNED = {  # op -> most Python calls it may make (2026-11-26; before the plan l
     "(a * b + c).relu()": 65,
     "a.sum()": 27,
     "matmul 64x64": 41,
-    "recorded (a*b).sum().backward()": 291,  # counted 290: one call of slack for what earlier tests leave
+    "recorded (a*b).sum().backward()": 287,  # counted 286: one call of slack for what earlier tests leave
     "tt.empty(1)": 20,
 }
 
