@@ -13,18 +13,24 @@ driver's launch a no-op (``runtime/sim.py: HOST_ONLY``, as the bench has it) and
 collector paused so that no unrelated ``__del__`` is counted. The pins are the counts reached
 when the test was written: lower them when the path gets cheaper, and raise one only with a
 reason that says what the extra calls buy.
+
+Beside the counts, the premises the hot path's shortcuts stand on, checked in both modes: devices
+are one object each (identity checks replace ``==``), the dispatcher's flag gate (autocast)
+switches its layer on and off as the flag does, and on the GPU path Triton's launch hooks still
+reach the launcher when one is registered.
 """
 from __future__ import annotations
 
 import gc
 import sys
 
+import numpy as np
 import pytest
 
 import tritensor as tt
 from tritensor.runtime import mode
 
-pytestmark = pytest.mark.skipif(not mode.SIM, reason="counts the GPU path's calls on the simulated device")
+sim_only = pytest.mark.skipif(not mode.SIM, reason="counts the GPU path's calls on the simulated device")
 
 PINNED = {  # op -> most Python calls it may make (2026-11-26; before the plan launches: 115, 152, 911)
     "add": 22,
@@ -63,6 +69,7 @@ def _calls(fn) -> int:
     return n[0] - 1  # fn itself
 
 
+@sim_only
 def test_python_calls_per_op_on_the_gpu_path():
     a, b = tt.ones(1, device="cuda"), tt.ones(1, device="cuda")
     m = tt.ones(64, 64, device="cuda")
@@ -80,3 +87,80 @@ def test_python_calls_per_op_on_the_gpu_path():
     counts = {name: _calls(fn) for name, fn in rows.items()}
     over = {name: (n, PINNED[name]) for name, n in counts.items() if n > PINNED[name]}
     assert not over, f"Python calls per op (counted, pinned) grew: {over}; all counts: {counts}"
+
+
+def test_devices_are_one_object_each():
+    import copy
+    import pickle
+
+    from tritensor.runtime.device import device
+
+    assert device("cuda", 0) is device("cuda:0") is device(0) is device(device("cuda:0")) is tt.device(" cuda:0")
+    assert device("cpu") is tt.ones(1, device="cpu").device and device("cuda") is not device("cuda:0")
+    assert pickle.loads(pickle.dumps(device("cuda:1"))) is device("cuda", 1) and copy.deepcopy(device("cpu")) is device("cpu")
+    assert device("cuda") == "cuda" and device("cuda:1") != device("cuda:0") and hash(device("cuda:1")) == hash(device("cuda", 1))
+    for bad, err in ((("cuda:x",), ValueError), (("gpu",), ValueError), ((True,), TypeError), (("cpu", 1), ValueError),
+                     (("cuda:0", 0), ValueError), (("cuda", -1), ValueError), ((None,), TypeError)):
+        with pytest.raises(err, match="device"):
+            device(*bad)
+
+
+def test_a_flag_gated_layer_runs_exactly_while_its_flag_is_set(monkeypatch):
+    from tritensor.core import dispatch
+
+    class Flag:
+        on = False
+
+    seen = []
+    monkeypatch.setattr(dispatch, "_layers", dict(dispatch._layers))
+    monkeypatch.setattr(dispatch, "_needed", dict(dispatch._needed))
+    monkeypatch.setattr(dispatch, "_flags_by_name", dict(dispatch._flags_by_name))
+    monkeypatch.setattr(dispatch, "_gates", dispatch._gates)
+    monkeypatch.setattr(dispatch, "_flags", dispatch._flags)
+    monkeypatch.setattr(dispatch, "_entry", dispatch._entry)
+    dispatch.register_layer("autocast", lambda op, args, kwargs, next: seen.append(op.name) or next(op, args, kwargs),
+                            flag=(Flag, "on"))
+    x = tt.ones(2)
+    x + x
+    assert seen == []
+    Flag.on = True
+    y = x + x
+    assert seen == ["add"]
+    Flag.on = False
+    np.testing.assert_array_equal(y.cpu().numpy(), [2.0, 2.0])
+    with pytest.raises(TypeError, match="needed or flag, not both"):
+        dispatch.register_layer("autocast", lambda *a: None, needed=lambda *a: True, flag=(Flag, "on"))
+    with pytest.raises(TypeError, match="flag must be an"):
+        dispatch.register_layer("autocast", lambda *a: None, flag=Flag)
+    with pytest.raises(AttributeError):
+        dispatch.register_layer("autocast", lambda *a: None, flag=(Flag, "missing"))
+
+
+@sim_only
+def test_launch_hooks_reach_the_launcher_on_the_plan_path(monkeypatch):
+    from triton.knobs import HookChain
+
+    from tritensor.runtime import launch
+
+    a, b = tt.ones(3, device="cuda"), tt.ones(3, device="cuda")
+    for _ in range(3):
+        a + b  # through the checked launches: from here on the plan runs
+    from tritensor.runtime import direct
+
+    got = []
+    for fast in direct._launchers.values():  # a plan holds its launcher's bound run: wrap each
+        for plan in (fast.plans.values() if fast is not None else ()):
+            def run(*args, _real=plan.run):
+                got.append(args[7:9])  # (enter hook, exit hook)
+                return _real(*args)
+            monkeypatch.setattr(plan, "run", run)
+
+    class Knobs:  # where Triton keeps them (knobs.runtime): an empty chain is no hook
+        launch_enter_hook, launch_exit_hook = HookChain(), HookChain(reversed=True)
+
+    monkeypatch.setattr(launch, "_hook_knobs", Knobs)
+    a + b
+    Knobs.launch_enter_hook.add(lambda metadata: None)
+    c = a + b
+    assert got == [(None, None), (Knobs.launch_enter_hook, None)]
+    np.testing.assert_array_equal(c.cpu().numpy(), [2.0] * 3)
