@@ -42,8 +42,9 @@ the culprit:
   one from pinned host memory to the device, recorded as a copy node that reads those bytes at
   every replay), a stream-ordered allocation on it, ``cuMemAlloc``/``cuMemFree`` outside relaxed
   mode and a kernel's first module load are errors that invalidate the capture (``global`` mode:
-  from any thread), as the driver makes them; ``end_building`` then raises, once. Replay queues the recorded work
-  with its arguments as captured: pointers baked in, so a graph whose table was freed reads poison.
+  from any thread), as the driver makes them; ``end_building`` then raises, once. Replay queues
+  the recorded work with its arguments as captured: pointers baked in, so a graph whose table was
+  freed reads poison.
 * **Driver calls are counted** (:data:`counts`, :func:`counting`): launches, graph launches, driver
   allocations and frees, synchronizations, event records and queries, host and device copies.
 * **Errors are sticky**, as a CUDA context's are: after an illegal address every driver call
