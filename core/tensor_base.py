@@ -118,7 +118,8 @@ class TensorBase:
         # __init__'s assignments without its call (every op's output comes here); a new tensor's
         # layout is already a Size and a tuple of ints, and it has no base.
         t = _new_tensor(TensorBase._result_class)
-        t._storage, t._shape, t._stride, t._offset, t.dtype, t.device = storage, size, strides, 0, dtype_, storage.device
+        t._storage, t._shape, t._stride, t._offset = storage, size, strides, 0
+        t.dtype, t.device = dtype_, storage.device
         t._base = t._autograd_meta = t.grad = t.grad_fn = t._hooks = t._post_acc_hooks = None
         t._version_counter, t._requires_grad, t._inference = Version(), False, inference_state.enabled
         return t

@@ -97,8 +97,10 @@ def test_devices_are_one_object_each():
 
     assert device("cuda", 0) is device("cuda:0") is device(0) is device(device("cuda:0")) is tt.device(" cuda:0")
     assert device("cpu") is tt.ones(1, device="cpu").device and device("cuda") is not device("cuda:0")
-    assert pickle.loads(pickle.dumps(device("cuda:1"))) is device("cuda", 1) and copy.deepcopy(device("cpu")) is device("cpu")
-    assert device("cuda") == "cuda" and device("cuda:1") != device("cuda:0") and hash(device("cuda:1")) == hash(device("cuda", 1))
+    assert pickle.loads(pickle.dumps(device("cuda:1"))) is device("cuda", 1)
+    assert copy.deepcopy(device("cpu")) is device("cpu")
+    assert device("cuda") == "cuda" and device("cuda:1") != device("cuda:0")
+    assert hash(device("cuda:1")) == hash(device("cuda", 1))
     for bad, err in ((("cuda:x",), ValueError), (("gpu",), ValueError), ((True,), TypeError), (("cpu", 1), ValueError),
                      (("cuda:0", 0), ValueError), (("cuda", -1), ValueError), ((None,), TypeError)):
         with pytest.raises(err, match="device"):
