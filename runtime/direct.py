@@ -184,7 +184,7 @@ class DirectLauncher:
         self.names = tuple(params)
         self.defaults = {n: p.default for n, p in params.items() if p.default is not p.empty}
         self.entries: dict = {}  # device index -> {launch key -> _Entry}
-        self.plans: dict = {}  # (device index, keyword arguments, *signature) -> Plan
+        self.plans: dict = {}  # (device index, keyword names, *their values, *signature) -> Plan
         self.off = False  # a check failed: every launch goes through Triton
 
     def bind(self, args, kwargs) -> list:
@@ -243,8 +243,12 @@ class DirectLauncher:
     def launch_converted(self, grid, values: list, signature: list, kwargs, stream, device: int = 0) -> None:
         """:meth:`launch` for arguments converted by ``runtime/launch.py``: ``values`` as the compiled
         kernel takes them (device pointers as ints), ``signature`` per argument its
-        :class:`PointerKey`, or the value itself (``float`` for a float, ``(bool, v)`` for a bool)."""
-        key = (device, tuple(kwargs.items()), *signature)
+        :class:`PointerKey`, or the value itself (``float`` for a float, ``(bool, v)`` for a bool).
+
+        A plan's key is ``(device, keyword names, *keyword values, *signature)``: the names fix how
+        many values follow, so it is as fine as the pairs and builds no tuple per keyword
+        (``runtime/launch.py`` looks plans up with the same layout)."""
+        key = (device, tuple(kwargs), *kwargs.values(), *signature)
         try:
             plan = self.plans.get(key)
         except TypeError:  # an unhashable keyword argument: Triton's binder decides (see launch_key)

@@ -228,7 +228,7 @@ def launch(kernel, grid, *args, **kwargs) -> None:
                         p = values[i] = st._ptr + offset * dtype.itemsize
                         signature[i] = (_pointer_keys.get(dtype) or direct.pointer_keys(dtype))[p & 15 == 0]
                 else:
-                    key = (index, tuple(kwargs.items()), *signature)
+                    key = (index, tuple(kwargs), *kwargs.values(), *signature)  # direct.plan_key's layout
                     try:
                         plan = fast.plans.get(key)
                     except TypeError:  # an unhashable keyword argument: the checked way decides
