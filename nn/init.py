@@ -14,7 +14,7 @@ from ..autograd.grad_mode import no_grad
 from ..core.functional import orthogonalize_ as _orthogonalize_
 from ..core.tensor import Tensor
 from ..core.factories import rand, randn
-from ..runtime import dtype as _dt
+from ..runtime.dtype_policy import FLOAT_COMPUTE
 
 
 def _fans(t: Tensor):
@@ -116,7 +116,7 @@ def trunc_normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of values "
                       "may be incorrect.", stacklevel=2)
-    d = _dt.float64 if t.dtype is _dt.float64 else _dt.float32  # drawn and tested before rounding
+    d = FLOAT_COMPUTE[t.dtype]  # drawn and tested before rounding
     x = randn(t.shape, dtype=d, device=t.device) * std + mean
     for _ in range(1000):
         outside = (x < a) | (x > b)
@@ -139,7 +139,7 @@ def orthogonal_(t: Tensor, gain: float = 1.0) -> Tensor:
     rows = t.shape[0]
     cols = t.numel() // rows
     tall = (max(rows, cols), min(rows, cols))
-    compute = _dt.float64 if t.dtype is _dt.float64 else _dt.float32
+    compute = FLOAT_COMPUTE[t.dtype]
     q = _orthogonalize_(randn(tall, dtype=compute, device=t.device))
     if rows < cols:
         q = q.T

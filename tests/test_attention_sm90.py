@@ -25,6 +25,7 @@ CHILD = textwrap.dedent(r'''
     core.Device = core.EventOptions = core.LegacyPinnedMemoryResource = core.StreamOptions = None
     sys.modules["cuda.core"] = core
     import triton
+    import triton.language as tl
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     from tritensor.triton_kernels import attention as A, attention_bwd as B
@@ -56,7 +57,7 @@ CHILD = textwrap.dedent(r'''
 
     def common(D, causal, mask_kind, dropout, bm, bn):
         return dict(D=D, DV=D, NBATCH=1, IS_CAUSAL=causal, MASK_KIND=mask_kind, HAS_DROPOUT=dropout, UPCAST=False,
-                    INPUT_PRECISION="ieee", BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=D, BLOCK_DV=D)
+                    INPUT_PRECISION="ieee", BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=D, BLOCK_DV=D, ACC=tl.float32)
 
     for name, kernel, dt, consts, warps, stages, mask_dt in [
         ("fwd fp16 D64 causal", A._attn_fwd, "fp16", common(64, True, 0, False, 128, 64), 4, 3, None),
@@ -66,7 +67,7 @@ CHILD = textwrap.dedent(r'''
         ("dkdv bf16 D128 additive+dropout", B._bwd_dkdv, "bf16", common(128, False, 2, True, 32, 64), 4, 2, None),
         ("dq fp16 D64 additive grad", B._bwd_dq, "fp16", dict(common(64, False, 2, False, 128, 64), MASK_GRAD=True),
          8, 2, None),
-        ("delta fp16 D128", B._bwd_delta, "fp16", dict(DV=128, BLOCK_M=64, BLOCK_DV=128), 4, 1, None),
+        ("delta fp16 D128", B._bwd_delta, "fp16", dict(DV=128, BLOCK_M=64, BLOCK_DV=128, ACC=tl.float32), 4, 1, None),
     ]:
         print(name, "shared", compile_(kernel, dt, consts, warps, stages, mask_dt), flush=True)
 ''')

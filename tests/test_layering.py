@@ -18,7 +18,9 @@ Layers, lowest first (a module may import its own layer and the layers beneath i
 Also checked: no function-level import of a tritensor module (the style rule forbids them as a
 way around a cycle; a module that needs one sits in the wrong layer), no import cycle among
 module-level imports, and the layers above autograd never reach into the kernels or the launch
-point (they use the public surface: Tensor, ops, autograd).
+point (they use the public surface: Tensor, ops, autograd). The dtype policy (what arithmetic
+computes and accumulates in) is written in ``runtime/dtype_policy.py`` and nowhere else: a
+conditional that picks fp64-else-fp32, int64-else-int32 or fp16/bf16-in-fp32 anywhere else fails.
 
 Package ``__init__`` edges count: importing ``a.b.c`` first runs the ``__init__`` of ``a`` and
 ``a.b``, so the cycle check gives every import an edge to each package it runs, except the
@@ -372,3 +374,69 @@ def test_the_test_process_holds_one_copy_of_the_library():
     second = [name for name, m in list(sys.modules.items())
               if id(m) not in ours and getattr(m, "__file__", None) and pathlib.Path(m.__file__).resolve() in sources]
     assert second == [], f"modules loaded a second time under another name: {second[:5]}"
+
+
+# ----- the dtype policy has one home ---------------------------------------------------------
+POLICY = ("runtime", "dtype_policy")
+# The kernels another change is rewriting now: their accumulator rules move to the policy with it.
+POLICY_PENDING = {
+    ("triton_kernels", "conv"): "conv's kernels are being rewritten; their rules move with them",
+    # A tl.dtype constexpr costs matmul one Python call per launch (the direct launcher's key hashes
+    # it in Python), over tests/test_host_cost.py's pin; it moves when that key hashes dtypes natively.
+    ("triton_kernels", "matmul"): "the accumulator as a constexpr costs a Python call per launch",
+}
+
+
+def _dtype_const(node):
+    """The dtype a node names (``dt.float64``, ``tl.float32``, ``np.float64``, ``"float64"``), else None."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return None
+
+
+def _names_dtype(node, name) -> bool:
+    """``node`` is a comparison of something with the dtype ``name`` (``d is dt.float64``,
+    ``x.dtype.element_ty == tl.float64``, ``d.name == "float64"``)."""
+    return (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.Eq))
+            and _dtype_const(node.comparators[0]) == name)
+
+
+def _policy_copies(tree):
+    """The places a module writes one of the policy's rules out again: fp64-stays-fp64-else-fp32
+    (``float_compute``), int64-stays-int64-else-int32 (``compute`` of integers), fp16/bf16-in-fp32
+    (``widened``), each as the conditional expression every copy was written as."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.IfExp):
+            continue
+        body = _dtype_const(node.body)
+        if body == "float64" and _names_dtype(node.test, "float64"):
+            yield node.lineno, "fp64 else fp32 (dtype_policy.float_compute)"
+        elif body == "int64" and _names_dtype(node.test, "int64"):
+            yield node.lineno, "int64 else int32 (dtype_policy.compute)"
+        elif (body == "float32" and isinstance(node.test, ast.Compare) and isinstance(node.test.ops[0], ast.In)
+              and isinstance(node.test.comparators[0], ast.Tuple)
+              and {_dtype_const(e) for e in node.test.comparators[0].elts} == {"float16", "bfloat16"}):
+            yield node.lineno, "fp16/bf16 in fp32 (dtype_policy.widened)"
+
+
+def test_the_dtype_policy_has_one_home():
+    """What arithmetic computes and accumulates in is decided in ``runtime/dtype_policy.py`` only;
+    a kernel gets its accumulator dtype from its launcher, which asks the policy."""
+    found = [f"{_fmt(name)} line {line}: {rule}" for name, tree in TREES.items()
+             if name != POLICY and name not in POLICY_PENDING for line, rule in _policy_copies(tree)]
+    assert not found, "copies of the dtype policy (use tritensor/runtime/dtype_policy.py):\n" + "\n".join(found)
+
+
+def test_the_policy_copy_finder_finds_each_form():
+    """The finder above catches every form the copies were written in, and the policy's own rules."""
+    forms = ['a = dt.float64 if d is dt.float64 else dt.float32',
+             'ACC: tl.constexpr = tl.float64 if Q.dtype.element_ty == tl.float64 else tl.float32',
+             'c = "float64" if x.dtype.name == "float64" else "float32"',
+             'c = ("float64" if d is dt.float64 else "float32") if d.is_floating_point else (\n'
+             '    "int64" if d is dt.int64 else "int32")',
+             'z = dt.float32 if d in (dt.float16, dt.bfloat16) else d']
+    assert [len(list(_policy_copies(ast.parse(src)))) for src in forms] == [1, 1, 1, 2, 1]
+    assert len(list(_policy_copies(TREES[POLICY]))) == 3
+    assert all(name in MODULES for name in POLICY_PENDING)

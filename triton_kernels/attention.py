@@ -32,6 +32,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import launch
 from . import attention_tma
 from ._common import INTERPRET, cdiv, f64_bits, load_f64_scalar
@@ -96,8 +97,7 @@ def _attn_fwd(Q, K, V, O, LSE, MASK, batch_shape, sqb, skb, svb, sob, smb,
               D: tl.constexpr, DV: tl.constexpr, NBATCH: tl.constexpr, IS_CAUSAL: tl.constexpr,
               MASK_KIND: tl.constexpr, HAS_DROPOUT: tl.constexpr, UPCAST: tl.constexpr,
               INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if Q.dtype.element_ty == tl.float64 else tl.float32
+              BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
     oq, ok, ov, oo, om = batch_offsets(bh, H, GROUP, batch_shape, sqb, skb, svb, sob, smb, sqh, skh, svh, soh, smh,
@@ -165,4 +165,5 @@ def forward(out, lse, q, k, v, mask, mask_kind, batch_shape, strides, H, group, 
            *sq, *sk, *sv, *so, *sm, H, group, L, S, scale_bits, causal_offset, seed, rng_offset, float(dropout_p),
            drop_scale_bits, seq_bucket(L, S), D=D, DV=DV, NBATCH=len(batch_shape), IS_CAUSAL=bool(is_causal),
            MASK_KIND=MASK_KINDS[mask_kind], HAS_DROPOUT=dropout_p > 0, UPCAST=INTERPRET,
-           INPUT_PRECISION=input_precision, BLOCK_D=block_d, BLOCK_DV=block_dv, **meta)
+           INPUT_PRECISION=input_precision, BLOCK_D=block_d, BLOCK_DV=block_dv,
+           ACC=getattr(tl, FLOAT_COMPUTE_NAME[q.dtype.name]), **meta)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import launch
 from ._common import INTERPRET, cdiv, load_f64_scalar
 from .attention_common import (MASK_KINDS, batch_offsets, block_dims, causal_key_bounds, dropout_keep,
@@ -36,9 +37,8 @@ DELTA_BLOCK = 64
 
 
 @triton.jit
-def _bwd_delta(O, DO, DELTA, L, DV: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr):
+def _bwd_delta(O, DO, DELTA, L, DV: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
     """Δ[bh, i] = Σ_d O[bh, i, d] · dO[bh, i, d] (both contiguous (nbh, L, DV))."""
-    ACC: tl.constexpr = tl.float64 if O.dtype.element_ty == tl.float64 else tl.float32
     bh = tl.program_id(1).to(tl.int64)
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_dv = tl.arange(0, BLOCK_DV)
@@ -95,8 +95,7 @@ def _bwd_dkdv(Q, K, V, MASK, DO, LSE, DELTA, DK, DV_, batch_shape, sqb, skb, svb
               D: tl.constexpr, DV: tl.constexpr, NBATCH: tl.constexpr, IS_CAUSAL: tl.constexpr,
               MASK_KIND: tl.constexpr, HAS_DROPOUT: tl.constexpr, UPCAST: tl.constexpr,
               INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if Q.dtype.element_ty == tl.float64 else tl.float32
+              BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
     start_n = tl.program_id(0) * BLOCK_N
     bhk = tl.program_id(1)
     z = bhk // HK
@@ -193,8 +192,7 @@ def _bwd_dq(Q, K, V, MASK, DO, LSE, DELTA, DQ, DMASK, batch_shape, sqb, skb, svb
             D: tl.constexpr, DV: tl.constexpr, NBATCH: tl.constexpr, IS_CAUSAL: tl.constexpr,
             MASK_KIND: tl.constexpr, HAS_DROPOUT: tl.constexpr, MASK_GRAD: tl.constexpr, UPCAST: tl.constexpr,
             INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-            BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if Q.dtype.element_ty == tl.float64 else tl.float32
+            BLOCK_D: tl.constexpr, BLOCK_DV: tl.constexpr, ACC: tl.constexpr):
     start_m = tl.program_id(0) * BLOCK_M
     bh = tl.program_id(1)
     bh64 = bh.to(tl.int64)
@@ -256,12 +254,12 @@ def backward(dq, dk, dv, dmask, delta, do, q, k, v, out, lse, mask, mask_kind, b
     meta = interpret_blocks(L, S) if INTERPRET else {}
     common = dict(D=D, DV=DV, NBATCH=len(batch_shape), IS_CAUSAL=bool(is_causal), MASK_KIND=MASK_KINDS[mask_kind],
                   HAS_DROPOUT=dropout_p > 0, UPCAST=INTERPRET, INPUT_PRECISION=input_precision, BLOCK_D=block_d,
-                  BLOCK_DV=block_dv, **meta)
+                  BLOCK_DV=block_dv, ACC=getattr(tl, FLOAT_COMPUTE_NAME[q.dtype.name]), **meta)
     tail = (scale_bits, causal_offset, seed, rng_offset, float(dropout_p), drop_scale_bits, seq_bucket(L, S))
     mask_arg = mask if mask is not None else q
     if nbh and L:
         launch(_bwd_delta, (cdiv(L, DELTA_BLOCK), nbh), out, do, delta, L, DV=DV, BLOCK_M=DELTA_BLOCK,
-               BLOCK_DV=block_dv)
+               BLOCK_DV=block_dv, ACC=common["ACC"])
     if nbk and S:
         launch(_bwd_dkdv, lambda META: (cdiv(S, META["BLOCK_N"]), nbk), q, k, v, mask_arg, do, lse, delta, dk,
                dv, batch_shape, sqb, skb, svb, smb, *sq, *sk, *sv, *sm, H, hk, group, L, S, *tail, **common)

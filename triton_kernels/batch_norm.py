@@ -19,6 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import launch
 from ._common import f64_bits, load_f64_scalar, next_pow2, per_mode
 
@@ -132,7 +133,7 @@ def _block(M: int) -> int:
 
 
 def _compute(dtype_name: str):
-    return tl.float64 if dtype_name == "float64" else tl.float32
+    return getattr(tl, FLOAT_COMPUTE_NAME[dtype_name])
 
 
 def batch_norm_forward(y, y_strides, x, strides, w, b, running_mean, running_var, save_mean, save_rstd, *, N, C, S,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import AddressTable, launch
 from ._common import per_mode
 
@@ -71,7 +72,7 @@ def norm_partials(tensors, partials, kind: str, p: float, dtype_name: str) -> No
     n_blocks = len(table)
     if n_blocks == 0:
         return
-    compute = tl.float64 if dtype_name == "float64" else tl.float32
+    compute = getattr(tl, FLOAT_COMPUTE_NAME[dtype_name])
     launch(_norm_partials_kernel, (n_blocks,), table, partials, float(p), KIND=kind, DTYPE=getattr(tl, dtype_name),
            COMPUTE=compute, BLOCK=BLOCK)
 
@@ -82,5 +83,5 @@ def scale_(tensors, coef, dtype_name: str) -> None:
     n_blocks = len(table)
     if n_blocks == 0:
         return
-    compute = tl.float64 if dtype_name == "float64" else tl.float32
+    compute = getattr(tl, FLOAT_COMPUTE_NAME[dtype_name])
     launch(_scale_kernel, (n_blocks,), table, coef, DTYPE=getattr(tl, dtype_name), COMPUTE=compute, BLOCK=BLOCK)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import launch
 from ._common import cdiv, collapse, f64_bits, load_f64_scalar, needs_int64, next_pow2, per_mode, strided_offset
 from .reduce import _col_offsets  # the same strided walk of a collapsed reduced extent
@@ -120,7 +121,7 @@ def layer_norm(y, x, n_norm_dims: int, weight, bias, eps: float, mean=None, rstd
     block_n = next_pow2(n) if single else CHUNK_N
     block_m = max(1, min(TILE // block_n, next_pow2(n_rows)))
     int64 = needs_int64(tuple(kshape) + tuple(rshape), tuple(kstrides) + tuple(rstrides)) or n_rows * n >= 2**31
-    compute = tl.float64 if x.dtype.name == "float64" else tl.float32
+    compute = getattr(tl, FLOAT_COMPUTE_NAME[x.dtype.name])
     elems = block_m * block_n
     stats = mean is not None
     launch(_layer_norm_fwd_kernel, (cdiv(n_rows, block_m),),

@@ -40,6 +40,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import launch
 from ._common import (ELEMENTWISE_BLOCK, INTERPRET, cdiv, check_index, elementwise_block, f64_bits, grid_1d,
                       linear_index, load_f64_scalar, needs_int64, next_pow2, strided_offset)
@@ -250,7 +251,7 @@ def bce_with_logits(out, x, y, w=None, pw=None, g=None, scale: float = 1.0) -> N
     shape = tuple(out.shape) if nd else (1,)
     ops = [x, y, w if w is not None else x, pw if pw is not None else x, g if g is not None else x]
     st = [_strides(t, nd) for t in ops]
-    compute = tl.float64 if x.dtype.name == "float64" else tl.float32
+    compute = getattr(tl, FLOAT_COMPUTE_NAME[x.dtype.name])
     block = elementwise_block(n)
     launch(_bce_logits_kernel, grid_1d(n, block), *ops, out, n, shape, *st, f64_bits(scale),
            HAS_W=w is not None, HAS_PW=pw is not None, BACKWARD=g is not None, COMPUTE=compute, NDIM=len(shape),

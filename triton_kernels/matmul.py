@@ -77,8 +77,9 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, n_batch, batch_shape,
                    INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
                    ACTIVATION: tl.constexpr, NBATCH: tl.constexpr, INT64: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    IS_F64: tl.constexpr = a_ptr.dtype.element_ty == tl.float64
-    ACC: tl.constexpr = tl.float64 if IS_F64 else tl.float32
+    # The policy's float_compute, read from the pointer here: passed as a constexpr it would be one more
+    # Python call per launch (the direct launcher's key hashes a tl.dtype in Python), over matmul's pin.
+    ACC: tl.constexpr = tl.float64 if a_ptr.dtype.element_ty == tl.float64 else tl.float32
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..runtime import dtype as dt
+from ..runtime.dtype_policy import FLOAT_COMPUTE
 from ..runtime.launch import launch
 from ._common import INTERPRET, apply_epilogue, cdiv, dot_over_k, grouped_tile, per_mode
 from .autotune import autotune
@@ -113,7 +113,7 @@ def matmul(out, a, b, bias, activation, split: int, input_precision: str, int64:
     N = b.shape[1]
     chunk = cdiv(cdiv(K, split), K_ALIGN) * K_ALIGN
     split = cdiv(K, chunk)
-    acc_dtype = dt.float64 if a.dtype is dt.float64 else dt.float32
+    acc_dtype = FLOAT_COMPUTE[a.dtype]
     w = out.new_empty((split, M, N), dtype=acc_dtype)
     meta = dict(INTERPRET_CONFIG) if INTERPRET else {}
     int64 = int64 or split * M * N >= 2**31

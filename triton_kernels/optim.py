@@ -29,6 +29,7 @@ import math
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import AddressTable, launch
 from ._common import cdiv, elementwise_block, grid_1d, next_pow2
 
@@ -53,9 +54,8 @@ def _amp_inputs(g, offs, n, found_inf, grad_scale, F: tl.constexpr, HAS_FOUND_IN
 def _sgd_kernel(p, g, buf, found_inf, grad_scale, n, lr: tl.float64, weight_decay: tl.float64, momentum: tl.float64,
                 dampening: tl.float64,
                 HAS_MOMENTUM: tl.constexpr, FIRST: tl.constexpr, NESTEROV: tl.constexpr, MAXIMIZE: tl.constexpr,
-                HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, BLOCK: tl.constexpr):
+                HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, F: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
     lr, weight_decay, momentum, dampening = lr.to(F), weight_decay.to(F), momentum.to(F), dampening.to(F)
     mask, d = _amp_inputs(g, offs, n, found_inf, grad_scale, F, HAS_FOUND_INF, HAS_GRAD_SCALE)
     w = tl.load(p + offs, mask=mask).to(F)
@@ -81,9 +81,8 @@ def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scal
                  step_size: tl.float64, bias_c2_sqrt: tl.float64, log_beta1: tl.float64, log_beta2: tl.float64,
                  DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
                  HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, STEP_ON_DEVICE: tl.constexpr,
-                 BLOCK: tl.constexpr):
+                 F: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
     mask, d = _amp_inputs(g, offs, n, found_inf, grad_scale, F, HAS_FOUND_INF, HAS_GRAD_SCALE)
     if STEP_ON_DEVICE:  # lr / (1 - b1^t) and sqrt(1 - b2^t) in fp64, as the host computes them
         t = tl.load(step).to(tl.float64)
@@ -130,11 +129,12 @@ def sgd_step(p, g, buf, *, lr, weight_decay, momentum, dampening, nesterov, maxi
         return
     has_m = momentum != 0
     block = elementwise_block(n)
+    acc = getattr(tl, FLOAT_COMPUTE_NAME[p.dtype.name])  # the policy's compute dtype
     launch(_sgd_kernel, grid_1d(n, block), p, g, buf if has_m else p,
            p if found_inf is None else found_inf, p if grad_scale is None else grad_scale,
            n, float(lr), float(weight_decay), float(momentum), float(dampening), HAS_MOMENTUM=has_m,
            FIRST=bool(first), NESTEROV=bool(nesterov), MAXIMIZE=bool(maximize),
-           HAS_FOUND_INF=found_inf is not None, HAS_GRAD_SCALE=grad_scale is not None, BLOCK=block)
+           HAS_FOUND_INF=found_inf is not None, HAS_GRAD_SCALE=grad_scale is not None, F=acc, BLOCK=block)
 
 
 def advance_steps(steps, found_inf=None) -> None:
@@ -170,22 +170,23 @@ def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_
     log_b2 = math.log(beta2) if beta2 > 0 else -math.inf
     ams = max_exp_avg_sq is not None
     block = elementwise_block(n)
+    acc = getattr(tl, FLOAT_COMPUTE_NAME[p.dtype.name])  # the policy's compute dtype
     launch(_adam_kernel, grid_1d(n, block), p, g, exp_avg, exp_avg_sq, max_exp_avg_sq if ams else exp_avg_sq,
            p if found_inf is None else found_inf, p if grad_scale is None else grad_scale,
            step if on_device else p, n, float(lr), float(beta1), float(beta2), float(eps), float(weight_decay),
            float(step_size), float(bias_c2_sqrt), float(log_b1), float(log_b2),
            DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams, HAS_FOUND_INF=found_inf is not None,
-           HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, BLOCK=block)
+           HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, F=acc, BLOCK=block)
 
 
 # ----- RMSprop and Adagrad, torch's update rules in one pass each --------------------------------------
 @triton.jit
 def _rmsprop_kernel(p, g, square_avg, grad_avg, buf, n, lr: tl.float64, alpha: tl.float64, eps: tl.float64,
                     weight_decay: tl.float64, momentum: tl.float64,
-                    CENTERED: tl.constexpr, HAS_MOMENTUM: tl.constexpr, MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
+                    CENTERED: tl.constexpr, HAS_MOMENTUM: tl.constexpr, MAXIMIZE: tl.constexpr, F: tl.constexpr,
+                    BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
     lr, alpha, eps, weight_decay, momentum = lr.to(F), alpha.to(F), eps.to(F), weight_decay.to(F), momentum.to(F)
     w = tl.load(p + offs, mask=mask).to(F)
     d = tl.load(g + offs, mask=mask).to(F)
@@ -212,10 +213,9 @@ def _rmsprop_kernel(p, g, square_avg, grad_avg, buf, n, lr: tl.float64, alpha: t
 
 @triton.jit
 def _adagrad_kernel(p, g, state_sum, n, clr: tl.float64, eps: tl.float64, weight_decay: tl.float64,
-                    MAXIMIZE: tl.constexpr, BLOCK: tl.constexpr):
+                    MAXIMIZE: tl.constexpr, F: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    F: tl.constexpr = tl.float64 if p.dtype.element_ty == tl.float64 else tl.float32
     clr, eps, weight_decay = clr.to(F), eps.to(F), weight_decay.to(F)
     w = tl.load(p + offs, mask=mask).to(F)
     d = tl.load(g + offs, mask=mask).to(F)
@@ -234,9 +234,10 @@ def rmsprop_step(p, g, square_avg, grad_avg, momentum_buffer, *, lr, alpha, eps,
         return
     block = elementwise_block(n)
     has_m = momentum > 0
+    acc = getattr(tl, FLOAT_COMPUTE_NAME[p.dtype.name])  # the policy's compute dtype
     launch(_rmsprop_kernel, grid_1d(n, block), p, g, square_avg, grad_avg if centered else square_avg,
            momentum_buffer if has_m else square_avg, n, float(lr), float(alpha), float(eps), float(weight_decay),
-           float(momentum), CENTERED=bool(centered), HAS_MOMENTUM=has_m, MAXIMIZE=bool(maximize), BLOCK=block)
+           float(momentum), CENTERED=bool(centered), HAS_MOMENTUM=has_m, MAXIMIZE=bool(maximize), F=acc, BLOCK=block)
 
 
 def adagrad_step(p, g, state_sum, *, clr, eps, weight_decay, maximize) -> None:
@@ -244,5 +245,6 @@ def adagrad_step(p, g, state_sum, *, clr, eps, weight_decay, maximize) -> None:
     if n == 0:
         return
     block = elementwise_block(n)
+    acc = getattr(tl, FLOAT_COMPUTE_NAME[p.dtype.name])  # the policy's compute dtype
     launch(_adagrad_kernel, grid_1d(n, block), p, g, state_sum, n, float(clr), float(eps), float(weight_decay),
-           MAXIMIZE=bool(maximize), BLOCK=block)
+           MAXIMIZE=bool(maximize), F=acc, BLOCK=block)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import launch
 from ._common import f64_bits, load_f64_scalar, next_pow2, per_mode
 
@@ -75,7 +76,7 @@ def gram_schmidt_(a, batch: int, n_rows: int, n_cols: int, strides: tuple, eps: 
     out by ``strides`` = (batch, row, column) strides in elements."""
     if batch == 0 or n_rows == 0 or n_cols == 0:
         return
-    compute = tl.float64 if a.dtype.name == "float64" else tl.float32
+    compute = getattr(tl, FLOAT_COMPUTE_NAME[a.dtype.name])
     block = min(ROW_BLOCK, next_pow2(n_rows))
     launch(_gram_schmidt_kernel, (batch,), a, n_rows, n_cols, strides[0], strides[1], strides[2], f64_bits(eps),
            COMPUTE=compute, BLOCK=block, num_warps=4)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import launch
 from ._common import grid_1d, needs_int64, per_mode
 
@@ -43,13 +44,13 @@ def _lanes(total, INT64: tl.constexpr, BLOCK: tl.constexpr):
 @triton.jit
 def _max_pool2d_fwd_kernel(x, y, idx, total, C, H, W, OH, OW, sxn, sxc, sxh, sxw,
                            stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
-                           KH: tl.constexpr, KW: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
+                           KH: tl.constexpr, KW: tl.constexpr, INT64: tl.constexpr, ACC: tl.constexpr,
+                           BLOCK: tl.constexpr):
     offs, ok = _lanes(total, INT64, BLOCK)
     n, c, oh, ow = _nchw(offs, C, OH, OW)
     ih0 = oh * stride_h - pad_h
     iw0 = ow * stride_w - pad_w
     base = x + n * sxn + c * sxc
-    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
     best = tl.full((BLOCK,), float("-inf"), ACC)
     best_i = tl.zeros((BLOCK,), tl.int64)
     found = tl.zeros((BLOCK,), tl.int1)
@@ -72,8 +73,8 @@ def _max_pool2d_fwd_kernel(x, y, idx, total, C, H, W, OH, OW, sxn, sxc, sxh, sxw
 @triton.jit
 def _max_pool2d_bwd_kernel(dy, idx, dx, total, C, H, W, OH, OW, sdyn, sdyc, sdyh, sdyw, sin, sic, sih, siw,
                            stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
-                           KH: tl.constexpr, KW: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if dy.dtype.element_ty == tl.float64 else tl.float32
+                           KH: tl.constexpr, KW: tl.constexpr, INT64: tl.constexpr, ACC: tl.constexpr,
+                           BLOCK: tl.constexpr):
     offs, ok = _lanes(total, INT64, BLOCK)
     n, c, ih, iw = _nchw(offs, C, H, W)
     me = (ih * W + iw).to(tl.int64)
@@ -111,8 +112,7 @@ def _avg_divisor(oh, ow, H, W, stride_h, stride_w, pad_h, pad_w, KH: tl.constexp
 def _avg_pool2d_fwd_kernel(x, y, total, C, H, W, OH, OW, sxn, sxc, sxh, sxw,
                            stride_h, stride_w, pad_h, pad_w, DIVISOR,
                            KH: tl.constexpr, KW: tl.constexpr, COUNT_INCLUDE_PAD: tl.constexpr,
-                           INT64: tl.constexpr, BLOCK: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
+                           INT64: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     offs, ok = _lanes(total, INT64, BLOCK)
     n, c, oh, ow = _nchw(offs, C, OH, OW)
     ih0 = oh * stride_h - pad_h
@@ -134,8 +134,7 @@ def _avg_pool2d_fwd_kernel(x, y, total, C, H, W, OH, OW, sxn, sxc, sxh, sxw,
 def _avg_pool2d_bwd_kernel(dy, dx, total, C, H, W, OH, OW, sdyn, sdyc, sdyh, sdyw,
                            stride_h, stride_w, pad_h, pad_w, DIVISOR,
                            KH: tl.constexpr, KW: tl.constexpr, COUNT_INCLUDE_PAD: tl.constexpr,
-                           INT64: tl.constexpr, BLOCK: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if dy.dtype.element_ty == tl.float64 else tl.float32
+                           INT64: tl.constexpr, ACC: tl.constexpr, BLOCK: tl.constexpr):
     offs, ok = _lanes(total, INT64, BLOCK)
     n, c, ih, iw = _nchw(offs, C, H, W)
     acc = tl.zeros((BLOCK,), ACC)
@@ -164,9 +163,10 @@ def max_pool2d_forward(y, idx, x, kernel_size, stride, padding, dilation) -> Non
     if total == 0:
         return
     N, C, H, W = x.shape
+    acc = getattr(tl, FLOAT_COMPUTE_NAME[x.dtype.name])  # the policy's compute dtype
     launch(_max_pool2d_fwd_kernel, grid_1d(total, POOL_BLOCK), x, y, idx, total, C, H, W, y.shape[2], y.shape[3],
            *x.stride(), *stride, *padding, *dilation, KH=kernel_size[0], KW=kernel_size[1],
-           INT64=_int64(x, y), BLOCK=POOL_BLOCK)
+           INT64=_int64(x, y), ACC=acc, BLOCK=POOL_BLOCK)
 
 
 def max_pool2d_backward(dx, dy, idx, kernel_size, stride, padding, dilation) -> None:
@@ -175,9 +175,10 @@ def max_pool2d_backward(dx, dy, idx, kernel_size, stride, padding, dilation) -> 
     if total == 0:
         return
     N, C, H, W = dx.shape
+    acc = getattr(tl, FLOAT_COMPUTE_NAME[dy.dtype.name])  # the policy's compute dtype
     launch(_max_pool2d_bwd_kernel, grid_1d(total, POOL_BLOCK), dy, idx, dx, total, C, H, W, dy.shape[2], dy.shape[3],
            *dy.stride(), *idx.stride(), *stride, *padding, *dilation, KH=kernel_size[0], KW=kernel_size[1],
-           INT64=_int64(dx, dy, idx), BLOCK=POOL_BLOCK)
+           INT64=_int64(dx, dy, idx), ACC=acc, BLOCK=POOL_BLOCK)
 
 
 def avg_pool2d_forward(y, x, kernel_size, stride, padding, count_include_pad, divisor_override) -> None:
@@ -185,9 +186,10 @@ def avg_pool2d_forward(y, x, kernel_size, stride, padding, count_include_pad, di
     if total == 0:
         return
     N, C, H, W = x.shape
+    acc = getattr(tl, FLOAT_COMPUTE_NAME[x.dtype.name])  # the policy's compute dtype
     launch(_avg_pool2d_fwd_kernel, grid_1d(total, POOL_BLOCK), x, y, total, C, H, W, y.shape[2], y.shape[3],
            *x.stride(), *stride, *padding, divisor_override or 0, KH=kernel_size[0], KW=kernel_size[1],
-           COUNT_INCLUDE_PAD=bool(count_include_pad), INT64=_int64(x, y), BLOCK=POOL_BLOCK)
+           COUNT_INCLUDE_PAD=bool(count_include_pad), INT64=_int64(x, y), ACC=acc, BLOCK=POOL_BLOCK)
 
 
 def avg_pool2d_backward(dx, dy, kernel_size, stride, padding, count_include_pad, divisor_override) -> None:
@@ -195,6 +197,7 @@ def avg_pool2d_backward(dx, dy, kernel_size, stride, padding, count_include_pad,
     if total == 0:
         return
     N, C, H, W = dx.shape
+    acc = getattr(tl, FLOAT_COMPUTE_NAME[dy.dtype.name])  # the policy's compute dtype
     launch(_avg_pool2d_bwd_kernel, grid_1d(total, POOL_BLOCK), dy, dx, total, C, H, W, dy.shape[2], dy.shape[3],
            *dy.stride(), *stride, *padding, divisor_override or 0, KH=kernel_size[0], KW=kernel_size[1],
-           COUNT_INCLUDE_PAD=bool(count_include_pad), INT64=_int64(dx, dy), BLOCK=POOL_BLOCK)
+           COUNT_INCLUDE_PAD=bool(count_include_pad), INT64=_int64(dx, dy), ACC=acc, BLOCK=POOL_BLOCK)

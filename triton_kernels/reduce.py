@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from ..runtime import dtype as dt
+from ..runtime.dtype_policy import reduce_accumulator
 from ..runtime.launch import launch
 from ._common import cdiv, collapse, f64_bits, load_f64_scalar, needs_int64, next_pow2, per_mode, strided_offset
 
@@ -51,16 +52,6 @@ SPLIT_TARGET = per_mode(4, 1024)  # total programs (rows x splits) to aim for
 _TL = {dt.float16: tl.float16, dt.bfloat16: tl.bfloat16, dt.float32: tl.float32, dt.float64: tl.float64,
        dt.uint8: tl.uint8, dt.int8: tl.int8, dt.int16: tl.int16, dt.int32: tl.int32, dt.int64: tl.int64,
        dt.bool_: tl.int1}
-
-
-def accumulator_dtype(op: str, d: dt.dtype) -> dt.dtype:
-    """What a reduction of ``d`` accumulates in: fp32 for fp16/bf16/fp32, fp64 for fp64,
-    int64 for integer/bool sums and products, int32/int64 for integer extremes."""
-    if d.is_floating_point:
-        return dt.float64 if d is dt.float64 else dt.float32
-    if op in ("sum", "prod") or d is dt.int64:
-        return dt.int64
-    return dt.int32
 
 
 def _extremes(acc: dt.dtype):
@@ -368,7 +359,7 @@ def _plan(op, shape, stride, dims, has_out, has_indices, cast) -> _Plan:
         n_red *= shape[d]
     if n_rows == 0:
         return _EMPTY
-    acc = accumulator_dtype(op, cast)
+    acc = reduce_accumulator(op, cast)
     kshape, (kstrides,), _ = collapse([shape[d] for d in kept], [stride[d] for d in kept])
     rdims = list(dims)
     if not has_indices:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import launch
 from ._common import elementwise_block, grid_1d, linear_index
 from .elementwise import _tanh
@@ -187,7 +188,7 @@ def _gru_cell_bwd_kernel(ghy, ws, g_ig, g_hg, g_hx, n, H, ghy_r, ghy_c,
 
 
 def _compute(t):
-    return tl.float64 if t.dtype.name == "float64" else tl.float32
+    return getattr(tl, FLOAT_COMPUTE_NAME[t.dtype.name])
 
 
 def _needs_int64(*tensors) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import launch
 from ._common import cdiv, collapse, needs_int64, next_pow2, per_mode, strided_offset2
 
@@ -109,7 +110,7 @@ def softmax(out, x, dim: int, *, log: bool = False, cast=None) -> None:
     single = n <= block_n
     int64 = needs_int64(tuple(kshape) + (n,), tuple(kx) + (sx,), tuple(ky) + (sy,))
     cast = cast or x.dtype
-    compute = "float64" if cast.name == "float64" else "float32"
+    compute = FLOAT_COMPUTE_NAME[cast.name]
     elems = block_m * block_n
 
     launch(_softmax_kernel, (cdiv(n_rows, block_m),), x, out, n_rows, n, kshape, kx, ky, sx, sy,

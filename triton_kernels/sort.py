@@ -21,6 +21,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ..runtime import dtype as dt
+from ..runtime.dtype_policy import exact
 from ..runtime.launch import launch
 from ._common import INTERPRET, cdiv, elementwise_block, grid_1d, linear_index, next_pow2, per_mode
 
@@ -168,7 +170,7 @@ def sort(vals, idx, x, dims, x_strides, descending: bool, scratch=None) -> None:
     n_runs = cdiv(N, tile)
     passes = merge_passes(x.dtype.itemsize, dims)
     bufs = [(vals, idx), scratch]
-    compute = tl.float64 if x.dtype.is_floating_point else tl.int64
+    compute = getattr(tl, exact(x.dtype).name)
     first = bufs[passes % 2]
     launch(_rank_kernel, (O * I * n_runs,), x, first[0], first[1], N, I, n_runs, *x_strides, DESC=bool(descending),
            COMPUTE=compute, TILE=tile)
@@ -212,8 +214,7 @@ def searchsorted(out, seq, values, right: bool) -> None:
         return
     N = seq.shape[-1]
     V = values.shape[-1] if values.ndim else 1
-    floating = seq.dtype.is_floating_point or values.dtype.is_floating_point
-    compute = tl.float64 if floating else tl.int64  # exact for every input dtype
+    compute = getattr(tl, exact(dt.promote_types(seq.dtype, values.dtype)).name)
     block = elementwise_block(n)
     launch(_searchsorted_kernel, grid_1d(n, block), seq, values, out, n, N, V, max(1, int(N).bit_length()),
            RIGHT=bool(right), COMPUTE=compute, BLOCK=block)

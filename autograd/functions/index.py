@@ -10,7 +10,7 @@ run to run, as in PyTorch.
 """
 from __future__ import annotations
 
-from ...runtime import dtype as dt
+from ...runtime.dtype_policy import widened
 from ...core.ops import index as _ix
 from ...core.functional import cat
 from ...core.tensor import Tensor
@@ -19,7 +19,7 @@ from .views import Index
 
 
 def _zeros(shape, d, dev):
-    z = Tensor._empty(shape, dt.float32 if d in (dt.float16, dt.bfloat16) else d, dev)
+    z = Tensor._empty(shape, widened(d), dev)
     z.fill_(0)
     return z
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...runtime import dtype as dt
+from ...runtime.dtype_policy import widened
 from ..reduce_op import ReduceOp
 from .framing import DTYPE_CODES, pack_data_header
 from .staging import as_bytes
 
 __all__ = ["Plan", "Confirm", "CONFIRM", "landing", "reduce_ordered", "acc_dtype", "use_direct", "UFUNCS",
-           "LOW_PRECISION", "DIRECT_MAX_BYTES"]
+           "DIRECT_MAX_BYTES"]
 
 DIRECT_MAX_BYTES = 512 << 10  # total bytes a rank sends in a direct exchange before the ring wins
 CONFIRM = 1 << 20  # tag of the zero-byte confirmations
@@ -28,7 +30,6 @@ UFUNCS = {
     ReduceOp.MAX: np.maximum, ReduceOp.BAND: np.bitwise_and, ReduceOp.BOR: np.bitwise_or,
     ReduceOp.BXOR: np.bitwise_xor,
 }
-LOW_PRECISION = ("float16", "bfloat16")
 
 
 class Plan:
@@ -131,8 +132,8 @@ class Confirm:
 
 
 def acc_dtype(dtype):
-    """The dtype reductions accumulate in: fp32 for fp16/bf16, else the dtype itself."""
-    return np.dtype(np.float32) if dtype.name in LOW_PRECISION else dtype
+    """The NumPy dtype a reduction of NumPy ``dtype`` accumulates in: the dtype policy's ``widened``."""
+    return widened(dt.from_numpy_dtype(dtype)).np
 
 
 def reduce_ordered(arrays, out, ufunc, avg_n=0):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .staging import SegmentStager
-from .plan import LOW_PRECISION, Plan, acc_dtype
+from .plan import Plan, acc_dtype
 
 __all__ = ["ring", "all_reduce", "all_gather", "reduce_scatter", "CHUNK_BYTES"]
 
@@ -101,8 +101,9 @@ def all_reduce(o: Plan, buf, ufunc, avg: bool):
     if o.n == 1:
         buf.stage_all()
     flat = buf.flat
-    low = flat.dtype.name in LOW_PRECISION
-    work = o.scratch(flat.size, np.float32) if low else flat
+    acc = acc_dtype(flat.dtype)
+    low = acc != flat.dtype  # summed in a wider dtype than it is sent in (fp16/bf16 in fp32)
+    work = o.scratch(flat.size, acc) if low else flat
     bounds = [work.size * i // o.n for i in range(o.n + 1)]
     segs = [work[bounds[i]:bounds[i + 1]] for i in range(o.n)]
     tmp = o.scratch(max(s.size for s in segs), work.dtype)

@@ -31,6 +31,7 @@ from ...triton_kernels import attention as _fwd
 from ...triton_kernels import attention_bwd as _bwd
 from ...triton_kernels._common import collapse, f64_bits, input_precision
 from ...runtime import dtype as dt
+from ...runtime.dtype_policy import FLOAT_COMPUTE
 from ..generator import take_counters
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
@@ -191,7 +192,7 @@ def forward(q, k, v, mask, plan):
     nb = q.ndim - 3
     L, Ev = q.shape[-2], v.shape[-1]
     out = TensorBase._empty(q.shape[:-1] + (Ev,), q.dtype, q.device)
-    acc = dt.float64 if q.dtype is dt.float64 else dt.float32
+    acc = FLOAT_COMPUTE[q.dtype]
     lse = TensorBase._empty((math.prod(q.shape[:-2]), L), acc, q.device)
     if out.numel() == 0:
         return out, lse

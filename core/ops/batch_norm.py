@@ -7,12 +7,13 @@ import math
 import numbers
 
 from ...runtime import dtype as dt
+from ...runtime.dtype_policy import FLOAT_COMPUTE
 from ...triton_kernels import batch_norm as _k
 from ..tensor_base import TensorBase
 
 
 def _stats_dtype(x) -> dt.dtype:
-    return dt.float64 if x.dtype is dt.float64 else dt.float32
+    return FLOAT_COMPUTE[x.dtype]
 
 
 def _nc_s(x):

@@ -16,6 +16,7 @@ import numbers
 
 from ...triton_kernels import cdist as _k
 from ...runtime import dtype as dt
+from ...runtime.dtype_policy import FLOAT_COMPUTE
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
 
@@ -77,7 +78,7 @@ def _as_batched(x1, x2):
 
 
 def _compute(d: dt.dtype) -> str:
-    return "float64" if d is dt.float64 else "float32"
+    return FLOAT_COMPUTE[d].name
 
 
 def cdist_kernel(x1, x2, p) -> Tensor:

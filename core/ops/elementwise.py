@@ -14,6 +14,7 @@ import numpy as np
 
 from ...triton_kernels import elementwise as _k
 from ...runtime import dtype as dt
+from ...runtime.dtype_policy import COMPUTE as _COMPUTE, FLOAT_COMPUTE as _FLOAT_COMPUTE
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
 from . import _check_writable, _overlaps, host_tensor
@@ -27,13 +28,6 @@ _INT_PRESERVING = {"neg", "abs", "relu", "square", "sign", "floor", "ceil", "tru
 # PyTorch's kernel names, which its "not implemented for 'Float'" errors of the bitwise ops quote
 _BITWISE_KERNEL = {"bitwise_not": "bitwise_not", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
                    "bitwise_xor": "bitwise_xor", "bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}
-
-
-def compute_dtype(d: dt.dtype) -> str:
-    """The dtype arithmetic happens in: fp32 for fp16/bf16/fp32, fp64 for fp64."""
-    if d.is_floating_point:
-        return "float64" if d is dt.float64 else "float32"
-    return "int64" if d is dt.int64 else "int32"
 
 
 def _is_scalar(x) -> bool:
@@ -98,13 +92,13 @@ def unary(op: str, x, out=None) -> Tensor:
             op = "logical_not"  # ~True is False, not the int32 ~1 == -2 a kernel would compute
     if op == "logical_not":
         result = dt.bool_
-        compute = compute_dtype(x.dtype)
+        compute = _COMPUTE[x.dtype].name
     elif x.dtype.is_floating_point or op in _INT_PRESERVING:
         if op == "neg" and x.dtype is dt.bool_:
             raise RuntimeError("neg(): negation, the `-` operator, on a bool tensor is not supported. "
                                "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.")
         result = x.dtype
-        compute = compute_dtype(x.dtype)
+        compute = _COMPUTE[x.dtype].name
     else:
         result = dt.get_default_dtype()
         compute = "float32"
@@ -254,7 +248,7 @@ def _plan_binary(op: str, a, b):
     if op == "sub" and promoted is dt.bool_:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. "
                            "Use the `^` or `logical_xor()` operator instead.")
-    compute = compute_dtype(compute_in)
+    compute = _COMPUTE[compute_in].name
     scalar_first = not isinstance(a, TensorBase)
     tensor_a = b if scalar_first else a
     other = a if scalar_first else b
@@ -323,7 +317,7 @@ def where(condition, input=None, other=None, *, out=None) -> Tensor:
     out = _prepare_out(out, shape, result, dev, "where")
     cond, x, y = _unalias(out, cond, x, y)
     _k.elementwise("where", out, _views.broadcast_view(cond, shape), _views.broadcast_view(x, shape), _views.broadcast_view(y, shape),
-                   compute=compute_dtype(result))
+                   compute=_COMPUTE[result].name)
     return out
 
 
@@ -444,7 +438,7 @@ def polygamma(n, input, *, out=None) -> Tensor:
     else:
         out = _prepare_out(out, input.shape, result, input.device, "polygamma")
         (input,) = _unalias(out, input)
-    _k.elementwise(_k.POLYGAMMA, out, input, scalar=int(n), compute="float64" if result is dt.float64 else "float32")
+    _k.elementwise(_k.POLYGAMMA, out, input, scalar=int(n), compute=_FLOAT_COMPUTE[result].name)
     return out
 
 
@@ -488,7 +482,7 @@ def _ternary(op: str, input, t1, t2, scalar, out, names):
                 "latter implementation: (input + value * tensor1 / tensor2), for all dtypes.")
         if not _is_scalar(scalar):
             raise TypeError(f"{op}(): argument 'value' must be Number, not {type(scalar).__name__}")
-    compute = compute_dtype(result)
+    compute = _COMPUTE[result].name
     if op == "lerp":  # the weight is the kernel's scalar when it is a number
         scalar, t2 = (None, t2) if isinstance(t2, TensorBase) else (t2, None)
     scalar = None if scalar is None else (float(scalar) if compute.startswith("float") else int(scalar))

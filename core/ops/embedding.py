@@ -24,6 +24,7 @@ import numpy as np
 
 from ...runtime import device_asserts
 from ...runtime import dtype as dt
+from ...runtime.dtype_policy import FLOAT_COMPUTE
 from ..tensor_base import TensorBase
 from . import host_tensor
 from . import index as _ix
@@ -77,7 +78,7 @@ def renorm_(weight, idx: np.ndarray, max_norm: float, norm_type: float) -> None:
     w = weight.detach()
     u = host_tensor(uniq.astype(np.int64), weight.device)
     rows = w.index_select(0, u)
-    acc = rows.to(dt.float64 if rows.dtype is dt.float64 else dt.float32)
+    acc = rows.to(FLOAT_COMPUTE[rows.dtype])
     p = float(norm_type)
     if math.isinf(p):
         norms = acc.abs().amax(1)

@@ -8,6 +8,7 @@ import math
 import numbers
 
 from ...runtime import dtype as dt
+from ...runtime.dtype_policy import FLOAT_COMPUTE
 from ...triton_kernels import foreach as _k
 from ..tensor_base import TensorBase
 
@@ -60,7 +61,7 @@ def multi_tensor_norm(tensors, norm_type=2.0):
         n = _k.blocks(work)
         if n == 0:
             continue
-        partials = TensorBase._empty((n,), dt.float64 if d is dt.float64 else dt.float32, dev)
+        partials = TensorBase._empty((n,), FLOAT_COMPUTE[d], dev)
         _k.norm_partials(work, partials, kind, p, d.name)
         part = partials.amax() if kind == "inf" else partials.sum()
         totals.append(part.to(out_dtype))
@@ -86,7 +87,7 @@ def multi_tensor_scale_(tensors, scale) -> None:
     for (d, dev), group in _groups(ts).items():
         work = [t if t.is_contiguous() else t.contiguous() for t in group]
         if _k.blocks(work):
-            coef = scale.to(device=dev, dtype=dt.float64 if d is dt.float64 else dt.float32).contiguous()
+            coef = scale.to(device=dev, dtype=FLOAT_COMPUTE[d]).contiguous()
             _k.scale_(work, coef, d.name)
         for t, w in zip(group, work):
             if w is not t:

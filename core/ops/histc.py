@@ -12,6 +12,7 @@ import numbers
 
 from ...triton_kernels import histc as _k
 from ...runtime import dtype as dt
+from ...runtime.dtype_policy import FLOAT_COMPUTE
 from ..tensor_base import TensorBase
 from . import copy_into, fill
 
@@ -46,7 +47,7 @@ def histc(input, bins=100, min=0, max=0) -> Tensor:
         raise RuntimeError(f"torch.histc: range of [{lo:g}, {hi:g}] is not finite")
     counts = TensorBase._empty((int(bins),), dt.int32, input.device)
     fill(counts, 0)
-    _k.histc(counts, input.contiguous(), int(bins), lo, hi, "float64" if input.dtype is dt.float64 else "float32")
+    _k.histc(counts, input.contiguous(), int(bins), lo, hi, FLOAT_COMPUTE[input.dtype].name)
     out = TensorBase._empty((int(bins),), input.dtype, input.device)
     copy_into(out, counts)
     return out

@@ -28,6 +28,7 @@ import numpy as np
 from ...triton_kernels import index as _k
 from ...runtime import cuda, device_asserts, memory
 from ...runtime import dtype as dt
+from ...runtime import dtype_policy
 from ..shape import broadcast_shapes, normalize_dim
 from ..tensor_base import TensorBase
 from ...runtime.device import CPU
@@ -350,11 +351,10 @@ def _check_devices(op, *ts):
 
 
 def _acc_dtype(d: dt.dtype) -> dt.dtype:
+    """The policy's atomic accumulator, bool refused: an atomic add of bools has no torch meaning here."""
     if d is dt.bool_:
         raise RuntimeError("scatter_add/index_add: bool tensors are not supported (no atomic add for bool)")
-    if d in dt.SMALL_INTEGRAL:  # no atomics on 8/16-bit integers: accumulate in int32, wrap on the copy back
-        return dt.int32
-    return dt.float32 if d in (dt.float16, dt.bfloat16) else d
+    return dtype_policy.atomic_accumulator(d)
 
 
 def index_select(input, dim, index) -> Tensor:

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from ...triton_kernels import layer_norm as _ln
-from ...runtime import dtype as dt
+from ...runtime.dtype_policy import FLOAT_COMPUTE
 from ..tensor_base import TensorBase
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
@@ -72,7 +72,7 @@ def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5)
     weight = _check_affine(weight, "weight", shape, input)
     bias = _check_affine(bias, "bias", shape, input)
     lead = tuple(input.shape[: input.ndim - k])
-    stats_dtype = dt.float64 if input.dtype is dt.float64 else dt.float32
+    stats_dtype = FLOAT_COMPUTE[input.dtype]
     out = TensorBase._empty(input.shape, input.dtype, input.device)
     mean = TensorBase._empty(lead + (1,) * k, stats_dtype, input.device)
     rstd = TensorBase._empty(lead + (1,) * k, stats_dtype, input.device)

@@ -20,6 +20,7 @@ from ...triton_kernels import loss as _k
 from ...triton_kernels import random as _rand
 from ...runtime import device_asserts
 from ...runtime import dtype as dt
+from ...runtime.dtype_policy import FLOAT_COMPUTE
 from . import index as _ix
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
@@ -108,15 +109,11 @@ def target_check(target: Tensor, C: int):
     return flag, header
 
 
-def compute_dtype(x: Tensor):
-    return dt.float64 if x.dtype is dt.float64 else dt.float32
-
-
 def class_weights(weight, x2: Tensor):
     """``weight`` as a contiguous compute-dtype (C,) tensor and its 0-d sum (no host sync); or Nones."""
     if weight is None:
         return None, None
-    w = weight.detach().to(compute_dtype(x2)).contiguous()
+    w = weight.detach().to(FLOAT_COMPUTE[x2.dtype]).contiguous()
     return w, w.sum()
 
 
@@ -126,7 +123,7 @@ def cross_entropy_rows(x2: Tensor, t1: Tensor, ignore_index: int, weight=None, w
     ``weight`` (from ``class_weights``) or ``row_weights`` also each row's w[target] (1 without a
     weight; 0 where ignored), whose sum is the mean's denominator, else None."""
     N = x2.shape[0]
-    compute = compute_dtype(x2)
+    compute = FLOAT_COMPUTE[x2.dtype]
     loss = TensorBase._empty((N,), compute, x2.device)
     lse = TensorBase._empty((N,), compute, x2.device)
     wt = TensorBase._empty((N,), compute, x2.device) if weight is not None or row_weights else None
@@ -334,7 +331,7 @@ def check_bce_with_logits(input, target, weight, pos_weight, reduction):
 def bce_with_logits_forward(input, target, weight, pos_weight, reduction):
     """The loss (input's dtype) from one fused kernel plus, for mean/sum, one reduction."""
     shape = tuple(input.shape)
-    rows = TensorBase._empty(shape, compute_dtype(input), input.device)
+    rows = TensorBase._empty(shape, FLOAT_COMPUTE[input.dtype], input.device)
     w = weight.detach().expand(shape) if weight is not None else None
     pw = pos_weight.detach().expand(shape) if pos_weight is not None else None
     _k.bce_with_logits(rows, input, target, w, pw)

@@ -10,6 +10,7 @@ from collections import namedtuple
 
 from ...triton_kernels import scan as _k
 from ...runtime import dtype as dt
+from ...runtime.dtype_policy import COMPUTE, reduce_accumulator
 from ..shape import contiguous_strides, normalize_dim, view_strides
 from ..tensor_base import TensorBase
 from .reduce import _TORCH_NAME
@@ -44,7 +45,7 @@ def _check(input, op: str, dtype):
 
 def _acc(result: dt.dtype) -> str:
     """What the kernel loads, combines and carries in: fp64, fp32 (fp16/bf16/fp32) or int64."""
-    return "float64" if result is dt.float64 else ("float32" if result.is_floating_point else "int64")
+    return reduce_accumulator("sum", result).name
 
 
 def cumsum(input, dim, *, dtype=None) -> Tensor:
@@ -98,8 +99,7 @@ def _extreme(op: str, input, dim):
     _check(input, op, None)
     d = normalize_dim(dim, input.ndim)
     idx = TensorBase._empty(input.shape, dt.int64, input.device)
-    acc = ("float64" if input.dtype is dt.float64 else "float32") if input.dtype.is_floating_point else (
-        "int64" if input.dtype is dt.int64 else "int32")
+    acc = COMPUTE[input.dtype].name
     values = _scan(op, input, d, input.dtype, acc, idx=idx)
     return (cummax_result if op == "cummax" else cummin_result)(values, idx)
 

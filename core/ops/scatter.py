@@ -24,6 +24,7 @@ import numpy as np
 from ...triton_kernels import index as _ki
 from ...triton_kernels import scatter as _k
 from ...runtime import dtype as dt
+from ...runtime import dtype_policy
 from ..shape import broadcast_shapes, broadcasts_to, normalize_dim
 from ..tensor_base import TensorBase
 from . import _check_writable, _overlaps, copy_into, fill
@@ -43,13 +44,6 @@ def _zeros(shape, d, dev):
     t = TensorBase._empty(tuple(shape), d, dev)
     fill(t, 0)
     return t
-
-
-def _acc_dtype(d):
-    """Where a reduction accumulates: fp16/bf16 in fp32, bool and uint8/int8/int16 in int32 (atomics
-    take none of them; the small integers wrap on the copy back, as torch's do)."""
-    return dt.float32 if d in (dt.float16, dt.bfloat16) else (dt.int32 if d is dt.bool_ or d in dt.SMALL_INTEGRAL
-                                                              else d)
 
 
 def _check_scatter(op, input, dim, index, src):
@@ -136,7 +130,7 @@ def _reduce(op, input, d, index, src, reduce, include_self, inplace, check):
     if inplace:
         _check_writable(input, op)
     x, ix, s = _as_1d(input, index, src)
-    acc_dt = _acc_dtype(x.dtype)
+    acc_dt = dtype_policy.atomic_accumulator(x.dtype)
     acc = x.to(acc_dt) if acc_dt is not x.dtype else x.clone()
     s = _source(s, x, ix)
     s = s.to(acc_dt) if s.dtype is not acc_dt else s
