@@ -21,10 +21,12 @@ import pytest
 
 import tritensor as tt
 from tritensor.autograd.functions import DERIVATIVES
+from tritensor.autograd.functions import elementwise as _ew_grad
 from tritensor.core import dispatch
 from tritensor.core.ops.table import API, CATEGORIES, OPS
 from tritensor.core.tensor import Tensor, TensorOps
 from tritensor.core.tensor_base import TensorBase
+from tritensor.triton_kernels import elementwise as _ew_kernel
 
 ROOT = pathlib.Path(tt.__file__).resolve().parent
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
@@ -53,11 +55,11 @@ AUTOCAST = {
 # op -> (its forward test, its gradcheck), as "test_<family>.py::function"; the gradcheck is None only
 # for an op with no gradient (comparisons, argmax, all ...). The family is the module of the op's
 # core entry (core/ops/<family>.py); test_every_op_is_covered_in_its_family_files checks the rest.
-UNARY = ["neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
-         "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "square",
-         "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "log10", "erfinv", "lgamma",
-         "digamma"]
 PIECEWISE = ["floor", "ceil", "trunc", "sign"]
+# The differentiable unary elementwise ops, from their records: a new one needs no line here (its
+# forward test and gradcheck are still checked to call it, and its category against AUTOCAST)
+UNARY = [s.name for s in _ew_kernel.SPECS if s.arity == 1 and s.family == "elementwise" and s.ints != "bool"
+         and s.name not in PIECEWISE]
 BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "atan2", "hypot"]
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
 VIEWS = ["view", "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"]
@@ -503,3 +505,27 @@ def test_every_op_is_covered_in_its_family_files():
             elif not _mentions(text, op):
                 problems.append(f"{name}: {grad_ref} does not call it")
     assert problems == [], "\n".join(problems)
+
+
+def test_every_elementwise_record_has_its_derivative_row():
+    """An elementwise op is one record (triton_kernels/elementwise.py: SPECS) and, above the kernels,
+    one derivative row keyed by its name (autograd/functions/elementwise.py): every record of the
+    elementwise family whose result is not bool has a row, and no row names anything else."""
+    rows = {1: set(_ew_grad.UNARY_FORMULAS), 2: set(_ew_grad.BINARY_FORMULAS)}
+    for arity, have in rows.items():
+        want = {s.name for s in _ew_kernel.SPECS if s.arity == arity and s.family == "elementwise" and s.ints != "bool"}
+        assert have == want, (f"arity {arity}: records without a derivative row {sorted(want - have)}, "
+                              f"rows without a record {sorted(have - want)}")
+    no_grad = {s.name for s in _ew_kernel.SPECS if s.ints == "bool" or s.family == "bitwise"}
+    assert not no_grad & set(DERIVATIVES), sorted(no_grad & set(DERIVATIVES))
+
+
+def test_elementwise_records_are_consistent():
+    """Each record's fields are among the values the layers read, and its category is the table's."""
+    names = [s.name for s in _ew_kernel.SPECS]
+    assert len(names) == len(set(names)) and set(names) == set(_ew_kernel.SPEC)
+    for s in _ew_kernel.SPECS:
+        assert s.arity in (1, 2) and s.ints in ("float", "keep", "bool", "refuse"), s
+        assert s.autocast in CATEGORIES and s.family in ("elementwise", "bitwise"), s
+        assert not s.reflected or s.dunder, s
+        assert OPS[s.name].autocast == s.autocast and OPS[s.name].aliases == s.aliases, s

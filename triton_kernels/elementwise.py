@@ -8,6 +8,8 @@ fp64, integers stay integers) and cast on store.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import triton
 import triton.language as tl
 
@@ -19,29 +21,82 @@ from ._math import (acos as _acos, acosh as _acosh, asin as _asin, asinh as _asi
 from ._common import (collapse, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar, needs_int64,
                       strided_offset4)
 
-UNARY = (
-    "neg", "abs", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
-    "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf", "reciprocal", "square", "floor", "ceil", "trunc",
-    "sign", "logical_not",
-    "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "log10", "erfinv", "lgamma",
-    "digamma",
+class Spec(NamedTuple):
+    """One elementwise op of the kernel below whose core entries are made from this record (the
+    forms with arguments of their own, listed after :data:`SPECS`, are written by hand). Its kernel
+    expression is its ``OP == name`` branch of ``_elementwise_kernel``, in this file; its derivative,
+    which lives above the kernels, is its row of ``autograd/functions/elementwise.py``'s
+    ``UNARY_FORMULAS``/``BINARY_FORMULAS`` (every record whose result is not bool, of the
+    elementwise family, has one: ``tests/test_op_table.py`` checks it)."""
+
+    name: str
+    arity: int  # operands: 1 or 2
+    autocast: str = "none"  # PyTorch's CUDA autocast category ("fp32", "promote", "none")
+    ints: str = "float"  # an integer input gives: "float" (the default dtype), "keep" (its own, or the
+    #                      promoted one), "bool" (a bool result for every input), "refuse" (NotImplementedError)
+    swappable: bool = False  # op(a, b) == op(b, a): a scalar first operand is swapped in as the second
+    dunder: str = ""  # Python's operator: "add" gives __add__
+    reflected: bool = False  # ... and __radd__, __iadd__
+    aliases: tuple = ()
+    family: str = "elementwise"  # the core module whose entries it has (core/ops/<family>.py)
+    torch_kernel: str = ""  # PyTorch's kernel name, which its "not implemented for" errors quote
+
+
+_U, _B = 1, 2
+SPECS = (
+    Spec("neg", _U, ints="keep", dunder="neg"), Spec("abs", _U, ints="keep", dunder="abs"),
+    Spec("exp", _U, "fp32"), Spec("exp2", _U, "fp32"), Spec("log", _U, "fp32"), Spec("log2", _U, "fp32"),
+    Spec("log1p", _U, "fp32"), Spec("expm1", _U, "fp32"), Spec("sqrt", _U), Spec("rsqrt", _U, "fp32"),
+    Spec("sin", _U), Spec("cos", _U), Spec("tanh", _U), Spec("sigmoid", _U), Spec("relu", _U, ints="keep"),
+    Spec("gelu", _U), Spec("gelu_tanh", _U), Spec("silu", _U), Spec("erf", _U), Spec("reciprocal", _U, "fp32"),
+    Spec("square", _U, ints="keep"), Spec("floor", _U, ints="keep"), Spec("ceil", _U, ints="keep"),
+    Spec("trunc", _U, ints="keep"), Spec("sign", _U, ints="keep"), Spec("logical_not", _U, ints="bool"),
+    Spec("tan", _U, "fp32"), Spec("atan", _U, aliases=("arctan",)), Spec("asin", _U, "fp32", aliases=("arcsin",)),
+    Spec("acos", _U, "fp32", aliases=("arccos",)), Spec("sinh", _U, "fp32"), Spec("cosh", _U, "fp32"),
+    Spec("asinh", _U, aliases=("arcsinh",)), Spec("acosh", _U, aliases=("arccosh",)),
+    Spec("atanh", _U, aliases=("arctanh",)), Spec("log10", _U, "fp32"), Spec("erfinv", _U, "fp32"),
+    Spec("lgamma", _U), Spec("digamma", _U),
+    Spec("add", _B, "promote", "keep", True, "add", True), Spec("sub", _B, "promote", "keep", False, "sub", True,
+                                                              ("subtract",)),
+    Spec("mul", _B, "promote", "keep", True, "mul", True, ("multiply",)),
+    Spec("div", _B, "promote", "float", False, "truediv", True, ("divide", "true_divide")),
+    Spec("pow", _B, "fp32", "keep", False, "pow", True), Spec("maximum", _B, "promote", "keep", True),
+    Spec("minimum", _B, "promote", "keep", True), Spec("floor_divide", _B, "promote", "keep", False, "floordiv", True),
+    Spec("remainder", _B, "promote", "keep", False, "mod", True),
+    Spec("eq", _B, ints="bool", swappable=True, dunder="eq"), Spec("ne", _B, ints="bool", swappable=True, dunder="ne"),
+    Spec("lt", _B, ints="bool", dunder="lt"), Spec("le", _B, ints="bool", dunder="le"),
+    Spec("gt", _B, ints="bool", dunder="gt"), Spec("ge", _B, ints="bool", dunder="ge"),
+    Spec("logical_and", _B, ints="bool", swappable=True), Spec("logical_or", _B, ints="bool", swappable=True),
+    Spec("atan2", _B, "promote", "float", aliases=("arctan2",)),
+    Spec("hypot", _B, ints="refuse"),  # PyTorch's CUDA lists name neither hypot nor fmod
+    Spec("fmod", _B, ints="keep"),
+    # The bitwise family's ops (core/ops/bitwise.py), run by this kernel: integers and bools only (a
+    # shift integers only), and logical_xor. bitwise_not of a bool is logical_not (the core entry picks it).
+    Spec("bitwise_not", _U, ints="keep", family="bitwise", torch_kernel="bitwise_not"),
+    Spec("bitwise_and", _B, ints="keep", swappable=True, dunder="and", reflected=True, family="bitwise",
+         torch_kernel="bitwise_and"),
+    Spec("bitwise_or", _B, ints="keep", swappable=True, dunder="or", reflected=True, family="bitwise",
+         torch_kernel="bitwise_or"),
+    Spec("bitwise_xor", _B, ints="keep", swappable=True, dunder="xor", reflected=True, family="bitwise",
+         torch_kernel="bitwise_xor"),
+    Spec("bitwise_left_shift", _B, ints="keep", dunder="lshift", reflected=True, family="bitwise",
+         torch_kernel="lshift"),
+    Spec("bitwise_right_shift", _B, ints="keep", dunder="rshift", reflected=True, family="bitwise",
+         torch_kernel="rshift"),
+    Spec("logical_xor", _B, ints="bool", swappable=True, family="bitwise"),
 )
-BINARY = (
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "floor_divide", "remainder",
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-    "atan2", "hypot", "fmod",
-)
-# Kernel ops with core entries of their own (not made from the lists above): div's rounding_mode="trunc";
+SPEC = {s.name: s for s in SPECS}
+# The views the layers above iterate, in SPECS' order (the op table's, and so the stubs')
+UNARY = tuple(s.name for s in SPECS if s.arity == 1 and s.family == "elementwise")
+BINARY = tuple(s.name for s in SPECS if s.arity == 2 and s.family == "elementwise")
+BITWISE_UNARY = tuple(s.name for s in SPECS if s.arity == 1 and s.family == "bitwise")
+BITWISE_BINARY = tuple(s.name for s in SPECS if s.arity == 2 and s.family == "bitwise")
+COMPARISONS = tuple(s.name for s in SPECS if s.ints == "bool")
+# Kernel ops with core entries of their own (not made from the records above): div's rounding_mode="trunc";
 # polygamma(n, x), n passed as the integer scalar; the three-operand ops, whose third operand may be a
 # scalar (lerp's weight) and whose scalar is addcmul/addcdiv's value.
 DIV_TRUNC, POLYGAMMA = "div_trunc", "polygamma"
 TERNARY = ("lerp", "addcmul", "addcdiv")
-COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "logical_xor")
-# The bitwise family's ops (core/ops/bitwise.py), run by this kernel: integers and bools only (a shift
-# integers only), and logical_xor. bitwise_not of a bool is logical_not (the core entry picks it).
-BITWISE_UNARY = ("bitwise_not",)
-BITWISE_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
-                  "logical_xor")
 
 
 @triton.jit

@@ -23,11 +23,14 @@ from . import views as _views
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
     from ..tensor import Tensor
 
-# Unary ops that keep an integer input's dtype; the rest turn integers into the default float.
-_INT_PRESERVING = {"neg", "abs", "relu", "square", "sign", "floor", "ceil", "trunc", "bitwise_not"}
-# PyTorch's kernel names, which its "not implemented for 'Float'" errors of the bitwise ops quote
-_BITWISE_KERNEL = {"bitwise_not": "bitwise_not", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
-                   "bitwise_xor": "bitwise_xor", "bitwise_left_shift": "lshift", "bitwise_right_shift": "rshift"}
+# From the ops' records (triton_kernels/elementwise.py: SPECS): unary ops that keep an integer
+# input's dtype (the rest turn integers into the default float); binary ops that turn integers into
+# the default float, and those that refuse them; PyTorch's kernel names, which its "not implemented
+# for 'Float'" errors of the bitwise ops quote.
+_INT_PRESERVING = frozenset(s.name for s in _k.SPECS if s.arity == 1 and s.ints == "keep")
+_INT_TO_FLOAT = frozenset(s.name for s in _k.SPECS if s.arity == 2 and s.ints == "float")
+_INT_REFUSED = frozenset(s.name for s in _k.SPECS if s.ints == "refuse")
+_BITWISE_KERNEL = {s.name: s.torch_kernel for s in _k.SPECS if s.torch_kernel}
 
 
 def _is_scalar(x) -> bool:
@@ -112,8 +115,7 @@ def unary(op: str, x, out=None) -> Tensor:
     return out
 
 
-_SWAPPABLE = frozenset(("add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or", "logical_xor",
-                        "bitwise_and", "bitwise_or", "bitwise_xor"))
+_SWAPPABLE = frozenset(s.name for s in _k.SPECS if s.swappable)
 _INT_DIVISOR_OPS = frozenset(("floor_divide", "remainder", "fmod", "div_trunc"))  # an integer divisor is checked at every call
 _binary_plans: dict = {}  # signature of (op, operands, default dtype) -> _BinaryPlan
 _PLANS_KEPT = 4096
@@ -233,9 +235,9 @@ def _plan_binary(op: str, a, b):
     if isinstance(b, TensorBase) and b.device != dev:
         b, cacheable = b.item(), False
     promoted = dt.result_type(a, b)
-    if op == "hypot" and not promoted.is_floating_point:
-        raise NotImplementedError(f"\"hypot_{dev.type}\" not implemented for '{_TYPE_NAME.get(promoted, promoted.name)}'")
-    if op in ("div", "atan2") and not promoted.is_floating_point:
+    if op in _INT_REFUSED and not promoted.is_floating_point:
+        raise NotImplementedError(f"\"{op}_{dev.type}\" not implemented for '{_TYPE_NAME.get(promoted, promoted.name)}'")
+    if op in _INT_TO_FLOAT and not promoted.is_floating_point:
         compute_in, result = dt.get_default_dtype(), dt.get_default_dtype()
     elif op == "pow" and not promoted.is_floating_point:
         compute_in, result = dt.float64, promoted  # exact for |result| < 2**53, then rounded back

@@ -111,44 +111,33 @@ def _with_inplace(name, impl, inplace_impl, autocast, *, function=True, aliases=
 
 
 # ----- elementwise (core/ops/elementwise.py, triton_kernels/elementwise.py) -------------------
-_FP32_UNARY = {"exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt",
-               "tan", "asin", "acos", "sinh", "cosh", "erfinv", "log10"}
-_UNARY_DUNDERS = {"neg": ("__neg__",), "abs": ("__abs__",)}
-_ARC_ALIASES = {"asin": ("arcsin",), "acos": ("arccos",), "atan": ("arctan",), "asinh": ("arcsinh",),
-                "acosh": ("arccosh",), "atanh": ("arctanh",), "atan2": ("arctan2",)}
+# Each op's record (triton_kernels/elementwise.py: SPECS) gives its autocast category, its Python
+# operators and its aliases; the core module of its family makes its entries.
+def _from_spec(name, entries):
+    s = _k.SPEC[name]
+    d = s.dunder  # "add": __add__, and for a reflected one __radd__ and __iadd__ too
+    _with_inplace(name, *entries[name], s.autocast, aliases=s.aliases, dunders=(f"__{d}__",) if d else (),
+                  rdunders=(f"__r{d}__",) if s.reflected else (), idunders=(f"__i{d}__",) if s.reflected else ())
+
+
 for _name in _k.UNARY:
-    _with_inplace(_name, *elementwise.UNARY[_name], "fp32" if _name in _FP32_UNARY else "none",
-                  dunders=_UNARY_DUNDERS.get(_name, ()), aliases=_ARC_ALIASES.get(_name, ()))
-
-_ARITHMETIC = {"add": "add", "sub": "sub", "mul": "mul", "div": "truediv", "pow": "pow",  # __add__ __radd__ __iadd__
-               "floor_divide": "floordiv", "remainder": "mod"}
-_FORWARD_ONLY = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}  # __eq__ ...
-_BINARY_ALIASES = {"div": ("divide", "true_divide"), "mul": ("multiply",), "sub": ("subtract",)}
+    _from_spec(_name, elementwise.UNARY)
 for _name in _k.BINARY:
-    _cat = "none" if _name in _k.COMPARISONS or _name in ("hypot", "fmod") else (
-        "fp32" if _name == "pow" else "promote")  # PyTorch's CUDA lists name neither hypot nor fmod
-    _a, _f = _ARITHMETIC.get(_name), _FORWARD_ONLY.get(_name)
-    _with_inplace(_name, *elementwise.BINARY[_name], _cat, aliases=_BINARY_ALIASES.get(_name, _ARC_ALIASES.get(_name, ())),
-                  dunders=(f"__{_a or _f}__",) if (_a or _f) else (), rdunders=(f"__r{_a}__",) if _a else (),
-                  idunders=(f"__i{_a}__",) if _a else ())
+    _from_spec(_name, elementwise.BINARY)
 _add(Op("invert", elementwise.invert, "none", method=False, function=False, dunders=("__invert__",)))
-
-# ----- bitwise (core/ops/bitwise.py; the elementwise kernel) ------------------------------------
-# Python's & | ^ << >> are the bitwise ops, as in PyTorch (on bools & is logical and), reflected and in place too
-_BITWISE_DUNDERS = {"bitwise_and": "and", "bitwise_or": "or", "bitwise_xor": "xor", "bitwise_left_shift": "lshift",
-                    "bitwise_right_shift": "rshift"}
-for _name in _k.BITWISE_UNARY:
-    _with_inplace(_name, *bitwise.UNARY[_name], "none")
-for _name in _k.BITWISE_BINARY:
-    _a = _BITWISE_DUNDERS.get(_name)
-    _with_inplace(_name, *bitwise.BINARY[_name], "none", dunders=(f"__{_a}__",) if _a else (),
-                  rdunders=(f"__r{_a}__",) if _a else (), idunders=(f"__i{_a}__",) if _a else ())
 # polygamma(n, input): the method's self is input (x.polygamma(n)), its in-place form x.polygamma_(n)
 _add(Op("polygamma", elementwise.polygamma, "none", self_arg=1))
 _add(Op("polygamma_", elementwise.polygamma_, "none", function=False, inplace_of="polygamma"))
 _with_inplace("lerp", elementwise.lerp, elementwise.lerp_, "none")
 for _name in ("addcmul", "addcdiv"):  # PyTorch's CUDA autocast promotes both
     _with_inplace(_name, getattr(elementwise, _name), getattr(elementwise, _name + "_"), "promote")
+
+# ----- bitwise (core/ops/bitwise.py; the elementwise kernel) ------------------------------------
+# Python's & | ^ << >> are the bitwise ops, as in PyTorch (on bools & is logical and), reflected and in place too
+for _name in _k.BITWISE_UNARY:
+    _from_spec(_name, bitwise.UNARY)
+for _name in _k.BITWISE_BINARY:
+    _from_spec(_name, bitwise.BINARY)
 _with_inplace("clamp", elementwise.clamp, elementwise.clamp_, "none", aliases=("clip",))
 _add(Op("clamp_min", elementwise.clamp_min, "none", function=False))
 _add(Op("clamp_max", elementwise.clamp_max, "none", function=False))
