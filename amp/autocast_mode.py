@@ -201,9 +201,6 @@ def autocast_layer(op, args, kwargs, next):
     return next(op, args, kwargs)
 
 
-def needed(op, args, kwargs) -> bool:
-    """Whether an autocast region is enabled in this thread (else the dispatcher skips the layer)."""
-    return _state.any
-
-
-dispatch.register_layer("autocast", autocast_layer, flag=(_state, "any"))  # needed() as a flag: no call per op
+# The dispatcher reads whether any autocast region is enabled in this thread from the flag itself,
+# with no call per op, and skips the layer when none is.
+dispatch.register_layer("autocast", autocast_layer, flag=(_state, "any"))
