@@ -439,4 +439,5 @@ def test_the_policy_copy_finder_finds_each_form():
              'z = dt.float32 if d in (dt.float16, dt.bfloat16) else d']
     assert [len(list(_policy_copies(ast.parse(src)))) for src in forms] == [1, 1, 1, 2, 1]
     assert len(list(_policy_copies(TREES[POLICY]))) == 3
-    assert all(name in MODULES for name in POLICY_PENDING)
+    # a pending module that no longer holds a copy leaves the list (it only shrinks)
+    assert [name for name in POLICY_PENDING if not list(_policy_copies(TREES[name]))] == []
