@@ -48,7 +48,7 @@ from . import compiler  # torch.compiler: reset()
 from .compiler import compile  # torch.compile(mode="reduce-overhead"): a step captured into CUDA graphs
 from . import comm  # usable as `import tritensor.comm as dist`
 from .nn import parallel as _nn_parallel  # tritensor.nn.parallel (DDP) sits on comm: imported after it
-from . import module_aliases  # torch's paths for comm and elastic (tritensor.distributed ...): module_aliases.py says how
+from . import module_aliases  # torch's paths for comm and elastic (tritensor.distributed ...): see its docstring
 from . import distributed  # tritensor.comm under torch's name, through module_aliases' finder
 from . import futures  # torch.futures; tritensor.comm.Future is the same class
 from . import accelerator, distributions, jit, profiler, testing  # torch.accelerator, .distributions, .jit ...
