@@ -16,8 +16,8 @@ import triton.language as tl
 from ..runtime.launch import launch
 # by name, not the module: tools/sm90_compile.py makes JIT functions of the helpers a kernel's globals hold
 from ._math import (acos as _acos, acosh as _acosh, asin as _asin, asinh as _asinh, atan as _atan, atan2 as _atan2,
-                    atanh as _atanh, cosh as _cosh, digamma as _digamma, erfinv as _erfinv, lgamma as _lgamma,
-                    polygamma as _polygamma, sinh as _sinh)
+                    atanh as _atanh, cosh as _cosh, digamma as _digamma, erfinv as _erfinv, expm1 as _expm1,
+                    lgamma as _lgamma, log1p as _log1p, polygamma as _polygamma, sinh as _sinh)
 from ._common import (collapse, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar, needs_int64,
                       strided_offset4)
 
@@ -97,22 +97,6 @@ COMPARISONS = tuple(s.name for s in SPECS if s.ints == "bool")
 # scalar (lerp's weight) and whose scalar is addcmul/addcdiv's value.
 DIV_TRUNC, POLYGAMMA = "div_trunc", "polygamma"
 TERNARY = ("lerp", "addcmul", "addcdiv")
-
-
-@triton.jit
-def _expm1(x):
-    # Kahan: (u - 1) * x / log(u) cancels exp's rounding error, accurate near 0.
-    u = tl.exp(x)
-    um1 = u - 1.0
-    r = tl.where(u == 1.0, x, um1 * x / tl.log(u))
-    r = tl.where(um1 == -1.0, -1.0, r)
-    return tl.where(u == float("inf"), u, r)
-
-
-@triton.jit
-def _log1p(x):
-    u = x + 1.0
-    return tl.where(u == 1.0, x, tl.log(u) * x / (u - 1.0))
 
 
 @triton.jit
