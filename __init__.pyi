@@ -91,7 +91,6 @@ from .core.shape import layout
 from .core.shape import layout as layout
 from .core.shape import memory_format
 from .core.shape import memory_format as memory_format
-from .core.tensor import Tensor
 from .core.tensor import Tensor as Tensor
 from .runtime.device import device as device
 from .runtime.device import get_default_device as get_default_device
@@ -118,7 +117,7 @@ class HalfTensor: ...
 class IntTensor: ...
 class LongTensor: ...
 class ShortTensor: ...
-__version__: str
+__version__: builtins.str
 def abs(input, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
 def acos(input, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
 def acosh(input, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
@@ -194,7 +193,7 @@ def div(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / oth
 def divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def dot(input, other) -> Tensor: """The inner product of two 1-D tensors of one dtype (floats: the matmul kernel, fp32 accumulation)."""
 double: dtype
-e: float
+e: builtins.float
 def einsum(equation, *operands) -> Tensor: """``einsum('bij,bjk->bik', a, b)``; operands may also be given as one list."""
 def eq(input, other, *, out=...) -> Tensor: """Elementwise ``eq`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def equal(input, other) -> builtins.bool: """True when both have the same shape and the same elements (NaN is unequal to itself)."""
@@ -226,7 +225,7 @@ def index_copy(input, dim, index, source) -> Tensor: """A copy of ``input`` with
 def index_fill(input, dim, index, value) -> Tensor: """A copy of ``input`` with ``value`` (a number or a 0-d tensor) at ``index`` along ``dim``."""
 def index_put(input, indices, values, accumulate=...) -> Tensor: """A copy of ``input`` with ``values`` put (``accumulate``: added) at ``input[indices]``."""
 def index_select(input, dim, index) -> Tensor: ...
-inf: float
+inf: builtins.float
 int: dtype
 int16: dtype
 int32: dtype
@@ -277,7 +276,7 @@ def mul(input, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadca
 def multinomial(input, num_samples, replacement=..., *, generator=...) -> Tensor: """``num_samples`` category indices per row of the non-negative weights ``input`` (1-D or 2-D)."""
 def multiply(input, other, *, out=...) -> Tensor: """Elementwise ``mul`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def mv(input, vec) -> Tensor: """torch.mv: matrix (n, m) times vector (m,)."""
-nan: float
+nan: builtins.float
 def nan_to_num(input, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (default: the dtype's largest/lowest finite value)."""
 def nanmean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""
 def nanmedian(input, dim=..., keepdim=...) -> Any: """``median`` that ignores NaN (NaN only where every element is)."""
@@ -293,7 +292,7 @@ def normal(mean, std=..., size=..., *, generator=..., dtype=..., device=..., req
 def orthogonalize_(matrices, epsilon=...) -> Tensor: """Orthonormalise the columns of ``matrices`` in place by Gram-Schmidt; returns ``matrices``."""
 def outer(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
 def permute(input, *dims) -> Any: ...
-pi: float
+pi: builtins.float
 def polygamma(n, input, *, out=...) -> Tensor: """The ``n``-th derivative of digamma (``polygamma(0, x)`` is ``digamma(x)``); integers give the"""
 def pow(input, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 preserve_format: memory_format

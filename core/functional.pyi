@@ -3,7 +3,6 @@ from . import dispatch as dispatch
 from .composites import repeat_interleave_index as repeat_interleave_index
 from .ops import table as table
 from .shape import broadcast_shapes as broadcast_shapes
-from .tensor import Tensor
 from .tensor import Tensor as Tensor
 from typing import Any
 import builtins

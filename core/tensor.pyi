@@ -28,6 +28,7 @@ CPU: device
 
 class Tensor:
     """Tensor's op methods and operators, generated from core/ops/table.py."""
+    def __init__(self, *args: Any, device: Any = ...) -> None: """torch's legacy constructor: Tensor(data), Tensor(*sizes), Tensor() in the default dtype."""
     device: _device
     dtype: _dtype
     grad: Tensor | None

@@ -16,6 +16,8 @@ import math
 import operator
 import threading
 
+import numpy as np
+
 from ..runtime import cuda, memory
 from ..runtime.device import device
 from .shape import (Size, channels_last, channels_last_strides, contiguous_format, contiguous_strides,
@@ -61,6 +63,19 @@ def _contiguous_layout(shape):
     return layout
 
 
+_LEGACY = object()  # an argument torch.Tensor(...) left out
+# What a legacy constructor call passes first (data, a size, a tensor to alias); core passes a storage.
+_LEGACY_ARGS = (list, tuple, int, np.integer, np.ndarray)
+# The legacy constructor, FloatTensor's rules for the default dtype: core/tensor_types.py, above this
+# module, registers it (register_legacy_constructor), as the layers above core register theirs.
+_legacy_constructor = [None]
+
+
+def register_legacy_constructor(fn) -> None:
+    """Sets what ``Tensor(data)`` / ``Tensor(*sizes)`` / ``Tensor()`` build (``core/tensor_types.py``)."""
+    _legacy_constructor[0] = fn
+
+
 class TensorBase:
     __slots__ = (
         "_storage", "_shape", "_stride", "_offset", "dtype", "device", "_version_counter",
@@ -76,8 +91,17 @@ class TensorBase:
                 raise TypeError(f"{cls.__name__}: ops already allocate {TensorBase._result_class.__name__}")
             TensorBase._result_class = cls
 
-    def __init__(self, storage, shape, stride, offset, dtype_, base=None):
+    def __init__(self, storage=_LEGACY, shape=_LEGACY, stride=_LEGACY, offset=_LEGACY, dtype_=_LEGACY, base=None,
+                 *sizes, device=None):
         # _empty makes most tensors without this call: a slot added here is set there too.
+        if storage is _LEGACY or isinstance(storage, _LEGACY_ARGS) or isinstance(storage, TensorBase):
+            # torch.Tensor(data), Tensor(*sizes), Tensor(): torch's legacy constructor, never one of core's
+            # own constructions (they pass a storage), answered by the legacy type of the default dtype
+            args = [a for a in (storage, shape, stride, offset, dtype_) if a is not _LEGACY]
+            args += [] if base is None and not sizes else [base, *sizes]
+            src = _legacy_constructor[0](*args, device=device)
+            storage, shape, stride, offset, dtype_, base = src._storage, src._shape, src._stride, src._offset, \
+                src.dtype, src._base
         self._storage = storage
         self._shape = shape if type(shape) is Size else Size(shape)
         self._stride = stride if type(stride) is tuple else tuple(stride)

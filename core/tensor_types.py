@@ -17,6 +17,7 @@ from ..runtime.device import CPU, device
 from .factories import empty, tensor
 from .shape import Size
 from .tensor import Tensor
+from .tensor_base import register_legacy_constructor
 
 
 class tensortype(type):
@@ -87,6 +88,19 @@ CUDA_TYPES = {d: _make(d, True) for d in dt.ALL}
 ByteTensor, CharTensor, ShortTensor, IntTensor, LongTensor = (CPU_TYPES[d] for d in dt.INTEGRAL)
 HalfTensor, BFloat16Tensor, FloatTensor, DoubleTensor = (CPU_TYPES[d] for d in dt.FLOATING)
 BoolTensor = CPU_TYPES[dt.bool_]
+
+
+def _legacy_tensor(*args, **kwargs) -> Tensor:
+    """``tritensor.Tensor(...)`` called as a constructor, as torch's: the legacy type of the default dtype
+    (FloatTensor; DoubleTensor after ``set_default_dtype(float64)``) on the device's type."""
+    dev = kwargs.pop("device", None)
+    if kwargs:
+        raise TypeError(f"Tensor(): got an unexpected keyword argument '{next(iter(kwargs))}'")
+    types = CUDA_TYPES if dev is not None and device(dev).type == "cuda" else CPU_TYPES
+    return types[dt.get_default_dtype()](*args, device=dev)
+
+
+register_legacy_constructor(_legacy_tensor)
 
 __all__ = ["tensortype", "ByteTensor", "CharTensor", "ShortTensor", "IntTensor", "LongTensor", "HalfTensor",
            "BFloat16Tensor", "FloatTensor", "DoubleTensor", "BoolTensor"]

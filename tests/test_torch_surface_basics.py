@@ -162,3 +162,23 @@ def test_cuda_tensor_type_names():
     assert tt.zeros(2).cpu().type("torch.cuda.IntTensor").device.type == "cuda"
     with pytest.raises(RuntimeError, match="legacy constructor expects device type: cuda"):
         T(2, device="cpu")
+
+
+def test_tensor_called_as_torchs_legacy_constructor():
+    """``torch.Tensor(data)`` / ``Tensor(*sizes)`` / ``Tensor()`` build a tensor of the default dtype, as
+    torch's legacy constructor does (old scripts and pytorch/examples' generate.py write them); core's own
+    constructions, which pass a storage, are untouched."""
+    a = tt.Tensor([[3]])
+    assert type(a) is tt.Tensor and a.dtype is tt.float32 and a.tolist() == [[3.0]]
+    assert tt.Tensor(2, 3).shape == (2, 3) and tt.Tensor(tt.Size([4])).shape == (4,)
+    assert tt.Tensor().shape == (0,) and tt.Tensor(np.array([1.5, 2.5])).tolist() == [1.5, 2.5]
+    x = tt.ones(2)
+    y = tt.Tensor(x)  # the same data, as torch's alias
+    y[0] = 5
+    assert x.tolist() == [5.0, 1.0]
+    with pytest.raises(TypeError, match="expected tritensor.FloatTensor"):
+        tt.Tensor(tt.ones(2, dtype=tt.int64))
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        tt.Tensor(2, -1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'dtype'"):
+        tt.Tensor([1], dtype=tt.float64)

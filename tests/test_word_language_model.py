@@ -108,21 +108,26 @@ def test_lstm_learns_saves_the_whole_model_and_reloads_it(tmp_path):
     assert raw, "the best model was saved"
 
 
-def test_transformer_learns_and_reloads(tmp_path):
+def _generate(tmp_path, words=30):
+    out = tmp_path / "generated.txt"
+    printed = _run("generate.py", ["--data", str(tmp_path / "data"), "--checkpoint", str(tmp_path / "model.pt"),
+                                   "--outf", str(out), "--words", str(words), "--log-interval", "10"])
+    generated = out.read_text().split()
+    assert len(generated) == words, printed
+    vocabulary = set((tmp_path / "data" / "train.txt").read_text().split()) | {"<eos>"}
+    assert set(generated) <= vocabulary
+
+
+def test_transformer_learns_reloads_and_samples(tmp_path):
     # longer chunks, fewer steps: a step's cost in CPU mode is its launches, not its length
     _train(tmp_path, "Transformer", bptt=35, extra=("--nhead", "2"))
+    _generate(tmp_path)  # the Transformer branch of generate.py: torch.Tensor([[word_idx]]), torch.cat
 
 
 def test_generate_samples_from_the_whole_model_checkpoint(tmp_path):
     with pytest.warns(UserWarning, match="non-zero dropout"):
         _train(tmp_path, "GRU", epochs=1)
-    out = tmp_path / "generated.txt"
-    printed = _run("generate.py", ["--data", str(tmp_path / "data"), "--checkpoint", str(tmp_path / "model.pt"),
-                                   "--outf", str(out), "--words", "30", "--log-interval", "10"])
-    words = out.read_text().split()
-    assert len(words) == 30, printed
-    vocabulary = set((tmp_path / "data" / "train.txt").read_text().split()) | {"<eos>"}
-    assert set(words) <= vocabulary
+    _generate(tmp_path)  # the recurrent branch: the hidden state carried from word to word
 
 
 def test_a_whole_model_checkpoint_needs_its_classes_allowed(tmp_path):

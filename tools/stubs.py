@@ -136,7 +136,9 @@ def _tensor_class(cls) -> list[str]:
     from tritensor.core.ops import table
 
     self_arg = {id(op.impl): op.self_arg for op in table.OPS.values()}
-    lines = [f"class {cls.__name__}:", f'    """{_doc(cls)}"""']
+    lines = [f"class {cls.__name__}:", f'    """{_doc(cls)}"""',
+             "    def __init__(self, *args: Any, device: Any = ...) -> None: "
+             '"""torch\'s legacy constructor: Tensor(data), Tensor(*sizes), Tensor() in the default dtype."""']
     slots = sorted({s for k in cls.__mro__ for s in getattr(k, "__slots__", ()) if not s.startswith("_")})
     typed = {"dtype": "_dtype", "device": "_device", "grad": "Tensor | None"}
     for s in slots:
@@ -204,8 +206,10 @@ def render(modname: str) -> str:
             imports.add(f"from {_relative(kind.__module__, modname)} import {kind.__name__}")
             body.append(f"{name}: {kind.__name__}")
         else:
-            body.append(f"{name}: {type(obj).__name__ if isinstance(obj, (int, float, str, bool)) else 'Any'}")
-    if any("Tensor" in line for line in body) and modname != "tritensor.core.tensor":
+            # builtins spelled out: the root's float/int/bool are dtypes (tritensor.float), which shadow them
+            body.append(f"{name}: {'builtins.' + type(obj).__name__ if isinstance(obj, (int, float, str, bool)) else 'Any'}")
+    if (any("Tensor" in line for line in body) and modname != "tritensor.core.tensor"
+            and not any(line.endswith(" import Tensor as Tensor") for line in imports)):  # a re-export serves both
         imports.add(f"from {_relative('tritensor.core.tensor', modname)} import Tensor")
     if modname == "tritensor.core.tensor":  # the class has methods named dtype-ish things: aliases
         imports.add("from ..runtime.device import device as _device")
