@@ -13,7 +13,7 @@ import numbers
 import numpy as np
 
 from ..runtime import dtype as dt
-from ..runtime.device import CPU, device
+from ..runtime.device import CPU, device, get_default_device
 from .factories import empty, tensor
 from .shape import Size
 from .tensor import Tensor
@@ -96,7 +96,9 @@ def _legacy_tensor(*args, **kwargs) -> Tensor:
     dev = kwargs.pop("device", None)
     if kwargs:
         raise TypeError(f"Tensor(): got an unexpected keyword argument '{next(iter(kwargs))}'")
-    types = CUDA_TYPES if dev is not None and device(dev).type == "cuda" else CPU_TYPES
+    if dev is None:  # torch's legacy constructor follows set_default_device, as its factories do
+        dev = get_default_device()
+    types = CUDA_TYPES if device(dev).type == "cuda" else CPU_TYPES
     return types[dt.get_default_dtype()](*args, device=dev)
 
 
