@@ -212,22 +212,36 @@ def addmv(input, mat, vec, *, beta=1, alpha=1) -> Tensor:
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * (mat1 @ mat2), ``input`` broadcast to the product's shape."""
-    _check_number("addmm", beta, "beta")
-    _check_number("addmm", alpha, "alpha")
+    shape = _addmm_checks("addmm", mat1, mat2, beta, alpha)
+    _check_added("addmm", input, mat1, shape)
+    return _beta_input_plus(input, mat1.mm(mat2), beta, alpha)
+
+
+def _addmm_checks(op, mat1, mat2, beta, alpha) -> tuple:
+    """addmm's and addmm_'s checks of their operands (``op`` names the caller in the number checks); the
+    product's shape."""
+    _check_number(op, beta, "beta")
+    _check_number(op, alpha, "alpha")
     _check_pair("addmm", mat1, mat2, ("mat1", "mat2"))
     for m, name in ((mat1, "mat1"), (mat2, "mat2")):
         if m.ndim != 2:
             raise RuntimeError(f"{name} must be a matrix, got {m.ndim}-D tensor")
     if mat1.shape[1] != mat2.shape[0]:
         raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_str(mat1)} and {_shape_str(mat2)})")
-    _check_added("addmm", input, mat1, (mat1.shape[0], mat2.shape[1]))
-    return _beta_input_plus(input, mat1.mm(mat2), beta, alpha)
+    return (mat1.shape[0], mat2.shape[1])
 
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:
     """beta * input + alpha * (batch1 @ batch2), batched (b, n, m) @ (b, m, p)."""
-    _check_number("baddbmm", beta, "beta")
-    _check_number("baddbmm", alpha, "alpha")
+    shape = _baddbmm_checks("baddbmm", batch1, batch2, beta, alpha)
+    _check_added("baddbmm", input, batch1, shape)
+    return _beta_input_plus(input, batch1.bmm(batch2), beta, alpha)
+
+
+def _baddbmm_checks(op, batch1, batch2, beta, alpha) -> tuple:
+    """baddbmm's and baddbmm_'s checks of their operands; the product's shape."""
+    _check_number(op, beta, "beta")
+    _check_number(op, alpha, "alpha")
     _check_pair("baddbmm", batch1, batch2, ("batch1", "batch2"))
     for m, name in ((batch1, "batch1"), (batch2, "batch2")):
         if m.ndim != 3:
@@ -235,8 +249,7 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:
     if batch2.shape[:2] != (batch1.shape[0], batch1.shape[2]):
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{batch1.shape[0]}, {batch1.shape[2]}] but got: [{batch2.shape[0]}, {batch2.shape[1]}].")
-    _check_added("baddbmm", input, batch1, (batch1.shape[0], batch1.shape[1], batch2.shape[2]))
-    return _beta_input_plus(input, batch1.bmm(batch2), beta, alpha)
+    return (batch1.shape[0], batch1.shape[1], batch2.shape[2])
 
 
 def _in_place(input, product, beta, alpha) -> Tensor:
@@ -270,31 +283,15 @@ def addmv_(input, mat, vec, *, beta=1, alpha=1) -> Tensor:
 
 def addmm_(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
     """In place: input = beta * input + alpha * (mat1 @ mat2)."""
-    _check_number("addmm_", beta, "beta")
-    _check_number("addmm_", alpha, "alpha")
-    _check_pair("addmm", mat1, mat2, ("mat1", "mat2"))
-    for m, name in ((mat1, "mat1"), (mat2, "mat2")):
-        if m.ndim != 2:
-            raise RuntimeError(f"{name} must be a matrix, got {m.ndim}-D tensor")
-    if mat1.shape[1] != mat2.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({_shape_str(mat1)} and {_shape_str(mat2)})")
-    _check_in_place(input, (mat1.shape[0], mat2.shape[1]))
-    _check_added("addmm", input, mat1, (mat1.shape[0], mat2.shape[1]))
+    shape = _addmm_checks("addmm_", mat1, mat2, beta, alpha)
+    _check_in_place(input, shape)
+    _check_added("addmm", input, mat1, shape)
     return _in_place(input, mat1.mm(mat2), beta, alpha)
 
 
 def baddbmm_(input, batch1, batch2, *, beta=1, alpha=1) -> Tensor:
     """In place: input = beta * input + alpha * (batch1 @ batch2)."""
-    _check_number("baddbmm_", beta, "beta")
-    _check_number("baddbmm_", alpha, "alpha")
-    _check_pair("baddbmm", batch1, batch2, ("batch1", "batch2"))
-    for m, name in ((batch1, "batch1"), (batch2, "batch2")):
-        if m.ndim != 3:
-            raise RuntimeError(f"{name} must be a 3D tensor")
-    if batch2.shape[:2] != (batch1.shape[0], batch1.shape[2]):
-        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
-                           f"[{batch1.shape[0]}, {batch1.shape[2]}] but got: [{batch2.shape[0]}, {batch2.shape[1]}].")
-    shape = (batch1.shape[0], batch1.shape[1], batch2.shape[2])
+    shape = _baddbmm_checks("baddbmm_", batch1, batch2, beta, alpha)
     _check_in_place(input, shape)
     _check_added("baddbmm", input, batch1, shape)
     return _in_place(input, batch1.bmm(batch2), beta, alpha)
