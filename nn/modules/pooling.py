@@ -9,40 +9,35 @@ from .module import Module
 from .utils import _single
 
 
-class MaxPool1d(Module):
-    """Max over sliding windows of (N, C, L) or (C, L) (the 2-D kernel over a height of one), optionally with
-    indices, as torch.nn.MaxPool1d."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        super().__init__()
-        self.kernel_size, self.stride = kernel_size, stride if stride is not None else kernel_size
-        self.padding, self.dilation, self.return_indices, self.ceil_mode = padding, dilation, return_indices, ceil_mode
-
-    def forward(self, x):
-        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
-                            self.return_indices)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
-
-
-class MaxPool2d(Module):
-    """Max over sliding windows of (N, C, H, W) or (C, H, W), one kernel, optionally with the argmax indices, as
-    torch.nn.MaxPool2d."""
+class _MaxPoolNd(Module):
+    """The max pools' arguments and repr, as torch's _MaxPoolNd (the stride defaults to the kernel size)."""
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
-    def forward(self, x):
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
-                            self.return_indices)
-
     def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class MaxPool1d(_MaxPoolNd):
+    """Max over sliding windows of (N, C, L) or (C, L) (the 2-D kernel over a height of one), optionally with
+    indices, as torch.nn.MaxPool1d."""
+
+    def forward(self, x):
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
+
+
+class MaxPool2d(_MaxPoolNd):
+    """Max over sliding windows of (N, C, H, W) or (C, H, W), one kernel, optionally with the argmax indices, as
+    torch.nn.MaxPool2d."""
+
+    def forward(self, x):
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
+                            self.return_indices)
 
 
 class AvgPool1d(Module):
@@ -128,21 +123,12 @@ class AdaptiveAvgPool1d(Module):
         return f"output_size={self.output_size}"
 
 
-class MaxPool3d(Module):
+class MaxPool3d(_MaxPoolNd):
     """Over (N, C, D, H, W) inputs (``F.max_pool3d``: max_pool2d per depth plane, then the depth max)."""
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride if stride is not None else kernel_size, padding
-        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, x):
         return F.max_pool3d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode,
                             self.return_indices)
-
-    def extra_repr(self) -> str:
-        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool3d(Module):
