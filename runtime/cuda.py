@@ -9,6 +9,7 @@ code: what it asks of cuda.core and the driver goes through ``runtime/driver.py`
 """
 from __future__ import annotations
 
+import os
 import threading
 from collections import namedtuple
 
@@ -56,6 +57,25 @@ def _index(dev) -> int:
     return idx
 
 
+_in_bad_fork = False  # this process was forked from one that had used a device
+
+
+def _forked_child() -> None:
+    """A child forked after its parent used a device inherits a dead copy of the CUDA context: every
+    driver call in it fails. Forget the parent's devices and this thread's current stream, so the
+    child's first device use comes through :func:`_cu_device` and gets torch's error, not a bare
+    CUDA_ERROR_NOT_INITIALIZED from whichever copy or launch came first."""
+    global _in_bad_fork
+    if _devices:
+        _in_bad_fork = True
+        _devices.clear()
+        _default_streams.clear()
+        _local.__dict__.clear()
+
+
+os.register_at_fork(after_in_child=_forked_child)
+
+
 def _cu_device(index: int | None = None):
     """The cuda.core Device for ``index``, made current on first use."""
     _require("tritensor.cuda")
@@ -63,6 +83,9 @@ def _cu_device(index: int | None = None):
         index = current_device()
     d = _devices.get(index)
     if d is None:
+        if _in_bad_fork:
+            raise RuntimeError("Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+                               "multiprocessing, you must use the 'spawn' start method")
         with _lock:
             d = _devices.get(index)
             if d is None:

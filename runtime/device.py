@@ -68,11 +68,24 @@ class device:
     def __hash__(self) -> int:
         return hash((self.type, self.index))
 
+    def __enter__(self) -> "device":
+        """``with device("cpu"):`` makes this the default device inside the block, as torch's
+        device context does; the previous default comes back on exit, nested blocks included."""
+        global _default
+        _entered.append(_default)
+        _default = self
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _default
+        _default = _entered.pop()
+
 
 CPU = device("cpu")
 
 
 _default = CPU
+_entered: list = []  # the defaults that ``with device(...)`` blocks replaced, innermost last
 
 
 def set_default_device(d) -> None:

@@ -175,6 +175,22 @@ def _check_sticky() -> None:
         raise _sticky
 
 
+_initialised = False  # a device was made current in this process
+
+
+def _forked_child() -> None:
+    """A process forked after its parent used the device holds a dead copy of the context, as on a
+    GPU: every driver call in the child fails with CUDA_ERROR_NOT_INITIALIZED."""
+    global _sticky
+    if _initialised:
+        _sticky = SimError(CUresult.CUDA_ERROR_NOT_INITIALIZED,
+                           "this process was forked from one that had used the device; a forked child "
+                           "cannot use its parent's CUDA context")
+
+
+os.register_at_fork(after_in_child=_forked_child)
+
+
 @contextlib.contextmanager
 def counting():
     """``with counting() as c:`` ... ``c`` is the Counter of driver calls made inside the block."""
@@ -782,6 +798,9 @@ class Device:
             return d
 
     def set_current(self) -> None:
+        global _initialised
+        _check_sticky()
+        _initialised = True
         _local.device = self.device_id
 
     def create_stream(self, options=None) -> "CoreStream":

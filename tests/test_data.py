@@ -175,9 +175,18 @@ def _flat(batches):
     return [(b["x"].tolist(), b["y"].tolist(), b["name"]) for b in batches]
 
 
+@pytest.fixture
+def host_batches():
+    """DataLoader workers are forked processes. As in torch, a forked child cannot use its parent's
+    CUDA context, so the tests whose workers collate build their batches on the host: ``cpu`` is the
+    default device inside (it is already in CPU mode; the device run makes ``cuda`` the default)."""
+    with tt.device("cpu"):
+        yield
+
+
 @pytest.mark.parametrize("kw", [dict(batch_size=4), dict(batch_size=5, shuffle=True, drop_last=True),
                                 dict(batch_size=None)])
-def test_workers_give_the_same_batches(kw):
+def test_workers_give_the_same_batches(kw, host_batches):
     gen_kw = {"generator": Gen(9)} if kw.get("shuffle") else {}
     plain = list(DataLoader(Squares(), **kw, **gen_kw))
     gen_kw = {"generator": Gen(9)} if kw.get("shuffle") else {}
@@ -193,7 +202,7 @@ def test_workers_give_the_same_batches(kw):
             assert len(plain) == 4
 
 
-def test_persistent_workers_and_worker_info():
+def test_persistent_workers_and_worker_info(host_batches):
     seen = []
 
     def init(worker_id):
@@ -235,7 +244,7 @@ class Stream(IterableDataset):
         return self.n
 
 
-def test_iterable_dataset():
+def test_iterable_dataset(host_batches):
     assert _lists(DataLoader(Stream(7), batch_size=3)) == [[0, 1, 2], [3, 4, 5], [6]]
     assert _lists(DataLoader(Stream(7), batch_size=3, drop_last=True)) == [[0, 1, 2], [3, 4, 5]]
     assert len(DataLoader(Stream(7), batch_size=3)) == 3
@@ -255,6 +264,17 @@ class Failing(Dataset):
         if i == 3 and get_worker_info() is not None:
             os.kill(os.getpid(), signal.SIGKILL)
         return i
+
+
+def test_a_forked_worker_collating_on_the_device_gets_torchs_error():
+    """A worker forked after the parent used the GPU cannot use it: torch's error, naming the cure,
+    comes back from the worker (not the driver's bare CUDA_ERROR_NOT_INITIALIZED)."""
+    if not tt.cuda.is_available():
+        pytest.skip("needs the GPU path (a GPU or TRITENSOR_DEVICE=sim)")
+    tt.zeros(1, device="cuda").sum().item()  # the parent uses the device
+    with tt.device("cuda"), pytest.raises(RuntimeError, match="(?s)DataLoader worker process 0.*Cannot "
+                                          "re-initialize CUDA in forked subprocess.*'spawn' start method"):
+        list(DataLoader(Squares(), batch_size=4, num_workers=1))
 
 
 def test_worker_errors(monkeypatch):

@@ -388,13 +388,15 @@ def test_digits_checkpoint_round_trip(tmp_path):
     import numpy as np
     import tritensor as tt
     ex = _example()
+    # On the default device, as the example's workers run (cuda in the GPU-mode run of the suite).
+    dev = tt.get_default_device()
     tt.manual_seed(0)
     model = ex.make_model()
     opt = tt.optim.Adam(model.parameters(), lr=1e-2)
     sched = tt.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
-    scaler = tt.amp.GradScaler("cpu", init_scale=1024.0)
-    x = tt.from_numpy(np.random.default_rng(0).standard_normal((4, 1, 8, 8)).astype(np.float32))
-    y = tt.from_numpy(np.array([0, 1, 2, 3], dtype=np.int64))
+    scaler = tt.amp.GradScaler(dev.type, init_scale=1024.0)
+    x = tt.from_numpy(np.random.default_rng(0).standard_normal((4, 1, 8, 8)).astype(np.float32)).to(dev)
+    y = tt.from_numpy(np.array([0, 1, 2, 3], dtype=np.int64)).to(dev)
     scaler.scale(tt.nn.CrossEntropyLoss()(model(x), y)).backward()
     scaler.step(opt)
     scaler.update(512.0)
@@ -405,8 +407,8 @@ def test_digits_checkpoint_round_trip(tmp_path):
     model2 = ex.make_model()
     opt2 = tt.optim.Adam(model2.parameters(), lr=1e-2)
     sched2 = tt.optim.lr_scheduler.CosineAnnealingLR(opt2, T_max=4)
-    scaler2 = tt.amp.GradScaler("cpu")
-    assert ex.load_checkpoint(path, model2, opt2, "cpu", sched2, scaler2) == 3
+    scaler2 = tt.amp.GradScaler(dev.type)
+    assert ex.load_checkpoint(path, model2, opt2, str(dev), sched2, scaler2) == 3
     state, state2 = model.state_dict(), model2.state_dict()
     assert state.keys() == state2.keys() and "1.running_var" in state
     for k in state:
