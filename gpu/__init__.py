@@ -8,20 +8,20 @@ module as ``tritensor.cuda``). The file is not named ``cuda.py``: with the check
 ``sys.path`` (``python -m pytest`` from its root) such a file would shadow cuda-python's
 ``cuda`` package.
 """
-from .autograd.graphed import make_graphed_callables
-from .core.generator import default_generator
-from .runtime import cuda as _cuda
-from .runtime.cuda import (Event, OutOfMemoryError, Stream, StreamContext, current_device, current_stream,
+from ..autograd.graphed import make_graphed_callables
+from ..core.generator import default_generator
+from ..runtime import cuda as _cuda
+from ..runtime.cuda import (Event, OutOfMemoryError, Stream, StreamContext, current_device, current_stream,
                            default_stream, device_count, empty_cache, get_device_capability, get_device_name,
                            get_device_properties, is_available, max_memory_allocated, max_memory_reserved,
                            memory_allocated, memory_reserved, memory_stats, reset_accumulated_memory_stats,
                            reset_peak_memory_stats, set_device, set_stream, stream, synchronize)
-from .runtime.graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing
-from .runtime.memory import CaptureError
-from .core.tensor_types import CUDA_TYPES as _CUDA_TYPES
-from .runtime import dtype as _dt
-from .amp import cuda_amp as amp  # tritensor.cuda.amp: the package root registers it under that name too
-from .runtime import mode as _mode
+from ..runtime.graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing
+from ..runtime.memory import CaptureError
+from ..core.tensor_types import CUDA_TYPES as _CUDA_TYPES
+from ..runtime import dtype as _dt
+from ..amp import cuda_amp as amp  # tritensor.cuda.amp: the package root registers it under that name too
+from ..runtime import mode as _mode
 
 # torch.cuda.FloatTensor and kin: the legacy type names of device tensors (core/tensor_types.py)
 (ByteTensor, CharTensor, ShortTensor, IntTensor, LongTensor, HalfTensor, BFloat16Tensor, FloatTensor, DoubleTensor,
