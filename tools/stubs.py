@@ -15,6 +15,7 @@ parameters are left unannotated (``Any`` to a checker), as the core entries leav
 from __future__ import annotations
 
 import argparse
+import difflib
 import inspect
 import pathlib
 import re
@@ -228,14 +229,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if a stub differs from what would be written")
     a = ap.parse_args(argv)
-    stale = []
+    stale, diffs = [], []
     for path, text in stubs().items():
-        if not path.exists() or path.read_text() != text:
+        old = path.read_text() if path.exists() else ""
+        if old != text:
             stale.append(path)
+            # What differs, so a run elsewhere (another Python, the GPU machine) says why.
+            diffs += list(difflib.unified_diff(old.splitlines(), text.splitlines(), str(path.relative_to(ROOT)),
+                                               "generated", n=0, lineterm=""))[:40]
             if not a.check:
                 path.write_text(text)
     if a.check and stale:
         print("stale stubs (python tools/stubs.py rewrites them):", *[str(p.relative_to(ROOT)) for p in stale])
+        print("\n".join(diffs))
         return 1
     return 0
 
