@@ -11,7 +11,8 @@ import pytest
 import tritensor as tt
 import tritensor.nn.functional as F
 from tritensor import nn, optim
-from tolerances import NP
+from tolerances import NP, assert_close
+from tritensor.triton_kernels._common import INTERPRET
 
 rng = np.random.default_rng(11)
 CL = tt.channels_last
@@ -77,7 +78,10 @@ def test_batch_norm_keeps_channels_last_forward_and_backward():
 
 def test_a_channels_last_model_trains_as_the_contiguous_one():
     """Module.to(memory_format=channels_last) lays out its 4-D weights NHWC; the optimizer's states
-    follow each parameter's layout; every step equals the contiguous model's, bit for bit."""
+    follow each parameter's layout; every step equals the contiguous model's: bit for bit where the
+    kernels' tile configurations are fixed (the interpreter), within fp32 accumulation error on a GPU,
+    whose autotuner picks each layout's conv tiles on their own and so sums in another order (the H100
+    run saw the last bits differ; cuDNN's algorithm choice per layout does the same to torch)."""
     img = tt.tensor(rng.standard_normal((4, 3, 8, 8)).astype(np.float32))
     target = tt.tensor(np.array([1, 0, 3, 2]))
     results = []
@@ -103,7 +107,10 @@ def test_a_channels_last_model_trains_as_the_contiguous_one():
             assert opts[0].state[model[0].weight]["exp_avg"].is_contiguous(memory_format=CL)
         results.append([loss.detach()] + [p.detach().contiguous() for p in model.parameters()])
     for a, b in zip(*results):
-        assert a.numpy().tobytes() == b.numpy().tobytes()
+        if INTERPRET:
+            assert a.numpy().tobytes() == b.numpy().tobytes()
+        else:  # the largest conv sums 16 * 3 * 3 products per output
+            assert_close(a, b.numpy().astype(np.float64), tt.float32, "accumulate", k=144)
 
 
 def test_optimizer_refuses_a_strided_parameter():
