@@ -18,6 +18,7 @@ the store's own bookkeeping and are not counted by :meth:`TCPStore.num_keys`.
 from __future__ import annotations
 
 import logging
+import re
 import socket
 import threading
 import time
@@ -72,11 +73,23 @@ def _value(value, name="value") -> bytes:
 # ---------------------------------------------------------------------------------- client
 
 
+# Letters, digits, '-', '.', '_' (host names as resolvers accept them), ':' and '%' (IPv6 and its
+# scope), '[' and ']' (a bracketed IPv6 literal).
+_HOST_CHARS = re.compile(r"[A-Za-z0-9._:%\[\]-]+")
+
+
 def _check_host(host_name: str, port: int) -> None:
     """Resolve ``host_name`` once, up front: a name that can never resolve is the caller's
     mistake (a ValueError naming it), not something to retry until the timeout."""
     if not host_name.strip():
         raise ValueError(f"host_name: expected a host name or IP address (e.g. '127.0.0.1'), got {host_name!r}")
+    # What no resolver can answer is refused before one is asked: a machine without DNS answers every
+    # name "temporary failure", which must stay a retryable network error for a well-formed name.
+    if not _HOST_CHARS.fullmatch(host_name) or len(host_name) > 253 or \
+            any(len(label) > 63 for label in host_name.split(".")):
+        raise ValueError(f"host_name: {host_name!r} is not a valid host name or IP address")
+    if host_name.rstrip(".").lower().endswith(".invalid"):  # reserved never to resolve (RFC 6761)
+        raise ValueError(f"host_name: cannot resolve {host_name!r}: the .invalid domain never resolves")
     try:
         socket.getaddrinfo(host_name, port, type=socket.SOCK_STREAM)
     except socket.gaierror as e:

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from tritensor.comm import TCPStore
+from tritensor.comm.errors import DistNetworkError
 from tritensor.comm.backend import auth, store_server
 
 SECRET = "store-flood-test-secret"
@@ -223,6 +224,20 @@ def test_bad_host_name_is_a_clear_value_error(host, is_master):
     with pytest.raises(ValueError, match="host_name"):
         TCPStore(host, 0 if is_master else 29500, is_master=is_master, timeout=5, secret=SECRET)
     assert time.monotonic() - t0 < 3  # refused at once, not retried until the timeout
+
+
+def test_without_a_resolver_bad_names_are_still_value_errors_and_good_ones_network_errors(monkeypatch):
+    """A machine without DNS (the H100 machine has none) answers every name "temporary failure": a name
+    no resolver could answer is still the caller's mistake, a well-formed one a network error."""
+    def no_dns(*a, **k):
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    for host in ["bad host name", "no.such.host.invalid", "a" * 300, "nul\0byte", "x" * 64 + ".example"]:
+        with pytest.raises(ValueError, match="host_name"):
+            TCPStore(host, 29500, is_master=False, timeout=5, secret=SECRET)
+    with pytest.raises(DistNetworkError, match="'example.com': name resolution failed"):
+        TCPStore("example.com", 29500, is_master=False, timeout=5, secret=SECRET)
 
 
 def test_strangers_are_capped_oldest_first_and_timed_out():
