@@ -60,7 +60,9 @@ half, float, double, long, int = float16, float32, float64, int64, int32
 from . import gpu as cuda  # tritensor.cuda: devices, streams, memory, CUDA graphs (gpu.py says why the name)
 
 _sys.modules[__name__ + ".cuda"] = cuda
-_sys.modules[__name__ + ".cuda.amp"] = cuda.amp  # torch.cuda.amp (amp/cuda_amp.py); gpu.py is no package
+_sys.modules[__name__ + ".cuda.amp"] = cuda.amp  # torch.cuda.amp (amp/cuda_amp.py)
+for _sub in ("memory", "random", "streams", "graphs", "nvtx", "profiler"):  # torch.cuda's submodules, one copy each
+    _sys.modules[f"{__name__}.cuda.{_sub}"] = getattr(cuda, _sub)
 from .core import linalg  # tritensor.linalg (torch.linalg): vector_norm, matrix_norm
 
 _sys.modules[__name__ + ".linalg"] = linalg

@@ -186,6 +186,15 @@ def _fmt(nbytes: int) -> str:
     return f"{nbytes / (1 << 20):.2f} MiB"
 
 
+def format_size(nbytes: int) -> str:
+    """A size as torch's allocator messages write it: bytes, KiB, MiB or GiB with two decimals."""
+    if nbytes <= 1024:
+        return f"{nbytes} bytes"
+    for unit, scale in (("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30)):
+        if nbytes <= scale << 10 or unit == "GiB":
+            return f"{nbytes / scale:.2f} {unit}"
+
+
 class CachingAllocator:
     """The caching allocator of one device over ``backend`` (see the module docstring)."""
 
@@ -206,12 +215,18 @@ class CachingAllocator:
                                    "num_device_alloc", "num_device_free"), 0)
         self._base: dict = {}  # (type, stat) -> (allocated, freed) at reset_accumulated_memory_stats
         self._lent, self._returned = backend.lent, backend.returned
+        self._limit = None  # set_memory_fraction's (fraction, bytes allowed): segments beyond it are refused
+        self._device = None  # (device index, mem_get_info) for torch's out-of-memory message
+        self._routes: dict = {}  # thread id -> private pool id (use_mem_pool): where that thread's pool-0 requests go
+        self._segments: dict = {}  # address -> Block: every block the backend has handed out (snapshot)
 
     # ----- the hot path -----------------------------------------------------------------------
     def malloc(self, nbytes: int, stream, pool: int = 0) -> Block:
         """A block of at least ``nbytes`` bytes for use on ``stream``, from pool ``pool``."""
         if type(nbytes) is not int or nbytes < 0:
             raise self._bad_size(nbytes)
+        if self._routes and pool == 0:  # inside use_mem_pool: this thread's default requests go to its pool
+            pool = self._routes.get(threading.get_ident(), 0)
         if nbytes <= SMALL_SIZE:
             size, k = (nbytes + MIN_BLOCK - 1) & -MIN_BLOCK or MIN_BLOCK, self._small
         else:
@@ -289,20 +304,17 @@ class CachingAllocator:
             if home:
                 return home.pop()
         try:
-            ptr, handle = self._backend.allocate(size, stream)
+            ptr, handle = self._allocate(size, stream)
         except OutOfMemoryError:
             self._release_cached()
             self._num["num_alloc_retries"] += 1
             try:
-                ptr, handle = self._backend.allocate(size, stream)
+                ptr, handle = self._allocate(size, stream)
             except OutOfMemoryError as e:
                 self._num["num_ooms"] += 1
-                a = self._all
-                raise OutOfMemoryError(
-                    f"CUDA out of memory. Tried to allocate {_fmt(size)}. Of the memory in use, {_fmt(a.b)} "
-                    f"is allocated by tritensor and {_fmt(a.sb - a.b)} is reserved but unallocated "
-                    f"(private pools, blocks waiting on other streams). Backend: {e}") from e
+                raise OutOfMemoryError(self._oom_message(size, e)) from e
         block = Block(ptr, size, stream, pool, home, handle)
+        self._segments[ptr] = block
         k = self._small if size <= SMALL_SIZE else self._large
         for c in (self._all, k):
             c.sn += 1; c.sb += size  # noqa: E702
@@ -312,6 +324,28 @@ class CachingAllocator:
         self._num["num_device_alloc"] += 1
         self._raise_peaks()
         return block
+
+    def _allocate(self, size: int, stream):
+        """A new segment from the backend, unless it would take the reserved bytes past the
+        per-process limit (torch checks the same sum, before asking the device)."""
+        if self._limit is not None and self._all.sb + size > self._limit[1]:
+            raise OutOfMemoryError("over the per-process memory fraction")
+        return self._backend.allocate(size, stream)
+
+    def _oom_message(self, size: int, e: Exception) -> str:
+        """torch's out-of-memory message; the device's capacity in it once the device is known."""
+        a = self._all
+        if self._device is None:
+            return (f"CUDA out of memory. Tried to allocate {_fmt(size)}. Of the memory in use, {_fmt(a.b)} "
+                    f"is allocated by tritensor and {_fmt(a.sb - a.b)} is reserved but unallocated "
+                    f"(private pools, blocks waiting on other streams). Backend: {e}")
+        index, mem_get_info = self._device
+        free, total = mem_get_info()
+        allowed = f"{format_size(self._limit[1])} allowed; " if self._limit is not None else ""
+        return (f"CUDA out of memory. Tried to allocate {format_size(size)}. GPU {index} has a total capacity of "
+                f"{format_size(total)} of which {format_size(free)} is free. {allowed}Of the allocated memory "
+                f"{format_size(a.b)} is allocated by tritensor, and {format_size(a.sb - a.b)} is reserved by "
+                "tritensor but unallocated.")
 
     def _process_events(self) -> None:
         """Cache the pending blocks whose events have all completed (events on one stream
@@ -355,6 +389,7 @@ class CachingAllocator:
                 while lst:
                     block = lst.pop()
                     self._backend.free(block.handle, block.stream)
+                    self._segments.pop(block.ptr, None)
                     for c in (self._all, self._small if block.size <= SMALL_SIZE else self._large):
                         c.sn -= 1; c.sb -= block.size  # noqa: E702
                     pool.segments -= 1
@@ -410,6 +445,57 @@ class CachingAllocator:
             self._release_pool_cache(p)
             if p.segments:
                 self._freeable.append(p)
+
+    def set_memory_fraction(self, fraction: float | None, total: int, device: int, mem_get_info) -> None:
+        """Refuse segments beyond ``fraction * total`` bytes reserved (None: no limit). ``device`` and
+        ``mem_get_info`` (-> free, total) describe the device in the out-of-memory message."""
+        with self._lock:
+            self._limit = None if fraction is None else (fraction, int(fraction * total))
+            self._device = (device, mem_get_info)
+
+    def memory_fraction(self) -> float:
+        return 1.0 if self._limit is None else self._limit[0]
+
+    def route(self, pool: int | None) -> int:
+        """Send this thread's default-pool requests to private pool ``pool`` (None: back to the
+        default pool); the previous route, 0 for none."""
+        with self._lock:
+            me = threading.get_ident()
+            if pool is not None and pool not in self._pools:
+                raise ValueError(f"pool: no pool with id {pool!r}")
+            previous = self._routes.pop(me, 0)
+            if pool:
+                self._routes[me] = pool
+            return previous
+
+    def snapshot(self, device: int = 0, pool: int | None = None) -> list:
+        """torch.cuda.memory_snapshot()'s segments: every block the backend handed out (each is
+        its own segment: nothing is split), its state ``active_allocated`` (a live tensor's),
+        ``active_pending_free`` (freed, waiting on other streams' events) or ``inactive``
+        (cached), by address; only pool ``pool``'s when given."""
+        with self._lock:
+            cached = {id(b) for p in (*self._pools.values(), *self._freeable) for by_size in p.free.values()
+                      for lst in by_size.values() for b in lst}
+            deferred = {id(b) for b in self._deferred}
+            out = []
+            for ptr in sorted(self._segments):
+                b = self._segments[ptr]
+                if pool is not None and b.pool.id != pool:
+                    continue
+                state = ("inactive" if id(b) in cached else
+                         "active_pending_free" if b.events or id(b) in deferred else "active_allocated")
+                active = state != "inactive"
+                out.append({
+                    "device": device, "address": ptr, "total_size": b.size,
+                    "allocated_size": b.size if state == "active_allocated" else 0,
+                    "active_size": b.size if active else 0, "requested_size": b.requested if active else 0,
+                    "stream": int(getattr(b.stream, "cuda_stream", 0)),
+                    "segment_type": "small" if b.size <= SMALL_SIZE else "large",
+                    "segment_pool_id": (0, b.pool.id), "is_expandable": False, "frames": [],
+                    "blocks": [{"address": ptr, "size": b.size, "requested_size": b.requested if active else 0,
+                                "state": state, "frames": []}],
+                })
+            return out
 
     def empty_cache(self) -> None:
         """Give cached blocks back to the backend (live blocks and live private pools stay)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections import namedtuple
 
 from . import driver as drv
@@ -179,6 +180,8 @@ class Stream:
     def synchronize(self) -> None:
         if memory.capturing:
             memory.refuse_host_sync(self, "Stream.synchronize()")
+        if sync_debug_mode:
+            warn_or_error_on_sync()
         # A failed device-side index check is read here, where the host waits anyway: its few
         # bytes are copied in the same wait (device_asserts.py).
         read = device_asserts.armed and device_asserts.read_before_sync(self)
@@ -263,6 +266,20 @@ class Event:
             raise ValueError("elapsed_time: both events must be recorded first")
         end_event.synchronize()
         return float(memory._check(drv.driver.cuEventElapsedTime(self._cu.handle, end_event._cu.handle))[1])
+
+
+# set_sync_debug_mode's setting: 0 (default) says nothing, 1 warns, 2 raises when the host waits for a
+# stream. Every implicit wait of the GPU path (a device-to-host copy: .item(), .cpu(), nonzero's
+# count; a copy from pageable host memory) is a Stream.synchronize(), as torch's are
+# stream_synchronize or memcpy_and_sync, which check the same setting.
+sync_debug_mode = 0
+
+
+def warn_or_error_on_sync() -> None:
+    """torch's warning or error for a synchronizing CUDA operation under set_sync_debug_mode."""
+    if sync_debug_mode == 2:
+        raise RuntimeError("called a synchronizing CUDA operation")
+    warnings.warn("called a synchronizing CUDA operation", UserWarning, stacklevel=2)
 
 
 def default_stream(device=None) -> Stream:

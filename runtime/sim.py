@@ -827,6 +827,12 @@ class CoreStream:
         self._s = s
         self.handle = s.handle
 
+    @staticmethod
+    def from_handle(handle: int) -> "CoreStream":
+        """cuda.core's ``Stream.from_handle``: a stream created elsewhere, known by its raw handle."""
+        with _lock:
+            return CoreStream(_stream_of(int(handle)))
+
     def record(self, event: "CoreEvent | None" = None) -> "CoreEvent":
         with _lock:
             _check_sticky()
@@ -1034,6 +1040,15 @@ class _Driver:
     @staticmethod
     def cuDeviceTotalMem(device_id):
         return OK, MEMORY
+
+    @staticmethod
+    def cuMemGetInfo():
+        """Free and total bytes of the current device: its capacity less what is allocated on it
+        (the stream-ordered pool's blocks and cuMemAlloc's), as the driver counts them."""
+        with _lock:
+            _check_sticky()
+            device = _current_device()
+            return OK, MEMORY - space.used[device], MEMORY
 
     @staticmethod
     def cuMemPoolSetAttribute(pool, attr, value):

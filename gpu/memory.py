@@ -1,0 +1,306 @@
+"""``tritensor.cuda.memory`` (torch.cuda.memory): the device memory API over the caching allocator.
+
+The statistics are the allocator's own (``runtime/allocator.py``), exact: ``memory_summary``
+prints them in torch's table, ``memory_snapshot`` lists its segments and their blocks. The free
+and total memory of a device come from the driver (``cuMemGetInfo``; the simulated device answers
+with its own capacity). ``set_per_process_memory_fraction`` makes the allocator refuse segments
+beyond the fraction with torch's out-of-memory error. ``MemPool``/``use_mem_pool`` give a private
+pool of the allocator, as CUDA graphs' pools are, and send the current thread's allocations to it.
+``caching_allocator_alloc``/``caching_allocator_delete`` lend raw blocks of the allocator to
+other libraries.
+
+CPU mode has no device memory: the statistics are torch's answers without CUDA (``{}``, 0), and the
+calls that need a device raise ``tritensor.cuda``'s error.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import warnings
+
+from ..runtime import cuda as _cuda
+from ..runtime import driver as _drv
+from ..runtime import memory as _memory
+from ..runtime import mode
+from ..runtime.cuda import (empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated,
+                            memory_reserved, memory_stats, reset_accumulated_memory_stats, reset_peak_memory_stats)
+from . import _nvml
+from .streams import ExternalStream
+
+__all__ = [
+    "caching_allocator_alloc", "caching_allocator_delete", "get_per_process_memory_fraction",
+    "set_per_process_memory_fraction", "empty_cache", "memory_stats", "memory_stats_as_nested_dict",
+    "reset_accumulated_memory_stats", "reset_peak_memory_stats", "reset_max_memory_allocated",
+    "reset_max_memory_cached", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+    "memory_cached", "max_memory_cached", "memory_snapshot", "memory_summary", "list_gpu_processes", "mem_get_info",
+    "get_allocator_backend", "MemPool", "use_mem_pool",
+]
+
+
+def _allocator(device, what: str):
+    """The caching allocator of ``device`` (checked), which knows its device for its OOM message."""
+    _cuda._require(what)
+    idx = _cuda._index(device)
+    alloc = _memory.device_allocator(idx)
+    if alloc._device is None:
+        alloc.set_memory_fraction(None, 0, idx, lambda: mem_get_info(idx))
+    return idx, alloc
+
+
+# ----- what the driver says -------------------------------------------------------------------
+def mem_get_info(device=None) -> tuple[int, int]:
+    """The free and total memory of ``device`` in bytes, as the driver counts them (``cuMemGetInfo``):
+    memory the caching allocator holds, cached or not, is not free."""
+    _cuda._require("mem_get_info")
+    _cuda._cu_device(_cuda._index(device))  # its context current in this thread: cuMemGetInfo asks the current one
+    err, free, total = _drv.driver.cuMemGetInfo()
+    _memory._check((err,))
+    return int(free), int(total)
+
+
+def list_gpu_processes(device=None) -> str:
+    """The processes running on ``device`` and the memory each uses, from NVML (torch's printout)."""
+    _cuda._require("list_gpu_processes")
+    idx = _cuda._index(device)
+    procs = _nvml.running_processes(idx, "list_gpu_processes")
+    lines = [f"GPU:{idx}"]
+    if not procs:
+        lines.append("no processes are running")
+    for pid, used in procs:
+        lines.append(f"process {pid:>10d} uses {used / (1024 * 1024):>12.3f} MB GPU memory")
+    return "\n".join(lines)
+
+
+def get_allocator_backend() -> str:
+    """``"native"``: tritensor's own caching allocator (torch's other backend, cudaMallocAsync, is not offered)."""
+    return "native"
+
+
+# ----- the per-process limit --------------------------------------------------------------------
+def set_per_process_memory_fraction(fraction, device=None) -> None:
+    """Let the caching allocator reserve at most ``fraction`` of ``device``'s total memory: a request
+    beyond it raises torch's ``OutOfMemoryError`` (after the cache is emptied and the request retried)."""
+    idx, alloc = _allocator(device, "set_per_process_memory_fraction")
+    if not isinstance(fraction, float):
+        raise TypeError("Invalid type for fraction argument, must be `float`")
+    if fraction < 0 or fraction > 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    alloc.set_memory_fraction(fraction, mem_get_info(idx)[1], idx, lambda: mem_get_info(idx))
+
+
+def get_per_process_memory_fraction(device=None) -> float:
+    """The fraction of ``device``'s memory the caching allocator may reserve (1.0 unless set)."""
+    return _allocator(device, "get_per_process_memory_fraction")[1].memory_fraction()
+
+
+# ----- statistics ---------------------------------------------------------------------------------
+def memory_stats_as_nested_dict(device=None) -> dict:
+    """``memory_stats()`` nested as torch's: ``{"allocated_bytes": {"all": {"current": ...}}, "num_ooms": ...}``."""
+    out: dict = {}
+    for key, value in memory_stats(device).items():
+        *path, last = key.split(".")
+        node = out
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return out
+
+
+def memory_cached(device=None) -> int:
+    """Deprecated; see :func:`memory_reserved`."""
+    warnings.warn("`torch.cuda.memory_cached` has been renamed to `torch.cuda.memory_reserved`", FutureWarning,
+                  stacklevel=2)
+    return memory_reserved(device)
+
+
+def max_memory_cached(device=None) -> int:
+    """Deprecated; see :func:`max_memory_reserved`."""
+    warnings.warn("`torch.cuda.max_memory_cached` has been renamed to `torch.cuda.max_memory_reserved`",
+                  FutureWarning, stacklevel=2)
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_allocated(device=None) -> None:
+    """Deprecated: resets every peak (:func:`reset_peak_memory_stats`), with torch's warning."""
+    warnings.warn("torch.cuda.reset_max_memory_allocated now calls torch.cuda.reset_peak_memory_stats, "
+                  "which resets /all/ peak memory stats.", FutureWarning, stacklevel=2)
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device=None) -> None:
+    """Deprecated: resets every peak (:func:`reset_peak_memory_stats`), with torch's warning."""
+    warnings.warn("torch.cuda.reset_max_memory_cached now calls torch.cuda.reset_peak_memory_stats, "
+                  "which resets /all/ peak memory stats.", FutureWarning, stacklevel=2)
+    reset_peak_memory_stats(device)
+
+
+def _format_size(sz: int, pref_sz: float) -> str:
+    prefixes = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    prefix = prefixes[0]
+    for new_prefix in prefixes[1:]:
+        if pref_sz < 768 * 1024:
+            break
+        prefix = new_prefix
+        sz //= 1024
+        pref_sz /= 1024
+    return f"{sz:6d} {prefix}"
+
+
+def _format_count(cnt: int, pref_cnt: float) -> str:
+    prefixes = [" ", "K", "M"]
+    prefix = prefixes[0]
+    for new_prefix in prefixes[1:]:
+        if pref_cnt < 750 * 1000:
+            break
+        prefix = new_prefix
+        cnt //= 1000
+        pref_cnt /= 1000
+    return f"{cnt:7d} {prefix} "
+
+
+_SUMMARY_METRICS = (
+    ("allocated_bytes", "Allocated memory", _format_size),
+    ("active_bytes", "Active memory", _format_size),
+    ("requested_bytes", "Requested memory", _format_size),
+    ("reserved_bytes", "GPU reserved memory", _format_size),
+    ("inactive_split_bytes", "Non-releasable memory", _format_size),
+    ("allocation", "Allocations", _format_count),
+    ("active", "Active allocs", _format_count),
+    ("segment", "GPU reserved segments", _format_count),
+    ("inactive_split", "Non-releasable allocs", _format_count),
+)
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """The allocator's statistics for ``device`` as torch's 75-column table: current, peak, total
+    allocated and total freed of each statistic, for all blocks and (unless ``abbreviated``) the
+    large and small pools."""
+    _cuda._require("memory_summary")
+    idx = _cuda._index(device)
+    stats = memory_stats(idx)
+    rule, thick = "-" * 75, "=" * 75
+    lines = [thick, f" {'':14} tritensor CUDA memory summary, device ID {idx:<17d} ", rule,
+             f"  {'':9} CUDA OOMs: {stats['num_ooms']:<12d} | {'':6} cudaMalloc retries: "
+             f"{stats['num_alloc_retries']:<8d}  ",
+             thick, "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
+    for key, name, fmt in _SUMMARY_METRICS:
+        lines.append(rule)
+        rows = [("all", name)]
+        if not abbreviated:
+            rows += [("large_pool", "      from large pool"), ("small_pool", "      from small pool")]
+        pref = None
+        for pool, label in rows:
+            values = [stats[f"{key}.{pool}.{f}"] for f in ("current", "peak", "allocated", "freed")]
+            pref = values if pref is None else pref  # each column scaled by the "all" row's value, as torch's
+            cells = " | ".join(fmt(v, p) for v, p in zip(values, pref))
+            lines.append(f" {label:<21} | {cells} ")
+    for key, name in (("oversize_allocations", "Oversize allocations"), ("oversize_segments", "Oversize GPU segments")):
+        lines.append(rule)
+        values = [stats[f"{key}.{f}"] for f in ("current", "peak", "allocated", "freed")]
+        lines.append(f" {name:<21} | " + " | ".join(_format_count(v, v) for v in values) + " ")
+    lines.append(thick)
+    return "|" + "|\n|".join(lines) + "|\n"
+
+
+def memory_snapshot(mempool_id=None, include_traces: bool = True) -> list:
+    """Every segment of every device's caching allocator (each block is its own segment here) with its
+    blocks: address, sizes, stream, pool, and state ``active_allocated``, ``active_pending_free`` or
+    ``inactive`` (cached). ``mempool_id`` (a ``MemPool``'s ``id``): only that pool's. No stack traces
+    are recorded (``frames`` is empty)."""
+    if not mode.GPU:
+        return []
+    pool = None if mempool_id is None or tuple(mempool_id) == (0, 0) else int(mempool_id[1])
+    out = []
+    for idx, alloc in sorted(_memory._allocators.items()):
+        out += alloc.snapshot(idx, pool)
+    return out
+
+
+# ----- raw blocks for other libraries -----------------------------------------------------------
+_raw_blocks: dict = {}  # address -> (allocator, block), lent by caching_allocator_alloc
+_raw_lock = threading.Lock()
+
+
+def caching_allocator_alloc(size, device=None, stream=None) -> int:
+    """``size`` bytes from the caching allocator of ``device``, ordered on ``stream`` (a Stream or a
+    raw handle; the device's current stream by default): the address, for another library. Give it
+    back with :func:`caching_allocator_delete`."""
+    idx, alloc = _allocator(device, "caching_allocator_alloc")
+    if stream is None:
+        stream = _cuda.current_stream(idx)
+    elif isinstance(stream, int) and not isinstance(stream, bool):
+        stream = _stream_by_handle(stream, idx)
+    elif not isinstance(stream, _cuda.Stream):
+        raise TypeError("Invalid type for stream argument, must be `torch.cuda.Stream` or `int` representing a "
+                        "pointer to an existing stream")
+    block = alloc.malloc(size, stream)
+    with _raw_lock:
+        _raw_blocks[block.ptr] = (alloc, block)
+    return block.ptr
+
+
+def _stream_by_handle(handle: int, idx: int):
+    for s in (_cuda.current_stream(idx), _cuda.default_stream(idx)):
+        if s.cuda_stream == handle:
+            return s
+    return ExternalStream(handle, idx)
+
+
+def caching_allocator_delete(mem_ptr) -> None:
+    """Give back a block that :func:`caching_allocator_alloc` lent (by its address)."""
+    with _raw_lock:
+        entry = _raw_blocks.pop(int(mem_ptr), None)
+    if entry is None:
+        raise RuntimeError(f"invalid device pointer: {int(mem_ptr):#x}")
+    alloc, block = entry
+    alloc.free(block)
+
+
+# ----- private pools ----------------------------------------------------------------------------
+class MemPool:
+    """A private pool of the current device's caching allocator, as a CUDA graph's: its blocks serve only
+    allocations routed to it (:func:`use_mem_pool`), and go back when the pool and its tensors are gone.
+    ``id`` is ``(0, n)``, as torch's user-made pools."""
+
+    def __init__(self, allocator=None, use_on_oom: bool = False, no_split: bool = False):
+        if allocator is not None:
+            raise ValueError("MemPool: allocator must be None: tritensor's pools are pools of its caching allocator")
+        self._device, self._alloc = _allocator(None, "MemPool")
+        self._pool = self._alloc.create_pool()
+        self.use_on_oom, self.no_split = bool(use_on_oom), bool(no_split)
+        self._users = 0
+
+    @property
+    def id(self) -> tuple[int, int]:
+        return (0, self._pool)
+
+    def use_count(self) -> int:
+        """References to the pool: this object, and each ``use_mem_pool`` block it is active in."""
+        return 1 + self._users
+
+    def snapshot(self, include_traces: bool = True) -> list:
+        return memory_snapshot(self.id, include_traces=include_traces)
+
+    def __del__(self):
+        try:
+            self._alloc.release_pool(self._pool)
+        except Exception:  # interpreter shutdown, or never made
+            pass
+
+
+@contextlib.contextmanager
+def use_mem_pool(pool: MemPool, device=None):
+    """Inside the block, the current thread's allocations on ``device`` (the current one) come from
+    ``pool``; other threads' do not, as torch's."""
+    if not isinstance(pool, MemPool):
+        raise TypeError(f"use_mem_pool: pool must be a MemPool, got {type(pool).__name__}")
+    idx, alloc = _allocator(device, "use_mem_pool")
+    if alloc is not pool._alloc:
+        raise ValueError(f"use_mem_pool: the pool belongs to cuda:{pool._device}, not cuda:{idx}")
+    previous = alloc.route(pool._pool)
+    pool._users += 1
+    try:
+        yield
+    finally:
+        pool._users -= 1
+        alloc.route(previous or None)
