@@ -24,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from . import host_only
@@ -113,8 +114,14 @@ def measure(repeat: int) -> dict:
 
 def run_peer(python: str, gpu: bool, repeat: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "PYTHONPATH")}
-    proc = subprocess.run([python, "-c", _PEER, "gpu" if gpu else "cpu", str(repeat)], capture_output=True,
-                          text=True, env=env, timeout=1800)
+    # The script defines a Triton kernel, and compiled Triton (a real GPU) refuses a @jit function
+    # that is not in a file ("@jit functions should be defined in a Python file"): not ``python -c``.
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, "tritensor_launch_peer.py")
+        with open(script, "w") as f:
+            f.write(_PEER)
+        proc = subprocess.run([python, script, "gpu" if gpu else "cpu", str(repeat)], capture_output=True,
+                              text=True, env=env, timeout=1800)
     if proc.returncode != 0:
         raise RuntimeError(f"the peer ({python}) failed:\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
