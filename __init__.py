@@ -63,6 +63,10 @@ _sys.modules[__name__ + ".cuda"] = cuda
 _sys.modules[__name__ + ".cuda.amp"] = cuda.amp  # torch.cuda.amp (amp/cuda_amp.py)
 for _sub in ("memory", "random", "streams", "graphs", "nvtx", "profiler"):  # torch.cuda's submodules, one copy each
     _sys.modules[f"{__name__}.cuda.{_sub}"] = getattr(cuda, _sub)
+from .gpu.streams import GenericEvent as Event, GenericStream as Stream  # torch.Stream/torch.Event: any device's
+from .runtime.allocator import OutOfMemoryError  # torch.OutOfMemoryError is torch.cuda.OutOfMemoryError
+from .futures import Future  # torch.Future: torch.futures.Future
+from .amp import GradScaler  # torch.GradScaler: torch.amp.GradScaler
 from .core import linalg  # tritensor.linalg (torch.linalg): vector_norm, matrix_norm
 
 _sys.modules[__name__ + ".linalg"] = linalg

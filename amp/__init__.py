@@ -4,6 +4,22 @@ from .autocast_mode import (autocast, clear_autocast_cache, get_autocast_dtype, 
                             is_autocast_enabled)
 from .custom import custom_bwd, custom_fwd
 from .grad_scaler import GradScaler, OptState
+from .lists import DEVICE_TYPES as _AUTOCAST_DEVICE_TYPES
+
+# Every device type torch's device strings name, in torch's order (its message lists them).
+_TORCH_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia",
+                       "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+
+
+def is_autocast_available(device_type: str) -> bool:
+    """Whether ``autocast(device_type)`` regions are supported: ``cuda`` and ``cpu`` (tritensor's devices);
+    False for torch's other device types, and torch's RuntimeError for a string naming none."""
+    if not isinstance(device_type, str):
+        raise TypeError(f"is_autocast_available(): argument 'device_type' must be str, not {type(device_type).__name__}")
+    if device_type not in _TORCH_DEVICE_TYPES:
+        raise RuntimeError(f"Expected one of {', '.join(_TORCH_DEVICE_TYPES)} device type at start of device string: "
+                           f"{device_type}")
+    return device_type in _AUTOCAST_DEVICE_TYPES
 
 __all__ = ["autocast", "GradScaler", "OptState", "custom_fwd", "custom_bwd", "is_autocast_enabled",
-           "get_autocast_dtype", "is_autocast_cache_enabled", "clear_autocast_cache"]
+           "get_autocast_dtype", "is_autocast_cache_enabled", "clear_autocast_cache", "is_autocast_available"]

@@ -14,8 +14,10 @@ from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inferen
                         set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .graph import Node
+from .multithreading import set_multithreading_enabled
+from .variable import Variable, variable  # torch's legacy names: the class, and the deprecated function
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "Node", "no_grad", "enable_grad", "set_grad_enabled",
            "inference_mode", "is_inference_mode_enabled",
            "is_grad_enabled", "gradcheck", "GradcheckError", "gradgradcheck", "detect_anomaly", "set_detect_anomaly",
-           "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]
+           "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_multithreading_enabled", "Variable", "variable"]

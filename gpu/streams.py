@@ -102,7 +102,7 @@ class GenericStream(metaclass=_GenericMeta):
         return hash((self.device_type, self.device_index, self.stream_id))
 
     def __repr__(self) -> str:
-        return "torch.Stream device_type=cpu, device_index=-1, stream_id=0"
+        return "tritensor.Stream device_type=cpu, device_index=-1, stream_id=0"
 
 
 class GenericEvent(metaclass=_GenericMeta):
@@ -145,4 +145,4 @@ class GenericEvent(metaclass=_GenericMeta):
         pass
 
     def __repr__(self) -> str:
-        return "torch.Event device_type=cpu, device_index=-1, event_flag=0, event_id=0"
+        return "tritensor.Event device_type=cpu, device_index=-1, event_flag=0, event_id=0"

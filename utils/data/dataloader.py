@@ -28,6 +28,22 @@ from .worker import ExceptionWrapper, Fetcher, ResultQueue, _IterableDatasetStop
 _WATCHDOG_S = 5.0  # how often a waiting main process checks that its workers are alive
 
 
+class _DatasetKind:
+    """torch's two kinds of dataset (``Map``: indexed, ``Iterable``: iterated), and the fetcher of each."""
+
+    Map = 0
+    Iterable = 1
+
+    @staticmethod
+    def create_fetcher(kind, dataset, auto_collation, collate_fn, drop_last) -> Fetcher:
+        """A fetcher of batches from ``dataset`` (an iterable one's iterator started), as the loader's own."""
+        if kind not in (_DatasetKind.Map, _DatasetKind.Iterable):
+            raise ValueError(f"kind: expected _DatasetKind.Map (0) or _DatasetKind.Iterable (1), got {kind!r}")
+        fetcher = Fetcher(dataset, kind == _DatasetKind.Iterable, auto_collation, collate_fn, drop_last)
+        fetcher.restart()
+        return fetcher
+
+
 class _InfiniteConstantSampler(Sampler):
     """The index sampler of an iterable dataset: ``None`` forever (the dataset decides the end)."""
 
