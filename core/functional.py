@@ -10,8 +10,8 @@ import warnings
 
 from . import dispatch
 from .ops import table
+from .ops.join import repeat_interleave_index
 from .shape import broadcast_shapes
-from .composites import repeat_interleave_index
 from .tensor import Tensor
 
 

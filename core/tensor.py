@@ -4,22 +4,22 @@ What a tensor *is* (storage, shape, strides, offset, dtype, version counter) liv
 ``core/tensor_base.py``. This module adds the ops: every op method, in-place form and Python
 operator is generated from the op table (``core/ops/table.py``) when the class is created, as
 ``dispatch.call(op, self, ...)`` (``core/dispatch.py``: autocast -> autograd -> core -> kernel);
-nothing rebinds them later. The methods written out below are composites of those ops (flatten,
-split, cuda(), half() ...) and host interop (numpy, item, repr).
+nothing rebinds them later. The composite methods the table lists (flatten, split, cuda(), half()
+...: ``COMPOSITE_METHODS``, written in their family's module in ``core/ops/``) join them in the
+same mixin. What is written out below is no op: Python's protocol (len, iter, bool, int, hash,
+pickling) and host interop (numpy, item, tolist, repr, DLPack).
 """
 from __future__ import annotations
 
 import functools
-import math
-import warnings
 
 import numpy as np
 
-from . import composites, dispatch, dlpack, printing
+from . import dispatch, dlpack, printing
 from ..runtime import cuda, memory
 from ..runtime import dtype as dt
-from ..runtime.device import CPU, device
-from .ops import fill, host_tensor, table
+from ..runtime.device import device
+from .ops import host_tensor, table
 from .shape import (Size, _shape_arg, broadcast_shapes, contiguous_format, contiguous_strides,  # noqa: F401  (re-exported)
                     infer_size, normalize_dim, preserve_format, view_strides)
 from .tensor_base import TensorBase
@@ -80,10 +80,20 @@ def _op_methods(ops) -> dict:
     return out
 
 
+def _methods() -> dict:
+    """The op methods and operators, and the composite methods, by attribute name (no name twice)."""
+    ops = _op_methods(table.OPS)
+    both = ops.keys() & table.COMPOSITE_METHODS.keys()
+    if both:
+        raise TypeError(f"Tensor methods declared both as an op and as a composite: {sorted(both)}")
+    return {**ops, **table.COMPOSITE_METHODS}
+
+
 # The generated methods, as a mixin class Tensor derives from (made once, here; never changed).
 TensorOps = type("TensorOps", (), {"__slots__": (), "__module__": __name__, "__doc__":
-                                   "Tensor's op methods and operators, generated from core/ops/table.py.",
-                                   **_op_methods(table.OPS)})
+                                   "Tensor's op methods and operators, generated from core/ops/table.py, "
+                                   "and the composite methods it lists.",
+                                   **_methods()})
 
 
 class Tensor(TensorOps, TensorBase, results=True):
@@ -129,100 +139,6 @@ class Tensor(TensorOps, TensorBase, results=True):
 
     def __float__(self) -> float:
         return float(self.item())
-
-    # ----- composite views (made of view ops, so autograd records them) -------------------
-    def view_as(self, other) -> "Tensor":
-        return self.view(other.shape)
-
-    def reshape_as(self, other) -> "Tensor":
-        return self.reshape(other.shape)
-
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
-        if self.ndim == 0:
-            return self.reshape(1)
-        s, e = normalize_dim(start_dim, self.ndim, "start_dim"), normalize_dim(end_dim, self.ndim, "end_dim")
-        if s > e:
-            raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
-        shape = self._shape[:s] + (math.prod(self._shape[s : e + 1]),) + self._shape[e + 1 :]
-        return self.reshape(shape)
-
-    def unflatten(self, dim: int, sizes) -> "Tensor":
-        d = normalize_dim(dim, self.ndim)
-        sizes = tuple(sizes)
-        if not sizes:
-            raise RuntimeError("unflatten: sizes must be non-empty")
-        if -1 not in sizes and math.prod(sizes) != self._shape[d]:
-            raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
-                               f"({self._shape[d]}) in the input tensor")
-        sizes = infer_size(sizes, self._shape[d])
-        return self.view(self._shape[:d] + tuple(sizes) + self._shape[d + 1 :])
-
-    # ----- composite shape ops: core/composites.py, made of recorded ops --------------------------
-    @table.accepts_numpy_names
-    def repeat_interleave(self, repeats, dim=None, *, output_size=None) -> "Tensor":
-        return composites.repeat_interleave(self, repeats, dim, output_size)
-
-    @table.accepts_numpy_names
-    def tensor_split(self, indices_or_sections, dim: int = 0):
-        return composites.tensor_split(self, indices_or_sections, dim)
-
-    @table.accepts_numpy_names
-    def diff(self, n: int = 1, dim: int = -1, prepend=None, append=None) -> "Tensor":
-        return composites.diff(self, n, dim, prepend, append)
-
-    def rot90(self, k: int = 1, dims=(0, 1)) -> "Tensor":
-        return composites.rot90(self, k, dims)
-
-    def t(self) -> "Tensor":
-        if self.ndim > 2:
-            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
-        return self.transpose(0, 1) if self.ndim == 2 else self
-
-
-    @property
-    def T(self) -> "Tensor":
-        return self.permute(*reversed(range(self.ndim)))
-
-    @property
-    def mT(self) -> "Tensor":
-        if self.ndim < 2:
-            raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices")
-        return self.transpose(-2, -1)
-
-
-    def expand_as(self, other) -> "Tensor":
-        return self.expand(other.shape)
-
-    def broadcast_to(self, shape) -> "Tensor":
-        return self.expand(shape)
-
-
-    @table.accepts_numpy_names
-    def unbind(self, dim: int = 0):
-        d = normalize_dim(dim, self.ndim)
-        return tuple(self.select(d, i) for i in range(self._shape[d]))
-
-    def split(self, split_size, dim: int = 0):
-        d = normalize_dim(dim, self.ndim)
-        n = self._shape[d]
-        if isinstance(split_size, int):
-            if split_size <= 0:
-                raise ValueError(f"split_size: expected a positive int, got {split_size}")
-            sizes = [min(split_size, n - i) for i in range(0, n, split_size)] or [0]
-        else:
-            sizes = list(split_size)
-            if sum(sizes) != n:
-                raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n}, got {sizes}")
-        out, start = [], 0
-        for s in sizes:
-            out.append(self.narrow(d, start, s))
-            start += s
-        return tuple(out)
-
-    @table.accepts_numpy_names
-    def chunk(self, chunks: int, dim: int = 0):
-        d = normalize_dim(dim, self.ndim)
-        return self.split(max(1, -(-self._shape[d] // chunks)), d)
 
     # ----- host interop -----------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
@@ -296,150 +212,6 @@ class Tensor(TensorOps, TensorBase, results=True):
     @property
     def __cuda_array_interface__(self) -> dict:
         return dlpack.cuda_array_interface(self)
-
-    def pin_memory(self) -> "Tensor":
-        """A copy of this CPU tensor in page-locked host memory (GPU mode), as torch."""
-        if self.device.type != "cpu":
-            raise RuntimeError(f"cannot pin '{self.device.type}' memory: only dense CPU tensors can be pinned")
-        if not cuda.is_available():
-            raise RuntimeError("Cannot access accelerator device when none is available.")
-        if self.is_pinned():
-            return self
-        out = Tensor(memory.pinned_host_storage(self.nbytes), self._shape, contiguous_strides(self._shape), 0,
-                     self.dtype)
-        out.numpy(force=True)[...] = self.numpy(force=True)
-        return out
-
-    def is_pinned(self) -> bool:
-        return self.device.type == "cpu" and self._storage.pinned
-
-    # ----- copies, devices and dtypes (to/clone are ops; these compose them) ---------------
-    def contiguous(self, memory_format=contiguous_format) -> "Tensor":
-        """Itself when dense in ``memory_format``'s order (row-major by default), else a copy that is."""
-        if self.is_contiguous(memory_format=memory_format):
-            return self
-        return self.clone(memory_format=memory_format)
-
-    def cuda(self, device=None, non_blocking=False, memory_format=preserve_format) -> "Tensor":
-        """A copy in device memory (itself when already there); ``non_blocking`` is accepted as
-        PyTorch's: copies are ordered on the current stream either way."""
-        return self.to(_cuda_device(device), non_blocking=non_blocking, memory_format=memory_format)
-
-    def cpu(self) -> "Tensor":
-        return self.to(CPU)
-
-    def type(self, dtype=None, non_blocking=False, **kwargs):
-        """With no argument, the type's name as PyTorch spells it under tritensor's name
-        (``'tritensor.LongTensor'``, ``'tritensor.cuda.FloatTensor'``); else this tensor as that
-        type: a dtype, a tensor type (``tritensor.LongTensor``) or its name (``'torch.IntTensor'``
-        too)."""
-        if dtype is None:
-            return dt.tensor_type_name(self.dtype, self.device.type)
-        target_dt, target_dev = _tensor_type(dtype, self.device)
-        return self.to(target_dev, target_dt, non_blocking=non_blocking)
-
-    def type_as(self, other) -> "Tensor":
-        """This tensor in ``other``'s dtype (itself when they agree)."""
-        if not isinstance(other, TensorBase):
-            raise TypeError(f"type_as(): argument 'other' (position 1) must be Tensor, not {type(other).__name__}")
-        return self.to(other.dtype)
-
-    def half(self):
-        return self.to(dt.float16)
-
-    def bfloat16(self):
-        return self.to(dt.bfloat16)
-
-    def float(self):
-        return self.to(dt.float32)
-
-    def double(self):
-        return self.to(dt.float64)
-
-    def int(self):
-        return self.to(dt.int32)
-
-    def long(self):
-        return self.to(dt.int64)
-
-    def bool(self):
-        return self.to(dt.bool_)
-
-    def byte(self):
-        return self.to(dt.uint8)
-
-    def char(self):
-        return self.to(dt.int8)
-
-    def short(self):
-        return self.to(dt.int16)
-
-    def new_empty(self, *size, dtype=None, device=None):
-        return Tensor._empty(_shape_arg(size), dtype or self.dtype, _dev(device, self.device))
-
-    def new_zeros(self, *size, dtype=None, device=None):
-        return self.new_full(_shape_arg(size), 0, dtype=dtype, device=device)
-
-    def new_ones(self, *size, dtype=None, device=None):
-        return self.new_full(_shape_arg(size), 1, dtype=dtype, device=device)
-
-    def new_empty(self, *size, dtype=None, device=None):
-        return TensorBase._empty(_shape_arg(size), dtype or self.dtype, _dev(device, self.device))
-
-    def new_zeros(self, *size, dtype=None, device=None):
-        return self.new_full(_shape_arg(size), 0, dtype=dtype, device=device)
-
-    def new_ones(self, *size, dtype=None, device=None):
-        return self.new_full(_shape_arg(size), 1, dtype=dtype, device=device)
-
-    def new_full(self, size, fill_value, dtype=None, device=None):
-        if not isinstance(fill_value, (bool, int, float, np.number)):
-            raise TypeError(f"full(): fill_value must be a number, got {type(fill_value).__name__}")
-        t = TensorBase._empty(_shape_arg((size,)), dtype or self.dtype, _dev(device, self.device))
-        fill(t, fill_value)  # a fresh tensor: no version bump, unlike fill_()
-        return t
-
-    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
-        """A copy of ``data`` with this tensor's dtype and device unless given (never a view)."""
-        d, dev = dtype or self.dtype, _dev(device, self.device)
-        if isinstance(data, TensorBase):
-            warnings.warn("To copy construct from a tensor, it is recommended to use sourceTensor.detach().clone() or "
-                          "sourceTensor.detach().clone().requires_grad_(True), rather than "
-                          "tensor.new_tensor(sourceTensor).", UserWarning, stacklevel=2)
-            out = data.detach().to(device=dev, dtype=d, copy=True)
-        else:
-            a = np.array(data)
-            a = a.astype(np.bool_ if d is dt.bool_ else (np.float64 if d.is_floating_point else np.int64))
-            out = host_tensor(a, CPU).to(dev).to(d)
-        return out.requires_grad_(True) if requires_grad else out
-
-    def zero_(self) -> "Tensor":
-        return self.fill_(0)
-
-
-def _dev(d, default):
-    return default if d is None else device(d)
-
-
-def _cuda_device(d) -> device:
-    return device("cuda", d) if isinstance(d, int) else device(d or "cuda")
-
-
-_TYPE_NAMES = {d.type_name + "Tensor": d for d in dt.ALL}
-
-
-def _tensor_type(obj, current: device):
-    """``Tensor.type``'s argument as (dtype, device): a dtype keeps the device; a tensor type or its
-    name (``tritensor.LongTensor``, ``'torch.cuda.IntTensor'``) says CPU or CUDA too."""
-    if isinstance(obj, str):
-        prefix, _, name = obj.rpartition(".")
-        if prefix not in ("tritensor", "torch", "tritensor.cuda", "torch.cuda") or name not in _TYPE_NAMES:
-            raise ValueError(f"invalid type: {obj!r}")
-        return _TYPE_NAMES[name], _cuda_device(None) if prefix.endswith("cuda") else CPU
-    if isinstance(getattr(obj, "dtype", None), dt.dtype) and isinstance(getattr(obj, "is_cuda", None), bool):
-        return obj.dtype, _cuda_device(None) if obj.is_cuda else CPU
-    d = dt.to_dtype(obj, "type(dtype)")
-    return d, current
 
 
 def _rebuild_tensor(raw, shape, dtype_name, device_str, requires_grad):

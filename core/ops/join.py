@@ -18,6 +18,7 @@ import numpy as np
 
 from ...triton_kernels import join as _k
 from ...runtime import dtype as dt
+from .. import dispatch
 from ..shape import normalize_dim
 from ..tensor_base import TensorBase
 from . import copy_into, fill
@@ -335,3 +336,111 @@ def stack_columns(tensors) -> list:
 def column_stack(tensors) -> Tensor:
     """The tensors side by side as columns: ``hstack`` of 1-D (and 0-d) tensors made (n, 1)."""
     return cat(stack_columns(tensors), 1)
+
+
+# ----- composites: Tensor methods written with dispatched ops (views, ``index_select``,
+# ``index_add``, ``cumsum``, ``flip``, ``cat``, subtraction), so autograd records each piece and
+# they need no derivative of their own. The op table lists them (``COMPOSITE_METHODS``);
+# core/tensor.py puts them on Tensor, core/functional.py has the free functions.
+def repeat_interleave(self, repeats, dim=None, *, output_size=None) -> "Tensor":
+    """Each slice along ``dim`` (each element of the flattened tensor without one) ``repeats``
+    times: an expand and a reshape for an int, an ``index_select`` for a tensor of repeats."""
+    tensor = self
+    x = tensor.reshape(-1) if dim is None or tensor.ndim == 0 else tensor
+    d = 0 if dim is None else normalize_dim(dim, x.ndim)
+    n = x._shape[d]
+    if isinstance(repeats, TensorBase) and repeats.ndim == 0:
+        repeats = _int_repeats(repeats)
+    if isinstance(repeats, TensorBase):
+        if repeats.ndim != 1:
+            raise RuntimeError("repeats must be 0-dim or 1-dim tensor")
+        if repeats.numel() != n and repeats.numel() != 1:
+            raise RuntimeError(f"repeats must have the same size as input along dim, but got repeats.size(0) = "
+                               f"{repeats.numel()} and input.size({d}) = {n}")
+        if repeats.numel() != 1 or n == 1:
+            return x.index_select(d, repeat_interleave_index(repeats, output_size))
+        repeats = _int_repeats(repeats)
+    if isinstance(repeats, bool) or not isinstance(repeats, (int, np.integer)):
+        raise TypeError(f"repeat_interleave(): argument 'repeats' must be int or Tensor, not "
+                        f"{type(repeats).__name__}")
+    if repeats < 0:
+        raise RuntimeError("Repeats must be non-negative")
+    if output_size is not None and output_size != n * repeats:
+        raise RuntimeError("allocated size does not match required size")
+    wide = x._shape[: d + 1] + (int(repeats),) + x._shape[d + 1 :]
+    return x.unsqueeze(d + 1).expand(wide).reshape(x._shape[:d] + (n * int(repeats),) + x._shape[d + 1 :])
+
+
+def _int_repeats(t) -> int:
+    if t.dtype not in (dt.int32, dt.int64):
+        raise RuntimeError(f"repeat_interleave(): repeats must be an integer tensor, got {t.dtype.name}")
+    return int(t.item())
+
+
+def repeat_interleave_index(repeats, output_size=None):
+    """``arange(len(repeats))`` with element i repeated ``repeats[i]`` times (int64): the start of
+    each run marked by an ``index_add``, then a ``cumsum`` (one host sync for the total)."""
+    if repeats.dtype not in (dt.int32, dt.int64) or repeats.ndim != 1:
+        raise RuntimeError(f"repeat_interleave(): repeats must be a 0-dim or 1-dim integer tensor, got "
+                           f"{repeats.ndim}-dim {repeats.dtype.name}")
+    reps = repeats.long()
+    if reps.numel() and int(reps.min().item()) < 0:
+        raise RuntimeError("repeats can not be negative")
+    total = int(reps.sum().item())
+    if output_size is not None and output_size != total:
+        raise RuntimeError("allocated size does not match required size")
+    marks = reps.new_zeros(total + 1).index_add(0, reps.cumsum(0) - reps, reps.new_ones(reps.shape))
+    return marks.narrow(0, 0, total).cumsum(0) - 1
+
+
+def rot90(self, k: int = 1, dims=(0, 1)) -> "Tensor":
+    """Rotated by 90 degrees ``k`` times from the first towards the second of ``dims`` (a flip
+    and a transposed view, as torch)."""
+    tensor = self
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise RuntimeError(f"expected total rotation dims == 2, but got dims = {len(dims)}")
+    if tensor.ndim < 2:
+        raise RuntimeError(f"expected total dims >= 2, but got total dims = {tensor.ndim}")
+    d0, d1 = normalize_dim(dims[0], tensor.ndim), normalize_dim(dims[1], tensor.ndim)
+    if d0 == d1:
+        raise RuntimeError(f"expected rotation dims to be different, but got dim0 = {dims[0]} and dim1 = {dims[1]}")
+    k = int(k) % 4
+    if k == 1:
+        return tensor.flip(d1).transpose(d0, d1)
+    if k == 2:
+        return tensor.flip(d0, d1)
+    return tensor.flip(d0).transpose(d0, d1) if k == 3 else tensor.clone()
+
+
+def diff_method(cat_op):
+    """``Tensor.diff``, given the table's record of ``cat``: diff joins ``prepend``, the tensor and
+    ``append`` with a dispatched ``cat`` (so autograd records the join), and this module, which the
+    table imports, cannot import the table to find that record itself."""
+    def diff(self, n: int = 1, dim: int = -1, prepend=None, append=None) -> "Tensor":
+        """The ``n``-th forward difference along ``dim`` (``!=`` for bool), of ``prepend``, the
+        tensor and ``append`` joined along ``dim``."""
+        tensor = self
+        if tensor.ndim == 0:
+            raise RuntimeError("diff expects input to be at least one-dimensional")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise RuntimeError(f"order must be non-negative but got {n}")
+        d = normalize_dim(dim, tensor.ndim)
+        parts = []
+        for name, t in (("prepend", prepend), ("input", tensor), ("append", append)):
+            if t is None:
+                continue
+            if not isinstance(t, TensorBase):
+                raise TypeError(f"diff(): argument '{name}' must be Tensor, not {type(t).__name__}")
+            if t.ndim != tensor.ndim:
+                raise RuntimeError("diff expects prepend or append to be the same dimension as input")
+            parts.append(t)
+        x = dispatch.call(cat_op, parts, d) if len(parts) > 1 else tensor
+        for _ in range(int(n)):
+            m = x._shape[d]
+            if m == 0:
+                break
+            hi, lo = x.narrow(d, 1, m - 1), x.narrow(d, 0, m - 1)
+            x = hi.ne(lo) if x.dtype is dt.bool_ else hi - lo
+        return x
+    return diff

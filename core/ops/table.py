@@ -8,7 +8,9 @@ methods and operators when the class is created, ``core/functional.py`` the ``tr
 functions and ``nn/functional.py`` its entries; each of them is ``dispatch.call(op, ...)``, the
 one path every call takes (``core/dispatch.py``). An op's derivative is found by its name in
 ``autograd/functions/__init__.py`` (``DERIVATIVES``), its tests by its name in
-``tests/test_op_table.py``. How to add an op: CONTRIBUTING.md.
+``tests/test_op_table.py``. How to add an op: CONTRIBUTING.md. Tensor's composite methods
+(``flatten``, ``diff``, ``half`` ...: no ops, written with them) are listed here too, in
+``COMPOSITE_METHODS``, so that ``core/tensor.py`` builds the whole class from this module.
 
 Autocast categories, from PyTorch's CUDA autocast op lists (the AMP issue refines them):
   ``lower``    run in the autocast dtype (fp16/bf16): matmuls and convolutions
@@ -284,6 +286,30 @@ for _name in ("normal_", "uniform_", "random_"):
 # ----- PowerSGD's Gram-Schmidt (core/ops/orthogonalize.py, triton_kernels/orthogonalize.py): in place,
 # no derivative; tritensor.orthogonalize_, so the DDP hook (a layer above core) calls a public function
 _add(Op("orthogonalize_", orthogonalize.orthogonalize_, "none", method=False))
+
+
+# ----- Tensor's composite methods: written in their family's module with the ops above, each piece a
+# dispatched (so recorded) call, so they need no derivative, category or dispatch of their own and
+# are not ops: Tensor has these functions as they are. The tritensor.* functions of the same names
+# (flatten, split, diff ...) are core/functional.py's.
+COMPOSITE_METHODS: dict = {}  # attribute name -> function, or property (T, mT)
+
+
+def _composite(module, *names, numpy_names=False):
+    for name in names:
+        fn = getattr(module, name)
+        COMPOSITE_METHODS[name] = accepts_numpy_names(fn) if numpy_names else fn
+
+
+_composite(views, "view_as", "reshape_as", "flatten", "unflatten", "t", "expand_as", "broadcast_to", "split")
+_composite(views, "unbind", "chunk", "tensor_split", numpy_names=True)
+COMPOSITE_METHODS.update(T=property(views.T), mT=property(views.mT))
+_composite(join, "repeat_interleave", numpy_names=True)
+COMPOSITE_METHODS["diff"] = accepts_numpy_names(join.diff_method(OPS["cat"]))
+_composite(join, "rot90")
+_composite(copies, "contiguous", "type_as", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "zero_",
+           "pin_memory", "is_pinned")
+COMPOSITE_METHODS.update(cuda=copies.to_cuda, cpu=copies.to_cpu, type=copies.to_type, **copies.DTYPE_METHODS)
 
 
 # ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------

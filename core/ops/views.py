@@ -2,11 +2,14 @@
 indexing (``x[1, :, None]``). Each computes the new shape/strides/offset over the same storage and
 copies nothing (only ``reshape`` copies, when no strides can express the result).
 
-These are the core entries of the op table (``core/ops/table.py``); the composites written with
-them (``flatten t T mT split chunk unbind view_as ...``) are Tensor methods in ``core/tensor.py``
-and reach these through the dispatcher, so autograd records them too.
+These are the core entries of the op table (``core/ops/table.py``). The composites written with
+them (``flatten t T mT split chunk unbind tensor_split view_as ...``) follow at the end: Tensor
+methods that reach these through the dispatcher, so autograd records them too.
 """
 from __future__ import annotations
+
+import itertools
+import math
 
 import numpy as np
 
@@ -214,3 +217,117 @@ def unfold(input, dimension: int, size: int, step: int):
     if not input.ndim:  # a 0-d tensor unfolds to its one window: shape (size,)
         return input._view((size,), (1,))
     return input._view(shape + [size], stride + [inner])
+
+
+# ----- composites: Tensor methods written with the view ops above, each reached through the
+# dispatcher (as a method call), so autograd records every piece and they need no derivative of
+# their own. The op table lists them (``COMPOSITE_METHODS``); core/tensor.py puts them on Tensor.
+def view_as(self, other) -> "Tensor":
+    return self.view(other.shape)
+
+
+def reshape_as(self, other) -> "Tensor":
+    return self.reshape(other.shape)
+
+
+def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+    if self.ndim == 0:
+        return self.reshape(1)
+    s, e = normalize_dim(start_dim, self.ndim, "start_dim"), normalize_dim(end_dim, self.ndim, "end_dim")
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = self._shape[:s] + (math.prod(self._shape[s : e + 1]),) + self._shape[e + 1 :]
+    return self.reshape(shape)
+
+
+def unflatten(self, dim: int, sizes) -> "Tensor":
+    d = normalize_dim(dim, self.ndim)
+    sizes = tuple(sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    if -1 not in sizes and math.prod(sizes) != self._shape[d]:
+        raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up to the size of dim {dim} "
+                           f"({self._shape[d]}) in the input tensor")
+    sizes = infer_size(sizes, self._shape[d])
+    return self.view(self._shape[:d] + tuple(sizes) + self._shape[d + 1 :])
+
+
+def t(self) -> "Tensor":
+    if self.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
+    return self.transpose(0, 1) if self.ndim == 2 else self
+
+
+def T(self) -> "Tensor":
+    return self.permute(*reversed(range(self.ndim)))
+
+
+def mT(self) -> "Tensor":
+    if self.ndim < 2:
+        raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices")
+    return self.transpose(-2, -1)
+
+
+def expand_as(self, other) -> "Tensor":
+    return self.expand(other.shape)
+
+
+def broadcast_to(self, shape) -> "Tensor":
+    return self.expand(shape)
+
+
+def unbind(self, dim: int = 0):
+    d = normalize_dim(dim, self.ndim)
+    return tuple(self.select(d, i) for i in range(self._shape[d]))
+
+
+def split(self, split_size, dim: int = 0):
+    d = normalize_dim(dim, self.ndim)
+    n = self._shape[d]
+    if isinstance(split_size, int):
+        if split_size <= 0:
+            raise ValueError(f"split_size: expected a positive int, got {split_size}")
+        sizes = [min(split_size, n - i) for i in range(0, n, split_size)] or [0]
+    else:
+        sizes = list(split_size)
+        if sum(sizes) != n:
+            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n}, got {sizes}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(self.narrow(d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(self, chunks: int, dim: int = 0):
+    d = normalize_dim(dim, self.ndim)
+    return self.split(max(1, -(-self._shape[d] // chunks)), d)
+
+
+def tensor_split(self, indices_or_sections, dim: int = 0):
+    """Views along ``dim``: ``sections`` near-equal parts (the first ``n % sections`` one longer),
+    or the parts between the given indices (Python slice rules)."""
+    tensor = self
+    if tensor.ndim == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a tensor with 0 dims")
+    d = normalize_dim(dim, tensor.ndim)
+    n, ios = tensor._shape[d], indices_or_sections
+    if isinstance(ios, TensorBase):
+        if ios.dtype is not dt.int64:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to have dtype of long, but got "
+                               f"{ios.dtype.name}")
+        if ios.ndim > 1:
+            raise RuntimeError(f"tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+                               f"one-dimensional tensor, but got a tensor with {ios.ndim} dims")
+        ios = int(ios.item()) if ios.ndim == 0 else ios.tolist()
+    if isinstance(ios, (int, np.integer)) and not isinstance(ios, bool):
+        if ios <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {ios}")
+        q, r = divmod(n, int(ios))
+        bounds = list(itertools.accumulate([0] + [q + 1] * r + [q] * (int(ios) - r)))
+    elif isinstance(ios, (list, tuple)) and all(isinstance(i, (int, np.integer)) for i in ios):
+        bounds = [0] + [min(max(i + n if i < 0 else i, 0), n) for i in ios] + [n]
+    else:
+        raise TypeError(f"tensor_split(): argument 'indices_or_sections' must be int, a sequence of ints or a "
+                        f"Tensor, not {type(ios).__name__}")
+    return tuple(tensor.narrow(d, a, max(b - a, 0)) for a, b in zip(bounds, bounds[1:]))
