@@ -26,6 +26,7 @@ from . import utils as utils
 from .amp.autocast_mode import autocast as autocast
 from .amp.autocast_mode import get_autocast_dtype as get_autocast_dtype
 from .amp.autocast_mode import is_autocast_enabled as is_autocast_enabled
+from .amp.grad_scaler import GradScaler as GradScaler
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled as is_anomaly_check_nan_enabled
 from .autograd.anomaly_mode import is_anomaly_enabled as is_anomaly_enabled
 from .autograd.grad_mode import enable_grad as enable_grad
@@ -92,6 +93,10 @@ from .core.shape import layout as layout
 from .core.shape import memory_format
 from .core.shape import memory_format as memory_format
 from .core.tensor import Tensor as Tensor
+from .futures import Future as Future
+from .gpu.streams import GenericEvent as Event
+from .gpu.streams import GenericStream as Stream
+from .runtime.allocator import OutOfMemoryError as OutOfMemoryError
 from .runtime.device import device as device
 from .runtime.device import get_default_device as get_default_device
 from .runtime.device import set_default_device as set_default_device
