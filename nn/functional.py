@@ -32,24 +32,36 @@ from . import functional_normalization as _normalization
 from . import functional_pooling as _pooling
 from . import functional_sparse as _sparse
 from . import functional_vision as _vision
-from .functional_activations import (celu, elu, gelu, glu, gumbel_softmax, hardshrink, hardsigmoid,  # noqa: F401
-                                     hardswish, hardtanh, hardtanh_, leaky_relu, log_softmax, logsigmoid, mish,
-                                     prelu, relu, relu6, selu, sigmoid, silu, softmax, softmin, softplus, softshrink,
-                                     softsign, tanh, tanhshrink, threshold, threshold_)
-from .functional_convolution import conv1d, conv3d, conv_transpose1d, fold, unfold  # noqa: F401
+from .functional_activations import (celu, elu, elu_, gelu, glu, gumbel_softmax, hardshrink,  # noqa: F401
+                                     hardsigmoid, hardswish, hardtanh, hardtanh_, leaky_relu, leaky_relu_,
+                                     log_softmax, logsigmoid, mish, prelu, relu, relu6, rrelu, selu, sigmoid, silu,
+                                     softmax, softmin, softplus, softshrink, softsign, tanh, tanhshrink, threshold,
+                                     threshold_)
+from .functional_convolution import conv1d, conv3d, conv_transpose1d, conv_transpose3d, fold, unfold  # noqa: F401
 from .functional_distance import cosine_similarity, pairwise_distance  # noqa: F401
-from .functional_dropout import alpha_dropout, dropout, dropout1d, dropout2d  # noqa: F401
+from .functional_dropout import (alpha_dropout, dropout, dropout1d, dropout2d, dropout3d,  # noqa: F401
+                                 feature_alpha_dropout)
 from .functional_linear import bilinear  # noqa: F401
 from .functional_losses import (cosine_embedding_loss, gaussian_nll_loss, huber_loss,  # noqa: F401
-                                margin_ranking_loss, multilabel_soft_margin_loss, poisson_nll_loss, soft_margin_loss,
-                                triplet_margin_loss)
-from .functional_normalization import group_norm, instance_norm, normalize, rms_norm  # noqa: F401
-from .functional_pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d,  # noqa: F401
-                                 adaptive_max_pool2d, avg_pool1d, avg_pool3d, max_pool1d, max_pool3d)
+                                hinge_embedding_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss,
+                                multilabel_soft_margin_loss, poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
+                                triplet_margin_with_distance_loss)
+from .functional_normalization import (group_norm, instance_norm, local_response_norm, normalize,  # noqa: F401
+                                       rms_norm)
+from .functional_pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d,  # noqa: F401
+                                 adaptive_max_pool1d, adaptive_max_pool1d_with_indices, adaptive_max_pool2d,
+                                 adaptive_max_pool2d_with_indices, adaptive_max_pool3d,
+                                 adaptive_max_pool3d_with_indices, avg_pool1d, avg_pool3d, fractional_max_pool2d,
+                                 fractional_max_pool2d_with_indices, fractional_max_pool3d,
+                                 fractional_max_pool3d_with_indices, lp_pool1d, lp_pool2d, lp_pool3d, max_pool1d,
+                                 max_pool1d_with_indices, max_pool3d, max_pool3d_with_indices, max_unpool1d,
+                                 max_unpool2d, max_unpool3d)
 from .functional_sparse import embedding_bag, one_hot  # noqa: F401
-from .functional_vision import affine_grid, grid_sample, interpolate, pad, pixel_shuffle, pixel_unshuffle  # noqa: F401
+from .functional_vision import (GRID_SAMPLE_INTERPOLATION_MODES, GRID_SAMPLE_PADDING_MODES,  # noqa: F401
+                                affine_grid, grid_sample, interpolate, pad, pixel_shuffle, pixel_unshuffle, upsample,
+                                upsample_bilinear, upsample_nearest)
 
-__all__ = ["flatten"]
+__all__ = ["flatten", "assert_int_or_pair"]
 for _kind in (_activations, _convolution, _distance, _dropout, _linear, _losses, _normalization, _pooling, _sparse,
               _vision):
     __all__ += _kind.__all__
@@ -63,3 +75,9 @@ def flatten(input, start_dim: int = 0, end_dim: int = -1):
     """``input.flatten(start_dim, end_dim)``. torch's F has no ``flatten`` (torch has ``torch.flatten``
     and ``nn.Flatten``); tritensor's has had it from its first version, so it stays for its callers."""
     return input.flatten(start_dim, end_dim)
+
+
+def assert_int_or_pair(arg, arg_name: str, message: str) -> None:
+    """torch's helper: ``arg`` is an int or a pair, else AssertionError with ``message`` naming it."""
+    if not (isinstance(arg, int) or len(arg) == 2):
+        raise AssertionError(message.format(arg_name))

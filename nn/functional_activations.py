@@ -23,7 +23,7 @@ from .functional_checks import _check_input, _check_number, _tensor
 __all__ = ["softmax", "log_softmax", "softmin", "gumbel_softmax", "relu", "gelu", "silu", "sigmoid", "tanh",
            "leaky_relu", "elu", "softplus", "mish", "hardswish", "relu6", "hardtanh", "hardtanh_", "selu", "celu",
            "hardsigmoid", "hardshrink", "softshrink", "tanhshrink", "softsign", "logsigmoid", "threshold",
-           "threshold_", "glu", "prelu"]
+           "threshold_", "glu", "prelu", "elu_", "leaky_relu_", "rrelu"]
 _sm = _function(_table.OPS["softmax"], "softmax", numpy_names=False)  # the op itself: it names a bad input
 _lsm = _function(_table.OPS["log_softmax"], "log_softmax", numpy_names=False)
 _where = _function(_table.OPS["where"], "where")
@@ -128,6 +128,31 @@ def elu(input, alpha: float = 1.0, inplace: bool = False):
     a = _check_number(alpha, "elu", "alpha")
     neg = input.clamp_max(0.0).expm1() * a  # clamped: exp of a large x never overflows into where's gradient
     return _maybe_inplace(input, _where(input > 0, input, neg), inplace)
+
+
+def leaky_relu_(input, negative_slope: float = 0.01):
+    """``leaky_relu`` in place."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def elu_(input, alpha: float = 1.0):
+    """``elu`` in place."""
+    return elu(input, alpha, inplace=True)
+
+
+def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False, inplace: bool = False):
+    """Randomized leaky ReLU: in training each negative element is scaled by its own slope drawn
+    uniformly from [lower, upper] (the draw is not differentiated); in evaluation every slope is
+    (lower + upper) / 2, torch's leaky_relu."""
+    _check_input(input, "rrelu")
+    lo = _check_number(lower, "rrelu", "lower")
+    hi = _check_number(upper, "rrelu", "upper")
+    if lo > hi:
+        raise RuntimeError("Lower bound should be less than or equal to the upper bound")
+    if not training:
+        return leaky_relu(input, (lo + hi) / 2, inplace)
+    slope = rand(input.shape, dtype=input.dtype, device=input.device) * (hi - lo) + lo
+    return _maybe_inplace(input, _where(input >= 0, input, input * slope), inplace)
 
 
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):

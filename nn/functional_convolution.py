@@ -18,7 +18,7 @@ from ..core.functional import function as _function
 from ..core.ops import table as _table
 from .functional_checks import _index, _single, _tensor, _tensor_arg
 
-__all__ = ["conv1d", "conv_transpose1d", "conv3d", "unfold", "fold"]
+__all__ = ["conv1d", "conv_transpose1d", "conv3d", "conv_transpose3d", "unfold", "fold"]
 _conv2d = _function(_table.OPS["conv2d"], "conv2d", numpy_names=False)
 _conv_transpose2d = _function(_table.OPS["conv_transpose2d"], "conv_transpose2d", numpy_names=False)
 _cat = _function(_table.OPS["cat"], "cat")
@@ -119,6 +119,73 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups: in
     w2 = weight.reshape(O, Cg * kd, kh, kw)
     y = _conv2d(planes, w2, bias, (sh, sw), (ph, pw), (dh, dw), groups)
     y = y.reshape(N, OD, O, y.shape[-2], y.shape[-1]).permute(0, 2, 1, 3, 4)
+    return y.squeeze(0) if unbatched else y
+
+
+def _spread(x, d: int, s: int):
+    """s - 1 zeros between neighbours along dim d (the stride of a transposed convolution)."""
+    if s == 1 or x.shape[d] == 0:
+        return x
+    n = x.shape[d]
+    gap = list(x.shape)
+    gap.insert(d + 1, s - 1)
+    z = zeros(tuple(gap), dtype=x.dtype, device=x.device)
+    shape = list(x.shape)
+    shape[d] = n * s
+    return _cat([x.unsqueeze(d + 1), z], d + 1).reshape(shape).narrow(d, 0, (n - 1) * s + 1)
+
+
+def _pad_dim(x, d: int, lo: int, hi: int):
+    """Zeros before (lo) and after (hi) along dim d; a negative side crops."""
+    if lo < 0:
+        x = x.narrow(d, -lo, x.shape[d] + lo)
+        lo = 0
+    if hi < 0:
+        x = x.narrow(d, 0, x.shape[d] + hi)
+        hi = 0
+    parts = []
+    for n in (lo, None, hi):
+        if n is None:
+            parts.append(x)
+        elif n:
+            shape = list(x.shape)
+            shape[d] = n
+            parts.append(zeros(tuple(shape), dtype=x.dtype, device=x.device))
+    return _cat(parts, d) if len(parts) > 1 else x
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1):
+    """``torch.nn.functional.conv_transpose3d``: (N, C_in, D, H, W) or unbatched input, (C_in,
+    C_out/groups, kD, kH, kW) weight. The gradient of a convolution written as one: the input spread
+    by the stride, padded by dilation (k - 1) - padding (plus output_padding after), then conv3d
+    with the weight's in/out channels swapped per group and its taps flipped."""
+    fn = "conv_transpose3d"
+    x, unbatched = _as_5d(input, fn)
+    _tensor(weight, fn, "weight", 2)
+    if weight.ndim != 5:
+        raise RuntimeError(f"{fn}(): weight must be 5-D (in_channels, out_channels / groups, kD, kH, kW), got shape "
+                           f"{list(weight.shape)}")
+    s, p = _triple(stride, "stride", fn), _triple(padding, "padding", fn)
+    op, dil = _triple(output_padding, "output_padding", fn), _triple(dilation, "dilation", fn)
+    if any(o >= st and o >= dl for o, st, dl in zip(op, s, dil)):
+        raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
+                           f"output_padding: {list(op)}, stride: {list(s)}, dilation: {list(dil)}")
+    Cin, Cg, kd, kh, kw = weight.shape
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
+        raise RuntimeError("non-positive groups is not supported")
+    if x.shape[1] != Cin or Cin % groups:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected input{list(x.shape)} "
+                           f"to have {Cin} channels, but got {x.shape[1]} channels instead")
+    for j, k in enumerate((kd, kh, kw)):
+        x = _spread(x, 2 + j, s[j])
+        edge = dil[j] * (k - 1) - p[j]
+        x = _pad_dim(x, 2 + j, edge, edge + op[j])
+        if x.shape[2 + j] < dil[j] * (k - 1) + 1:
+            raise RuntimeError(f"{fn}(): the output would be empty along spatial dim {j} (input "
+                               f"{list(input.shape)}, kernel {(kd, kh, kw)}, padding {p}, stride {s})")
+    w = weight.reshape(groups, Cin // groups, Cg, kd, kh, kw).transpose(1, 2).reshape(groups * Cg, Cin // groups,
+                                                                                       kd, kh, kw)
+    y = conv3d(x, w.flip([2, 3, 4]), bias, 1, 0, dil, groups)
     return y.squeeze(0) if unbatched else y
 
 

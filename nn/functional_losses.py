@@ -1,6 +1,7 @@
 """``nn.functional`` losses written with recorded ops: ``huber_loss margin_ranking_loss
 triplet_margin_loss cosine_embedding_loss poisson_nll_loss gaussian_nll_loss soft_margin_loss
-multilabel_soft_margin_loss``.
+multilabel_soft_margin_loss hinge_embedding_loss multi_margin_loss multilabel_margin_loss
+triplet_margin_with_distance_loss``.
 
 Each is a short chain of elementwise ops and a reduction that autograd records, so each is
 differentiable with no derivative of its own (the fused loss kernels of ``core/ops/loss.py`` are
@@ -14,14 +15,17 @@ from __future__ import annotations
 import math
 import warnings
 
+from ..core.factories import arange
 from ..core.functional import function as _function
 from ..core.ops import table as _table
 from ..core.tensor import Tensor
+from ..runtime import dtype as dt
 from .functional_activations import logsigmoid
 from .functional_distance import pairwise_distance
 
 __all__ = ["huber_loss", "margin_ranking_loss", "triplet_margin_loss", "cosine_embedding_loss", "poisson_nll_loss",
-           "gaussian_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss"]
+           "gaussian_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss", "hinge_embedding_loss",
+           "multi_margin_loss", "multilabel_margin_loss", "triplet_margin_with_distance_loss"]
 
 _where = _function(_table.OPS["where"], "where")
 _EPSILON = 1e-12  # cosine_embedding_loss's guard against a zero norm, as torch's
@@ -203,3 +207,107 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     class_dim = input.ndim - 1
     loss = loss.sum(class_dim) / input.shape[class_dim]
     return _reduce(loss, reduction, "{} is not valid")
+
+
+def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"):
+    """x where target == 1, max(0, margin - x) where target == -1 (torch sums both terms, so a target
+    of neither value contributes both)."""
+    _tensors("hinge_embedding_loss", input=input, target=target)
+    reduction = _legacy(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    zero = input * 0.0
+    margin_term = _where(target != 1, (margin - input).clamp_min(0.0), zero)
+    self_term = _where(target != -1, input, zero)
+    return _reduce(margin_term + self_term, reduction)
+
+
+def _margin_target(input, target, fn: str):
+    """(N, C) input and (N,) target as 2-D, or the unbatched (C,) and () forms, with torch's checks."""
+    if input.ndim > 2 or (input.ndim == 2 and input.shape[1] == 0) or (input.ndim == 1 and input.shape[0] == 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    if target.dtype.is_floating_point or target.dtype.name == "bool":
+        raise RuntimeError(f"{fn}(): expected target of an integer dtype, got {target.dtype.name}")
+    batched = input.ndim == 2
+    n = input.shape[0] if batched else 1
+    return batched, n
+
+
+def multi_margin_loss(input, target, p: int = 1, margin: float = 1.0, weight=None, size_average=None, reduce=None,
+                      reduction: str = "mean"):
+    """sum over j != y of w[y] max(0, margin - x[y] + x[j])^p / C per sample, y its target class."""
+    _tensors("multi_margin_loss", input=input, target=target)
+    reduction = _legacy(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    if weight is not None:
+        if not isinstance(weight, Tensor):
+            raise TypeError(f"multi_margin_loss(): argument 'weight' must be Tensor, not {type(weight).__name__}")
+        if weight.ndim != 1:
+            raise ValueError("weight must be one-dimensional")
+    _check_reduction(reduction)
+    batched, n = _margin_target(input, target, "multi_margin_loss")
+    C = input.shape[-1]
+    if target.ndim > 1 or target.numel() != n:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{n}], but got {list(target.shape)}. Input "
+                           f"has shape {list(input.shape)}.")
+    if weight is not None and weight.numel() != C:
+        raise RuntimeError(f"inconsistent weight size, expected {C} but got {list(weight.shape)}")
+    x = input if batched else input.unsqueeze(0)
+    y = target.reshape(n, 1)
+    x_y = x.gather(1, y)  # an out-of-range class is the gather's IndexError
+    term = (x - x_y + margin).clamp_min(0.0)
+    if p == 2:
+        term = term * term
+    if weight is not None:
+        term = term * weight.gather(0, y.reshape(-1)).reshape(n, 1)
+    own = y == _arange_like(C, x)  # the target's own column is left out of the sum
+    loss = _where(own, term * 0.0, term).sum(1) / C
+    return _reduce(loss if batched else loss.squeeze(0), reduction)
+
+
+def _arange_like(n: int, x):
+    return arange(n, device=x.device).reshape(1, n)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
+    """sum over target classes j and non-target classes i of max(0, 1 - (x[j] - x[i])) / C per sample;
+    a sample's target classes are its target row up to the first -1."""
+    _tensors("multilabel_margin_loss", input=input, target=target)
+    reduction = _legacy(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    batched, n = _margin_target(input, target, "multilabel_margin_loss")
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: {list(input.shape)}")
+    C = input.shape[-1]
+    x = input if batched else input.unsqueeze(0)
+    t = target.reshape(n, C)
+    # a row's classes end at its first -1: a running product of "not -1" marks the ones before it
+    valid = (t >= 0).to(dt.int64).cumprod(1) > 0
+    is_target = ((t.unsqueeze(2) == _arange_like(C, x).unsqueeze(0)) & valid.unsqueeze(2)).any(1)  # (n, C)
+    x_y = x.gather(1, _where(valid, t, t * 0))  # out-of-range classes are the gather's IndexError
+    pair = (1.0 - x_y.unsqueeze(2) + x.unsqueeze(1)).clamp_min(0.0)  # (n, j, i)
+    keep = valid.unsqueeze(2) & is_target.logical_not().unsqueeze(1)
+    loss = _where(keep, pair, pair * 0.0).sum((1, 2)) / C
+    return _reduce(loss if batched else loss.squeeze(0), reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin: float = 1.0,
+                                      swap: bool = False, reduction: str = "mean"):
+    """max(d(a, p) - d(a, n) + margin, 0) with any distance ``d`` (default: pairwise_distance);
+    ``swap`` takes the smaller of d(a, n) and d(p, n)."""
+    _tensors("triplet_margin_with_distance_loss", anchor=anchor, positive=positive, negative=negative)
+    if margin <= 0:
+        raise ValueError(f"margin must be greater than 0, got {margin}")
+    _check_reduction(reduction)
+    a, q, n = anchor.ndim, positive.ndim, negative.ndim
+    if not a == q == n:
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {a}D, positive {q}D, and negative {n}D inputs")
+    dist = pairwise_distance if distance_function is None else distance_function
+    d_pos = dist(anchor, positive)
+    d_neg = dist(anchor, negative)
+    if swap:
+        d_neg = d_neg.minimum(dist(positive, negative))
+    return _reduce((margin + d_pos - d_neg).clamp_min(0.0), reduction)

@@ -1,6 +1,6 @@
 """``nn.functional``'s normalizations written with recorded ops: ``group_norm`` (layer_norm's fused
-kernel over each group), ``instance_norm`` (the batch-norm kernel over N*C channels), ``rms_norm``
-and ``normalize`` (elementwise ops and a reduction).
+kernel over each group), ``instance_norm`` (the batch-norm kernel over N*C channels), ``rms_norm``,
+``normalize`` and ``local_response_norm`` (elementwise ops and a reduction).
 
 ``layer_norm`` and ``batch_norm`` themselves are op-table entries with kernels of their own (see
 ``functional.py``); these are compositions of ops autograd records, so none needs a derivative of
@@ -9,16 +9,19 @@ its own. fp16/bf16 inputs are normalized in fp32 where torch does so.
 from __future__ import annotations
 
 import math
+import numbers
 
+from ..core.factories import zeros
 from ..core.functional import function as _function
 from ..core.ops import table as _table
 from ..core.tensor import Tensor
 from ..runtime import dtype as dt
 from .functional_checks import _check_input, _check_number, _tensor
 
-__all__ = ["group_norm", "instance_norm", "rms_norm", "normalize"]
+__all__ = ["group_norm", "instance_norm", "rms_norm", "normalize", "local_response_norm"]
 _layer_norm = _function(_table.OPS["layer_norm"], "layer_norm", numpy_names=False)
 _batch_norm = _function(_table.OPS["batch_norm"], "batch_norm", numpy_names=False)
+_cat = _function(_table.OPS["cat"], "cat", numpy_names=False)
 _EPS = {dt.float32: 1.1920928955078125e-07, dt.float16: 0.0009765625, dt.bfloat16: 0.0078125,
         dt.float64: 2.220446049250313e-16}
 
@@ -119,3 +122,28 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None)
     else:
         n = (x.abs() ** pf).sum(dim, keepdim=True).clamp_min(eps ** pf) ** (1.0 / pf)
     return (x / n).to(input.dtype) if low else x / n
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+    """x / (k + alpha / size * sum of x^2 over the ``size`` neighbouring channels)^beta, torch's form:
+    the channel window is an average pool over a zero-padded channel axis (size // 2 before,
+    (size - 1) // 2 after)."""
+    _tensor(input, "local_response_norm")
+    if input.ndim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {input.ndim} dimensions)")
+    if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+        raise ValueError(f"local_response_norm(): size must be a positive int, got {size!r}")
+    if input.numel() == 0:
+        return input
+    N, C = input.shape[0], input.shape[1]
+    sq = (input * input).reshape(N, C, -1)
+    # the channel window as C + size - 1 padded rows, summed by gathering each row's window
+    lo, hi = size // 2, (size - 1) // 2
+    padded = _cat([zeros((N, lo, sq.shape[2]), dtype=sq.dtype, device=sq.device), sq,
+                   zeros((N, hi, sq.shape[2]), dtype=sq.dtype, device=sq.device)], 1)
+    total = None
+    for j in range(size):
+        term = padded.narrow(1, j, C)
+        total = term if total is None else total + term
+    div = (total * (alpha / size) + k).pow(beta).reshape(input.shape)
+    return input / div

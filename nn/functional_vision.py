@@ -10,6 +10,7 @@ on the grid's values, so they are computed on the device and never read back.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -20,7 +21,12 @@ from ..core.tensor import Tensor
 from ..runtime import dtype as dt
 from .functional_checks import _check_input, _index, _single, _tensor, _tensor_arg
 
-__all__ = ["pad", "interpolate", "pixel_shuffle", "pixel_unshuffle", "affine_grid", "grid_sample"]
+__all__ = ["pad", "interpolate", "pixel_shuffle", "pixel_unshuffle", "affine_grid", "grid_sample", "upsample",
+           "upsample_nearest", "upsample_bilinear", "GRID_SAMPLE_INTERPOLATION_MODES", "GRID_SAMPLE_PADDING_MODES"]
+
+# grid_sample's mode names and the enum values torch's kernels take for them
+GRID_SAMPLE_INTERPOLATION_MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
+GRID_SAMPLE_PADDING_MODES = {"zeros": 0, "border": 1, "reflection": 2}
 _where = _function(_table.OPS["where"], "where")
 
 
@@ -156,6 +162,26 @@ def interpolate(input, size=None, scale_factor=None, mode: str = "nearest", alig
         b = out.index_select(d, _index(i1, input.device))
         out = a + (b - a) * w1
     return out.to(input.dtype) if low else out
+
+
+def upsample(input, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
+    """The deprecated name of ``interpolate``, with torch's warning."""
+    warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """The deprecated ``interpolate(..., mode='nearest')``, with torch's warning."""
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use `nn.functional.interpolate` instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """The deprecated ``interpolate(..., mode='bilinear', align_corners=True)``, with torch's warning."""
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use `nn.functional.interpolate` instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 def pixel_shuffle(input, upscale_factor: int):
