@@ -341,7 +341,7 @@ def is_same(a, b):
 
 
 def fetch_path(rank, world, ops):
-    """Rank 0 against worker1 (issue 25): when a remote()'s user is confirmed, whether a tensor
+    """Rank 0 against worker1: when a remote()'s user is confirmed, whether a tensor
     sent twice arrives as one, and how many RREF_USER_DELETE batches ``ops`` remote() +
     to_here() calls in a loop send."""
     import numpy as np
@@ -452,7 +452,7 @@ def fuzz_agent(rank, world, n, seed):
     return {"before": before, "after": after, "ok": ok, "kinds": kinds, "stats": rpc.rpc_sync("worker1", agent_stats)}
 
 
-# ------------------------------------------------------------ issue 22: strangers, dead peers
+# ------------------------------------------------- hostile and failing peers: strangers, dead peers
 
 def _all_reach(key, n):
     from tritensor.comm.rpc import api

@@ -1,4 +1,4 @@
-"""The caching device allocator (issue 23), over a fake backend: runs the same in CPU and GPU mode.
+"""The caching device allocator, over a fake backend: runs the same in CPU and GPU mode.
 
 The fake hands out fake addresses, logs every call, and its events complete when a test says so,
 so each rule of ``runtime/allocator.py`` is checked exactly: reuse without a backend call,

@@ -1,4 +1,4 @@
-"""Fused optimizers under GradScaler (PyTorch's ``fused=True`` path, issue 11 item 3).
+"""Fused optimizers under GradScaler (PyTorch's ``fused=True`` path).
 
 ``SGD/Adam/AdamW(fused=True)`` get the scaler's found-inf flag and scale on the device: checked
 here against the same optimizer without ``fused`` stepped through ``unscale_`` + host read +

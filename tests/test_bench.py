@@ -50,7 +50,7 @@ def test_bad_options_are_rejected(capsys):
 
 
 def test_help_lists_every_benchmark(capsys):
-    """Issue 25: --help named the kernel families and 'comm' only."""
+    """--help once named the kernel families and 'comm' only."""
     with pytest.raises(SystemExit) as e:
         cli.main(["--help"])
     assert e.value.code == 0
@@ -61,7 +61,7 @@ def test_help_lists_every_benchmark(capsys):
 
 
 def test_plot_without_matplotlib_fails_before_measuring(monkeypatch, tmp_path, capsys):
-    """Issue 25: the whole benchmark ran, then said 'no plot written' and exited 0."""
+    """The whole benchmark once ran, then said 'no plot written' and exited 0."""
     monkeypatch.setattr(cli.plot, "available", lambda: False)
     monkeypatch.setattr(common, "measure", lambda *a: pytest.fail("measured before refusing --plot"))
     with pytest.raises(SystemExit) as e:
@@ -86,7 +86,7 @@ def _result(family, series, dtype, size, thr, peer_thr, unit="GB/s"):
 
 
 def test_plot_panels_peers_units_bars_and_variants():
-    """Issue 25: seven panels in one 4200x480 strip, no peer, no title, one size drawn as a
+    """The plot was once seven panels in one 4200x480 strip, no peer, no title, one size drawn as a
     vertical line, attention variants merged in the legend."""
     pytest.importorskip("matplotlib")
     from tritensor.bench import plot

@@ -219,7 +219,7 @@ def test_bad_input(no_launch):
 
 
 def test_empty_kernel_and_bad_module_arguments_raise():
-    """Issue 24: a kernel of size 0 made a map of zeros (Conv2d(1, 1, 0) on 3x3 gave 4x4) instead of raising."""
+    """A kernel of size 0 once made a map of zeros (Conv2d(1, 1, 0) on 3x3 gave 4x4) instead of raising."""
     x = tt.zeros(1, 1, 3, 3)
     with pytest.raises(RuntimeError, match="kernel size should be greater than zero, but got kernel_height: 0 "
                                            "kernel_width: 0"):

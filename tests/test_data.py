@@ -302,7 +302,7 @@ def _passthrough(batch):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("ctx", [None, pytest.param("spawn", marks=pytest.mark.slow)])  # spawn: the queue pickled
 def test_worker_that_cannot_send_its_batch_reports_it(ctx):
-    """Issue 22: the worker's send failed in the queue's feeder thread, which only printed the
+    """The worker's send once failed in the queue's feeder thread, which only printed the
     error; the main process waited forever (torch does too). Now the failure comes back to the
     main process and is raised there with the worker's traceback, and the other batches arrive."""
     dl = DataLoader(Unpicklable(), batch_size=1, collate_fn=_passthrough, num_workers=1, timeout=30,

@@ -85,7 +85,7 @@ TORCHRUN_OPTIONS = [
 
 
 def test_every_torchrun_option_is_there():
-    """Issue 25: ten of torchrun's flags were missing (--local-ranks-filter, --logs-specs ...)."""
+    """Ten of torchrun's flags were once missing (--local-ranks-filter, --logs-specs ...)."""
     ours = {o for a in tr.get_args_parser()._actions for o in a.option_strings}
     assert sorted(set(TORCHRUN_OPTIONS) - ours) == []
 
@@ -426,7 +426,7 @@ def test_digits_checkpoint_round_trip(tmp_path):
 
 
 def test_digits_checkpoint_defaults_outside_the_source_tree(tmp_path, monkeypatch):
-    """Issue 25: the default was digits_checkpoint.safetensors in the current folder, an untracked
+    """The default was once digits_checkpoint.safetensors in the current folder, an untracked
     file in the checkout; now --checkpoint defaults to the user's cache and its folder is made."""
     import tritensor as tt
     ex = _example()

@@ -243,7 +243,7 @@ def test_integer_arithmetic(dtype):
 
 @pytest.mark.parametrize("dtype", [tt.int32, tt.int64, tt.bool], ids=str)
 def test_integer_pow_negative_exponents(dtype, no_launch):
-    """Issue 24: tensor([2]) ** -1 gave 1 and 0 ** -1 INT64_MIN. A negative Python integer exponent
+    """tensor([2]) ** -1 once gave 1 and 0 ** -1 INT64_MIN. A negative Python integer exponent
     raises at every call (the plan cache keys on types, not values), before any launch."""
     base = tt.tensor(np.array([2, 0, 1], dtype=NP[dtype]))
     for f in (lambda: base ** -1, lambda: tt.pow(base, -2), lambda: base.pow_(-1), lambda: base.pow(np.int64(-3))):
@@ -300,7 +300,7 @@ def test_type_promotion_rules():
 
 
 def test_where_with_only_a_condition_is_nonzero_as_tuple():
-    """torch.where(condition): the coordinates of its nonzero elements, one tensor per dim (issue 24)."""
+    """torch.where(condition): the coordinates of its nonzero elements, one tensor per dim."""
     c = np.array([[0, 2, 0], [1, 0, -3]])
     for cond in (tt.tensor(c), tt.tensor(c != 0), tt.tensor(c.T.copy()).t(), tt.tensor(c.astype(np.float32))):
         got = tt.where(cond)

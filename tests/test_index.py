@@ -255,7 +255,7 @@ def test_gradcheck(fn):
 
 
 def test_scatter_add_and_index_add_gradcheck():
-    """Issue 24: these had no derivative, so gradients to their inputs were dropped silently."""
+    """These once had no derivative, so gradients to their inputs were dropped silently."""
     x, src, wide, source = leaf(2, 3), leaf(2, 2), leaf(2, 4), leaf(2, 3)
     idx = tt.tensor([[0, 2], [1, 1]])
     rows = tt.tensor([0, 0])  # duplicate rows

@@ -227,7 +227,7 @@ def test_mse_loss_vs_numpy(reduction):
         nn.functional.mse_loss(tt.tensor(a), tt.tensor(b), reduction="avg")
 
 
-# ----- issue 15: l1_loss, smooth_l1_loss, binary_cross_entropy(_with_logits), kl_div, NLLLoss,
+# ----- l1_loss, smooth_l1_loss, binary_cross_entropy(_with_logits), kl_div, NLLLoss,
 # cross_entropy with class-probability targets, against float64 NumPy over fp32/fp16/bf16 ------
 RED = {"none": lambda d: d, "mean": np.mean, "sum": np.sum}
 

@@ -1,4 +1,4 @@
-"""Lifetime of host memory (issue 9, defect 1): a NumPy view of a tensor keeps its bytes alive.
+"""Lifetime of host memory: a NumPy view of a tensor keeps its bytes alive.
 
 ``from_numpy`` borrows the caller's array; ``numpy()`` and every ``bytes_view()`` hand out
 views of a storage. As with NumPy's own views, each must keep the memory it reads alive through

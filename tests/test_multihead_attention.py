@@ -220,7 +220,7 @@ def test_encoder_stack_batch_first_state_dict_and_training_step():
 
 
 def test_charlm_example_uses_nn_embedding():
-    """Issue 25: its docstring said tritensor had no nn.Embedding and it carried a stand-in."""
+    """Its docstring once said tritensor had no nn.Embedding and it carried a stand-in."""
     import importlib.util
     import pathlib
 

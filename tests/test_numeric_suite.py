@@ -282,7 +282,7 @@ def test_shadow_functional_ops():
         np.testing.assert_allclose(_np(sh.logger.stats["float"][-1]), want)
         assert sh.logger.stats["quantized"][-1] is not None
     assert len(sh.logger.stats["float"]) == len(cases)
-    # cat (issue 25: it raised NotImplementedError, "tritensor has no cat op", though tt.cat exists)
+    # cat (it once raised NotImplementedError, "tritensor has no cat op", though tt.cat exists)
     out = sh.cat([a, b], dim=1)
     assert out.dtype == tritensor.bfloat16 and out.shape == (1, 6)
     np.testing.assert_array_equal(_np(out), np.concatenate([an, bn], axis=1))

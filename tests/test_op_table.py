@@ -36,19 +36,19 @@ TESTS_DIR = pathlib.Path(__file__).resolve().parent
 AUTOCAST = {
     "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention", "mv", "addmv", "addmm",
               "baddbmm",
-              "conv_transpose2d", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"],  # issue 24
+              "conv_transpose2d", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"],
     "fp32": ["exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "native_layer_norm", "cross_entropy", "nll_loss", "mse_loss",
-             # issue 15 (nn15); torch bans binary_cross_entropy under autocast, we run it in fp32
+             # the losses; torch bans binary_cross_entropy under autocast, we run it in fp32
              "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
-             # issue 15 (ops15)
+             # math, norms and scans
              "logsumexp", "norm", "linalg_vector_norm", "linalg_matrix_norm", "cumprod",
              "tan", "asin", "acos", "sinh", "cosh", "erfinv", "log10", "cdist"],
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
                 "index_add",
-                # issue 15 (ops15): cat/stack promote; hstack/vstack are cat in PyTorch
+                # cat/stack promote; hstack/vstack are cat in PyTorch
                 "cat", "stack", "hstack", "vstack", "dot",
-                "index_put",  # issue 24
+                "index_put",
                 "atan2", "addcmul", "addcdiv", "cross", "tensordot", "column_stack"],
 }
 
@@ -111,7 +111,7 @@ TESTS = {
     **{op: (RED + "test_extremes_exact_with_ties", None) for op in ("argmax", "argmin")},
     **{op: (RED + "test_all_any_on_floats", None) for op in ("all", "any")},
     **{op: (RED + "test_composite_reductions_match_numpy", RED + "test_composite_reductions_gradcheck")
-       for op in ("std_mean", "var_mean", "aminmax", "nansum", "nanmean")},  # issue 24
+       for op in ("std_mean", "var_mean", "aminmax", "nansum", "nanmean")},
     "count_nonzero": (RED + "test_composite_reductions_match_numpy", None),
     **{op: ("test_scan.py::test_cummax_cummin_match_numpy", "test_scan.py::test_cummax_cummin_gradcheck")
        for op in ("cummax", "cummin")},
@@ -135,7 +135,7 @@ TESTS = {
     **{op: (IX + "test_scatter_add_and_index_add_accumulate_duplicates",
             IX + "test_scatter_add_and_index_add_gradcheck")
        for op in ("scatter_add", "scatter_add_", "index_add", "index_add_")},
-    # ----- issue 24: scatters and puts -----
+    # ----- scatters and puts -----
     **{op: (SC + "test_scatter_matches_numpy", SC + "test_scatter_gradcheck") for op in ("scatter", "scatter_")},
     **{op: (SC + "test_scatter_reduce_matches_numpy", SC + "test_scatter_reduce_gradcheck")
        for op in ("scatter_reduce", "scatter_reduce_")},
@@ -143,7 +143,7 @@ TESTS = {
             SC + "test_index_put_and_composites_gradcheck")
        for op in ("index_put", "index_put_", "index_fill", "index_fill_", "index_copy", "index_copy_",
                   "masked_scatter", "masked_scatter_", "take_along_dim")},
-    # ----- issue 24: the fused recurrent cells -----
+    # ----- the fused recurrent cells -----
     **{op: ("test_rnn.py::test_fused_cells_against_float64", "test_rnn.py::test_fused_cells_gradcheck")
        for op in ("_thnn_fused_lstm_cell", "_thnn_fused_gru_cell")},
     "getitem": (IX + "test_getitem_matches_numpy", IX + "test_gradcheck"),
@@ -154,7 +154,7 @@ TESTS = {
     "copy_": ("test_copies.py::test_copy_into_strided_destination_and_broadcast",
               "test_copies.py::test_casts_and_copies"),
     "fill_": ("test_copies.py::test_fill_float64_keeps_double_precision", "test_copies.py::test_fill_gradcheck"),
-    # ----- issue 15 (nn15) -----
+    # ----- nn layers' ops: losses, embedding, batch_norm -----
     "embedding": ("test_embedding.py::test_embedding_forward_and_backward_vs_numpy",
                   "test_embedding.py::test_embedding_gradcheck"),
     "batch_norm": ("test_batch_norm.py::test_training_forward_backward_and_running_stats_vs_numpy",
@@ -165,7 +165,7 @@ TESTS = {
        for op in ("binary_cross_entropy", "kl_div")},
     "binary_cross_entropy_with_logits": (LOSS + "test_pointwise_losses_vs_numpy",
                                          LOSS + "test_loss_gradchecks"),
-    # ----- issue 15 (ops15): joining and reshaping -----
+    # ----- joining and reshaping -----
     **{op: ("test_join.py::test_cat_and_stack_match_numpy", "test_join.py::test_join_gradcheck")
        for op in ("cat", "stack")},
     **{op: ("test_join.py::test_hstack_vstack", "test_join.py::test_join_gradcheck") for op in ("hstack", "vstack")},
@@ -175,7 +175,7 @@ TESTS = {
        for op in ("tril", "triu", "diag", "diagonal")},
     "movedim": ("test_join.py::test_movedim_is_a_view_and_free_squeeze_unsqueeze_flatten",
                 "test_join.py::test_join_gradcheck"),
-    # ----- issue 15 (ops15): math and comparison -----
+    # ----- math and comparison -----
     **{op: ("test_math_ops.py::test_round_and_classification_match_numpy", None)
        for op in ("isnan", "isinf", "isfinite")},
     **{op: ("test_math_ops.py::test_round_and_classification_match_numpy", "test_math_ops.py::test_math_gradcheck")
@@ -198,7 +198,7 @@ TESTS = {
     **{op: ("test_math_ops.py::test_dot_outer_trace_logsumexp", None) for op in ("outer", "trace", "logsumexp")},
     **{op: ("test_math_ops.py::test_norms_match_numpy", None) for op in ("norm", "linalg_vector_norm",
                                                                        "linalg_matrix_norm")},
-    # ----- issue 15 (ops15): scans, sorting, selection -----
+    # ----- scans, sorting, selection -----
     **{op: ("test_scan.py::test_cumprod_and_logcumsumexp_match_numpy", "test_scan.py::test_scan_gradcheck")
        for op in ("cumprod", "logcumsumexp")},
     **{op: ("test_sort.py::test_sort_matches_numpy_stable_order", "test_sort.py::test_sort_family_gradcheck")
@@ -212,13 +212,13 @@ TESTS = {
     **{op: ("test_select.py::test_nonzero_argwhere_masked_ops", None) for op in ("nonzero", "argwhere")},
     **{op: ("test_select.py::test_nonzero_argwhere_masked_ops", "test_select.py::test_select_gradcheck")
        for op in ("masked_select", "masked_fill", "masked_fill_")},  # masked_select: recorded as input[mask]
-    # ----- issue 15 (ops15): random -----
+    # ----- random -----
     **{op: ("test_random.py::test_bernoulli_and_multinomial", None) for op in ("bernoulli", "multinomial")},
     **{op: ("test_random.py::test_inplace_fills", "test_random.py::test_inplace_fills_are_recorded_with_a_zero_gradient")
        for op in ("bernoulli_", "normal_", "uniform_", "random_")},
     "normal": ("test_random.py::test_normal_forms_and_gradient",  # recorded as z * std + mean
                "test_random.py::test_normal_forms_and_gradient"),
-    # ----- issue 26: PowerSGD's Gram-Schmidt, in place (no gradient) -----
+    # ----- PowerSGD's Gram-Schmidt, in place (no gradient) -----
     "orthogonalize_": ("test_orthogonalize.py::test_matches_qr_up_to_signs", None),
     # ----- the bitwise family (integers and bools: no gradient) -----
     **{op: ("test_bitwise.py::test_bitwise_ops_match_numpy_on_every_layout", None)
@@ -235,7 +235,7 @@ COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross
               "normal", "einsum", "mv", "addmv", "addmm", "baddbmm",  # mm/bmm/matmul and an add
               "addmv_", "addmm_", "baddbmm_",
               "cross", "linalg_cross", "tensordot", "kron",  # rolls, products, permutes, mm
-              # issue 24: recorded as the scatter, index_put or gather they are
+              # recorded as the scatter, index_put or gather they are
               "index_fill", "index_fill_", "index_copy", "index_copy_", "masked_scatter", "masked_scatter_",
               "take_along_dim", "std_mean", "var_mean", "aminmax", "nansum", "nanmean", "median", "nanmedian", "mode"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage;

@@ -519,7 +519,7 @@ def test_prod_gradient_with_one_zero_over_all_dims_and_low_precision():
     assert_close(y.grad, [[0.0, 0.0], [2.0, 0.0]], tt.bfloat16)
 
 
-# ----- issue 24: composites of the reductions --------------------------------------------------
+# ----- composites of the reductions ------------------------------------------------------------
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
 @pytest.mark.parametrize("layout", ["contiguous", "transposed"])
 def test_composite_reductions_match_numpy(dtype, layout):

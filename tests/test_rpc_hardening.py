@@ -1,4 +1,5 @@
-"""Issue 22, RPC's part: idle strangers on a worker's listener, and calls to a worker that died.
+"""RPC against hostile and failing peers: idle strangers on a worker's listener, and calls to a
+worker that died.
 
 Every scenario runs real workers in subprocesses over loopback (``rpc_helpers.run_rpc``)."""
 

@@ -1,4 +1,4 @@
-"""The remote() + to_here() path with 2 workers (issue 25), as torch's behaves: the owner confirms
+"""The remote() + to_here() path with 2 workers, as torch's behaves: the owner confirms
 a remote()'s user (REMOTE_RET) once the function has finished, so the answer to a to_here()
 comes after it; a tensor sent twice in one message arrives as one; the RREF_USER_DELETEs of
 handles dropped in a loop go out in batches (at most one per owner and RELEASE_INTERVAL), not

@@ -236,7 +236,7 @@ def _dead_pid() -> int:
 
 
 def test_next_save_removes_temp_files_of_dead_writers(tmp_path):
-    """Issue 22: 29 of 50 SIGKILLs mid-save left a temp file (319 MB in all) that no later save
+    """29 of 50 SIGKILLs mid-save once left a temp file (319 MB in all) that no later save
     removed, so a crash-looping job filled the disk. Temp files of writers that are gone are
     removed by the next save to the same path; a live writer's, and anything else, are kept."""
     path = tmp_path / "ck"
@@ -277,7 +277,7 @@ def _kill_mid_save(path: str, pattern: str, tries: int = 10) -> list:
 
 @pytest.mark.parametrize("cycles", [1, pytest.param(6, marks=pytest.mark.slow)])
 def test_crash_looping_saver_leaves_no_temp_files(tmp_path, cycles):
-    """Issue 22: a job killed mid-save, restarted, killed again ...: each restart's save removes
+    """A job killed mid-save, restarted, killed again ...: each restart's save removes
     the temp file the killed run left, so they never pile up."""
     path = str(tmp_path / "ck.safetensors")
     pattern = str(tmp_path / ".ck.safetensors.*.tmp")

@@ -1,4 +1,4 @@
-"""tritensor.load on hostile and broken files (issue 22): every malformed file raises
+"""tritensor.load on hostile and broken files: every malformed file raises
 ``CheckpointError`` naming the file and the field, with bounded nesting, whatever the damage.
 
 The probe's nine files first, one test each; then a bounded fuzz over truncations, byte

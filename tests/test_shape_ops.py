@@ -1,7 +1,7 @@
-"""Shape and creation composites of issue 24 against NumPy: ``repeat_interleave``, ``meshgrid``,
+"""Shape and creation composites against NumPy: ``repeat_interleave``, ``meshgrid``,
 ``cartesian_prod``, ``broadcast_to``, ``broadcast_tensors``, ``unflatten``, ``atleast_1d/2d/3d``,
-``tensor_split``, ``unbind``, ``rot90``, ``triu_indices``/``tril_indices`` (core/tensor.py,
-core/functional.py, core/creation.py). They are views, index_selects, flips and stacks, so
+``tensor_split``, ``unbind``, ``rot90``, ``triu_indices``/``tril_indices`` (core/ops/views.py,
+core/ops/join.py, core/functional.py, core/creation.py). They are views, index_selects, flips and stacks, so
 results match NumPy exactly in every dtype, and autograd records their pieces.
 """
 import itertools
@@ -145,8 +145,8 @@ def test_diff_matches_numpy(dtype):
 
 
 def test_numpy_keyword_names_where_torch_takes_them():
-    """axis= for dim= and keepdims= for keepdim= on torch's native methods and functions (issue 24);
-    not on its Python ones (nn.functional, norm, split, flatten)."""
+    """axis= for dim= and keepdims= for keepdim= on torch's native methods and functions (torch's
+    argument parser takes NumPy's names there); not on its Python ones (nn.functional, norm, split, flatten)."""
     x = tt.arange(6.0).reshape(2, 3)
     assert x.sum(axis=1, keepdims=True).shape == (2, 1) and tt.mean(x, axis=0).shape == (3,)
     assert x.max(axis=1).values.tolist() == [2.0, 5.0] and tt.cat([x, x], axis=0).shape == (4, 3)

@@ -1,4 +1,4 @@
-"""What the kernels compile to for Hopper (sm_90), judged without a GPU (issue 27).
+"""What the kernels compile to for Hopper (sm_90), judged without a GPU.
 
 No GPU is lent to time the kernels, but the properties that make them fast can be read from the
 code the compiler makes. This test records a small workload (``TRITENSOR_RECORD_LAUNCHES``),
@@ -14,7 +14,7 @@ and asserts, from its ``--json`` output:
 
 Slow: about 300 ptxas compiles (21 min on a shared 2-core machine, Triton's cache cold; 168 of
 them conv2d's three kernels at every ResNet-50 size, dtype and stride). The report's tables for
-this workload are in benchmarks/RESULTS.md ("sm_90 report (issue 27)", "conv2d NHWC inside").
+this workload are in benchmarks/RESULTS.md (the sections "sm_90 report" and "conv2d NHWC inside").
 """
 import glob
 import json

@@ -211,7 +211,7 @@ def test_sort_family_gradcheck():
 
 @pytest.mark.parametrize("dtype", [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int32, tt.int64], ids=str)
 def test_median_nanmedian_mode_match_numpy(dtype):
-    """Composites of the stable sort (issue 24): torch's lower median and its index (the middle of
+    """Composites of the stable sort: torch's lower median and its index (the middle of
     equal elements in sorted order), NaN handling, and mode's smallest most frequent value with the
     index of its last occurrence."""
     rng = np.random.default_rng(11)

@@ -74,7 +74,7 @@ def test_profile_numbers():
     # attention gradients: absolute, c·u·max|ref| (c = 64 in fp16/bf16, plus their atol; 1e3 in fp32/fp64)
     assert tolerance(tt.float16, "attention_grad", 2.0) == dict(rtol=0.0, atol=64 * 2.0**-11 * 2.0 + 1e-3)
     assert tolerance(tt.float32, "attention_grad", 2.0) == dict(rtol=0.0, atol=1e3 * 2.0**-24 * 2.0)
-    # the nn15 tests' profiles: the numbers those tests passed themselves before they had names
+    # the nn layers' and losses' profiles: the numbers those tests passed themselves before they had names
     assert tolerance(tt.float16, "rounded_sum", 35) == dict(rtol=1e-3, atol=35 * 1e-3)
     assert tolerance(tt.bfloat16, "rounded_rows", 15) == dict(rtol=2 * 8e-3, atol=15 * 8e-3)
     assert tolerance(tt.float32, "large_mean_normalized") == dict(rtol=1e-4, atol=1e-3)
@@ -83,7 +83,7 @@ def test_profile_numbers():
     assert tolerance(tt.float32, "clipped_norm") == dict(rtol=1e-3, atol=1e-6)
     assert tolerance(tt.float16, "orthonormal", 9.0) == dict(rtol=1e-7, atol=2e-2 * 9.0)  # rtol: NumPy's default
     assert tolerance(tt.float64, "orthonormal", 9.0) == dict(rtol=1e-7, atol=1e-12 * 9.0)
-    # the ops15 tests' profiles: cumprod's 4·k·u relative (fp32 accumulation for fp16/bf16 too)
+    # the math and scan ops' profiles: cumprod's 4·k·u relative (fp32 accumulation for fp16/bf16 too)
     assert tolerance(tt.float32, "product", 500) == dict(rtol=4 * 500 * 2.0**-24, atol=1e-6)
     assert tolerance(tt.float16, "product", 500) == TOL[tt.float16]  # 4·500·2^-24 is below fp16's rtol
     assert tolerance(tt.float64, "product", 13) == dict(rtol=1e-10, atol=1e-12)
