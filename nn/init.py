@@ -1,5 +1,6 @@
 """``nn.init``: the in-place initialisers PyTorch's layers use by default, and the rest of torch's
-everyday ones (kaiming/xavier normal, trunc_normal_, orthogonal_).
+everyday ones (kaiming/xavier normal, trunc_normal_, orthogonal_, dirac_, eye_, sparse_), and torch's
+deprecated names without the underscore (``uniform``, ``xavier_normal`` ...), which warn as torch's do.
 
 ``Linear`` and ``Conv2d`` use ``kaiming_uniform_(w, a=sqrt(5))`` (= U(-1/sqrt(fan_in),
 1/sqrt(fan_in))) and the same bound for the bias, exactly as PyTorch's ``reset_parameters``.
@@ -10,10 +11,12 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
 from ..autograd.grad_mode import no_grad
 from ..core.functional import orthogonalize_ as _orthogonalize_
 from ..core.tensor import Tensor
-from ..core.factories import rand, randn
+from ..core.factories import from_numpy, rand, randn
 from ..runtime.dtype_policy import FLOAT_COMPUTE
 
 
@@ -144,3 +147,74 @@ def orthogonal_(t: Tensor, gain: float = 1.0) -> Tensor:
     if rows < cols:
         q = q.T
     return t.copy_((q * gain).reshape(t.shape))
+
+
+@no_grad()
+def dirac_(t: Tensor, groups: int = 1) -> Tensor:
+    """The Dirac delta of a 3-, 4- or 5-dim conv weight: output channel d of each group passes input
+    channel d through at the kernel's centre (as many channels as both sides have), zeros elsewhere."""
+    if t.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    if t.shape[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = t.shape[0] // groups
+    delta = np.zeros(tuple(t.shape), dtype=np.float64)
+    centre = tuple(n // 2 for n in t.shape[2:])
+    for g in range(groups):
+        for d in range(min(per_group, t.shape[1])):
+            delta[(g * per_group + d, d) + centre] = 1.0
+    return t.copy_(from_numpy(delta).to(device=t.device, dtype=t.dtype))
+
+
+@no_grad()
+def eye_(t: Tensor) -> Tensor:
+    """The identity matrix of a 2-dim tensor (ones on the main diagonal of a non-square one too)."""
+    if t.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return t.copy_(from_numpy(np.eye(t.shape[0], t.shape[1])).to(device=t.device, dtype=t.dtype))
+
+
+@no_grad()
+def sparse_(t: Tensor, sparsity: float, std: float = 0.01, generator=None) -> Tensor:
+    """N(0, std^2) draws with ceil(sparsity * rows) of each column's entries, at random rows, set to 0
+    (Martens 2010). The rows are a random permutation per column: the ranks of uniform draws."""
+    if t.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    if generator is not None:
+        raise NotImplementedError("sparse_(): generator= is not supported")
+    rows, cols = t.shape
+    num_zeros = int(math.ceil(sparsity * rows))
+    normal_(t, 0.0, std)
+    if num_zeros and t.numel():
+        rank = rand((rows, cols), device=t.device).argsort(0).argsort(0)
+        t.masked_fill_(rank < num_zeros, 0.0)
+    return t
+
+
+def _make_deprecate(meth):
+    """torch's deprecated alias: the name without the underscore, warning with torch's FutureWarning."""
+    new_name = meth.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.", FutureWarning,
+                      stacklevel=2)
+        return meth(*args, **kwargs)
+
+    deprecated_init.__doc__ = f"{old_name}(...): deprecated, see ``{new_name}``."
+    deprecated_init.__name__ = old_name
+    deprecated_init.__qualname__ = old_name
+    return deprecated_init
+
+
+uniform = _make_deprecate(uniform_)
+normal = _make_deprecate(normal_)
+constant = _make_deprecate(constant_)
+eye = _make_deprecate(eye_)
+dirac = _make_deprecate(dirac_)
+xavier_uniform = _make_deprecate(xavier_uniform_)
+xavier_normal = _make_deprecate(xavier_normal_)
+kaiming_uniform = _make_deprecate(kaiming_uniform_)
+kaiming_normal = _make_deprecate(kaiming_normal_)
+orthogonal = _make_deprecate(orthogonal_)
+sparse = _make_deprecate(sparse_)
