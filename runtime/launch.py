@@ -159,8 +159,31 @@ def _hook_triton_stream() -> None:
     _hooked = True
 
 
+class Site:
+    """One call site of a kernel: the kernel and its keyword arguments (constexprs, options), fixed.
+
+    ``launch(site, grid, *args)`` launches ``site.kernel[grid](*args, **site.kwargs)``. A launcher
+    that calls the same kernel with the same keywords again and again (elementwise's ``add`` in
+    float32) keeps one Site for them: the plans it has met are kept here, looked up by the device
+    and the arguments' signature alone, so a launch neither rebuilds nor hashes the keywords (a
+    ``tl.dtype`` among them hashes through a Python call). The plans are the kernel's own
+    (``runtime/direct.py: DirectLauncher.plans``), shared: a site only finds them faster."""
+
+    __slots__ = ("kernel", "kwargs", "plans", "_names")
+
+    def __init__(self, kernel, **kwargs):
+        self.kernel, self.kwargs = kernel, kwargs
+        self._names = (tuple(kwargs), *kwargs.values())  # the keywords' part of the kernel's plan key
+        hash(self._names)  # an unhashable keyword fails here, not at a launch
+        self.plans: dict = {}  # (device index, *signature) -> direct.Plan
+
+    def __repr__(self) -> str:
+        return f"Site({_kernel_name(self.kernel)}, {self.kwargs})"
+
+
 def launch(kernel, grid, *args, **kwargs) -> None:
     """Run ``kernel[grid](*args, **kwargs)``; kernel-buffer arguments are passed by pointer.
+    ``kernel`` may be a :class:`Site` (and then no keyword arguments: the site's are used).
 
     The kernel-buffer protocol: a positional argument whose type defines
     ``__kernel_buffer__()`` returning ``(storage, offset, shape, strides, dtype)``:
@@ -182,6 +205,10 @@ def launch(kernel, grid, *args, **kwargs) -> None:
     kernel buffer is passed with its base converted the same way. Other arguments (numbers,
     tuples, dtypes) and every keyword argument go to Triton as given.
     """
+    site = None
+    if type(kernel) is Site:
+        site = kernel
+        kernel, kwargs = site.kernel, site.kwargs
     if mode.CPU:
         conv = _convert(args, _host_arg, _host_table)
         if launch_log.PATH:  # TRITENSOR_RECORD_LAUNCHES: note it for tools/sm90_compile.py
@@ -228,14 +255,20 @@ def launch(kernel, grid, *args, **kwargs) -> None:
                         p = values[i] = st._ptr + offset * dtype.itemsize
                         signature[i] = (_pointer_keys.get(dtype) or direct.pointer_keys(dtype))[p & 15 == 0]
                 else:
-                    key = (index, tuple(kwargs), *kwargs.values(), *signature)  # direct.plan_key's layout
-                    try:
-                        plan = fast.plans.get(key)
-                    except TypeError:  # an unhashable keyword argument: the checked way decides
-                        plan = None
-                    if plan is None:  # a signature not seen: checked through Triton, then planned
-                        fast.launch_converted(grid, values, signature, kwargs, stream.cuda_stream, index)
-                        return
+                    if site is not None:
+                        plan = site.plans.get((index, *signature))
+                        if plan is None:  # not met at this site: the kernel's plan, or the checked way
+                            _site_miss(site, fast, grid, values, signature, stream, index)
+                            return
+                    else:
+                        key = (index, tuple(kwargs), *kwargs.values(), *signature)  # direct.plan_key's layout
+                        try:
+                            plan = fast.plans.get(key)
+                        except TypeError:  # an unhashable keyword argument: the checked way decides
+                            plan = None
+                        if plan is None:  # a signature not seen: checked through Triton, then planned
+                            fast.launch_converted(grid, values, signature, kwargs, stream.cuda_stream, index)
+                            return
                     if callable(grid):
                         grid = grid(dict(zip(fast.names, [*values, *plan.tail])))
                     # Triton's launch hooks: None unless a profiler registered one (read, not called).
@@ -265,6 +298,19 @@ def launch(kernel, grid, *args, **kwargs) -> None:
             _device_launch(kernel, grid, args, kwargs, cuda.current_stream())
         finally:
             cuda.set_device(prev)
+
+
+def _site_miss(site: Site, fast, grid, values, signature, stream, index: int) -> None:
+    """A signature a site has not met: launched as :func:`launch` launches without a site (the
+    kernel's plan if it has one, else the checked way, which makes one once the key is trusted),
+    then that plan kept at the site. The kernel's plans and the site's are the same objects, and a
+    kernel whose launcher gave up (``fast.off``, checked before any site lookup) runs no plan."""
+    fast.launch_converted(grid, values, signature, site.kwargs, stream.cuda_stream, index)
+    plan = fast.plans.get((index, *site._names, *signature))
+    if plan is not None:
+        if len(site.plans) >= direct._PLANS_KEPT:
+            site.plans.clear()
+        site.plans[(index, *signature)] = plan
 
 
 class _OtherDevice(Exception):

@@ -15,6 +15,7 @@ import inspect
 import itertools
 import warnings
 
+import numpy as np
 import pytest
 from triton._C.libtriton import native_specialize_impl
 from triton.backends.compiler import BaseBackend
@@ -24,6 +25,7 @@ import tritensor as tt
 from tritensor.runtime import direct
 from tritensor.runtime import dtype as dt
 from tritensor.runtime import launch as launch_mod
+from tritensor.runtime import mode
 
 INTS = [0, 1, 2, 15, 16, 17, 32, -1, -15, -16, -17, 2**31 - 16, 2**31 - 1, 2**31, 2**31 + 16, 2**32, 2**32 + 1,
         -2**31, -2**31 - 1, -2**31 - 16, 2**63 - 16, 2**63 - 1, -2**63, 2**63, 2**64 - 16]
@@ -223,3 +225,55 @@ def test_a_plan_runs_the_trusted_key_with_raw_pointers():
     with pytest.warns(RuntimeWarning, match="is off"):
         fast._give_up("a test")
     assert fast.plans == {}  # nothing runs direct once the kernel is off
+
+
+# ----- launch sites (runtime/launch.py: Site), on the simulated device -----------------------------------
+sim_only = pytest.mark.skipif(not mode.SIM, reason="the plan path runs on the GPU path (simulated device)")
+
+
+def test_a_site_refuses_unhashable_keywords_when_it_is_made():
+    from tritensor.triton_kernels import elementwise as ek
+
+    with pytest.raises(TypeError, match="unhashable"):
+        launch_mod.Site(ek._elementwise_kernel, OP=["add"])
+
+
+@sim_only
+def test_a_site_runs_the_kernels_own_plans_and_none_once_the_kernel_is_off(monkeypatch):
+    from tritensor.triton_kernels import elementwise as ek
+
+    a, b = tt.arange(5.0, device="cuda"), tt.ones(5, device="cuda")
+    for _ in range(4):  # two checked launches, then the plan
+        c = a + b
+    site = ek._layouts[(c._shape, a._stride, b._stride, c._stride)].sites[("add", 0, "float32", False)]
+    assert site.kernel is ek._elementwise_kernel  # all contiguous: the flat kernel
+    fast = direct.launcher_for(site.kernel)
+    (key, plan), = site.plans.items()
+    assert any(p is plan for p in fast.plans.values())  # the kernel's own plan, not a copy
+    # three pointers and a size, c absent (None), then the scalar's two (unused) words
+    assert key[1:] == (direct.pointer_keys(dt.float32)[True],) * 2 + (None, direct.pointer_keys(dt.float32)[True],
+                                                                       5, 0, 0)
+    runs = []
+    monkeypatch.setattr(plan, "run", lambda *args, _real=plan.run: (runs.append(args), _real(*args)))
+    a + b
+    assert len(runs) == 1
+    monkeypatch.setattr(fast, "off", True)  # as after a failed check: every launch through Triton
+    np.testing.assert_array_equal((a + b).cpu().numpy(), [1.0, 2.0, 3.0, 4.0, 5.0])
+    assert len(runs) == 1
+
+
+@sim_only
+def test_a_broadcast_or_strided_operand_takes_the_strided_kernel():
+    from tritensor.triton_kernels import elementwise as ek
+
+    x, b = tt.arange(6.0, device="cuda").reshape(2, 3), tt.ones(3, device="cuda")
+    for _ in range(3):
+        y = x + b
+        z = x.T * 2.0
+    np.testing.assert_array_equal(y.cpu().numpy(), np.arange(6.0).reshape(2, 3) + 1)
+    np.testing.assert_array_equal(z.cpu().numpy(), np.arange(6.0).reshape(2, 3).T * 2)
+    bv = b.expand(2, 3)
+    assert ek._layouts[(y._shape, x._stride, bv._stride, y._stride)].sites[("add", 0, "float32", False)].kernel \
+        is ek._elementwise_strided_kernel
+    assert ek._layouts[(z._shape, x.T._stride, z._stride)].sites[("mul", 1, "float32", False)].kernel \
+        is ek._elementwise_strided_kernel

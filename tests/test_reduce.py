@@ -189,7 +189,11 @@ def test_split_path_is_taken_only_for_few_long_rows(monkeypatch):
     """The LONG cases above cover both schedules only if the launcher really picks them."""
     launched = []
     real = _k.launch
-    monkeypatch.setattr(_k, "launch", lambda kernel, *a, **kw: (launched.append(kernel.fn.__name__), real(kernel, *a, **kw)))
+
+    def spy(site, *a, **kw):  # the launcher passes a Site (kernel and constexprs)
+        launched.append(getattr(site, "kernel", site).fn.__name__)
+        return real(site, *a, **kw)
+    monkeypatch.setattr(_k, "launch", spy)
     schedules = set()
     for shape, dim in LONG:
         launched.clear()

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import triton
 import triton.language as tl
 
-from ..runtime.launch import launch
+from ..runtime.launch import Site, launch
 # by name, not the module: tools/sm90_compile.py makes JIT functions of the helpers a kernel's globals hold
 from ._math import (acos as _acos, acosh as _acosh, asin as _asin, asinh as _asinh, atan as _atan, atan2 as _atan2,
                     atanh as _atanh, cosh as _cosh, digamma as _digamma, erfinv as _erfinv, expm1 as _expm1,
@@ -33,29 +33,44 @@ class Spec(NamedTuple):
     arity: int  # operands: 1 or 2
     autocast: str = "none"  # PyTorch's CUDA autocast category ("fp32", "promote", "none")
     ints: str = "float"  # an integer input gives: "float" (the default dtype), "keep" (its own, or the
-    #                      promoted one), "bool" (a bool result for every input), "refuse" (NotImplementedError)
+    #                      promoted one), "bool" (a bool result for every input), "refuse" (NotImplementedError),
+    #                      "only" (its own; a float or bool is refused: gcd, lcm)
     swappable: bool = False  # op(a, b) == op(b, a): a scalar first operand is swapped in as the second
     dunder: str = ""  # Python's operator: "add" gives __add__
     reflected: bool = False  # ... and __radd__, __iadd__
     aliases: tuple = ()
     family: str = "elementwise"  # the core module whose entries it has (core/ops/<family>.py)
     torch_kernel: str = ""  # PyTorch's kernel name, which its "not implemented for" errors quote
+    inplace: str = "method"  # its in-place form ``name_``: "method" (Tensor's only), "function" (a
+    #                          tritensor.* function too, as torch.exp_), "" (none: torch has none)
 
 
-_U, _B = 1, 2
+_U, _B, F = 1, 2, "function"
 SPECS = (
-    Spec("neg", _U, ints="keep", dunder="neg"), Spec("abs", _U, ints="keep", dunder="abs"),
-    Spec("exp", _U, "fp32"), Spec("exp2", _U, "fp32"), Spec("log", _U, "fp32"), Spec("log2", _U, "fp32"),
-    Spec("log1p", _U, "fp32"), Spec("expm1", _U, "fp32"), Spec("sqrt", _U), Spec("rsqrt", _U, "fp32"),
-    Spec("sin", _U), Spec("cos", _U), Spec("tanh", _U), Spec("sigmoid", _U), Spec("relu", _U, ints="keep"),
-    Spec("gelu", _U), Spec("gelu_tanh", _U), Spec("silu", _U), Spec("erf", _U), Spec("reciprocal", _U, "fp32"),
-    Spec("square", _U, ints="keep"), Spec("floor", _U, ints="keep"), Spec("ceil", _U, ints="keep"),
-    Spec("trunc", _U, ints="keep"), Spec("sign", _U, ints="keep"), Spec("logical_not", _U, ints="bool"),
-    Spec("tan", _U, "fp32"), Spec("atan", _U, aliases=("arctan",)), Spec("asin", _U, "fp32", aliases=("arcsin",)),
-    Spec("acos", _U, "fp32", aliases=("arccos",)), Spec("sinh", _U, "fp32"), Spec("cosh", _U, "fp32"),
-    Spec("asinh", _U, aliases=("arcsinh",)), Spec("acosh", _U, aliases=("arccosh",)),
-    Spec("atanh", _U, aliases=("arctanh",)), Spec("log10", _U, "fp32"), Spec("erfinv", _U, "fp32"),
-    Spec("lgamma", _U), Spec("digamma", _U),
+    # F: torch has the in-place form as a function too (torch.exp_), not only as a Tensor method
+    Spec("neg", _U, ints="keep", dunder="neg", aliases=("negative",), inplace=F),
+    Spec("abs", _U, ints="keep", dunder="abs", aliases=("absolute",), inplace=F),
+    Spec("exp", _U, "fp32", inplace=F), Spec("exp2", _U, "fp32", inplace=F), Spec("log", _U, "fp32", inplace=F),
+    Spec("log2", _U, "fp32", inplace=F), Spec("log1p", _U, "fp32", inplace=F), Spec("expm1", _U, "fp32", inplace=F),
+    Spec("sqrt", _U, inplace=F), Spec("rsqrt", _U, "fp32", inplace=F), Spec("sin", _U, inplace=F),
+    Spec("cos", _U, inplace=F), Spec("tanh", _U, inplace=F), Spec("sigmoid", _U, inplace=F),
+    Spec("relu", _U, ints="keep", inplace=F),
+    Spec("gelu", _U), Spec("gelu_tanh", _U), Spec("silu", _U), Spec("erf", _U, inplace=F),
+    Spec("reciprocal", _U, "fp32", inplace=F), Spec("square", _U, ints="keep", inplace=F),
+    Spec("floor", _U, ints="keep", inplace=F), Spec("ceil", _U, ints="keep", inplace=F),
+    Spec("trunc", _U, ints="keep", aliases=("fix",), inplace=F), Spec("sign", _U, ints="keep", aliases=("sgn",)),
+    Spec("logical_not", _U, ints="bool"),
+    Spec("tan", _U, "fp32", inplace=F), Spec("atan", _U, aliases=("arctan",), inplace=F),
+    Spec("asin", _U, "fp32", aliases=("arcsin",), inplace=F), Spec("acos", _U, "fp32", aliases=("arccos",), inplace=F),
+    Spec("sinh", _U, "fp32", inplace=F), Spec("cosh", _U, "fp32", inplace=F),
+    Spec("asinh", _U, aliases=("arcsinh",), inplace=F), Spec("acosh", _U, aliases=("arccosh",), inplace=F),
+    Spec("atanh", _U, aliases=("arctanh",), inplace=F), Spec("log10", _U, "fp32", inplace=F),
+    Spec("erfinv", _U, "fp32"), Spec("lgamma", _U), Spec("digamma", _U),
+    Spec("erfc", _U, inplace=F), Spec("deg2rad", _U, inplace=F), Spec("rad2deg", _U, inplace=F),
+    Spec("frac", _U, ints="refuse", inplace=F), Spec("sinc", _U, inplace=F), Spec("i0", _U, inplace=F),
+    Spec("logit", _U, inplace=F),  # its eps= clamps first (core/ops/elementwise.py: logit)
+    Spec("signbit", _U, ints="bool", inplace=""), Spec("isposinf", _U, ints="bool", inplace=""),
+    Spec("isneginf", _U, ints="bool", inplace=""),
     Spec("add", _B, "promote", "keep", True, "add", True), Spec("sub", _B, "promote", "keep", False, "sub", True,
                                                               ("subtract",)),
     Spec("mul", _B, "promote", "keep", True, "mul", True, ("multiply",)),
@@ -63,13 +78,22 @@ SPECS = (
     Spec("pow", _B, "fp32", "keep", False, "pow", True), Spec("maximum", _B, "promote", "keep", True),
     Spec("minimum", _B, "promote", "keep", True), Spec("floor_divide", _B, "promote", "keep", False, "floordiv", True),
     Spec("remainder", _B, "promote", "keep", False, "mod", True),
-    Spec("eq", _B, ints="bool", swappable=True, dunder="eq"), Spec("ne", _B, ints="bool", swappable=True, dunder="ne"),
-    Spec("lt", _B, ints="bool", dunder="lt"), Spec("le", _B, ints="bool", dunder="le"),
-    Spec("gt", _B, ints="bool", dunder="gt"), Spec("ge", _B, ints="bool", dunder="ge"),
+    Spec("eq", _B, ints="bool", swappable=True, dunder="eq"),
+    Spec("ne", _B, ints="bool", swappable=True, dunder="ne", aliases=("not_equal",)),
+    Spec("lt", _B, ints="bool", dunder="lt", aliases=("less",)),
+    Spec("le", _B, ints="bool", dunder="le", aliases=("less_equal",)),
+    Spec("gt", _B, ints="bool", dunder="gt", aliases=("greater",)),
+    Spec("ge", _B, ints="bool", dunder="ge", aliases=("greater_equal",)),
     Spec("logical_and", _B, ints="bool", swappable=True), Spec("logical_or", _B, ints="bool", swappable=True),
     Spec("atan2", _B, "promote", "float", aliases=("arctan2",)),
     Spec("hypot", _B, ints="refuse"),  # PyTorch's CUDA lists name neither hypot nor fmod
     Spec("fmod", _B, ints="keep"),
+    Spec("copysign", _B), Spec("fmax", _B, ints="keep", inplace=""), Spec("fmin", _B, ints="keep", inplace=""),
+    Spec("gcd", _B, ints="only", inplace=F), Spec("lcm", _B, ints="only", inplace=F),
+    Spec("heaviside", _B, ints="keep"),  # its operands of one dtype (core/ops/elementwise.py: heaviside)
+    Spec("logaddexp", _B, ints="refuse", inplace=""), Spec("logaddexp2", _B, ints="refuse", inplace=""),
+    Spec("xlogy", _B, inplace=F), Spec("nextafter", _B, ints="refuse"),
+    Spec("igamma", _B, ints="refuse"), Spec("igammac", _B, ints="refuse"),
     # The bitwise family's ops (core/ops/bitwise.py), run by this kernel: integers and bools only (a
     # shift integers only), and logical_xor. bitwise_not of a bool is logical_not (the core entry picks it).
     Spec("bitwise_not", _U, ints="keep", family="bitwise", torch_kernel="bitwise_not"),
@@ -291,19 +315,30 @@ def _binary(x, y, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["scalar_bits", "scalar_int"])
-def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, scalar_int,
-                        OP: tl.constexpr, NARGS: tl.constexpr, B_SCALAR: tl.constexpr,
-                        COMPUTE: tl.constexpr, NDIM: tl.constexpr, CONTIG: tl.constexpr,
-                        INT64: tl.constexpr, BLOCK: tl.constexpr):
+def _elementwise_kernel(a, b, c, out, n, scalar_bits, scalar_int, OP: tl.constexpr, NARGS: tl.constexpr,
+                        B_SCALAR: tl.constexpr, COMPUTE: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
+    # Every operand contiguous and of the output's shape (the common case): one flat index, and
+    # the fewest launch arguments; an operand the op does not read (b, c) is None.
     lin = linear_index(BLOCK, INT64)
-    mask = lin < n
-    if CONTIG:
-        oa = lin
-        ob = lin
-        oc = lin
-        oo = lin
-    else:
-        oa, ob, oc, oo = strided_offset4(lin, shape, sa, sb, sc, so, NDIM)
+    _elementwise_body(a, b, c, out, lin, lin, lin, lin, lin < n, scalar_bits, scalar_int, OP, NARGS, B_SCALAR,
+                      COMPUTE)
+
+
+@triton.jit(do_not_specialize=["scalar_bits", "scalar_int"])
+def _elementwise_strided_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, scalar_int,
+                                OP: tl.constexpr, NARGS: tl.constexpr, B_SCALAR: tl.constexpr,
+                                COMPUTE: tl.constexpr, NDIM: tl.constexpr, INT64: tl.constexpr,
+                                BLOCK: tl.constexpr):
+    # Any other layout (broadcast, transposed, sliced operands): each operand's offset from the
+    # collapsed shape and its strides.
+    lin = linear_index(BLOCK, INT64)
+    oa, ob, oc, oo = strided_offset4(lin, shape, sa, sb, sc, so, NDIM)
+    _elementwise_body(a, b, c, out, oa, ob, oc, oo, lin < n, scalar_bits, scalar_int, OP, NARGS, B_SCALAR, COMPUTE)
+
+
+@triton.jit
+def _elementwise_body(a, b, c, out, oa, ob, oc, oo, mask, scalar_bits, scalar_int, OP: tl.constexpr,
+                      NARGS: tl.constexpr, B_SCALAR: tl.constexpr, COMPUTE: tl.constexpr):
     IS_FLOAT: tl.constexpr = COMPUTE.is_floating()
     if OP == "where":
         cond = tl.load(a + oa, mask=mask) != 0
@@ -358,28 +393,16 @@ def _elementwise_kernel(a, b, c, out, n, shape, sa, sb, sc, so, scalar_bits, sca
     tl.store(out + oo, r.to(out.dtype.element_ty), mask=mask)
 
 
-_layouts: dict = {}  # (n-d shape, strides per operand) -> (n, grid, block, shape, 4 stride tuples, contiguous, int64)
+_layouts: dict = {}  # (n-d shape, strides per operand) -> _Layout
 _LAYOUTS_KEPT = 4096
 
 
-def _layout(shape, strides):
-    """The launch geometry of one layout, computed once: collapsed dims, strides, grid, block."""
-    key = (shape, strides)
-    hit = _layouts.get(key)
-    if hit is None:
-        n = 1
-        for d in shape:
-            n *= d
-        cshape, cstrides, contig = collapse(shape, *strides)
-        so = cstrides[-1]
-        padded = list(cstrides[:-1]) + [so] * (4 - len(cstrides))  # absent operands read the output's strides
-        block = elementwise_block(n)
-        hit = (n, grid_1d(n, block), block, cshape, padded[0], padded[1], padded[2], so, contig,
-               needs_int64(cshape, *cstrides))
-        if len(_layouts) >= _LAYOUTS_KEPT:
-            _layouts.clear()
-        _layouts[key] = hit
-    return hit
+def _layout(key) -> _Layout:
+    """The layout of ``key`` (output shape, then each operand's strides, the output's last), kept."""
+    if len(_layouts) >= _LAYOUTS_KEPT:
+        _layouts.clear()
+    lay = _layouts[key] = _Layout(key[0], key[1:])
+    return lay
 
 
 def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None, alpha=None) -> None:
@@ -388,18 +411,22 @@ def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None, alph
     ``compute`` names the dtype arithmetic happens in ("float32", "float64", "int32" or
     "int64"); ``scalar`` (a Python number) replaces ``b`` for binary ops; ``alpha`` (a Python
     number, with a tensor ``b``) scales ``b`` first: add/sub's ``alpha=``. The layout's geometry
-    (collapsed shape and strides, grid, block) is computed once per layout and kept.
+    (collapsed shape and strides, grid, block) is computed once per layout and kept, with the
+    launch sites (``runtime/launch.py: Site``) of the ops met on it: a repeated op finds its
+    kernel, constexprs and plans with one lookup. Operands that are all contiguous launch the flat
+    kernel: three pointers and a size for an add.
     """
-    shape = tuple(out.shape)
+    so = out._stride
     if b is None:
-        strides = (a.stride(), out.stride()) if c is None else (a.stride(), c.stride(), out.stride())
+        key = (out._shape, a._stride, so) if c is None else (out._shape, a._stride, c._stride, so)
     else:
-        strides = (a.stride(), b.stride(), out.stride()) if c is None else (a.stride(), b.stride(), c.stride(),
-                                                                             out.stride())
-    n, grid, block, cshape, sa, sb, sc, so, contig, int64 = _layout(shape, strides)
-    if n == 0:
+        key = (out._shape, a._stride, b._stride, so) if c is None else (out._shape, a._stride, b._stride, c._stride,
+                                                                         so)
+    lay = _layouts.get(key)
+    if lay is None:
+        lay = _layout(key)
+    if lay.n == 0:
         return
-    nargs = 1 if op in _UNARY_SET else (3 if c is not None else 2)
     b_kind, bits, ival = 0, 0, 0
     if scalar is not None:
         if isinstance(scalar, float):
@@ -411,10 +438,48 @@ def elementwise(op: str, out, a, b=None, c=None, scalar=None, compute=None, alph
             b_kind, bits = 3, f64_bits(alpha)
         else:
             b_kind, ival = 4, int(alpha)
-    launch(_elementwise_kernel, grid,
-           a, b if b is not None else out, c if c is not None else out, out, n, cshape, sa, sb, sc, so, bits, ival,
-           OP=op, NARGS=nargs, B_SCALAR=b_kind, COMPUTE=_TL_DTYPES[compute], NDIM=len(cshape), CONTIG=contig,
-           INT64=int64, BLOCK=block)
+    skey = (op, b_kind, compute, c is not None)
+    site = lay.sites.get(skey)
+    if site is None:
+        site = lay.site(skey)
+    if lay.contig:
+        launch(site, lay.grid, a, b, c, out, lay.n, bits, ival)
+    else:
+        launch(site, lay.grid, a, b if b is not None else out, c if c is not None else out, out, lay.n, lay.shape,
+               lay.sa, lay.sb, lay.sc, lay.so, bits, ival)
+
+
+class _Layout:
+    """The launch geometry of one layout (output shape and every operand's strides), computed
+    once: the element count, grid, block, collapsed shape and strides, and the launch sites of the
+    ops met on it, by (op, scalar kind, compute dtype, three operands)."""
+
+    __slots__ = ("n", "grid", "block", "shape", "sa", "sb", "sc", "so", "contig", "int64", "sites")
+
+    def __init__(self, shape, strides):
+        n = 1
+        for d in shape:
+            n *= d
+        cshape, cstrides, contig = collapse(shape, *strides)
+        so = cstrides[-1]
+        padded = list(cstrides[:-1]) + [so] * (4 - len(cstrides))  # absent operands read the output's strides
+        self.n, self.block = n, elementwise_block(n)
+        self.grid = grid_1d(n, self.block)
+        self.shape, self.sa, self.sb, self.sc, self.so = cshape, padded[0], padded[1], padded[2], so
+        self.contig, self.int64 = contig, needs_int64(cshape, *cstrides)
+        self.sites: dict = {}
+
+    def site(self, skey) -> Site:
+        op, b_kind, compute, three = skey
+        nargs = 1 if op in _UNARY_SET else (3 if three else 2)
+        if self.contig:
+            site = Site(_elementwise_kernel, OP=op, NARGS=nargs, B_SCALAR=b_kind, COMPUTE=_TL_DTYPES[compute],
+                        INT64=self.int64, BLOCK=self.block)
+        else:
+            site = Site(_elementwise_strided_kernel, OP=op, NARGS=nargs, B_SCALAR=b_kind,
+                        COMPUTE=_TL_DTYPES[compute], NDIM=len(self.shape), INT64=self.int64, BLOCK=self.block)
+        self.sites[skey] = site
+        return site
 
 
 _UNARY_SET = frozenset(UNARY + BITWISE_UNARY)

@@ -30,7 +30,7 @@ import triton.language as tl
 
 from ..runtime import dtype as dt
 from ..runtime.dtype_policy import reduce_accumulator
-from ..runtime.launch import launch
+from ..runtime.launch import Site, launch
 from ._common import cdiv, collapse, f64_bits, load_f64_scalar, needs_int64, next_pow2, per_mode, strided_offset
 
 OPS = ("sum", "mean", "prod", "max", "min", "var", "std", "all", "any")
@@ -292,6 +292,9 @@ def _combine_kernel(p0, p1, out, out2, n_rows, nsplit, split_len, n_red, corr_bi
 # --------------------------------------------------------------------------------------------
 # Launcher
 # --------------------------------------------------------------------------------------------
+_ONE_BITS = f64_bits(1.0)  # the correction every reduction but var/std passes
+
+
 def _pow2(n: int) -> int:
     return next_pow2(max(1, n))
 
@@ -312,7 +315,7 @@ def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: f
     if op not in OPS:
         raise ValueError(f"reduce: unknown op {op!r}; expected one of {OPS}")
     cast = cast or x.dtype
-    key = (op, tuple(x.shape), x.stride(), tuple(dims), out is not None, indices is not None, cast)
+    key = (op, x._shape, x._stride, tuple(dims), out is not None, indices is not None, cast)
     plan = _plans.get(key)
     if plan is None:
         plan = _plan(*key)
@@ -321,27 +324,27 @@ def reduce(op: str, x, dims, out=None, indices=None, *, cast=None, correction: f
         _plans[key] = plan
     if plan is _EMPTY:
         return
-    corr_bits = f64_bits(correction)
+    corr_bits = _ONE_BITS if correction == 1.0 else f64_bits(correction)
     n_rows, n_red, kshape, kstrides, rshape, rstrides = plan.geometry
     if plan.nsplit == 1:
-        launch(_reduce_kernel, plan.grid, x, out if out is not None else indices,
-               indices if indices is not None else out, n_rows, n_red, max(n_red, 1), kshape, kstrides, rshape,
-               rstrides, corr_bits, **plan.meta)
+        launch(plan.site, plan.grid, x, out if out is not None else indices,
+               indices if indices is not None else out, n_rows, n_red, plan.split_len, kshape, kstrides, rshape,
+               rstrides, corr_bits)
         return
     p0 = x.new_empty((n_rows * plan.nsplit,), dtype=plan.acc)
     p1 = x.new_empty((n_rows * plan.nsplit,), dtype=dt.int64 if op in ("max", "min") else plan.acc)
-    launch(_reduce_kernel, plan.grid, x, p0, p1, n_rows, n_red, plan.split_len, kshape, kstrides, rshape, rstrides,
-           corr_bits, **plan.meta)
+    launch(plan.site, plan.grid, x, p0, p1, n_rows, n_red, plan.split_len, kshape, kstrides, rshape, rstrides,
+           corr_bits)
     target = out if out is not None else indices
-    launch(_combine_kernel, plan.combine_grid, p0, p1, target, indices if indices is not None else target, n_rows,
-           plan.nsplit, plan.split_len, n_red, corr_bits, **plan.combine_meta)
+    launch(plan.combine_site, plan.combine_grid, p0, p1, target, indices if indices is not None else target, n_rows,
+           plan.nsplit, plan.split_len, n_red, corr_bits)
 
 
 class _Plan:
-    """How one reduction launches: its geometry, grid and compile-time arguments (one pass, or a
-    split pass and a combine pass)."""
+    """How one reduction launches: its geometry, grid and launch sites (the kernel with its
+    compile-time arguments, ``runtime/launch.py: Site``): one pass, or a split pass and a combine pass."""
 
-    __slots__ = ("geometry", "acc", "nsplit", "split_len", "grid", "meta", "combine_grid", "combine_meta")
+    __slots__ = ("geometry", "acc", "nsplit", "split_len", "grid", "site", "combine_grid", "combine_site")
 
 
 _EMPTY = _Plan()  # nothing to launch: no output rows
@@ -391,18 +394,20 @@ def _plan(op, shape, stride, dims, has_out, has_indices, cast) -> _Plan:
             block_n = min(_pow2(n_red), MAX_BLOCK_N)
             block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
         plan.grid = (cdiv(n_rows, block_m), 1)
-        plan.meta = dict(CAST=_TL[cast], SPLIT=False, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig,
-                         INT64=int64, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n),
-                         **common)
+        plan.site = Site(_reduce_kernel, CAST=_TL[cast], SPLIT=False, KNDIM=len(kshape), RNDIM=len(rshape),
+                         RCONTIG=rcontig, INT64=int64, BLOCK_M=block_m, BLOCK_N=block_n,
+                         num_warps=_num_warps(block_m * block_n), **common)
         return plan
 
     plan.nsplit, plan.split_len = nsplit, split_len
     block_m = max(1, min(TILE // block_n, _pow2(n_rows)))
     plan.grid = (cdiv(n_rows, block_m), nsplit)
-    plan.meta = dict(CAST=_TL[cast], SPLIT=True, KNDIM=len(kshape), RNDIM=len(rshape), RCONTIG=rcontig, INT64=int64,
-                     BLOCK_M=block_m, BLOCK_N=block_n, num_warps=_num_warps(block_m * block_n), **common)
+    plan.site = Site(_reduce_kernel, CAST=_TL[cast], SPLIT=True, KNDIM=len(kshape), RNDIM=len(rshape),
+                     RCONTIG=rcontig, INT64=int64, BLOCK_M=block_m, BLOCK_N=block_n,
+                     num_warps=_num_warps(block_m * block_n), **common)
     block_s = _pow2(nsplit)
     block_m = max(1, min(TILE // block_s, _pow2(n_rows)))
     plan.combine_grid = (cdiv(n_rows, block_m),)
-    plan.combine_meta = dict(BLOCK_M=block_m, BLOCK_S=block_s, num_warps=_num_warps(block_m * block_s), **common)
+    plan.combine_site = Site(_combine_kernel, BLOCK_M=block_m, BLOCK_S=block_s, num_warps=_num_warps(block_m * block_s),
+                             **common)
     return plan
