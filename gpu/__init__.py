@@ -23,7 +23,8 @@ from ..runtime import mode as _mode
 from . import _nvml, graphs, memory, nvtx, profiler, random, streams
 from ._errors import CudaError, check_error, cudart
 from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
-from .memory import (MemPool, caching_allocator_alloc, caching_allocator_delete, empty_cache,
+from .memory import (MemPool, caching_allocator_alloc, caching_allocator_delete, caching_allocator_disabled,
+                     caching_allocator_enable, empty_cache,
                      get_allocator_backend, get_per_process_memory_fraction, list_gpu_processes, max_memory_allocated,
                      max_memory_cached, max_memory_reserved, mem_get_info, memory_allocated, memory_cached,
                      memory_reserved, memory_snapshot, memory_stats, memory_stats_as_nested_dict, memory_summary,
@@ -195,7 +196,8 @@ __all__ = [
     "BFloat16Tensor", "BoolTensor", "ByteTensor", "CUDAGraph", "CaptureError", "CharTensor", "CudaError",
     "DoubleTensor", "Event", "ExternalStream", "FloatTensor", "HalfTensor", "IntTensor", "LongTensor", "MemPool",
     "OutOfMemoryError", "ShortTensor", "Stream", "StreamContext", "amp", "caching_allocator_alloc",
-    "caching_allocator_delete", "can_device_access_peer", "check_error", "clock_rate", "cudart", "current_device",
+    "caching_allocator_delete", "caching_allocator_disabled", "caching_allocator_enable", "can_device_access_peer",
+    "check_error", "clock_rate", "cudart", "current_device",
     "current_stream", "default_generators", "default_stream", "device", "device_count", "device_memory_used",
     "device_of", "empty_cache", "get_allocator_backend", "get_arch_list", "get_device_capability",
     "get_device_name", "get_device_properties", "get_gencode_flags", "get_per_process_memory_fraction",

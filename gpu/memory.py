@@ -28,7 +28,8 @@ from . import _nvml
 from .streams import ExternalStream
 
 __all__ = [
-    "caching_allocator_alloc", "caching_allocator_delete", "get_per_process_memory_fraction",
+    "caching_allocator_alloc", "caching_allocator_delete", "caching_allocator_enable", "caching_allocator_disabled",
+    "get_per_process_memory_fraction",
     "set_per_process_memory_fraction", "empty_cache", "memory_stats", "memory_stats_as_nested_dict",
     "reset_accumulated_memory_stats", "reset_peak_memory_stats", "reset_max_memory_allocated",
     "reset_max_memory_cached", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
@@ -254,6 +255,29 @@ def caching_allocator_delete(mem_ptr) -> None:
         raise RuntimeError(f"invalid device pointer: {int(mem_ptr):#x}")
     alloc, block = entry
     alloc.free(block)
+
+
+def caching_allocator_enable(value: bool = True) -> None:
+    """Turn the caching of every device's allocator on or off. Off, a freed tensor's memory goes back to
+    the driver at once and every allocation asks the driver (what tools that check accesses per
+    allocation need); the cache is emptied when it is turned off. Nothing to do before CUDA is
+    initialised, as torch's."""
+    if not mode.GPU or not _cuda._devices:
+        return
+    for idx in range(_cuda.device_count()):
+        _memory.device_allocator(idx).set_caching(bool(value))
+
+
+@contextlib.contextmanager
+def caching_allocator_disabled():
+    """The block runs with the caching allocator off (:func:`caching_allocator_enable`)."""
+    _cuda._require("caching_allocator_disabled")
+    prev = _memory.device_allocator(_cuda.current_device()).caching()
+    caching_allocator_enable(False)
+    try:
+        yield
+    finally:
+        caching_allocator_enable(prev)
 
 
 # ----- private pools ----------------------------------------------------------------------------

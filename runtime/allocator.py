@@ -150,6 +150,22 @@ class _Pool:
         return lst
 
 
+class _GiveBack:
+    """The home of a block made while caching is off (``set_caching(False)``): where ``free`` would put
+    the block back on its free list, it goes back to the backend; malloc never finds one cached."""
+
+    __slots__ = ("allocator",)
+
+    def __init__(self, allocator: "CachingAllocator"):
+        self.allocator = allocator
+
+    def append(self, block: Block) -> None:
+        self.allocator._give_back(block)
+
+    def __len__(self) -> int:
+        return 0
+
+
 class _Counts:
     """One column of the statistics (``all``, ``small_pool`` or ``large_pool``).
 
@@ -219,6 +235,7 @@ class CachingAllocator:
         self._device = None  # (device index, mem_get_info) for torch's out-of-memory message
         self._routes: dict = {}  # thread id -> private pool id (use_mem_pool): where that thread's pool-0 requests go
         self._segments: dict = {}  # address -> Block: every block the backend has handed out (snapshot)
+        self._caching = True  # False (caching_allocator_enable): new blocks go back to the backend when freed
 
     # ----- the hot path -----------------------------------------------------------------------
     def malloc(self, nbytes: int, stream, pool: int = 0) -> Block:
@@ -298,7 +315,9 @@ class CachingAllocator:
     # ----- the cold paths ---------------------------------------------------------------------
     def _new_block(self, size: int, stream, pool: _Pool) -> Block:
         """A cache miss: a pending block that has become free, else a new one from the backend."""
-        home = pool.home(stream, size)
+        # Caching off: a default-pool block goes back when freed. Private pools (a graph's, a MemPool's)
+        # keep theirs: their memory must outlive the tensors that come and go in them.
+        home = pool.home(stream, size) if self._caching or pool.id else _GiveBack(self)
         if self._events and not self._captures:  # querying an event during a capture would break it
             self._process_events()
             if home:
@@ -387,13 +406,16 @@ class CachingAllocator:
         for by_size in pool.free.values():
             for lst in by_size.values():
                 while lst:
-                    block = lst.pop()
-                    self._backend.free(block.handle, block.stream)
-                    self._segments.pop(block.ptr, None)
-                    for c in (self._all, self._small if block.size <= SMALL_SIZE else self._large):
-                        c.sn -= 1; c.sb -= block.size  # noqa: E702
-                    pool.segments -= 1
-                    self._num["num_device_free"] += 1
+                    self._give_back(lst.pop())
+
+    def _give_back(self, block: Block) -> None:
+        """Return a block that no tensor holds to the backend (ordered on its stream)."""
+        self._backend.free(block.handle, block.stream)
+        self._segments.pop(block.ptr, None)
+        for c in (self._all, self._small if block.size <= SMALL_SIZE else self._large):
+            c.sn -= 1; c.sb -= block.size  # noqa: E702
+        block.pool.segments -= 1
+        self._num["num_device_free"] += 1
 
     def _raise_peaks(self) -> None:
         for c in self._counts:
@@ -452,6 +474,18 @@ class CachingAllocator:
         with self._lock:
             self._limit = None if fraction is None else (fraction, int(fraction * total))
             self._device = (device, mem_get_info)
+
+    def set_caching(self, enabled: bool) -> None:
+        """``False``: blocks made from now on are not cached: freed (and their other streams' events done),
+        they go back to the backend at once, so every request asks the backend (torch's
+        ``caching_allocator_enable(False)``); the cache is emptied now. ``True``: cache again."""
+        with self._lock:
+            self._caching = bool(enabled)
+            if not enabled:
+                self._release_cached()
+
+    def caching(self) -> bool:
+        return self._caching
 
     def memory_fraction(self) -> float:
         return 1.0 if self._limit is None else self._limit[0]

@@ -125,18 +125,51 @@ def test_snapshot_lists_segments_and_block_states():
     assert sorted(seg["address"] for seg in alloc.snapshot()) == sorted([small.ptr, large.ptr, in_pool.ptr])
 
 
+def test_caching_off_gives_freed_blocks_back():
+    backend = Backend()
+    alloc, s = CachingAllocator(backend), Stream()
+    cached = alloc.malloc(512, s)
+    alloc.free(cached)
+    alloc.set_caching(False)  # empties the cache
+    assert not alloc.caching() and backend.live == {}
+    a = alloc.malloc(512, s)
+    alloc.free(a)
+    assert backend.live == {} and alloc.memory_stats()["reserved_bytes.all.current"] == 0
+    b = alloc.malloc(512, s)
+    assert b.ptr != a.ptr  # nothing cached: a new block from the backend
+    other = Stream()
+    alloc.record_stream(b, other)
+    alloc.free(b)  # pending on other's event: kept until it completes, then given back
+    assert b.ptr in backend.live
+    backend.done = True
+    alloc.malloc(512, s)  # a miss polls the events
+    assert b.ptr not in backend.live
+    pool = alloc.create_pool()
+    kept = alloc.malloc(512, s, pool=pool)
+    alloc.free(kept)  # a private pool keeps its blocks whatever the setting
+    assert kept.ptr in backend.live and alloc.malloc(512, s, pool=pool) is kept
+    alloc.set_caching(True)
+    c = alloc.malloc(1024, s)
+    alloc.free(c)
+    assert c.ptr in backend.live and alloc.malloc(1024, s) is c
+    stats = alloc.memory_stats()
+    assert stats["segment.all.current"] == len(backend.live) and stats["num_device_free"] == 3
+
+
 # ----- CPU mode: torch's answers without CUDA, tritensor.cuda's error for the rest ---------------------
 @cpu_only
 def test_cpu_mode_answers_and_errors():
     assert tt.cuda.memory_snapshot() == [] and tt.cuda.memory_stats_as_nested_dict() == {}
     assert tt.cuda.get_allocator_backend() == "native"
+    tt.cuda.caching_allocator_enable(False)  # nothing to do before CUDA is initialised, as torch's
     with pytest.warns(FutureWarning, match="`torch.cuda.memory_cached` has been renamed to"):
         assert tt.cuda.memory_cached() == 0
     with pytest.warns(FutureWarning, match="reset_max_memory_allocated now calls"):
         tt.cuda.reset_max_memory_allocated()
     for call in (tt.cuda.mem_get_info, lambda: tt.cuda.set_per_process_memory_fraction(0.5),
                  tt.cuda.get_per_process_memory_fraction, tt.cuda.memory_summary, tt.cuda.MemPool,
-                 lambda: tt.cuda.caching_allocator_alloc(16), tt.cuda.list_gpu_processes):
+                 lambda: tt.cuda.caching_allocator_alloc(16), tt.cuda.list_gpu_processes,
+                 lambda: tt.cuda.caching_allocator_disabled().__enter__()):
         with pytest.raises(RuntimeError, match="CUDA is not available"):
             call()
 
@@ -293,3 +326,20 @@ def test_nested_stats_deprecated_names_and_resets():
     with pytest.warns(FutureWarning, match="which resets /all/ peak memory stats"):
         tt.cuda.reset_max_memory_cached()
     assert tt.cuda.max_memory_allocated() == tt.cuda.memory_allocated()
+
+
+@gpu
+def test_caching_allocator_disabled_block():
+    tt.cuda.init()
+    tt.ones(1, device="cuda")
+    with tt.cuda.caching_allocator_disabled():
+        x = tt.ones(1000, device="cuda")
+        ptr = x.data_ptr()
+        reserved = tt.cuda.memory_reserved()
+        del x
+        assert tt.cuda.memory_reserved() == reserved - 4096
+        assert all(s["address"] != ptr for s in tt.cuda.memory_snapshot())
+    y = tt.ones(1000, device="cuda")
+    r = tt.cuda.memory_reserved()
+    del y
+    assert tt.cuda.memory_reserved() == r  # cached again
