@@ -25,6 +25,12 @@ from .modules import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, A
                       PoissonNLLLoss, PReLU, ReflectionPad1d, ReflectionPad2d, ReLU6, ReplicationPad1d,
                       ReplicationPad2d, SELU, Softshrink, Softsign, SoftMarginLoss, Tanhshrink, Threshold,
                       TripletMarginLoss, Unflatten, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
+from .modules import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, ChannelShuffle, CircularPad1d, CircularPad2d,
+                      CircularPad3d, ConstantPad3d, Container, ConvTranspose3d, CrossMapLRN2d, Dropout3d,
+                      FeatureAlphaDropout, FractionalMaxPool2d, FractionalMaxPool3d, HingeEmbeddingLoss,
+                      InstanceNorm3d, LPPool1d, LPPool2d, LPPool3d, LocalResponseNorm, MaxUnpool1d, MaxUnpool2d,
+                      MaxUnpool3d, MultiLabelMarginLoss, MultiMarginLoss, NLLLoss2d, RReLU, ReflectionPad3d,
+                      ReplicationPad3d, Softmax2d, Softmin, TripletMarginWithDistanceLoss, ZeroPad3d)
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
            "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils", "attention",
@@ -45,3 +51,9 @@ __all__ += ["ReLU6", "PReLU", "Hardtanh", "SELU", "CELU", "Hardsigmoid", "Hardsh
             "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
             "Fold", "Unflatten", "ParameterDict", "EmbeddingBag", "UpsamplingNearest2d", "UpsamplingBilinear2d",
             "Conv3d", "MaxPool3d", "AvgPool3d"]
+__all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "CircularPad1d", "CircularPad2d", "CircularPad3d",
+            "ConstantPad3d", "ReflectionPad3d", "ReplicationPad3d", "ZeroPad3d", "ConvTranspose3d", "Dropout3d",
+            "FeatureAlphaDropout", "InstanceNorm3d", "LPPool1d", "LPPool2d", "LPPool3d", "LocalResponseNorm",
+            "CrossMapLRN2d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "RReLU", "Softmin", "Softmax2d",
+            "ChannelShuffle", "HingeEmbeddingLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
+            "TripletMarginWithDistanceLoss", "NLLLoss2d", "FractionalMaxPool2d", "FractionalMaxPool3d", "Container"]

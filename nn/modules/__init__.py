@@ -28,6 +28,17 @@ from .sparse import Embedding, EmbeddingBag
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
                           TransformerEncoderLayer)
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
+# torch's remaining layers, each in its torch file
+from .activation import RReLU, Softmin, Softmax2d
+from .channelshuffle import ChannelShuffle
+from .container import Container
+from .conv import ConvTranspose3d
+from .dropout import Dropout3d, FeatureAlphaDropout
+from .instancenorm import InstanceNorm3d
+from .loss import HingeEmbeddingLoss, MultiLabelMarginLoss, MultiMarginLoss, NLLLoss2d, TripletMarginWithDistanceLoss
+from .normalization import CrossMapLRN2d, LocalResponseNorm
+from .padding import CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad3d, ReflectionPad3d, ReplicationPad3d, ZeroPad3d
+from .pooling import AdaptiveAvgPool3d, AdaptiveMaxPool3d, FractionalMaxPool2d, FractionalMaxPool3d, LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
 
 __all__ = ["Module", "Identity", "Linear", "Bilinear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
            "ReLU", "GELU", "Softmax", "LogSoftmax", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish",
@@ -46,3 +57,9 @@ __all__ += ["ReLU6", "PReLU", "Hardtanh", "SELU", "CELU", "Hardsigmoid", "Hardsh
             "CosineEmbeddingLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MultiLabelSoftMarginLoss",
             "Fold", "Unflatten", "ParameterDict", "EmbeddingBag", "UpsamplingNearest2d", "UpsamplingBilinear2d",
             "Conv3d", "MaxPool3d", "AvgPool3d"]
+__all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "CircularPad1d", "CircularPad2d", "CircularPad3d",
+            "ConstantPad3d", "ReflectionPad3d", "ReplicationPad3d", "ZeroPad3d", "ConvTranspose3d", "Dropout3d",
+            "FeatureAlphaDropout", "InstanceNorm3d", "LPPool1d", "LPPool2d", "LPPool3d", "LocalResponseNorm",
+            "CrossMapLRN2d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "RReLU", "Softmin", "Softmax2d",
+            "ChannelShuffle", "HingeEmbeddingLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
+            "TripletMarginWithDistanceLoss", "NLLLoss2d", "FractionalMaxPool2d", "FractionalMaxPool3d", "Container"]

@@ -1,5 +1,5 @@
 """The activation modules, as torch keeps them: ``ReLU GELU Softmax LogSoftmax Tanh Sigmoid SiLU
-LeakyReLU ELU Softplus Mish Hardswish`` (each a thin Module over ``nn.functional`` with torch's
+LeakyReLU ELU Softplus Mish Hardswish RReLU Softmin Softmax2d`` (each a thin Module over ``nn.functional`` with torch's
 constructor arguments and ``extra_repr``) and ``MultiheadAttention``, which torch keeps here too.
 
 ``MultiheadAttention``: PyTorch's module, parameter names and forward semantics.
@@ -519,3 +519,43 @@ class PReLU(Module):
 
     def extra_repr(self) -> str:
         return f"num_parameters={self.num_parameters}"
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: in training a negative element's slope is drawn from U(lower, upper), in
+    evaluation it is (lower + upper) / 2, as torch.nn.RReLU."""
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self) -> str:
+        return f"lower={self.lower}, upper={self.upper}" + (", inplace=True" if self.inplace else "")
+
+
+class Softmin(Module):
+    """softmax(-x) along ``dim``, as torch.nn.Softmin (``dim=None``: torch's legacy implicit dim, with its
+    warning)."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        dim = self.dim if self.dim is not None else _legacy_softmax_dim("softmin", input.ndim)
+        return F.softmin(input, dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax2d(Module):
+    """softmax over the channels of (N, C, H, W) or (C, H, W) at each location, as torch.nn.Softmax2d."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected input to be 3D or 4D, got {input.ndim}D instead")
+        return F.softmax(input, -3)

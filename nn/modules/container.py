@@ -7,6 +7,7 @@ They exist so that modules and parameters held in a list or dict are *registered
 from __future__ import annotations
 
 import operator
+import warnings
 from collections import OrderedDict
 
 from ...core.tensor import Tensor
@@ -336,3 +337,15 @@ class ParameterDict(Module):
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterDict has no forward()")
+
+
+class Container(Module):
+    """torch's deprecated base of the containers: a Module holding the keyword modules it is given,
+    with torch's FutureWarning."""
+
+    def __init__(self, **kwargs):
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. "
+                      "Subclass that instead.", FutureWarning, stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)

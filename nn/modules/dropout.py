@@ -1,4 +1,4 @@
-"""``nn.Dropout``, ``Dropout1d``, ``Dropout2d`` and ``AlphaDropout`` over their ``F`` forms, as torch
+"""``nn.Dropout``, ``Dropout1d``, ``Dropout2d``, ``Dropout3d``, ``AlphaDropout`` and ``FeatureAlphaDropout`` over their ``F`` forms, as torch
 keeps them: ``_DropoutNd`` holds what every dropout module shares (``p`` checked to lie in [0, 1],
 ``inplace``, the repr).
 """
@@ -46,3 +46,17 @@ class AlphaDropout(_DropoutNd):
 
     def forward(self, input):
         return F.alpha_dropout(input, self.p, self.training)
+
+
+class Dropout3d(_DropoutNd):
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) (``F.dropout3d``)."""
+
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    """SELU's dropout of whole channels (``F.feature_alpha_dropout``)."""
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)

@@ -1,4 +1,4 @@
-"""``nn.InstanceNorm1d`` / ``InstanceNorm2d``, in torch's file: each (sample, channel) normalized over
+"""``nn.InstanceNorm1d`` / ``InstanceNorm2d`` / ``InstanceNorm3d``, in torch's file: each (sample, channel) normalized over
 its own spatial dims (``F.instance_norm``); ``affine`` adds torch's per-channel weight and bias
 (``bias=False`` drops the bias), ``track_running_stats`` keeps running statistics used in eval,
 as torch. The parameters and buffers are ``_BatchNorm``'s (torch's ``_NormBase``)."""
@@ -47,3 +47,9 @@ class InstanceNorm1d(_InstanceNorm):
 class InstanceNorm2d(_InstanceNorm):
     """Over (N, C, H, W) or (C, H, W) inputs."""
     _no_batch_dim = 3
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Over (N, C, D, H, W) or (C, D, H, W) inputs."""
+
+    _no_batch_dim = 4

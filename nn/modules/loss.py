@@ -1,15 +1,19 @@
 """The loss modules over ``nn.functional``, in torch's file: ``MSELoss CrossEntropyLoss L1Loss
 SmoothL1Loss NLLLoss BCELoss
 BCEWithLogitsLoss KLDivLoss`` and ``HuberLoss MarginRankingLoss TripletMarginLoss CosineEmbeddingLoss
-PoissonNLLLoss GaussianNLLLoss SoftMarginLoss MultiLabelSoftMarginLoss``, with torch's constructor arguments
+PoissonNLLLoss GaussianNLLLoss SoftMarginLoss MultiLabelSoftMarginLoss HingeEmbeddingLoss MultiMarginLoss
+MultiLabelMarginLoss TripletMarginWithDistanceLoss NLLLoss2d``, with torch's constructor arguments
 (the legacy ``size_average``/``reduce`` mapped to ``reduction`` with torch's warning); class weights and
 ``pos_weight`` are buffers, as torch registers them (so they follow ``.to()`` and appear in
 ``state_dict``).
 """
 from __future__ import annotations
 
+import warnings
+
 from .. import functional as F
 from ..functional_losses import _legacy
+from .distance import PairwiseDistance
 from .module import Module
 
 
@@ -207,3 +211,67 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
 
     def forward(self, input, target):
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """torch's deprecated name of NLLLoss over (N, C, H, W), with its FutureWarning."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index: int = -100, reduce=None,
+                 reduction: str = "mean"):
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a drop-in replacement and see "
+                      "https://pytorch.org/docs/main/nn.html#torch.nn.NLLLoss for more details.", FutureWarning,
+                      stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    """x where y = 1, max(0, margin - x) where y = -1, reduced, as torch.nn.HingeEmbeddingLoss."""
+
+    def __init__(self, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"):
+        super().__init__(size_average, reduce, reduction)
+        self.margin = margin
+
+    def forward(self, input, target):
+        return F.hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    """The multi-class hinge loss (``F.multi_margin_loss``), class ``weight`` a buffer, as torch.nn.MultiMarginLoss."""
+
+    def __init__(self, p: int = 1, margin: float = 1.0, weight=None, size_average=None, reduce=None,
+                 reduction: str = "mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        if weight is not None and weight.ndim != 1:
+            raise ValueError(f"MultiMarginLoss: expected weight to be None or 1D tensor, got {weight.ndim}D instead")
+        self.p, self.margin = p, margin
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
+                                   reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    """The multi-label hinge loss (``F.multilabel_margin_loss``), as torch.nn.MultiLabelMarginLoss."""
+
+    def forward(self, input, target):
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """max(d(a, p) - d(a, n) + margin, 0) with any distance function (default: ``PairwiseDistance()``, a
+    submodule as torch's), as torch.nn.TripletMarginWithDistanceLoss."""
+
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False, reduction: str = "mean"):
+        super().__init__(size_average=None, reduce=None, reduction=reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} "
+                             "instead")
+        self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
+        self.margin, self.swap = margin, swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative,
+                                                   distance_function=self.distance_function, margin=self.margin,
+                                                   swap=self.swap, reduction=self.reduction)

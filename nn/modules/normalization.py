@@ -1,9 +1,12 @@
 """``nn.LayerNorm``, ``nn.GroupNorm`` and ``nn.RMSNorm`` (torch's modules and parameter names, in
-torch's file) over ``F.layer_norm`` / ``F.group_norm`` / ``F.rms_norm``.
+torch's file) over ``F.layer_norm`` / ``F.group_norm`` / ``F.rms_norm``; ``LocalResponseNorm`` over
+``F.local_response_norm`` and torch's legacy ``CrossMapLRN2d`` (its own channel window, reproduced).
 """
 from __future__ import annotations
 
-from ...core.factories import empty, ones, zeros
+import numpy as np
+
+from ...core.factories import empty, from_numpy, ones, zeros
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -89,3 +92,52 @@ class RMSNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class LocalResponseNorm(Module):
+    """x / (k + alpha / size * sum of x^2 over ``size`` neighbouring channels)^beta, as torch.nn.LocalResponseNorm."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _cross_map_window(channels: int, size: int):
+    """(C, C) 0/1 matrix of the channels torch's legacy CrossMapLRN2d sums for each channel: its running
+    window (add the channel entering, drop the one leaving) as torch runs it, which never drops
+    channel 0 (its removal starts one step late)."""
+    pre_pad = int((size - 1) / 2 + 1)
+    m = np.zeros((channels, channels))
+    m[0, :min(pre_pad, channels)] = 1
+    for c in range(1, channels):
+        m[c] = m[c - 1]
+        if c < channels - pre_pad + 1:
+            m[c, c + pre_pad - 1] += 1
+        if c > pre_pad:
+            m[c, c - pre_pad] -= 1
+    return m
+
+
+class CrossMapLRN2d(Module):
+    """torch's legacy cross-channel LRN over (N, C, H, W): x (k + alpha / size * window sum of x^2)^-beta,
+    with torch's own window (see ``_cross_map_window``); a matmul over the channels, recorded."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, input):
+        if input.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.ndim}D instead.")
+        window = from_numpy(_cross_map_window(input.shape[1], self.size)).to(device=input.device, dtype=input.dtype)
+        sums = (input * input).permute(0, 2, 3, 1).matmul(window.T).permute(0, 3, 1, 2)
+        return input * (sums * (self.alpha / self.size) + self.k).pow(-self.beta)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
