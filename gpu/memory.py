@@ -15,6 +15,7 @@ calls that need a device raise ``tritensor.cuda``'s error.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import threading
 import warnings
 
@@ -22,6 +23,7 @@ from ..runtime import cuda as _cuda
 from ..runtime import driver as _drv
 from ..runtime import memory as _memory
 from ..runtime import mode
+from ..runtime.allocator import OutOfMemoryError
 from ..runtime.cuda import (empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated,
                             memory_reserved, memory_stats, reset_accumulated_memory_stats, reset_peak_memory_stats)
 from . import _nvml
@@ -34,7 +36,7 @@ __all__ = [
     "reset_accumulated_memory_stats", "reset_peak_memory_stats", "reset_max_memory_allocated",
     "reset_max_memory_cached", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "memory_cached", "max_memory_cached", "memory_snapshot", "memory_summary", "list_gpu_processes", "mem_get_info",
-    "get_allocator_backend", "MemPool", "use_mem_pool",
+    "get_allocator_backend", "CUDAPluggableAllocator", "change_current_allocator", "MemPool", "use_mem_pool",
 ]
 
 
@@ -278,6 +280,82 @@ def caching_allocator_disabled():
         yield
     finally:
         caching_allocator_enable(prev)
+
+
+# ----- another allocator: a library's alloc/free functions ---------------------------------------
+class _CUDAAllocator:
+    """A device allocator, as torch.cuda.memory's wrapper: ``allocator()`` is what it wraps."""
+
+    def __init__(self, allocator):
+        self._allocator = allocator
+
+    def allocator(self):
+        return self._allocator
+
+
+class _Plugged:
+    """A block a pluggable allocator handed out: what its free function needs back."""
+
+    __slots__ = ("ptr", "size", "device")
+
+    def __init__(self, ptr: int, size: int, device: int):
+        self.ptr, self.size, self.device = ptr, size, device
+
+
+class _PluggableBackend(_memory.CudaPoolBackend):
+    """The caching allocator's backend over a shared library's functions, with C signatures
+    ``void* alloc(ssize_t size, int device, cudaStream_t stream)`` and
+    ``void free(void* ptr, ssize_t size, int device, cudaStream_t stream)``; events as the pool's."""
+
+    def __init__(self, path: str, alloc, free):
+        self.path, self._alloc, self._free = path, alloc, free
+
+    def allocate(self, nbytes: int, stream):
+        device = stream.device.index
+        ptr = self._alloc(nbytes, device, stream.cuda_stream)
+        if not ptr:
+            raise OutOfMemoryError(f"the allocation function of {self.path} returned NULL for {nbytes} bytes")
+        return int(ptr), _Plugged(int(ptr), nbytes, device)
+
+    def free(self, handle, stream) -> None:
+        self._free(handle.ptr, handle.size, handle.device, stream.cuda_stream)
+
+
+class CUDAPluggableAllocator(_CUDAAllocator):
+    """Device memory from a shared library's allocation and free functions (``alloc_fn_name`` and
+    ``free_fn_name`` in ``path_to_so_file``, torch's C signatures): make it the allocator with
+    :func:`change_current_allocator` before any device memory is allocated. As torch's, it caches
+    nothing: every tensor's memory comes from the library and goes back to it when freed."""
+
+    def __init__(self, path_to_so_file: str, alloc_fn_name: str, free_fn_name: str):
+        lib = ctypes.CDLL(path_to_so_file)
+        alloc, free = getattr(lib, alloc_fn_name), getattr(lib, free_fn_name)
+        alloc.restype, alloc.argtypes = ctypes.c_void_p, [ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        free.restype, free.argtypes = None, [ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p]
+        self._lib = lib  # the library stays loaded while its functions may be called
+        super().__init__(_PluggableBackend(path_to_so_file, alloc, free))
+
+
+def change_current_allocator(allocator: _CUDAAllocator) -> None:
+    """Make ``allocator`` every device's allocator; refused once device memory was allocated (the
+    blocks in use belong to the allocator that gave them), with torch's message."""
+    if not isinstance(allocator, _CUDAAllocator):
+        raise TypeError(f"change_current_allocator(): allocator must be a CUDAPluggableAllocator, got "
+                        f"{type(allocator).__name__}")
+    _cuda._require("change_current_allocator")
+    backend = allocator.allocator()
+    with _memory._allocators_lock:
+        if _memory._allocators:
+            raise RuntimeError("Can't swap an already initialized allocator")
+        for idx in range(_cuda.device_count()):
+            alloc = _memory.CachingAllocator(backend)
+            alloc.set_caching(False)
+            _memory._allocators[idx] = alloc
+
+
+def _get_current_allocator() -> _CUDAAllocator:
+    """The current device's allocator, wrapped."""
+    return _CUDAAllocator(_memory.device_allocator(_cuda.current_device()))
 
 
 # ----- private pools ----------------------------------------------------------------------------

@@ -2,7 +2,12 @@
 over a fake backend (any mode), torch's answers and errors in CPU mode, and the API itself on the GPU path
 (the simulated device in CI): mem_get_info from the driver, set_per_process_memory_fraction's out-of-memory
 error, memory_summary's table, memory_snapshot, MemPool/use_mem_pool, caching_allocator_alloc/delete."""
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 import threading
 import warnings
 
@@ -343,3 +348,68 @@ def test_caching_allocator_disabled_block():
     r = tt.cuda.memory_reserved()
     del y
     assert tt.cuda.memory_reserved() == r  # cached again
+
+
+PLUGGABLE_C = r"""
+#include <sys/types.h>
+static void *(*alloc_cb)(ssize_t, int, void *);
+static void (*free_cb)(void *, ssize_t, int, void *);
+static long calls;
+void set_callbacks(void *a, void *f) { alloc_cb = (void *(*)(ssize_t, int, void *))a;
+                                       free_cb = (void (*)(void *, ssize_t, int, void *))f; }
+void *my_alloc(ssize_t size, int device, void *stream) { calls++; return alloc_cb(size, device, stream); }
+void my_free(void *ptr, ssize_t size, int device, void *stream) { calls++; free_cb(ptr, size, device, stream); }
+long n_calls(void) { return calls; }
+"""
+
+PLUGGABLE_SCRIPT = r"""
+import ctypes, json, sys
+import tritensor as tt
+from tritensor.runtime import driver as drv
+
+lib = ctypes.CDLL(sys.argv[1])
+log = []
+
+@ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p)
+def alloc(size, device, stream):  # the library's allocation: device memory from the driver
+    err, ptr = drv.driver.cuMemAlloc(size)
+    log.append(["alloc", size, device])
+    return int(ptr)
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int, ctypes.c_void_p)
+def free(ptr, size, device, stream):
+    drv.driver.cuMemFree(ptr)
+    log.append(["free", size, device])
+
+lib.set_callbacks(ctypes.cast(alloc, ctypes.c_void_p), ctypes.cast(free, ctypes.c_void_p))
+tt.cuda.change_current_allocator(tt.cuda.CUDAPluggableAllocator(sys.argv[1], "my_alloc", "my_free"))
+x = tt.arange(10, device="cuda", dtype=tt.float32)
+total = (x * 2).sum().item()
+del x
+try:
+    tt.cuda.change_current_allocator(tt.cuda.CUDAPluggableAllocator(sys.argv[1], "my_alloc", "my_free"))
+    refused = None
+except RuntimeError as e:
+    refused = str(e)
+print(json.dumps({"log": log, "calls": lib.n_calls(), "total": total, "refused": refused,
+                  "allocated": tt.cuda.memory_allocated(), "reserved": tt.cuda.memory_reserved()}))
+"""
+
+
+@gpu
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler to build the allocator library")
+def test_pluggable_allocator_serves_every_tensor(tmp_path):
+    """A fresh process (the allocator can only be swapped before any device memory is allocated) takes its
+    device memory from a C library's functions: every tensor's comes from them and goes back to them."""
+    src, lib = tmp_path / "alloc.c", tmp_path / "alloc.so"
+    src.write_text(PLUGGABLE_C)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    out = subprocess.run([sys.executable, "-c", PLUGGABLE_SCRIPT, str(lib)], capture_output=True, text=True,
+                         timeout=120, env=dict(os.environ, TRITENSOR_TEST_DEVICE="cpu"))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["total"] == 90.0 and result["refused"] == "Can't swap an already initialized allocator"
+    allocs = [e for e in result["log"] if e[0] == "alloc"]
+    frees = [e for e in result["log"] if e[0] == "free"]
+    assert allocs and ["alloc", 512, 0] in allocs and len(frees) == len(allocs) - result["reserved"] // 512
+    assert result["calls"] == len(result["log"]) and result["allocated"] == result["reserved"]
