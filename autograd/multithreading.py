@@ -39,6 +39,7 @@ class set_multithreading_enabled:
         _local.enabled = self.prev
 
     def clone(self) -> "set_multithreading_enabled":
+        """A new context manager with the same mode (torch's, for its decorator machinery)."""
         return self.__class__(self.mode)
 
     def __call__(self, func):

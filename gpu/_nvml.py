@@ -64,21 +64,26 @@ def running_processes(index: int, what: str) -> list[tuple[int, int]]:
 
 
 def utilization(index: int, what: str):
+    """NVML's utilization rates: ``.gpu`` and ``.memory``, percent of the last sample period."""
     return _ask(index, what, lambda nvml, h: nvml.device_get_utilization_rates(h))
 
 
 def temperature(index: int, what: str) -> int:
+    """The GPU sensor's temperature, degrees Celsius."""
     return _ask(index, what, lambda nvml, h: int(nvml.device_get_temperature_v(
         h, nvml.TemperatureSensors.TEMPERATURE_GPU)))
 
 
 def power_draw(index: int, what: str) -> int:
+    """The board's power draw, milliwatts."""
     return _ask(index, what, lambda nvml, h: int(nvml.device_get_power_usage(h)))
 
 
 def clock_rate(index: int, what: str) -> int:
+    """The SM clock, MHz."""
     return _ask(index, what, lambda nvml, h: int(nvml.device_get_clock_info(h, nvml.ClockType.CLOCK_SM)))
 
 
 def memory_used(index: int, what: str) -> int:
+    """Bytes of device memory in use, by every process (reserved memory included)."""
     return _ask(index, what, lambda nvml, h: int(nvml.device_get_memory_info_v2(h).used))

@@ -374,6 +374,7 @@ class MemPool:
 
     @property
     def id(self) -> tuple[int, int]:
+        """The pool's id, ``(0, n)``: what memory_snapshot(mempool_id=...) takes."""
         return (0, self._pool)
 
     def use_count(self) -> int:
@@ -381,6 +382,7 @@ class MemPool:
         return 1 + self._users
 
     def snapshot(self, include_traces: bool = True) -> list:
+        """memory_snapshot() of this pool's segments only."""
         return memory_snapshot(self.id, include_traces=include_traces)
 
     def __del__(self):

@@ -35,6 +35,7 @@ def get_rng_state_all() -> list:
 
 
 def set_rng_state_all(new_states) -> None:
+    """Restore each device's state from ``new_states`` (one per device, in order)."""
     for i, state in enumerate(new_states):
         set_rng_state(state, i)
 
@@ -58,6 +59,7 @@ def seed() -> None:
 
 
 def seed_all() -> None:
+    """Seed every device's random numbers from the operating system (one stream: the same as ``seed``)."""
     seed()
 
 

@@ -79,18 +79,20 @@ class GenericStream(metaclass=_GenericMeta):
         self.priority = priority
 
     def query(self) -> bool:
+        """Whether the work queued on the stream has run: always, on the host."""
         return True
 
     def synchronize(self) -> None:
-        pass
+        """Wait for the stream's work: it has run already."""
 
     def wait_event(self, event) -> None:
-        pass
+        """Order later work after ``event``: host work already is."""
 
     def wait_stream(self, stream) -> None:
-        pass
+        """Order later work after ``stream``'s: host work already is."""
 
     def record_event(self, event=None):
+        """Record ``event`` (a new host event by default) on this stream and return it."""
         event = GenericEvent("cpu") if event is None else event
         event.record(self)
         return event
@@ -125,6 +127,7 @@ class GenericEvent(metaclass=_GenericMeta):
         self._time = None
 
     def record(self, stream=None) -> None:
+        """Mark this point of the host's work (the time, for elapsed_time)."""
         self._time = time.perf_counter()
 
     def elapsed_time(self, end_event) -> float:
@@ -136,13 +139,14 @@ class GenericEvent(metaclass=_GenericMeta):
         return (end_event._time - self._time) * 1e3
 
     def query(self) -> bool:
+        """Whether the recorded work has run: always, on the host."""
         return True
 
     def synchronize(self) -> None:
-        pass
+        """Wait for the recorded work: it has run already."""
 
     def wait(self, stream=None) -> None:
-        pass
+        """Make ``stream`` wait for the event: host work is in order already."""
 
     def __repr__(self) -> str:
         return "tritensor.Event device_type=cpu, device_index=-1, event_flag=0, event_id=0"
