@@ -99,6 +99,8 @@ class Backend:
         raise NotImplementedError
 
     def event_done(self, event) -> bool:
+        """Whether the work ``event`` was recorded after has finished (a freed block waiting on it may be
+        reused then)."""
         raise NotImplementedError
 
     def wait_event(self, stream, event) -> None:
@@ -485,9 +487,13 @@ class CachingAllocator:
                 self._release_cached()
 
     def caching(self) -> bool:
+        """Whether freed blocks are cached for reuse (False after set_caching(False), torch's
+        caching_allocator_enable(False))."""
         return self._caching
 
     def memory_fraction(self) -> float:
+        """The fraction of the device's memory this process may reserve (torch's
+        set_per_process_memory_fraction), 1.0 when unset."""
         return 1.0 if self._limit is None else self._limit[0]
 
     def route(self, pool: int | None) -> int:

@@ -26,6 +26,8 @@ _local = threading.local()
 
 
 def is_available() -> bool:
+    """torch.cuda.is_available: True in GPU mode (a real or simulated CUDA device), False in CPU mode, where
+    kernels run in Triton's interpreter."""
     return mode.GPU
 
 
@@ -38,6 +40,7 @@ def _require(what: str) -> None:
 
 
 def device_count() -> int:
+    """torch.cuda.device_count: the CUDA devices this process may use, as the driver counts them."""
     # The driver's count honours CUDA_VISIBLE_DEVICES (NVML's, in cuda.core.system, does not).
     return drv.device_count()
 
@@ -121,11 +124,14 @@ def _keep_pool_cached(d) -> None:
 
 
 def current_device() -> int:
+    """torch.cuda.current_device: the index of this thread's current device (0 until set_device)."""
     _require("current_device")
     return getattr(_local, "device", 0)
 
 
 def set_device(dev) -> None:
+    """torch.cuda.set_device: make ``dev`` (an index, a 'cuda:N' string or a device) this thread's current
+    device; its current stream becomes that device's."""
     idx = _index(dev)
     _local.device = idx
     _local.current = None  # current_stream()'s answer for "the current device" changes
@@ -133,6 +139,7 @@ def set_device(dev) -> None:
 
 
 def get_device_name(dev=None) -> str:
+    """torch.cuda.get_device_name: the name the driver gives device ``dev`` (the current one by default)."""
     return _cu_device(_index(dev)).name
 
 
@@ -142,6 +149,8 @@ _DeviceProperties = namedtuple(
 
 
 def get_device_properties(dev=None):
+    """torch.cuda.get_device_properties: name, compute capability, total memory and SM count of device
+    ``dev``."""
     d = _cu_device(_index(dev))
     p = d.properties
     major, minor = d.compute_capability
@@ -150,6 +159,8 @@ def get_device_properties(dev=None):
 
 
 def get_device_capability(dev=None) -> tuple[int, int]:
+    """torch.cuda.get_device_capability: (major, minor) compute capability of device ``dev``, (9, 0) on an
+    H100."""
     return tuple(_cu_device(_index(dev)).compute_capability)
 
 
@@ -173,11 +184,15 @@ class Stream:
         return _cu_device(self.device.index).memory_resource
 
     def query(self) -> bool:
+        """True when every piece of work queued on this stream so far has finished (torch's Stream.query);
+        refused during a graph capture."""
         if memory.capturing:
             memory.refuse_host_sync(self, "Stream.query()")
         return self.record_event().query()
 
     def synchronize(self) -> None:
+        """Block the host until this stream's queued work has finished; a failed device-side index check
+        raises here, as torch's device asserts do."""
         if memory.capturing:
             memory.refuse_host_sync(self, "Stream.synchronize()")
         if sync_debug_mode:
@@ -190,15 +205,19 @@ class Stream:
             device_asserts.after_sync(self)
 
     def record_event(self, event: "Event | None" = None) -> "Event":
+        """Record ``event`` (a new one if None) on this stream and return it: it completes when the work
+        queued before it does."""
         event = Event() if event is None else event
         event.record(self)
         return event
 
     def wait_event(self, event: "Event") -> None:
+        """Make later work on this stream wait for ``event`` (on the device; the host does not block)."""
         if event._cu is not None:
             self._cu.wait(event._cu)
 
     def wait_stream(self, stream: "Stream") -> None:
+        """Make later work on this stream wait for everything queued on ``stream`` so far."""
         self.wait_event(stream.record_event())
 
     # Every device's default stream has the same handle: the device is part of the identity.
@@ -224,6 +243,8 @@ class Event:
         self._captured = False  # last recorded on a capturing stream: a node of the graph, never queried
 
     def record(self, stream: Stream | None = None) -> None:
+        """Record this event on ``stream`` (the current stream by default); the driver's event is made at the
+        first record, as torch's is."""
         stream = current_stream() if stream is None else stream
         if self._cu is None:
             opts = drv.EventOptions(timing_enabled=self.enable_timing, blocking_sync=self.blocking,
@@ -245,14 +266,18 @@ class Event:
             memory.refuse_host_sync(self, what)
 
     def wait(self, stream: Stream | None = None) -> None:
+        """Make later work on ``stream`` (the current stream by default) wait for this event."""
         (current_stream() if stream is None else stream).wait_event(self)
 
     def query(self) -> bool:
+        """True when the work this event was recorded after has finished (an event never recorded counts as
+        done, as torch's)."""
         if self._captured or memory.capturing:
             self._host_wait("Event.query()")
         return True if self._cu is None else bool(self._cu.is_done)
 
     def synchronize(self) -> None:
+        """Block the host until the work this event was recorded after has finished."""
         if self._captured or memory.capturing:
             self._host_wait("Event.synchronize()")
         if self._cu is not None:
@@ -283,6 +308,7 @@ def warn_or_error_on_sync() -> None:
 
 
 def default_stream(device=None) -> Stream:
+    """torch.cuda.default_stream: the device's default (null) stream, one object per device."""
     idx = _index(device)
     s = _default_streams.get(idx)
     if s is None:
@@ -295,6 +321,8 @@ def default_stream(device=None) -> Stream:
 
 
 def current_stream(device=None) -> Stream:
+    """torch.cuda.current_stream: the stream this thread queues work on for ``device`` (the current device by
+    default); the default stream until set_stream or a stream context."""
     # Every op asks this, for the current device (by no argument, or by its index): one
     # thread-local read once the answer is known. ``_local.current`` is the current device's
     # current stream, so its index says whether it answers an explicit one.
@@ -312,6 +340,7 @@ def current_stream(device=None) -> Stream:
 
 
 def set_stream(stream: Stream) -> None:
+    """torch.cuda.set_stream: make ``stream`` this thread's current stream on its device."""
     if not hasattr(_local, "streams"):
         _local.streams = {}
     _local.streams[stream.device.index] = stream
@@ -343,10 +372,14 @@ class StreamContext:
 
 
 def stream(s: Stream | None) -> StreamContext:
+    """torch.cuda.stream: a context manager that makes ``s`` the current stream inside the block (None: no
+    change)."""
     return StreamContext(s)
 
 
 def synchronize(device=None) -> None:
+    """torch.cuda.synchronize: block the host until all work on ``device`` has finished; a failed device-side
+    index check raises here."""
     if memory.capturing:
         memory.refuse_host_sync(None, "tritensor.cuda.synchronize()")
     _cu_device(_index(device)).sync()
@@ -371,6 +404,8 @@ def memory_allocated(device=None) -> int:
 
 
 def max_memory_allocated(device=None) -> int:
+    """torch.cuda.max_memory_allocated: the peak of bytes held by live tensors since the start or the last
+    reset_peak_memory_stats."""
     return memory_stats(device).get("allocated_bytes.all.peak", 0)
 
 
@@ -380,15 +415,20 @@ def memory_reserved(device=None) -> int:
 
 
 def max_memory_reserved(device=None) -> int:
+    """torch.cuda.max_memory_reserved: the peak of bytes the caching allocator held from the device since the
+    start or the last reset."""
     return memory_stats(device).get("reserved_bytes.all.peak", 0)
 
 
 def reset_peak_memory_stats(device=None) -> None:
+    """torch.cuda.reset_peak_memory_stats: the peaks start again from the current values (nothing to reset in
+    CPU mode)."""
     if mode.GPU:
         memory.device_allocator(_index(device)).reset_peak_memory_stats()
 
 
 def reset_accumulated_memory_stats(device=None) -> None:
+    """torch.cuda.reset_accumulated_memory_stats: the allocation and free counters start again from zero."""
     if mode.GPU:
         memory.device_allocator(_index(device)).reset_accumulated_memory_stats()
 

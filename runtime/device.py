@@ -97,6 +97,8 @@ def set_default_device(d) -> None:
 
 
 def get_default_device() -> device:
+    """torch.get_default_device: the device factory functions use when given none (cpu unless
+    set_default_device changed it)."""
     return _default
 
 

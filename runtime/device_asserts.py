@@ -122,6 +122,7 @@ class Flag:
         return self.storage, 0, (SLOTS,), (1,), dt.int64
 
     def data_ptr(self) -> int:
+        """The flag word's device address: kernels are passed the flag by pointer, as a tensor would be."""
         return self.storage._ptr
 
 

@@ -65,6 +65,7 @@ class Pointer:
         self._ptr, self.dtype = ptr, dtype
 
     def data_ptr(self) -> int:
+        """The raw address, as Triton's launcher asks any tensor-like argument for it."""
         return self._ptr
 
     def __repr__(self) -> str:

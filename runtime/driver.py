@@ -53,9 +53,13 @@ elif mode.GPU:
     hook_knobs = knobs.runtime
 
     def device_count() -> int:
+        """The CUDA devices visible to this process (what torch.cuda.device_count reports); 0 when there is no
+        driver."""
         return mode._cuda_device_count()
 
     def kernel_function(kernel):
+        """The ``JITFunction`` behind ``kernel`` (a JIT function, or an autotuner over one), or None for
+        anything else: what the direct launcher can plan."""
         if type(kernel) is JITFunction:
             return kernel
         if type(kernel) is Autotuner and type(kernel.fn) is JITFunction:
@@ -63,9 +67,13 @@ elif mode.GPU:
         return None
 
     def jit_run(kernel, grid, args, kwargs, stream):
+        """Launch ``kernel[grid](*args, **kwargs)`` through Triton's own JIT launcher, on tritensor's current
+        stream (Triton's driver is pointed at it by hook_triton_stream)."""
         return kernel[grid](*args, **kwargs)  # on tritensor's current stream: hook_triton_stream
 
     def triton_binder(jit_fn):
+        """A function that binds a launch's arguments as ``jit_fn`` would, returning their values in parameter
+        order (constexprs and defaults filled in)."""
         def bind(args, kwargs) -> list:
             binder = jit_fn.device_caches[_triton_driver.active.get_current_device()][4]
             return list(binder(*args, **kwargs)[0].values())
@@ -73,6 +81,8 @@ elif mode.GPU:
         return bind
 
     def launch_hooks():
+        """Triton's launch enter/exit hooks, each None unless something is registered, so a launch without
+        hooks skips building their metadata."""
         # Triton 3.9's hooks are HookChains, never None: handed to the launcher as they are, every
         # launch would build its metadata and call an empty chain twice. None when nothing is registered.
         enter, exit_ = knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
@@ -80,6 +90,8 @@ elif mode.GPU:
                 exit_ if exit_ is not None and getattr(exit_, "calls", True) else None)
 
     def hook_triton_stream(get_stream, get_device, set_device) -> None:
+        """Point Triton's active driver at tritensor's current stream and device, so a user's own
+        ``kernel[grid](...)`` launch is ordered with tritensor's work."""
         active = _triton_driver.active
         active.get_current_stream = get_stream
         active.get_current_device = get_device
@@ -90,4 +102,6 @@ else:
     hook_knobs = None
 
     def device_count() -> int:
+        """The CUDA devices visible to this process (what torch.cuda.device_count reports); 0 when there is no
+        driver."""
         return 0

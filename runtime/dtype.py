@@ -14,6 +14,9 @@ import numpy as np
 
 
 class dtype:
+    """A tensor element type, as torch.dtype: its name, NumPy dtype, size, whether floating point or signed,
+    its rank in type promotion, and the legacy type name (FloatTensor). One object per dtype, compared by
+    identity."""
     __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_rank", "type_name", "c_name")
 
     def __init__(self, name: str, np_dtype, is_floating_point: bool, is_signed: bool, rank: int, type_name: str,
@@ -29,10 +32,12 @@ class dtype:
 
     @property
     def bits(self) -> int:
+        """Bits per element (torch's dtype.itemsize * 8)."""
         return 8 * self.itemsize
 
     @property
     def is_complex(self) -> bool:
+        """False for every tritensor dtype: there are no complex dtypes (torch's dtype.is_complex)."""
         return False
 
     def __repr__(self) -> str:
@@ -74,6 +79,8 @@ def _by_name(name: str) -> dtype:
 
 
 def get_default_dtype() -> dtype:
+    """torch.get_default_dtype: the floating dtype factory functions and Python floats give (float32 unless
+    set_default_dtype changed it)."""
     return default_float
 
 
@@ -102,6 +109,8 @@ def to_dtype(obj, argname: str = "dtype") -> dtype:
 
 
 def from_numpy_dtype(npd, argname: str = "array") -> dtype:
+    """The tritensor dtype of a NumPy dtype (np.float32 -> float32, ml_dtypes' bfloat16 -> bfloat16); a
+    TypeError naming ``argname`` for one tritensor has not."""
     npd = np.dtype(npd)
     if npd in _FROM_NP:
         return _FROM_NP[npd]

@@ -80,28 +80,40 @@ class HostArg:
         self._storage, self.dtype, self._offset, self._size, self._stride = storage, dtype, offset, size, stride
 
     def data_ptr(self) -> int:
+        """The host address of the first element (storage address plus offset), what the interpreter reads."""
         return self._storage.data_ptr() + self._offset * self.dtype.itemsize
 
     def untyped_storage(self):
+        """The storage the interpreter copies into and back from around a launch (torch's
+        Tensor.untyped_storage)."""
         return self._storage
 
     def storage_offset(self) -> int:
+        """The offset of the first element in its storage, in elements (torch's Tensor.storage_offset)."""
         return self._offset
 
     def size(self):
+        """The shape, as the interpreter asks a tensor argument for it (torch's Tensor.size)."""
         return self._size
 
     def stride(self):
+        """The strides in elements (torch's Tensor.stride)."""
         return self._stride
 
     def new_empty(self, *args, **kwargs):
+        """An argument of the same dtype with no storage yet: the interpreter makes one before set_ points it
+        at its copy."""
         return HostArg(None, self.dtype)
 
     def set_(self, storage, offset, size, stride):
+        """Point this argument at ``storage`` with the given offset, size and strides (torch's Tensor.set_),
+        as the interpreter does with its host copy."""
         self._storage, self._offset, self._size, self._stride = storage, offset, size, stride
         return self
 
     def copy_(self, other):
+        """Nothing to copy: the argument already addresses host memory the kernel wrote in place, so the
+        interpreter's copy back is a no-op."""
         return self
 
 

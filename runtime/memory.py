@@ -63,6 +63,7 @@ class HostStorage:
             self._ptr = self._bytes.ctypes.data
 
     def data_ptr(self) -> int:
+        """The address of the first byte of this host allocation."""
         return self._ptr
 
     def bytes_view(self) -> np.ndarray:
@@ -71,12 +72,18 @@ class HostStorage:
 
     # Triton interpreter protocol: this memory is already host memory.
     def cpu(self):
+        """Itself: host memory is already where the interpreter reads it (the storage protocol Triton's
+        interpreter calls)."""
         return self
 
     def copy_(self, other):
+        """Nothing to copy: kernels run in the interpreter read and write this memory in place, so its copy
+        back is a no-op."""
         return self
 
     def record_stream(self, stream) -> None:  # host memory is not stream-ordered
+        """Nothing to record: host memory is not stream-ordered (torch's record_stream for a CPU tensor does
+        nothing either)."""
         pass
 
     def __reduce__(self):
@@ -165,6 +172,8 @@ class CudaPoolBackend(Backend):
     cuda.core. Every method is a driver call: the allocator makes them on its cold paths only."""
 
     def allocate(self, nbytes: int, stream):
+        """A new segment of ``nbytes`` from the device's memory pool, ordered on ``stream`` (outside the pool
+        while a graph captures it, so the graph owns it)."""
         if capturing and id(stream) in capturing:
             return self._allocate_outside_capture(nbytes)
         try:
@@ -193,18 +202,23 @@ class CudaPoolBackend(Backend):
         return int(ptr), _RawBlock(int(ptr))
 
     def free(self, handle, stream) -> None:
+        """Give a segment back to the device's pool, ordered on ``stream``."""
         if type(handle) is _RawBlock:
             handle.free()
         else:
             handle.close(stream._cu)
 
     def record_event(self, stream):
+        """An event recorded on ``stream`` now: a freed block waits for it before another stream may reuse the
+        block."""
         return stream._cu.record()
 
     def event_done(self, event) -> bool:
+        """Whether the work ``event`` was recorded after has finished."""
         return bool(event.is_done)
 
     def wait_event(self, stream, event) -> None:
+        """Make later work on ``stream`` wait for ``event`` (on the device)."""
         stream._cu.wait(event)
 
     if drv.block_lent is not None:  # a device that checks accesses per tensor: the simulator
@@ -260,6 +274,7 @@ class CudaStorage:
         self._ptr = self._block.ptr
 
     def data_ptr(self) -> int:
+        """The device address of the first byte of this allocation."""
         return self._ptr
 
     def __reduce__(self):
@@ -267,6 +282,8 @@ class CudaStorage:
                         "pickle or deepcopy the tensor, which copies its values")
 
     def record_stream(self, stream) -> None:
+        """torch's record_stream: the block is not reused until the work ``stream`` has queued so far is done
+        (nothing to do for the stream it was allocated on)."""
         if stream is not self._block.stream:
             self._allocator.record_stream(self._block, stream)
 
@@ -377,6 +394,7 @@ def device_to_host(dst: np.ndarray, src_ptr: int, stream) -> None:
 
 
 def device_to_device(dst_ptr: int, src_ptr: int, nbytes: int, stream) -> None:
+    """Copy ``nbytes`` between two device addresses, queued on ``stream`` (cuMemcpyDtoDAsync)."""
     if nbytes:
         _check(drv.driver.cuMemcpyDtoDAsync(dst_ptr, src_ptr, nbytes, stream.cuda_stream))
 

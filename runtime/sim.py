@@ -571,6 +571,7 @@ class SimPointer:
     dtype: object
 
     def data_ptr(self) -> int:
+        """The simulated device address, as Triton's launcher asks any tensor-like argument for it."""
         return self.address
 
 
@@ -633,6 +634,8 @@ class SimCompiled:
                                if hasattr(v, "data_ptr") and hasattr(v, "dtype")}
 
     def launch_metadata(self, grid, stream, *args):
+        """No launch metadata: the simulator runs no launch hooks (Triton's compiled kernel builds it for
+        them)."""
         return None
 
     def run(self, gx, gy, gz, stream, function, packed_metadata, launch_metadata, enter_hook, exit_hook, *args):
@@ -683,6 +686,8 @@ def kernel_function(kernel):
 
 
 def triton_binder(jit_fn):
+    """A function that binds a launch's arguments as ``jit_fn``'s interpreted twin would, returning their
+    values in parameter order (driver.triton_binder's simulated form)."""
     binder = next(b for twin, b in _binders.values() if twin is jit_fn)
 
     def bind(args, kwargs) -> list:
@@ -762,12 +767,16 @@ def _compile_for_sm90(kernel, args, kwargs) -> None:
 
 @dataclasses.dataclass
 class StreamOptions:
+    """cuda.core's ``StreamOptions``: how a stream is created (non-blocking, priority); the simulator accepts
+    and ignores them."""
     nonblocking: bool = True
     priority: int = 0
 
 
 @dataclasses.dataclass
 class EventOptions:
+    """cuda.core's ``EventOptions``: whether an event times, blocks the host on sync, or can be shared between
+    processes; the simulator keeps timing only."""
     timing_enabled: bool = False
     blocking_sync: bool = False
     ipc_enabled: bool = False
@@ -798,19 +807,24 @@ class Device:
             return d
 
     def set_current(self) -> None:
+        """Make this device current in the simulated driver (cuda.core's Device.set_current); the first call
+        initialises the driver, and a sticky error raises here."""
         global _initialised
         _check_sticky()
         _initialised = True
         _local.device = self.device_id
 
     def create_stream(self, options=None) -> "CoreStream":
+        """A new simulated stream on this device (cuda.core's Device.create_stream)."""
         with _lock:
             return CoreStream(_new_stream(self.device_id, next(_handles)))
 
     def create_event(self, options=None) -> "CoreEvent":
+        """A new simulated event, timing when the options ask for it (cuda.core's Device.create_event)."""
         return CoreEvent(_Event(bool(options is not None and options.timing_enabled)))
 
     def sync(self) -> None:
+        """Run every stream of this device to its end (cudaDeviceSynchronize)."""
         with _lock:
             _sync_device(self.device_id, "cudaDeviceSynchronize")
 
@@ -834,6 +848,8 @@ class CoreStream:
             return CoreStream(_stream_of(int(handle)))
 
     def record(self, event: "CoreEvent | None" = None) -> "CoreEvent":
+        """Record ``event`` (a new one if None) at this stream's current end and return it (cuda.core's
+        Stream.record)."""
         with _lock:
             _check_sticky()
             event = CoreEvent(_Event(False)) if event is None else event
@@ -841,6 +857,7 @@ class CoreStream:
             return event
 
     def wait(self, event: "CoreEvent") -> None:
+        """Make later work on this stream wait for ``event`` (cuda.core's Stream.wait)."""
         with _lock:
             _check_sticky()
             e = event._e
@@ -848,6 +865,7 @@ class CoreStream:
                 self._s.enqueue(_Wait(e.stream, e.seq))
 
     def sync(self) -> None:
+        """Run this stream's queued work to its end, as the host waits for it (cuStreamSynchronize)."""
         with _lock:
             counts["sync"] += 1
             _check_sticky()
@@ -855,6 +873,7 @@ class CoreStream:
             self._s.run_to(self._s.submitted)
 
     def create_graph_builder(self) -> "GraphBuilder":
+        """A builder that captures this stream's work into a graph (cuda.core's Stream.create_graph_builder)."""
         return GraphBuilder(self._s)
 
 
@@ -867,10 +886,12 @@ class CoreEvent:
 
     @property
     def is_done(self) -> bool:
+        """Whether the work this event was recorded after has run (cuEventQuery)."""
         with _lock:
             return self._e.query()
 
     def sync(self) -> None:
+        """Run the work this event was recorded after, as the host waits for it (cuEventSynchronize)."""
         with _lock:
             self._e.sync()
 
@@ -938,7 +959,10 @@ def _is_pinned(address: int, nbytes: int) -> bool:
 
 
 class LegacyPinnedMemoryResource:
+    """cuda.core's ``LegacyPinnedMemoryResource``: page-locked host buffers (cuMemAllocHost), counted, and
+    refused during a graph capture as the driver does."""
     def allocate(self, nbytes: int, stream=None) -> _HostBuffer:
+        """A page-locked host buffer of ``nbytes`` (cuMemAllocHost)."""
         with _lock:
             counts["host_alloc"] += 1
             _unsafe_during_capture("cuMemAllocHost")
@@ -954,6 +978,8 @@ class GraphBuilder:
         self._items = None
 
     def begin_building(self, mode: str = "global") -> "GraphBuilder":
+        """Start capturing this stream's work (cuStreamBeginCapture); refused on the legacy default stream and
+        on a stream already capturing."""
         with _lock:
             if self._s.handle == 0:
                 raise SimError(CUresult.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "capture on the legacy default stream")
@@ -964,6 +990,8 @@ class GraphBuilder:
             return self
 
     def end_building(self) -> "GraphBuilder":
+        """Stop capturing (cuStreamEndCapture): the captured items become this builder's graph, or an error if
+        the capture was invalidated."""
         with _lock:
             c = self._capture
             if c is None or self._s.capture is not c:
@@ -977,11 +1005,13 @@ class GraphBuilder:
             return self
 
     def complete(self) -> "Graph":
+        """The executable graph of what was captured (cuGraphInstantiate); only after end_building."""
         if self._items is None:
             raise SimError(CUresult.CUDA_ERROR_ILLEGAL_STATE, "complete() before end_building()")
         return Graph(self._items)
 
     def close(self) -> None:
+        """Release the builder; closed mid-capture, the capture ends invalidated, as the driver's does."""
         with _lock:
             c = self._capture
             if c is not None and self._s.capture is c:  # closed mid-capture: the capture ends, invalid
@@ -996,6 +1026,7 @@ class Graph:
         self._items = list(items)
 
     def launch(self, stream: CoreStream) -> None:
+        """Queue every captured item on ``stream``, in capture order (cuGraphLaunch)."""
         with _lock:
             counts["graph_launch"] += 1
             _check_sticky()
@@ -1005,6 +1036,7 @@ class Graph:
                 stream._s.enqueue(item)
 
     def close(self) -> None:
+        """Release the graph's items (cuGraphExecDestroy)."""
         self._items = None
 
 
@@ -1232,6 +1264,7 @@ def block_returned(ptr: int, size: int, stream: CoreStream) -> None:
 
 
 def device_count() -> int:
+    """The simulated devices (driver.device_count's simulated form)."""
     return DEVICES
 
 
@@ -1260,4 +1293,5 @@ InterpretedFunction.__getitem__ = _user_launch
 
 
 def launch_hooks():
+    """No launch hooks in the simulator (driver.launch_hooks' simulated form)."""
     return None, None
