@@ -7,6 +7,8 @@ has no such sensors, and a machine may have no NVML: both raise a RuntimeError s
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..runtime import cuda as _cuda
 from ..runtime import driver as _drv
 from ..runtime import memory as _memory
@@ -59,8 +61,14 @@ def _ask(index: int, what: str, question):
 
 def running_processes(index: int, what: str) -> list[tuple[int, int]]:
     """(pid, bytes used) of each process with a compute context on the device."""
-    return _ask(index, what, lambda nvml, h: [(int(p.pid), int(p.used_gpu_memory))
-                                              for p in nvml.device_get_compute_running_processes_v3(h)])
+    def ask(nvml, h):
+        procs = nvml.device_get_compute_running_processes_v3(h)  # an array of structs: one, several or none
+        if len(procs) == 0:
+            return []
+        pids, used = np.atleast_1d(procs.pid), np.atleast_1d(procs.used_gpu_memory)
+        return [(int(pid), int(nbytes)) for pid, nbytes in zip(pids, used)]
+
+    return _ask(index, what, ask)
 
 
 def utilization(index: int, what: str):
