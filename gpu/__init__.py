@@ -21,7 +21,7 @@ from ..runtime import dtype as _dt
 from ..amp import cuda_amp as amp  # tritensor.cuda.amp: the package root registers it under that name too
 from ..runtime import mode as _mode
 from . import _nvml, graphs, memory, nvtx, profiler, random, streams
-from ._errors import CudaError, check_error, cudart
+from ._errors import CudaError, DeferredCudaCallError, check_error, cudaStatus, cudart
 from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .memory import (CUDAPluggableAllocator, MemPool, caching_allocator_alloc, caching_allocator_delete,
                      caching_allocator_disabled, caching_allocator_enable, change_current_allocator, empty_cache,
@@ -194,21 +194,22 @@ default_generators = (default_generator,) * (device_count() if _mode.GPU else 0)
 
 __all__ = [
     "BFloat16Tensor", "BoolTensor", "ByteTensor", "CUDAGraph", "CUDAPluggableAllocator", "CaptureError",
-    "CharTensor", "CudaError", "DoubleTensor", "Event", "ExternalStream", "FloatTensor", "HalfTensor", "IntTensor",
-    "LongTensor", "MemPool", "OutOfMemoryError", "ShortTensor", "Stream", "StreamContext", "amp",
-    "caching_allocator_alloc", "caching_allocator_delete", "caching_allocator_disabled", "caching_allocator_enable",
-    "can_device_access_peer", "change_current_allocator", "check_error", "clock_rate", "cudart", "current_device",
-    "current_stream", "default_generators", "default_stream", "device", "device_count", "device_memory_used",
-    "device_of", "empty_cache", "get_allocator_backend", "get_arch_list", "get_device_capability",
-    "get_device_name", "get_device_properties", "get_gencode_flags", "get_per_process_memory_fraction",
-    "get_rng_state", "get_rng_state_all", "get_stream_from_external", "get_sync_debug_mode", "graph",
-    "graph_pool_handle", "graphs", "has_half", "has_magma", "init", "initial_seed", "ipc_collect", "is_available",
-    "is_bf16_supported", "is_current_stream_capturing", "is_initialized", "is_tf32_supported", "list_gpu_processes",
-    "make_graphed_callables", "manual_seed", "manual_seed_all", "max_memory_allocated", "max_memory_cached",
-    "max_memory_reserved", "mem_get_info", "memory", "memory_allocated", "memory_cached", "memory_reserved",
-    "memory_snapshot", "memory_stats", "memory_stats_as_nested_dict", "memory_summary", "memory_usage", "nvtx",
-    "power_draw", "profiler", "random", "reset_accumulated_memory_stats", "reset_max_memory_allocated",
-    "reset_max_memory_cached", "reset_peak_memory_stats", "seed", "seed_all", "set_device",
-    "set_per_process_memory_fraction", "set_rng_state", "set_rng_state_all", "set_stream", "set_sync_debug_mode",
-    "stream", "streams", "synchronize", "temperature", "use_mem_pool", "utilization",
+    "CharTensor", "CudaError", "DeferredCudaCallError", "DoubleTensor", "Event", "ExternalStream", "FloatTensor",
+    "HalfTensor", "IntTensor", "LongTensor", "MemPool", "OutOfMemoryError", "ShortTensor", "Stream",
+    "StreamContext", "amp", "caching_allocator_alloc", "caching_allocator_delete", "caching_allocator_disabled",
+    "caching_allocator_enable", "can_device_access_peer", "change_current_allocator", "check_error", "clock_rate",
+    "cudaStatus", "cudart", "current_device", "current_stream", "default_generators", "default_stream", "device",
+    "device_count", "device_memory_used", "device_of", "empty_cache", "get_allocator_backend", "get_arch_list",
+    "get_device_capability", "get_device_name", "get_device_properties", "get_gencode_flags",
+    "get_per_process_memory_fraction", "get_rng_state", "get_rng_state_all", "get_stream_from_external",
+    "get_sync_debug_mode", "graph", "graph_pool_handle", "graphs", "has_half", "has_magma", "init", "initial_seed",
+    "ipc_collect", "is_available", "is_bf16_supported", "is_current_stream_capturing", "is_initialized",
+    "is_tf32_supported", "list_gpu_processes", "make_graphed_callables", "manual_seed", "manual_seed_all",
+    "max_memory_allocated", "max_memory_cached", "max_memory_reserved", "mem_get_info", "memory",
+    "memory_allocated", "memory_cached", "memory_reserved", "memory_snapshot", "memory_stats",
+    "memory_stats_as_nested_dict", "memory_summary", "memory_usage", "nvtx", "power_draw", "profiler", "random",
+    "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
+    "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_per_process_memory_fraction", "set_rng_state",
+    "set_rng_state_all", "set_stream", "set_sync_debug_mode", "stream", "streams", "synchronize", "temperature",
+    "use_mem_pool", "utilization",
 ]

@@ -12,6 +12,19 @@ except ImportError:  # CPU mode without cuda-python
     _cudart = None
 
 
+class cudaStatus:
+    """The two CUDA status codes torch.cuda names: success, and an asynchronous operation not yet done."""
+
+    SUCCESS: int = 0
+    ERROR_NOT_READY: int = 34
+
+
+class DeferredCudaCallError(Exception):
+    """torch's error for a call queued until CUDA's lazy initialisation that then failed. tritensor
+    queues no calls (a device is initialised when first used), so it raises none; the type is here
+    for code that catches it."""
+
+
 class CudaError(RuntimeError):
     """A CUDA call failed with error ``code`` (torch.cuda.CudaError)."""
 

@@ -48,6 +48,8 @@ def test_cuda_error_and_check_error():
         tt.cuda.check_error(2)
     assert e.value.code == 2
     assert tt.cuda.has_half is True and tt.cuda.has_magma is False
+    assert (tt.cuda.cudaStatus.SUCCESS, tt.cuda.cudaStatus.ERROR_NOT_READY) == (0, 34)
+    assert issubclass(tt.cuda.DeferredCudaCallError, Exception)
 
 
 @cpu_only
