@@ -57,7 +57,7 @@ from . import utils  # tritensor.utils.data: datasets, samplers, DataLoader (its
 
 half, float, double, long, int = float16, float32, float64, int64, int32
 
-from . import gpu as cuda  # tritensor.cuda: devices, streams, memory, CUDA graphs (gpu.py says why the name)
+from . import gpu as cuda  # tritensor.cuda: devices, streams, memory, CUDA graphs (gpu/__init__.py says why the name)
 
 _sys.modules[__name__ + ".cuda"] = cuda
 _sys.modules[__name__ + ".cuda.amp"] = cuda.amp  # torch.cuda.amp (amp/cuda_amp.py)

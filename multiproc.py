@@ -12,7 +12,7 @@ of the package, and this module sits at the bottom (it needs nothing of tritenso
 ``torch.multiprocessing`` is independent of ``torch.distributed.elastic``. Why the file is not named
 ``multiprocessing.py``: with the checkout on ``sys.path`` (``python -m pytest`` from its root) a
 top-level file of that name would shadow the standard library's; the package root binds it as
-``tritensor.multiprocessing`` (as ``gpu.py`` is ``tritensor.cuda``).
+``tritensor.multiprocessing`` (as the package ``gpu`` is ``tritensor.cuda``).
 
 Tensors cross process boundaries by pickling (their values are copied): tritensor has no
 shared-memory tensor transport, so the sharing strategy is accepted and recorded, and changes
