@@ -380,9 +380,6 @@ def test_the_test_process_holds_one_copy_of_the_library():
 POLICY = ("runtime", "dtype_policy")
 # The kernels another change is rewriting now: their accumulator rules move to the policy with it.
 POLICY_PENDING = {
-    # conv's kernels were rewritten NHWC-inside while the policy was made: their eight accumulator rules
-    # (fp64 for fp64, else fp32, in each kernel and the launcher) are the next to move.
-    ("triton_kernels", "conv"): "conv's accumulator rules have not moved to the policy yet",
     # A tl.dtype constexpr costs matmul one Python call per launch (the direct launcher's key hashes
     # it in Python), over tests/test_host_cost.py's pin; it moves when that key hashes dtypes natively.
     ("triton_kernels", "matmul"): "the accumulator as a constexpr costs a Python call per launch",

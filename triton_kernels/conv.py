@@ -26,8 +26,9 @@ KW, Cg) and (groups, KH, KW, Cg, OCg)), which TF32's warpgroup MMA requires of B
 grad-input gathers ``grad_out[oh, ow]`` with ``oh = (ih + pad - kh*dil) / stride`` where that
 divides exactly (a transposed convolution); grad-weight reduces over the whole batch and image,
 split into pixel chunks so a layer's few (oc, c) tiles still fill the GPU, into an fp32 workspace
-summed in order by a second kernel. Every kernel accumulates in fp32 (fp64 for fp64) and casts
-on store; no atomics, so results are deterministic.
+summed in order by a second kernel. Every kernel accumulates in fp32 (fp64 for fp64: the dtype
+policy's ``float_compute``, which the launchers pass as the constexpr ``ACC``) and casts on store;
+no atomics, so results are deterministic.
 
 Forward and grad-input walk the window statically (KH, KW compile-time) and the reduced channels
 in BLOCK_K chunks, so their inner loop is one add and one load per operand.
@@ -44,7 +45,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..runtime import dtype as dt
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME, float_compute
 from ..runtime.launch import launch
 from ._common import INTERPRET, cdiv, needs_int64, per_mode
 from .autotune import autotune
@@ -96,14 +97,13 @@ _WGRAD_KEY = ["GEMM_M", "GEMM_N", "P", "chunk", "KH", "KW", "INPUT_PRECISION"]
 def _conv2d_fwd_kernel(x, w, bias, y, GEMM_M, GEMM_N, Cg, H, W, OH, OW, sxn, sxh, sxw, swo, swh, sww, sym, sbias,
                        stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, KH: tl.constexpr, KW: tl.constexpr,
                        INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
-                       INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       ACC: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     # NHWC: x (N, H, W, C), w packed (OC, KH, KW, Cg), y (N*OH*OW, OC), channels at unit stride.
     # The reduction (kh, kw, c) walks kh and kw statically (KH, KW are compile-time) and c in
     # BLOCK_K chunks: the window position, its padding mask and its row addresses are computed
     # once per (kh, kw), and a chunk costs one broadcast add and one load per operand, both
     # contiguous along c (K-major operands: 16-byte cp.async for every dtype, TF32 included).
-    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
     g = tl.program_id(1)
     pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (n, oh, ow)
@@ -151,11 +151,10 @@ def _conv2d_fwd_flat_kernel(x, w, bias, y, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH,
                        sxn, sxc, sxh, sxw, swo, swc, swh, sww, syn, syc, syh, syw, sbias,
                        stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
                        INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
-                       INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                       ACC: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                        BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     # Few input channels (the RGB stem: Cg = 3): the reduction (c, kh, kw) flattened into one K,
     # so a 7x7 window of 3 channels is 147 dense K values, not 49 mostly-masked chunks of channels.
-    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
     g = tl.program_id(1)
     pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (n, oh, ow)
@@ -200,8 +199,7 @@ def _conv2d_fwd_flat_kernel(x, w, bias, y, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH,
 def _conv2d_direct_kernel(x, w, bias, y, total, Cg, OCg, H, W, OC, OH, OW, KH, KW,
                           sxn, sxc, sxh, sxw, swo, swc, swh, sww, syn, syc, syh, syw, sbias,
                           stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
-                          HAS_BIAS: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
+                          HAS_BIAS: tl.constexpr, ACC: tl.constexpr, INT64: tl.constexpr, BLOCK: tl.constexpr):
     pid = tl.program_id(0)
     if INT64:
         pid = pid.to(tl.int64)
@@ -237,14 +235,14 @@ def _conv2d_direct_kernel(x, w, bias, y, total, Cg, OCg, H, W, OC, OH, OW, KH, K
 def _conv2d_bwd_input_chunked_kernel(dy, w, dx, GEMM_M, GEMM_N, OCg, H, W, OH, OW, sdyn, sdyh, sdyw, sdxm,
                                      stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
                                      KH: tl.constexpr, KW: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-                                     UPCAST: tl.constexpr, INT64: tl.constexpr, BLOCK_M: tl.constexpr,
-                                     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+                                     UPCAST: tl.constexpr, ACC: tl.constexpr, INT64: tl.constexpr,
+                                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                                     GROUP_M: tl.constexpr):
     # NHWC: dy (N, OH, OW, OC), w packed (groups, KH, KW, Cg, OCg), dx (N*H*W, C), unit channel
     # strides; both operands are contiguous along the reduced output channels (K-major).
     # As the forward kernel: (kh, kw) walked statically, the output channels in BLOCK_K chunks.
     # Tap (kh, kw) reaches input pixel (ih, iw) from output pixel ((ih + pad - kh*dil) / stride,
     # ...) where that divides exactly; the test, the pixel's address and its mask are per (kh, kw).
-    ACC: tl.constexpr = tl.float64 if dy.dtype.element_ty == tl.float64 else tl.float32
     g = tl.program_id(1)
     pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (n, ih, iw)
@@ -291,10 +289,9 @@ def _conv2d_bwd_input_chunked_kernel(dy, w, dx, GEMM_M, GEMM_N, OCg, H, W, OH, O
 def _conv2d_bwd_input_kernel(dy, w, dx, GEMM_M, GEMM_N, GEMM_K, OCg, H, W, OH, OW, KH, KW,
                              sdyn, sdyc, sdyh, sdyw, swo, swc, swh, sww, sdxn, sdxc, sdxh, sdxw,
                              stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
-                             INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
-                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                             INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, ACC: tl.constexpr,
+                             INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                              GROUP_M: tl.constexpr):
-    ACC: tl.constexpr = tl.float64 if dy.dtype.element_ty == tl.float64 else tl.float32
     g = tl.program_id(1)
     pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # (n, ih, iw)
@@ -340,11 +337,10 @@ def _conv2d_bwd_input_kernel(dy, w, dx, GEMM_M, GEMM_N, GEMM_K, OCg, H, W, OH, O
 def _conv2d_bwd_weight_flat_kernel(x, dy, dw, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, OH, OW, KH, KW,
                                    sxn, sxc, sxh, sxw, sdyn, sdyc, sdyh, sdyw, swo, swc, swh, sww,
                                    stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
-                                   INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
-                                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                                   GROUP_M: tl.constexpr):
+                                   INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, ACC: tl.constexpr,
+                                   INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                                   BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     # Few channels (the RGB stem, depthwise): any layout, the (c, kh, kw) columns flattened.
-    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
     g = tl.program_id(1)
     pid_m, pid_n = grouped_tile(tl.program_id(0), GEMM_M, GEMM_N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)  # oc within the group
@@ -387,15 +383,14 @@ def _conv2d_bwd_weight_flat_kernel(x, dy, dw, GEMM_M, GEMM_N, GEMM_K, Cg, H, W, 
 @triton.jit
 def _conv2d_bwd_weight_kernel(x, dy, ws, GEMM_M, GEMM_N, OC, P, chunk, H, W, OH, OW, KH, KW,
                               sxn, sxh, sxw, sdym, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w,
-                              INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, INT64: tl.constexpr,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                              INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, ACC: tl.constexpr,
+                              INT64: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                               GROUP_M: tl.constexpr):
     # NHWC: x (N, H, W, C), dy (N*OH*OW, OC), unit channel strides. Program (tile, group * KH*KW
     # + tap, s) reduces dy^T (oc, pixels) @ x shifted by the tap (pixels, c) over pixel chunk s
     # into the fp32 (fp64) workspace ws[s, OC, KH*KW, Cg], contiguous along c: one tap per
     # program keeps c at unit stride in both x and ws, and the chunks (split-K) give the few
     # (oc, c) tiles of a layer enough programs to fill the GPU.
-    ACC: tl.constexpr = tl.float64 if x.dtype.element_ty == tl.float64 else tl.float32
     gt = tl.program_id(1)
     s = tl.program_id(2)
     KHW = KH * KW
@@ -481,6 +476,11 @@ def _int64(*tensors) -> bool:
     return any(needs_int64(t.shape, t.stride()) for t in tensors)
 
 
+def _acc(t):
+    """The ``triton.language`` dtype a kernel reading ``t`` accumulates in (the dtype policy's)."""
+    return getattr(tl, FLOAT_COMPUTE_NAME[t.dtype.name])
+
+
 def nhwc(Cg: int, OCg: int) -> bool:
     """Whether a convolution with these per-group channel counts runs the NHWC implicit-GEMM
     kernels (both GEMM sides channels: >= 16, what ``tl.dot`` tiles). The others (the RGB stem,
@@ -510,11 +510,11 @@ def conv2d_forward(y, x, w, bias, stride, padding, dilation, groups, allow_tf32=
         total = y.numel()
         launch(_conv2d_direct_kernel, (cdiv(total, DIRECT_BLOCK),), x, w, bias_arg, y, total, Cg, OCg, H, W,
                OC, OH, OW, KH, KW, *x.stride(), *w.stride(), *y.stride(), sb, *geo,
-               HAS_BIAS=bias is not None, INT64=_int64(x, w, y), BLOCK=DIRECT_BLOCK)
+               HAS_BIAS=bias is not None, ACC=_acc(x), INT64=_int64(x, w, y), BLOCK=DIRECT_BLOCK)
         return
     gm, gn = N * OH * OW, OCg
     common = dict(INPUT_PRECISION=input_precision(x.dtype.name, allow_tf32), UPCAST=INTERPRET,
-                  HAS_BIAS=bias is not None, INT64=_int64(x, w, y), **_meta())
+                  HAS_BIAS=bias is not None, ACC=_acc(x), INT64=_int64(x, w, y), **_meta())
     if not nhwc(Cg, OCg):  # few channels: one flat (c, kh, kw) reduction
         launch(_conv2d_fwd_flat_kernel, _gemm_grid(gm, gn, groups), x, w, bias_arg, y, gm, gn, Cg * KH * KW, Cg, H,
                W, OH, OW, KH, KW, *x.stride(), *w.stride(), *y.stride(), sb, *geo, **common)
@@ -536,7 +536,7 @@ def conv2d_backward_input(dx, dy, w, stride, padding, dilation, groups, allow_tf
     N, C, H, W = dx.shape
     _, OC, OH, OW = dy.shape
     geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
-    common = dict(INPUT_PRECISION=input_precision(dy.dtype.name, allow_tf32), UPCAST=INTERPRET,
+    common = dict(INPUT_PRECISION=input_precision(dy.dtype.name, allow_tf32), UPCAST=INTERPRET, ACC=_acc(dy),
                   INT64=_int64(dx, dy, w), **_meta())
     if w.ndim == 5:
         _, KH, KW, Cg, OCg = w.shape
@@ -575,17 +575,16 @@ def conv2d_backward_weight(dw, dy, x, stride, padding, dilation, groups, allow_t
         gm, gn, gk = OCg, Cg * KH * KW, N * OH * OW
         launch(_conv2d_bwd_weight_flat_kernel, _gemm_grid(gm, gn, groups), x, dy, dw, gm, gn, gk, Cg, H, W, OH, OW,
                KH, KW, *x.stride(), *dy.stride(), *dw.stride(), *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET,
-               INT64=_int64(x, dy, dw), **_meta())
+               ACC=_acc(x), INT64=_int64(x, dy, dw), **_meta())
         return
     P, taps = N * OH * OW, KH * KW
     split = wgrad_split(OC, Cg, taps, groups, P)
     chunk = max(cdiv(cdiv(P, split), 64) * 64, 64)  # an empty batch: one chunk of nothing, dw = 0
     split = cdiv(P, chunk)
-    acc = dt.float64 if x.dtype is dt.float64 else dt.float32
-    ws = dw.new_empty((split, OC, taps, Cg), dtype=acc)
+    ws = dw.new_empty((split, OC, taps, Cg), dtype=float_compute(x.dtype))
     sxn, _, sxh, sxw = x.stride()
     launch(_conv2d_bwd_weight_kernel, _gemm_grid(OCg, Cg, groups * taps, split), x, dy, ws, OCg, Cg, OC, P, chunk,
-           H, W, OH, OW, KH, KW, sxn, sxh, sxw, OC, *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET,
+           H, W, OH, OW, KH, KW, sxn, sxh, sxw, OC, *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET, ACC=_acc(x),
            INT64=_int64(x, dy, ws), **_meta())
     total = OC * taps * Cg
     launch(_wgrad_sum_kernel, (cdiv(total, SUM_BLOCK),), ws, dw, total, split, taps, KW, Cg, *dw.stride(),
