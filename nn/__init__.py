@@ -17,6 +17,10 @@ from .modules import (GRU, LSTM, RNN, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, B
                       TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, Unfold,
                       Upsample)
 from .parameter import Buffer, Parameter
+from .modules import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d,
+                      LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
+                      LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear)
+from .parameter import UninitializedBuffer, UninitializedParameter
 from .modules import AvgPool3d, Conv3d, MaxPool3d
 from .modules import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, AlphaDropout, BatchNorm3d, CELU,
                       ConstantPad1d, ConstantPad2d, CosineEmbeddingLoss, Dropout1d, Dropout2d, EmbeddingBag, Fold,
@@ -57,3 +61,7 @@ __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "CircularPad1d", "Circular
             "CrossMapLRN2d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "RReLU", "Softmin", "Softmax2d",
             "ChannelShuffle", "HingeEmbeddingLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
             "TripletMarginWithDistanceLoss", "NLLLoss2d", "FractionalMaxPool2d", "FractionalMaxPool3d", "Container"]
+__all__ += ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+            "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d",
+            "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear", "UninitializedParameter",
+            "UninitializedBuffer"]

@@ -29,6 +29,11 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
                           TransformerEncoderLayer)
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 # torch's remaining layers, each in its torch file
+from .batchnorm import LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d
+from .conv import LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d
+from .instancenorm import LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d
+from .lazy import LazyModuleMixin
+from .linear import LazyLinear
 from .activation import RReLU, Softmin, Softmax2d
 from .channelshuffle import ChannelShuffle
 from .container import Container
@@ -63,3 +68,6 @@ __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "CircularPad1d", "Circular
             "CrossMapLRN2d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "RReLU", "Softmin", "Softmax2d",
             "ChannelShuffle", "HingeEmbeddingLoss", "MultiMarginLoss", "MultiLabelMarginLoss",
             "TripletMarginWithDistanceLoss", "NLLLoss2d", "FractionalMaxPool2d", "FractionalMaxPool3d", "Container"]
+__all__ += ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
+            "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d",
+            "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear"]

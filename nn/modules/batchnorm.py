@@ -11,7 +11,8 @@ from ...runtime import dtype as dt
 from .. import functional as F
 from .. import init
 from .module import Module
-from ..parameter import Parameter
+from ..parameter import Parameter, UninitializedBuffer, UninitializedParameter
+from .lazy import LazyModuleMixin
 
 
 class _BatchNorm(Module):
@@ -96,3 +97,57 @@ class BatchNorm3d(_BatchNorm):
     def _check_input_dim(self, input) -> None:
         if input.ndim != 5:
             raise ValueError(f"expected 5D input (got {input.ndim}D input)")
+
+
+class _LazyNormBase(LazyModuleMixin, _BatchNorm):
+    """The lazy norms' shared part (torch's ``_LazyNormBase``): ``num_features`` from the first input's
+    dim 1, weight/bias and running statistics materialized then and reset as the eager layer's."""
+
+    def __init__(self, eps: float = 1e-5, momentum=0.1, affine: bool = True, track_running_stats: bool = True,
+                 device=None, dtype=None, *, bias: bool = True):
+        super().__init__(0, eps, momentum, False, False, device, dtype, bias=False)
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = UninitializedParameter(device=device, dtype=dtype)
+            if bias:
+                self.bias = UninitializedParameter(device=device, dtype=dtype)
+        if track_running_stats:
+            self.register_buffer("running_mean", UninitializedBuffer(device=device, dtype=dtype))
+            self.register_buffer("running_var", UninitializedBuffer(device=device, dtype=dtype))
+            self.register_buffer("num_batches_tracked", tensor(0, dtype=dt.int64, device=device))
+
+    def reset_parameters(self) -> None:
+        if not self.has_uninitialized_params() and self.num_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input) -> None:
+        if not self.has_uninitialized_params():
+            return
+        self.num_features = input.shape[1]
+        with no_grad():
+            if self.affine:
+                self.weight.materialize((self.num_features,))
+                if self.bias is not None:
+                    self.bias.materialize((self.num_features,))
+            if self.track_running_stats:
+                self.running_mean.materialize((self.num_features,))
+                self.running_var.materialize((self.num_features,))
+            self.reset_parameters()
+
+
+class LazyBatchNorm1d(_LazyNormBase, BatchNorm1d):
+    """A BatchNorm1d whose ``num_features`` comes from its first input, as torch.nn.LazyBatchNorm1d."""
+
+    cls_to_become = BatchNorm1d
+
+
+class LazyBatchNorm2d(_LazyNormBase, BatchNorm2d):
+    """A BatchNorm2d whose ``num_features`` comes from its first input, as torch.nn.LazyBatchNorm2d."""
+
+    cls_to_become = BatchNorm2d
+
+
+class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
+    """A BatchNorm3d whose ``num_features`` comes from its first input, as torch.nn.LazyBatchNorm3d."""
+
+    cls_to_become = BatchNorm3d

@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 
 from .. import functional as F
-from .batchnorm import _BatchNorm
+from .batchnorm import _BatchNorm, _LazyNormBase
 
 
 class _InstanceNorm(_BatchNorm):
@@ -52,4 +52,32 @@ class InstanceNorm2d(_InstanceNorm):
 class InstanceNorm3d(_InstanceNorm):
     """Over (N, C, D, H, W) or (C, D, H, W) inputs."""
 
+    _no_batch_dim = 4
+
+
+class _LazyInstanceNorm(_LazyNormBase, _InstanceNorm):
+    def initialize_parameters(self, input) -> None:
+        # the channels are dim 0 of an unbatched input
+        if self.has_uninitialized_params() and input.ndim == self._no_batch_dim:
+            input = input.unsqueeze(0)
+        super().initialize_parameters(input)
+
+
+class LazyInstanceNorm1d(_LazyInstanceNorm):
+    """An InstanceNorm1d whose ``num_features`` comes from its first input, as torch.nn.LazyInstanceNorm1d."""
+
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyInstanceNorm):
+    """An InstanceNorm2d whose ``num_features`` comes from its first input, as torch.nn.LazyInstanceNorm2d."""
+
+    cls_to_become = InstanceNorm2d
+    _no_batch_dim = 3
+
+
+class LazyInstanceNorm3d(_LazyInstanceNorm):
+    """An InstanceNorm3d whose ``num_features`` comes from its first input, as torch.nn.LazyInstanceNorm3d."""
+
+    cls_to_become = InstanceNorm3d
     _no_batch_dim = 4

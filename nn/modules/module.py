@@ -12,7 +12,7 @@ from ...autograd.graph import RemovableHandle
 from ...autograd.grad_mode import no_grad
 from ...core.tensor import Tensor
 from ...runtime.dtype import dtype as _dtype
-from ..parameter import Buffer, Parameter
+from ..parameter import Buffer, Parameter, is_lazy
 from .backward_hooks import BackwardHook
 
 
@@ -205,11 +205,11 @@ class Module:
         for mp, m in self.named_modules(prefix=prefix.rstrip(".")):
             pre = f"{mp}." if mp else ""
             for name, p in m._parameters.items():
-                if p is not None:
-                    out[pre + name] = p if keep_vars else p.detach()
+                if p is not None:  # a lazy module's placeholder is saved as itself, as torch's
+                    out[pre + name] = p if keep_vars or is_lazy(p) else p.detach()
             for name, b in m._buffers.items():
                 if b is not None and name not in m._non_persistent:
-                    out[pre + name] = b if keep_vars else b.detach()
+                    out[pre + name] = b if keep_vars or is_lazy(b) else b.detach()
         return out
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
@@ -217,6 +217,9 @@ class Module:
         with torch's error message (missing and unexpected keys are errors with ``strict=True``); returns
         (missing_keys, unexpected_keys). ``assign=True`` is accepted but copies too: the module keeps its own
         tensors."""
+        for mp, m in self.named_modules():  # torch's pre-hooks: a lazy module materializes to the loaded shapes
+            for hook in list((m.__dict__.get("_load_state_dict_pre_hooks") or {}).values()):
+                hook(state_dict, f"{mp}." if mp else "", {}, strict, [], [], [])
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -244,6 +247,12 @@ class Module:
         return _IncompatibleKeys(missing, unexpected)
 
     # ----- devices and dtypes --------------------------------------------------------------
+    def _register_load_state_dict_pre_hook(self, hook):
+        """``hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs)``
+        before ``load_state_dict`` reads this module's entries (torch's private hook, which the lazy
+        modules use); returns a handle whose ``remove()`` unregisters it."""
+        return self._add_hook("_load_state_dict_pre_hooks", hook, False)
+
     def _apply(self, fn):
         for m in self.modules():
             for name, p in m._parameters.items():
