@@ -124,6 +124,7 @@ class LongTensor: ...
 class ShortTensor: ...
 __version__: builtins.str
 def abs(input, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
+def absolute(input, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
 def acos(input, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
 def acosh(input, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
 def add(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -131,12 +132,12 @@ def addcdiv(input, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``inpu
 def addcmul(input, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 * tensor2`` in one kernel."""
 def addmm(input, mat1, mat2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat1 @ mat2), ``input`` broadcast to the product's shape."""
 def addmv(input, mat, vec, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat @ vec)."""
-def all(input, dim=..., keepdim=...) -> Tensor: ...
+def all(input, dim=..., keepdim=...) -> Tensor: """torch.all: whether every element over ``dim`` (all dims by default) is nonzero, as bool."""
 def allclose(input, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
-def amax(input, dim=..., keepdim=...) -> Tensor: ...
-def amin(input, dim=..., keepdim=...) -> Tensor: ...
+def amax(input, dim=..., keepdim=...) -> Tensor: """torch.amax: the maximum over ``dim`` (all dims when empty), without indices; NaN propagates."""
+def amin(input, dim=..., keepdim=...) -> Tensor: """torch.amin: the minimum over ``dim`` (all dims when empty), without indices; NaN propagates."""
 def aminmax(input, *, dim=..., keepdim=...) -> Any: """``(min, max)`` over ``dim`` (all dims without one)."""
-def any(input, dim=..., keepdim=...) -> Tensor: ...
+def any(input, dim=..., keepdim=...) -> Tensor: """torch.any: whether any element over ``dim`` (all dims by default) is nonzero, as bool."""
 def arccos(input, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
 def arccosh(input, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
 def arcsin(input, *, out=...) -> Tensor: """Elementwise ``asin`` (kernel: triton_kernels/elementwise.py)."""
@@ -180,6 +181,7 @@ def concatenate(tensors, dim=...) -> Tensor: """Concatenate along an existing ``
 contiguous_format: memory_format
 def conv2d(input, weight, bias=..., stride=..., padding=..., dilation=..., groups=...) -> Tensor: """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
 def conv_transpose2d(input, weight, bias=..., stride=..., padding=..., output_padding=..., groups=..., dilation=...) -> Tensor: """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight"""
+def copysign(input, other, *, out=...) -> Tensor: """Elementwise ``copysign`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def cos(input, *, out=...) -> Tensor: """Elementwise ``cos`` (kernel: triton_kernels/elementwise.py)."""
 def cosh(input, *, out=...) -> Tensor: """Elementwise ``cosh`` (kernel: triton_kernels/elementwise.py)."""
 def count_nonzero(input, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
@@ -189,10 +191,11 @@ def cummin(input, dim) -> Any: """The running minimum along ``dim`` and where it
 def cumprod(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative product along ``dim``. Integer and bool inputs multiply in int64 (as torch);"""
 def cumsum(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative sum along ``dim``. Integer and bool inputs sum to int64 (as torch);"""
 default_generator: Generator
+def deg2rad(input, *, out=...) -> Tensor: """Elementwise ``deg2rad`` (kernel: triton_kernels/elementwise.py)."""
 def diag(input, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
 def diag_embed(input, offset=..., dim1=..., dim2=...) -> Tensor: """Each last-dim vector of ``input`` on the ``offset``-th diagonal of a new (dim1, dim2) plane of zeros"""
 def diagonal(input, offset=..., dim1=..., dim2=...) -> Tensor: """The view of the ``offset``-th diagonal of the (dim1, dim2) planes: those dims are removed and"""
-def diff(input, n=..., dim=..., prepend=..., append=...) -> Any: ...
+def diff(input, n=..., dim=..., prepend=..., append=...) -> Any: """torch.diff: ``input.diff(n, dim, prepend, append)``, the n-th forward difference along ``dim``."""
 def digamma(input, *, out=...) -> Tensor: """Elementwise ``digamma`` (kernel: triton_kernels/elementwise.py)."""
 def div(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
@@ -203,10 +206,12 @@ def einsum(equation, *operands) -> Tensor: """``einsum('bij,bjk->bik', a, b)``; 
 def eq(input, other, *, out=...) -> Tensor: """Elementwise ``eq`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def equal(input, other) -> builtins.bool: """True when both have the same shape and the same elements (NaN is unequal to itself)."""
 def erf(input, *, out=...) -> Tensor: """Elementwise ``erf`` (kernel: triton_kernels/elementwise.py)."""
+def erfc(input, *, out=...) -> Tensor: """Elementwise ``erfc`` (kernel: triton_kernels/elementwise.py)."""
 def erfinv(input, *, out=...) -> Tensor: """Elementwise ``erfinv`` (kernel: triton_kernels/elementwise.py)."""
 def exp(input, *, out=...) -> Tensor: """Elementwise ``exp`` (kernel: triton_kernels/elementwise.py)."""
 def exp2(input, *, out=...) -> Tensor: """Elementwise ``exp2`` (kernel: triton_kernels/elementwise.py)."""
 def expm1(input, *, out=...) -> Tensor: """Elementwise ``expm1`` (kernel: triton_kernels/elementwise.py)."""
+def fix(input, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
 def flip(input, *args, dims=...) -> Tensor: """Reverse the order of elements along ``dims`` (a copy, as in PyTorch): ``x.flip(0, 1)``,"""
 float: dtype
 float16: dtype
@@ -214,22 +219,32 @@ float32: dtype
 float64: dtype
 def floor(input, *, out=...) -> Tensor: """Elementwise ``floor`` (kernel: triton_kernels/elementwise.py)."""
 def floor_divide(input, other, *, out=...) -> Tensor: """Elementwise ``floor_divide`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def fmax(input, other, *, out=...) -> Tensor: """Elementwise ``fmax`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def fmin(input, other, *, out=...) -> Tensor: """Elementwise ``fmin`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def fmod(input, other, *, out=...) -> Tensor: """Elementwise ``fmod`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-def gather(input, dim, index) -> Tensor: ...
+def frac(input, *, out=...) -> Tensor: """Elementwise ``frac`` (kernel: triton_kernels/elementwise.py)."""
+def gather(input, dim, index) -> Tensor: """torch.gather: ``out[i][j] = input[index[i][j]][j]`` along ``dim`` (int64 ``index`` of the output's"""
+def gcd(input, other, *, out=...) -> Tensor: """Elementwise ``gcd`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def ge(input, other, *, out=...) -> Tensor: """Elementwise ``ge`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def gelu(input, *, out=...) -> Tensor: """Elementwise ``gelu`` (kernel: triton_kernels/elementwise.py)."""
 def gelu_tanh(input, *, out=...) -> Tensor: """Elementwise ``gelu_tanh`` (kernel: triton_kernels/elementwise.py)."""
 def ger(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
+def greater(input, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def greater_equal(input, other, *, out=...) -> Tensor: """Elementwise ``ge`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def gt(input, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 half: dtype
+def heaviside(input, other, *, out=...) -> Tensor: """Elementwise ``heaviside`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def histc(input, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
 def hstack(tensors) -> Tensor: """``cat`` along dim 0 for 1-D (and 0-d) inputs, else along dim 1."""
 def hypot(input, other, *, out=...) -> Tensor: """Elementwise ``hypot`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def i0(input, *, out=...) -> Tensor: """Elementwise ``i0`` (kernel: triton_kernels/elementwise.py)."""
+def igamma(input, other, *, out=...) -> Tensor: """Elementwise ``igamma`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def igammac(input, other, *, out=...) -> Tensor: """Elementwise ``igammac`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def index_add(input, dim, index, source, *, alpha=..., out=...) -> Tensor: """out = input with ``out.index_select(dim, index) += alpha * source`` (duplicates accumulate)."""
 def index_copy(input, dim, index, source) -> Tensor: """A copy of ``input`` with the slices of ``source`` at ``index`` along ``dim`` (``index_add``'s copy)."""
 def index_fill(input, dim, index, value) -> Tensor: """A copy of ``input`` with ``value`` (a number or a 0-d tensor) at ``index`` along ``dim``."""
 def index_put(input, indices, values, accumulate=...) -> Tensor: """A copy of ``input`` with ``values`` put (``accumulate``: added) at ``input[indices]``."""
-def index_select(input, dim, index) -> Tensor: ...
+def index_select(input, dim, index) -> Tensor: """torch.index_select: the slices of ``input`` along ``dim`` at the int32/int64 positions of the 1-D"""
 inf: builtins.float
 int: dtype
 int16: dtype
@@ -237,14 +252,19 @@ int32: dtype
 int64: dtype
 int8: dtype
 def isclose(input, other, rtol=..., atol=..., equal_nan=...) -> Tensor: """``|input - other| <= atol + rtol * |other|`` elementwise (or exactly equal), broadcast."""
-def isfinite(input) -> Tensor: ...
-def isinf(input) -> Tensor: ...
+def isfinite(input) -> Tensor: """torch.isfinite: a bool tensor, True where an element is neither inf nor NaN (always for integers)."""
+def isinf(input) -> Tensor: """torch.isinf: a bool tensor, True where an element is +inf or -inf (never for integers)."""
 def isnan(input) -> Tensor: """True where ``input`` is NaN (never for integer and bool tensors)."""
+def isneginf(input, *, out=...) -> Tensor: """Elementwise ``isneginf`` (kernel: triton_kernels/elementwise.py)."""
+def isposinf(input, *, out=...) -> Tensor: """Elementwise ``isposinf`` (kernel: triton_kernels/elementwise.py)."""
 def kron(input, other) -> Tensor: """The Kronecker product: block (i, j, ...) is ``input[i, j, ...] * other`` (dtypes promote)."""
 def kthvalue(input, k, dim=..., keepdim=...) -> Any: """The ``k``-th smallest element along ``dim`` (k counts from 1) and its index."""
 def layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Tensor: """``torch.nn.functional.layer_norm``: normalize over the trailing ``normalized_shape`` dims."""
+def lcm(input, other, *, out=...) -> Tensor: """Elementwise ``lcm`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def le(input, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def lerp(input, end, weight, *, out=...) -> Tensor: """``input + weight * (end - input)``, ``weight`` a tensor or a number (torch's two-sided formula)."""
+def less(input, other, *, out=...) -> Tensor: """Elementwise ``lt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def less_equal(input, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def lgamma(input, *, out=...) -> Tensor: """Elementwise ``lgamma`` (kernel: triton_kernels/elementwise.py)."""
 def linear(input, weight, bias=...) -> Tensor: """torch.nn.functional.linear: input @ weight.T + bias, bias fused into the matmul."""
 def log(input, *, out=...) -> Tensor: """Elementwise ``log`` (kernel: triton_kernels/elementwise.py)."""
@@ -252,11 +272,14 @@ def log10(input, *, out=...) -> Tensor: """Elementwise ``log10`` (kernel: triton
 def log1p(input, *, out=...) -> Tensor: """Elementwise ``log1p`` (kernel: triton_kernels/elementwise.py)."""
 def log2(input, *, out=...) -> Tensor: """Elementwise ``log2`` (kernel: triton_kernels/elementwise.py)."""
 def log_softmax(input, dim, dtype=...) -> Tensor: """x - max - log(sum(exp(x - max))) along ``dim``; ``dtype`` casts the input first."""
+def logaddexp(input, other, *, out=...) -> Tensor: """Elementwise ``logaddexp`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def logaddexp2(input, other, *, out=...) -> Tensor: """Elementwise ``logaddexp2`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def logcumsumexp(input, dim) -> Tensor: """``log(cumsum(exp(input)))`` along ``dim`` without overflow (floating point inputs only, as torch)."""
 def logical_and(input, other, *, out=...) -> Tensor: """Elementwise ``logical_and`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def logical_not(input, *, out=...) -> Tensor: """Elementwise ``logical_not`` (kernel: triton_kernels/elementwise.py)."""
 def logical_or(input, other, *, out=...) -> Tensor: """Elementwise ``logical_or`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def logical_xor(input, other, *, out=...) -> Tensor: """Elementwise ``logical_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+def logit(input, *, out=...) -> Tensor: """Elementwise ``logit`` (kernel: triton_kernels/elementwise.py)."""
 def logsumexp(input, dim, keepdim=...) -> Tensor: """``log(sum(exp(input), dim))`` without overflow: the max is taken out first (a constant for autograd)."""
 long: dtype
 def lt(input, other, *, out=...) -> Tensor: """Elementwise ``lt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -266,9 +289,9 @@ def masked_select(input, mask) -> Tensor: """The elements of ``input`` where ``m
 def matmul(input, other) -> Tensor: """torch.matmul: dot, matrix-vector, matrix-matrix or broadcast batched product."""
 def max(input, dim=..., keepdim=..., *, other=...) -> Any: """``max(x)`` -> 0-d value; ``max(x, dim)`` -> (values, indices); ``max(x, y)`` -> maximum."""
 def max_pool2d(input, kernel_size, stride=..., padding=..., dilation=..., ceil_mode=..., return_indices=...) -> Any: """torch.nn.functional.max_pool2d; with ``return_indices`` also the flat argmax within each H*W plane."""
-def max_pool2d_with_indices(input, kernel_size, stride=..., padding=..., dilation=..., ceil_mode=...) -> Any: ...
+def max_pool2d_with_indices(input, kernel_size, stride=..., padding=..., dilation=..., ceil_mode=...) -> Any: """F.max_pool2d_with_indices: max_pool2d's maxima and the flat (h * W + w) position of each in its input"""
 def maximum(input, other, *, out=...) -> Tensor: """Elementwise ``maximum`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
-def mean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
+def mean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """torch.mean: the mean over ``dim`` (all dims by default), accumulated per the dtype policy; floating (or"""
 def median(input, dim=..., keepdim=...) -> Any: """``median(x)``: the lower median of all elements (NaN if any is NaN); ``median(x, dim)``:"""
 def min(input, dim=..., keepdim=..., *, other=...) -> Any: """``min(x)`` -> 0-d value; ``min(x, dim)`` -> (values, indices); ``min(x, y)`` -> minimum."""
 def minimum(input, other, *, out=...) -> Tensor: """Elementwise ``minimum`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -286,27 +309,31 @@ def nan_to_num(input, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``na
 def nanmean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""
 def nanmedian(input, dim=..., keepdim=...) -> Any: """``median`` that ignores NaN (NaN only where every element is)."""
 def nansum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``sum`` with NaN counted as zero (which is also its gradient there)."""
-def narrow(input, dim, start, length) -> Any: ...
+def narrow(input, dim, start, length) -> Any: """torch.narrow: a view of ``length`` elements of dim ``dim`` from ``start``."""
 def native_layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Any: """``(out, mean, rstd)`` like ``torch.native_layer_norm``: the statistics the backward needs."""
 def ne(input, other, *, out=...) -> Tensor: """Elementwise ``ne`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def neg(input, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
+def negative(input, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
 newaxis: Any
+def nextafter(input, other, *, out=...) -> Tensor: """Elementwise ``nextafter`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def nonzero(input, *, as_tuple=...) -> Any: """The coordinates of the nonzero elements, row-major: int64 (count, ndim), or one 1-D tensor per dim."""
 def norm(input, p=..., dim=..., keepdim=..., dtype=...) -> Tensor: """``torch.norm``: ``'fro'`` (or a number p) is the vector p-norm over ``dim`` (all dims when None);"""
 def normal(mean, std=..., size=..., *, generator=..., dtype=..., device=..., requires_grad=...) -> Tensor: """``normal(mean, std)``: N(mean, std**2) samples, elementwise for tensor ``mean``/``std``"""
+def not_equal(input, other, *, out=...) -> Tensor: """Elementwise ``ne`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def orthogonalize_(matrices, epsilon=...) -> Tensor: """Orthonormalise the columns of ``matrices`` in place by Gram-Schmidt; returns ``matrices``."""
 def outer(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
-def permute(input, *dims) -> Any: ...
+def permute(input, *dims) -> Any: """torch.permute: a view with the dims in the order ``dims``."""
 pi: builtins.float
 def polygamma(n, input, *, out=...) -> Tensor: """The ``n``-th derivative of digamma (``polygamma(0, x)`` is ``digamma(x)``); integers give the"""
 def pow(input, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 preserve_format: memory_format
-def prod(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
+def prod(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """torch.prod: the product over ``dim`` (all dims by default); integers and bool give int64, as torch."""
+def rad2deg(input, *, out=...) -> Tensor: """Elementwise ``rad2deg`` (kernel: triton_kernels/elementwise.py)."""
 def reciprocal(input, *, out=...) -> Tensor: """Elementwise ``reciprocal`` (kernel: triton_kernels/elementwise.py)."""
 def relu(input, *, out=...) -> Tensor: """Elementwise ``relu`` (kernel: triton_kernels/elementwise.py)."""
 def remainder(input, other, *, out=...) -> Tensor: """Elementwise ``remainder`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def repeat_interleave(input, repeats=..., dim=..., *, output_size=...) -> Any: """``input.repeat_interleave(repeats, dim)``; with ``repeats`` omitted, ``input`` is the repeats"""
-def reshape(input, *shape) -> Any: ...
+def reshape(input, *shape) -> Any: """torch.reshape: a view with ``shape`` when strides can express it, else a contiguous copy."""
 def roll(input, shifts, dims=...) -> Tensor: """Shift elements along ``dims`` by ``shifts``, wrapping around; without dims, over the flattened tensor."""
 def round(input, *, decimals=...) -> Tensor: """Round half to even (as torch and NumPy), to ``decimals`` places; integers are returned as a copy."""
 def rsqrt(input, *, out=...) -> Tensor: """Elementwise ``rsqrt`` (kernel: triton_kernels/elementwise.py)."""
@@ -314,46 +341,50 @@ def scatter(input, dim, index, src=..., *, value=..., reduce=...) -> Tensor: """
 def scatter_add(input, dim, index, src, *, out=...) -> Tensor: """out = input with ``out[..., index[i], ...] += src[i]`` along ``dim`` (duplicates accumulate)."""
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=...) -> Tensor: """``input`` with the elements of ``src`` reduced into the positions ``index`` names along ``dim``."""
 def searchsorted(sorted_sequence, input, *, out_int32=..., right=..., side=..., sorter=...) -> Tensor: """For each value of ``input``, the index where it would be inserted into the innermost dim of"""
-def select(input, dim, index) -> Any: ...
+def select(input, dim, index) -> Any: """torch.select: a view of slice ``index`` of dim ``dim``, that dim removed."""
+def sgn(input, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
 short: dtype
 def sigmoid(input, *, out=...) -> Tensor: """Elementwise ``sigmoid`` (kernel: triton_kernels/elementwise.py)."""
 def sign(input, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
+def signbit(input, *, out=...) -> Tensor: """Elementwise ``signbit`` (kernel: triton_kernels/elementwise.py)."""
 def silu(input, *, out=...) -> Tensor: """Elementwise ``silu`` (kernel: triton_kernels/elementwise.py)."""
 def sin(input, *, out=...) -> Tensor: """Elementwise ``sin`` (kernel: triton_kernels/elementwise.py)."""
+def sinc(input, *, out=...) -> Tensor: """Elementwise ``sinc`` (kernel: triton_kernels/elementwise.py)."""
 def sinh(input, *, out=...) -> Tensor: """Elementwise ``sinh`` (kernel: triton_kernels/elementwise.py)."""
 def softmax(input, dim, dtype=...) -> Tensor: """exp(x - max) / sum(exp(x - max)) along ``dim``; ``dtype`` casts the input first."""
 def sort(input, dim=..., descending=..., *, stable=...) -> Any: """(values, indices) sorted along ``dim``; NaN sorts above every number (first when descending)."""
 def sqrt(input, *, out=...) -> Tensor: """Elementwise ``sqrt`` (kernel: triton_kernels/elementwise.py)."""
 def square(input, *, out=...) -> Tensor: """Elementwise ``square`` (kernel: triton_kernels/elementwise.py)."""
-def squeeze(input, dim=...) -> Any: ...
+def squeeze(input, dim=...) -> Any: """torch.squeeze: a view without the size-1 dims (only those of ``dim``, an int or a tuple, when given)."""
 def stack(tensors, dim=...) -> Tensor: """Join equally shaped tensors along a new ``dim``; dtypes promote."""
-def std(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: ...
+def std(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """torch.std: the standard deviation over ``dim``, with ``correction`` (Bessel's by default;"""
 def std_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(std, mean)`` over ``dim`` (a plain tuple, as torch)."""
 strided: layout
 def sub(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def subtract(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def sum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
-def swapaxes(input, dim0, dim1) -> Any: ...
-def swapdims(input, dim0, dim1) -> Any: ...
+def swapaxes(input, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
+def swapdims(input, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
 def take_along_dim(input, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
 def tan(input, *, out=...) -> Tensor: """Elementwise ``tan`` (kernel: triton_kernels/elementwise.py)."""
 def tanh(input, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""
-def tensor_split(input, indices_or_sections, dim=...) -> Any: ...
+def tensor_split(input, indices_or_sections, dim=...) -> Any: """torch.tensor_split: ``input.tensor_split(indices_or_sections, dim)``, views along ``dim``."""
 def tensordot(a, b, dims=..., out=...) -> Tensor: """Contract ``dims`` (the last n of ``a`` with the first n of ``b``, or two lists of dims): both"""
 def tile(input, dims) -> Tensor: """``repeat`` with ``dims`` padded with leading ones when shorter than ``input.ndim``."""
 def topk(input, k, dim=..., largest=..., sorted=...) -> Any: """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in order."""
 def trace(input) -> Tensor: """The sum of a matrix's main diagonal (integers sum to int64)."""
-def transpose(input, dim0, dim1) -> Any: ...
+def transpose(input, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
 def tril(input, diagonal=...) -> Tensor: """The lower triangle of the last two dims (``col - row <= diagonal``); the rest zero."""
 def triu(input, diagonal=...) -> Tensor: """The upper triangle of the last two dims (``col - row >= diagonal``); the rest zero."""
 def true_divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def trunc(input, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
 uint8: dtype
-def unbind(input, dim=...) -> Any: ...
+def unbind(input, dim=...) -> Any: """torch.unbind: ``input.unbind(dim)``, the slices along ``dim`` as a tuple of views."""
 def unique(input, sorted=..., return_inverse=..., return_counts=..., dim=...) -> Any: """The distinct elements, ascending (always sorted, as PyTorch's CUDA unique); optionally the index of"""
 def unique_consecutive(input, return_inverse=..., return_counts=..., dim=...) -> Any: """The first element of every run of equal consecutive elements (or slices along ``dim``); optionally"""
-def unsqueeze(input, dim) -> Any: ...
+def unsqueeze(input, dim) -> Any: """torch.unsqueeze: a view with a size-1 dim inserted at ``dim``."""
 def var(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """Variance with ``correction`` (Bessel's by default); stable (chunk two-pass + Chan merge)."""
 def var_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(var, mean)`` over ``dim``."""
 def vstack(tensors) -> Tensor: """``cat`` along dim 0 of the inputs made at least 2-D (a 1-D tensor of n becomes (1, n))."""
 def where(condition, input=..., other=..., *, out=...) -> Tensor: """``input`` where ``condition`` holds, else ``other`` (either may be a Python number); with"""
+def xlogy(input, other, *, out=...) -> Tensor: """Elementwise ``xlogy`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""

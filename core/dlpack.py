@@ -43,20 +43,26 @@ kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool = 0, 1, 2, 4, 6
 
 
 class DLDevice(ctypes.Structure):
+    """DLPack's ``DLDevice``: a device type (kDLCPU, kDLCUDA ...) and its index, as dlpack.h lays it out."""
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
 
 class DLDataType(ctypes.Structure):
+    """DLPack's ``DLDataType``: a type code (int, uint, float, bfloat, bool), its bits and lanes."""
     _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
 
 
 class DLTensor(ctypes.Structure):
+    """DLPack's ``DLTensor``: a data pointer, device, dtype, shape and strides (in elements) and a byte
+    offset."""
     _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
                 ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
                 ("byte_offset", ctypes.c_uint64)]
 
 
 class DLManagedTensor(ctypes.Structure):
+    """DLPack's legacy (unversioned) capsule payload: a DLTensor, its owner's context and the deleter that
+    releases it."""
     pass
 
 
@@ -65,10 +71,13 @@ DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_vo
 
 
 class DLPackVersion(ctypes.Structure):
+    """DLPack's ``DLPackVersion``: the major and minor version a versioned capsule was made for."""
     _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
 
 
 class DLManagedTensorVersioned(ctypes.Structure):
+    """DLPack 1.x's capsule payload: a version, its owner's context, the deleter, flags (read-only, copied)
+    and a DLTensor."""
     pass
 
 
@@ -142,6 +151,7 @@ def live_exports() -> int:
 
 
 def dlpack_device(t: TensorBase) -> tuple[int, int]:
+    """``Tensor.__dlpack_device__``: (kDLCPU, 0) for a CPU tensor, (kDLCUDA, index) for a device tensor."""
     if t.device.type == "cpu":
         return (kDLCPU, 0)
     return (kDLCUDA, t.device.index if t.device.index is not None else cuda.current_device())

@@ -22,6 +22,7 @@ def manual_seed(seed: int) -> Generator:
 
 
 def initial_seed() -> int:
+    """torch.initial_seed: the seed the default generator was last seeded with."""
     return default_generator.initial_seed()
 
 
@@ -62,6 +63,8 @@ def size_arg(args: tuple, size, op: str) -> tuple:
 
 def empty(*args, size=None, dtype=None, layout=strided, device=None, requires_grad=False, pin_memory=False,
           memory_format=contiguous_format) -> Tensor:
+    """torch.empty: an uninitialised tensor of ``size`` (given as ints or one sequence), in ``memory_format``
+    for a 4-D size."""
     check_layout(layout, "empty")
     t = Tensor._empty(size_arg(args, size, "empty"), _dtype(dtype), _device(device))
     if memory_format is not contiguous_format:
@@ -71,6 +74,8 @@ def empty(*args, size=None, dtype=None, layout=strided, device=None, requires_gr
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False, *, layout=strided,
          pin_memory=False) -> Tensor:
+    """torch.full: a tensor of ``size`` filled with ``fill_value``; its dtype, unless given, is the value's
+    (bool, int64, or the default float dtype), as torch infers it."""
     if layout is not strided:  # the checks stay off the common path: full() seeds every backward
         check_layout(layout, "full")
     if dtype is None:
@@ -88,12 +93,14 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False, *, layo
 
 def zeros(*args, size=None, dtype=None, layout=strided, device=None, requires_grad=False,
           pin_memory=False) -> Tensor:
+    """torch.zeros: a tensor of ``size`` filled with 0 (the default float dtype unless given)."""
     return full(_shape_arg(args) if size is None else size_arg(args, size, "zeros"), 0, dtype=_dtype(dtype), device=device, requires_grad=requires_grad,
                 layout=layout, pin_memory=pin_memory)
 
 
 def ones(*args, size=None, dtype=None, layout=strided, device=None, requires_grad=False,
          pin_memory=False) -> Tensor:
+    """torch.ones: a tensor of ``size`` filled with 1 (the default float dtype unless given)."""
     return full(_shape_arg(args) if size is None else size_arg(args, size, "ones"), 1, dtype=_dtype(dtype), device=device, requires_grad=requires_grad,
                 layout=layout, pin_memory=pin_memory)
 
@@ -111,34 +118,41 @@ def _like(t: Tensor, dtype, device_, layout=None, op: str = "empty_like", memory
 
 def empty_like(t, dtype=None, device=None, requires_grad=False, *, layout=None, pin_memory=False,
                memory_format=preserve_format):
+    """torch.empty_like: an uninitialised tensor with ``t``'s shape, dtype and device unless given, laid out
+    as ``t`` by default (preserve_format)."""
     shape, d, dev = _like(t, dtype, device, layout, "empty_like", memory_format)
     return empty(shape, dtype=d, device=dev, requires_grad=requires_grad, pin_memory=pin_memory)
 
 
 def zeros_like(t, dtype=None, device=None, requires_grad=False, *, layout=None, memory_format=preserve_format):
+    """torch.zeros_like: zeros with ``t``'s shape, dtype and device unless given."""
     shape, d, dev = _like(t, dtype, device, layout, "zeros_like", memory_format)
     return zeros(shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
 def ones_like(t, dtype=None, device=None, requires_grad=False, *, layout=None, memory_format=preserve_format):
+    """torch.ones_like: ones with ``t``'s shape, dtype and device unless given."""
     shape, d, dev = _like(t, dtype, device, layout, "ones_like", memory_format)
     return ones(shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
 def full_like(t, fill_value, dtype=None, device=None, requires_grad=False, *, layout=strided,
               memory_format=preserve_format):
+    """torch.full_like: ``fill_value`` everywhere, with ``t``'s shape, dtype and device unless given."""
     shape, d, dev = _like(t, dtype, device, layout, "full_like", memory_format)
     return full(shape, fill_value, dtype=d, device=dev, requires_grad=requires_grad)
 
 
 def rand_like(t, dtype=None, device=None, requires_grad=False, *, generator=None, layout=None,
               memory_format=preserve_format):
+    """torch.rand_like: uniform samples in [0, 1) with ``t``'s shape, dtype and device unless given."""
     shape, d, dev = _like(t, dtype, device, layout, "rand_like", memory_format)
     return rand(shape, dtype=d, device=dev, requires_grad=requires_grad, generator=generator)
 
 
 def randn_like(t, dtype=None, device=None, requires_grad=False, *, generator=None, layout=None,
                memory_format=preserve_format):
+    """torch.randn_like: standard normal samples with ``t``'s shape, dtype and device unless given."""
     shape, d, dev = _like(t, dtype, device, layout, "randn_like", memory_format)
     return randn(shape, dtype=d, device=dev, requires_grad=requires_grad, generator=generator)
 
@@ -156,6 +170,7 @@ def _random(size, dtype, device_, normal: bool, requires_grad: bool, generator=N
 
 def rand(*args, size=None, generator=None, dtype=None, layout=strided, device=None, requires_grad=False,
          pin_memory=False) -> Tensor:
+    """torch.rand: uniform samples in [0, 1) of ``size``, from ``generator`` (the default one unless given)."""
     check_layout(layout, "rand")
     return _finish(_random(size_arg(args, size, "rand"), dtype, device, False, requires_grad, generator), False,
                    pin_memory)
@@ -163,12 +178,15 @@ def rand(*args, size=None, generator=None, dtype=None, layout=strided, device=No
 
 def randn(*args, size=None, generator=None, dtype=None, layout=strided, device=None, requires_grad=False,
           pin_memory=False) -> Tensor:
+    """torch.randn: standard normal samples of ``size``, from ``generator`` (the default one unless given)."""
     check_layout(layout, "randn")
     return _finish(_random(size_arg(args, size, "randn"), dtype, device, True, requires_grad, generator), False,
                    pin_memory)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False, *, layout=strided) -> Tensor:
+    """torch.arange: ``start, start + step, ...`` up to ``end`` (excluded); int64 when every bound is an
+    integer, else the default float dtype, as torch infers it."""
     check_layout(layout, "arange")
     if end is None:
         start, end = 0, start

@@ -35,6 +35,7 @@ def function(op, name: str, numpy_names: bool = True):
 
 
 def is_tensor(obj) -> bool:
+    """torch.is_tensor: whether ``obj`` is a tritensor Tensor (a Parameter is one)."""
     return isinstance(obj, Tensor)
 
 
@@ -69,15 +70,18 @@ def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
 
 @table.accepts_numpy_names
 def tensor_split(input, indices_or_sections, dim: int = 0):
+    """torch.tensor_split: ``input.tensor_split(indices_or_sections, dim)``, views along ``dim``."""
     return _tensor(input, "tensor_split").tensor_split(indices_or_sections, dim)
 
 
 def rot90(input, k: int = 1, dims=(0, 1)):
+    """torch.rot90: ``input.rot90(k, dims)``, a flip and a transposed view."""
     return _tensor(input, "rot90").rot90(k, dims)
 
 
 @table.accepts_numpy_names
 def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    """torch.diff: ``input.diff(n, dim, prepend, append)``, the n-th forward difference along ``dim``."""
     return _tensor(input, "diff").diff(n, dim, prepend, append)
 
 
@@ -93,15 +97,18 @@ def chunk(input, chunks: int, dim: int = 0):
 
 
 def unflatten(input, dim: int, sizes):
+    """torch.unflatten: ``input.unflatten(dim, sizes)``, dim ``dim`` viewed as ``sizes``."""
     return _tensor(input, "unflatten").unflatten(dim, sizes)
 
 
 @table.accepts_numpy_names
 def unbind(input, dim: int = 0):
+    """torch.unbind: ``input.unbind(dim)``, the slices along ``dim`` as a tuple of views."""
     return _tensor(input, "unbind").unbind(dim)
 
 
 def broadcast_to(input, size):
+    """torch.broadcast_to: ``input.broadcast_to(size)``, an expanded view."""
     return _tensor(input, "broadcast_to").broadcast_to(size)
 
 
@@ -173,14 +180,20 @@ def _atleast(tensors, n: int, fn: str):
 
 
 def atleast_1d(*tensors):
+    """torch.atleast_1d: each tensor with at least one dim (a 0-d tensor becomes shape (1,)); one tensor for
+    one, a tuple for several."""
     return _atleast(tensors, 1, "atleast_1d")
 
 
 def atleast_2d(*tensors):
+    """torch.atleast_2d: each tensor with at least two dims ((1,), then (1, n)); one tensor for one, a tuple
+    for several."""
     return _atleast(tensors, 2, "atleast_2d")
 
 
 def atleast_3d(*tensors):
+    """torch.atleast_3d: each tensor with at least three dims ((1, 1, 1), (1, n, 1), (m, n, 1)); one tensor
+    for one, a tuple for several."""
     return _atleast(tensors, 3, "atleast_3d")
 
 

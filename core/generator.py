@@ -51,6 +51,7 @@ class Generator:
         return s
 
     def initial_seed(self) -> int:
+        """torch.Generator.initial_seed: the seed this generator was last seeded with."""
         return self._initial
 
     def get_state(self):

@@ -18,6 +18,7 @@ class Size(tuple):
         return f"tritensor.Size({list(self)})"
 
     def numel(self) -> int:
+        """torch.Size.numel: the number of elements a tensor of this shape holds."""
         return math.prod(self)
 
 
@@ -79,6 +80,7 @@ def is_channels_last(shape, strides) -> bool:
 
 
 def contiguous_strides(shape) -> tuple:
+    """The row-major strides (in elements) of ``shape``."""
     strides, acc = [], 1
     for s in reversed(shape):
         strides.append(acc)
@@ -87,6 +89,8 @@ def contiguous_strides(shape) -> tuple:
 
 
 def normalize_dim(d, ndim: int, argname: str = "dim") -> int:
+    """``d`` as an index in [0, ndim), negative ones counted from the end; torch's IndexError naming
+    ``argname`` when out of range."""
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
         raise TypeError(f"{argname}: expected an int, got {type(d).__name__}")
     lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
@@ -108,6 +112,8 @@ def _shape_arg(args, argname="size") -> tuple:
 
 
 def infer_size(shape, numel: int) -> tuple:
+    """``shape`` with its one -1 (if any) made what the other sizes leave of ``numel``; torch's errors for a
+    second -1 or sizes that cannot hold ``numel`` elements."""
     shape = list(shape)
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
@@ -157,6 +163,8 @@ def view_strides(oldshape, oldstride, newshape):
 
 
 def broadcast_shapes(*shapes) -> tuple:
+    """torch.broadcast_shapes: the shape all of ``shapes`` broadcast to; torch's error naming the sizes that
+    do not match."""
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:

@@ -97,6 +97,9 @@ TensorOps = type("TensorOps", (), {"__slots__": (), "__module__": __name__, "__d
 
 
 class Tensor(TensorOps, TensorBase, results=True):
+    """torch.Tensor: a typed, strided view of a storage on one device. What it is lives in TensorBase; its op
+    methods and operators, and the composite methods, come from the op table (TensorOps); written here are
+    Python's protocol and host interop."""
     __slots__ = ()
 
     # ----- autograd API (answered by the autograd layer; see core/dispatch.py) ------------------
@@ -171,11 +174,14 @@ class Tensor(TensorOps, TensorBase, results=True):
         return out
 
     def item(self):
+        """torch's Tensor.item: the one element as a Python number (a host sync on a device); an error for
+        more elements."""
         if self.numel() != 1:
             raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
         return self._to_host_array().reshape(-1)[0].item()
 
     def tolist(self):
+        """torch's Tensor.tolist: the elements as nested Python lists of numbers (a host sync on a device)."""
         a = self._to_host_array()
         if self.dtype is dt.bfloat16:
             a = a.astype(np.float32)

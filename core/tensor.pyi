@@ -23,7 +23,7 @@ import builtins
 
 
 class Tensor:
-    """Tensor's op methods and operators, generated from core/ops/table.py, and the composite methods it lists."""
+    """torch.Tensor: a typed, strided view of a storage on one device. What it is lives in TensorBase; its op"""
     def __init__(self, *args: Any, device: Any = ...) -> None: """torch's legacy constructor: Tensor(data), Tensor(*sizes), Tensor() in the default dtype."""
     device: _device
     dtype: _dtype
@@ -79,6 +79,8 @@ class Tensor:
     def __xor__(self, other, *, out=...) -> Tensor: """Elementwise ``bitwise_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
     def abs(self, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
     def abs_(self) -> Tensor: """In-place elementwise ``abs``."""
+    def absolute(self, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
+    def absolute_(self) -> Tensor: """In-place elementwise ``abs``."""
     def acos(self, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
     def acos_(self) -> Tensor: """In-place elementwise ``acos``."""
     def acosh(self, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
@@ -86,19 +88,19 @@ class Tensor:
     def add(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def add_(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``add``."""
     def addcdiv(self, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 / tensor2`` in one kernel (floating tensors only, as torch)."""
-    def addcdiv_(self, tensor1, tensor2, *, value=...) -> Tensor: ...
+    def addcdiv_(self, tensor1, tensor2, *, value=...) -> Tensor: """``Tensor.addcdiv_``: ``input += value * tensor1 / tensor2`` in place."""
     def addcmul(self, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 * tensor2`` in one kernel."""
-    def addcmul_(self, tensor1, tensor2, *, value=...) -> Tensor: ...
+    def addcmul_(self, tensor1, tensor2, *, value=...) -> Tensor: """``Tensor.addcmul_``: ``input += value * tensor1 * tensor2`` in place."""
     def addmm(self, mat1, mat2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat1 @ mat2), ``input`` broadcast to the product's shape."""
     def addmm_(self, mat1, mat2, *, beta=..., alpha=...) -> Tensor: """In place: input = beta * input + alpha * (mat1 @ mat2)."""
     def addmv(self, mat, vec, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat @ vec)."""
     def addmv_(self, mat, vec, *, beta=..., alpha=...) -> Tensor: """In place: input = beta * input + alpha * (mat @ vec)."""
-    def all(self, dim=..., keepdim=...) -> Tensor: ...
+    def all(self, dim=..., keepdim=...) -> Tensor: """torch.all: whether every element over ``dim`` (all dims by default) is nonzero, as bool."""
     def allclose(self, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
-    def amax(self, dim=..., keepdim=...) -> Tensor: ...
-    def amin(self, dim=..., keepdim=...) -> Tensor: ...
+    def amax(self, dim=..., keepdim=...) -> Tensor: """torch.amax: the maximum over ``dim`` (all dims when empty), without indices; NaN propagates."""
+    def amin(self, dim=..., keepdim=...) -> Tensor: """torch.amin: the minimum over ``dim`` (all dims when empty), without indices; NaN propagates."""
     def aminmax(self, *, dim=..., keepdim=...) -> Any: """``(min, max)`` over ``dim`` (all dims without one)."""
-    def any(self, dim=..., keepdim=...) -> Tensor: ...
+    def any(self, dim=..., keepdim=...) -> Tensor: """torch.any: whether any element over ``dim`` (all dims by default) is nonzero, as bool."""
     def arccos(self, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
     def arccos_(self) -> Tensor: """In-place elementwise ``acos``."""
     def arccosh(self, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
@@ -148,27 +150,29 @@ class Tensor:
     def bitwise_xor_(self, other) -> Tensor: """Elementwise ``bitwise_xor`` of integer or bool tensors, in place."""
     def bmm(self, mat2) -> Tensor: """torch.bmm: (b, n, m) @ (b, m, p) with equal batch sizes, no broadcasting."""
     def bool(self) -> Any: ...
-    def broadcast_to(self, shape) -> 'Tensor': ...
+    def broadcast_to(self, shape) -> 'Tensor': """``Tensor.broadcast_to``: ``self.expand(shape)``."""
     def byte(self) -> Any: ...
     def ceil(self, *, out=...) -> Tensor: """Elementwise ``ceil`` (kernel: triton_kernels/elementwise.py)."""
     def ceil_(self) -> Tensor: """In-place elementwise ``ceil``."""
     def char(self) -> Any: ...
-    def chunk(self, chunks, dim=...) -> Any: ...
+    def chunk(self, chunks, dim=...) -> Any: """``Tensor.chunk``: at most ``chunks`` views along ``dim``, each of ceil(n / chunks) but the last."""
     def clamp(self, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
-    def clamp_(self, min=..., max=...) -> Tensor: ...
-    def clamp_max(self, max) -> Tensor: ...
-    def clamp_min(self, min) -> Tensor: ...
+    def clamp_(self, min=..., max=...) -> Tensor: """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""
+    def clamp_max(self, max) -> Tensor: """``Tensor.clamp_max``: ``clamp(input, max=max)``."""
+    def clamp_min(self, min) -> Tensor: """``Tensor.clamp_min``: ``clamp(input, min=min)``."""
     def clip(self, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
-    def clip_(self, min=..., max=...) -> Tensor: ...
+    def clip_(self, min=..., max=...) -> Tensor: """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""
     def clone(self, *, memory_format=...) -> Any: """A copy with its own storage: laid out as ``memory_format`` says (``preserve_format``, the"""
     def contiguous(self, memory_format=...) -> 'Tensor': """Itself when dense in ``memory_format``'s order (row-major by default), else a copy that is."""
     def copy_(self, src, non_blocking=...) -> Any: """Write ``src`` into this tensor in place: broadcasts, casts and crosses devices."""
+    def copysign(self, other, *, out=...) -> Tensor: """Elementwise ``copysign`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def copysign_(self, other) -> Tensor: """In-place elementwise ``copysign``."""
     def cos(self, *, out=...) -> Tensor: """Elementwise ``cos`` (kernel: triton_kernels/elementwise.py)."""
     def cos_(self) -> Tensor: """In-place elementwise ``cos``."""
     def cosh(self, *, out=...) -> Tensor: """Elementwise ``cosh`` (kernel: triton_kernels/elementwise.py)."""
     def cosh_(self) -> Tensor: """In-place elementwise ``cosh``."""
     def count_nonzero(self, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
-    def cpu(self) -> 'Tensor': ...
+    def cpu(self) -> 'Tensor': """``Tensor.cpu``: a copy in host memory (itself when already there)."""
     def cross(self, other, dim=...) -> Tensor: """The cross product of 3-vectors along ``dim`` (broadcast); without ``dim``, the first dim of size 3,"""
     def cuda(self, device=..., non_blocking=..., memory_format=...) -> 'Tensor': """A copy in device memory (itself when already there); ``non_blocking`` is accepted as"""
     def cummax(self, dim) -> Any: """The running maximum along ``dim`` and where it is (a later equal element, or a NaN, takes"""
@@ -179,7 +183,9 @@ class Tensor:
     def data(self) -> Any: ...
     @data.setter
     def data(self, value: Any) -> None: ...
-    def data_ptr(self) -> builtins.int: ...
+    def data_ptr(self) -> builtins.int: """torch's Tensor.data_ptr: the address of the first element (host or device)."""
+    def deg2rad(self, *, out=...) -> Tensor: """Elementwise ``deg2rad`` (kernel: triton_kernels/elementwise.py)."""
+    def deg2rad_(self) -> Tensor: """In-place elementwise ``deg2rad``."""
     def detach(self, *args, **kwargs) -> Any: ...
     def detach_(self, *args, **kwargs) -> Any: ...
     def diag(self, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
@@ -188,40 +194,52 @@ class Tensor:
     def diff(self, n=..., dim=..., prepend=..., append=...) -> 'Tensor': """The ``n``-th forward difference along ``dim`` (``!=`` for bool), of ``prepend``, the"""
     def digamma(self, *, out=...) -> Tensor: """Elementwise ``digamma`` (kernel: triton_kernels/elementwise.py)."""
     def digamma_(self) -> Tensor: """In-place elementwise ``digamma``."""
-    def dim(self) -> builtins.int: ...
+    def dim(self) -> builtins.int: """torch's Tensor.dim: the number of dims."""
     def div(self, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
     def div_(self, other, *, rounding_mode=...) -> Tensor: """In-place elementwise ``div``."""
     def divide(self, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
     def divide_(self, other, *, rounding_mode=...) -> Tensor: """In-place elementwise ``div``."""
     def dot(self, other) -> Tensor: """The inner product of two 1-D tensors of one dtype (floats: the matmul kernel, fp32 accumulation)."""
     def double(self) -> Any: ...
-    def element_size(self) -> builtins.int: ...
+    def element_size(self) -> builtins.int: """torch's Tensor.element_size: bytes per element."""
     def eq(self, other, *, out=...) -> Tensor: """Elementwise ``eq`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def eq_(self, other) -> Tensor: """In-place elementwise ``eq``."""
     def equal(self, other) -> builtins.bool: """True when both have the same shape and the same elements (NaN is unequal to itself)."""
     def erf(self, *, out=...) -> Tensor: """Elementwise ``erf`` (kernel: triton_kernels/elementwise.py)."""
     def erf_(self) -> Tensor: """In-place elementwise ``erf``."""
+    def erfc(self, *, out=...) -> Tensor: """Elementwise ``erfc`` (kernel: triton_kernels/elementwise.py)."""
+    def erfc_(self) -> Tensor: """In-place elementwise ``erfc``."""
     def erfinv(self, *, out=...) -> Tensor: """Elementwise ``erfinv`` (kernel: triton_kernels/elementwise.py)."""
     def erfinv_(self) -> Tensor: """In-place elementwise ``erfinv``."""
     def exp(self, *, out=...) -> Tensor: """Elementwise ``exp`` (kernel: triton_kernels/elementwise.py)."""
     def exp2(self, *, out=...) -> Tensor: """Elementwise ``exp2`` (kernel: triton_kernels/elementwise.py)."""
     def exp2_(self) -> Tensor: """In-place elementwise ``exp2``."""
     def exp_(self) -> Tensor: """In-place elementwise ``exp``."""
-    def expand(self, *sizes) -> Any: ...
-    def expand_as(self, other) -> 'Tensor': ...
+    def expand(self, *sizes) -> Any: """``Tensor.expand``: a view with size-1 dims (and new leading ones) repeated to ``sizes`` by stride 0; -1"""
+    def expand_as(self, other) -> 'Tensor': """``Tensor.expand_as``: ``self.expand(other.shape)``."""
     def expm1(self, *, out=...) -> Tensor: """Elementwise ``expm1`` (kernel: triton_kernels/elementwise.py)."""
     def expm1_(self) -> Tensor: """In-place elementwise ``expm1``."""
     def fill_(self, value) -> Any: """Set every element to ``value`` (a number or a one-element tensor)."""
-    def flatten(self, start_dim=..., end_dim=...) -> 'Tensor': ...
+    def fix(self, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
+    def fix_(self) -> Tensor: """In-place elementwise ``trunc``."""
+    def flatten(self, start_dim=..., end_dim=...) -> 'Tensor': """``Tensor.flatten``: dims ``start_dim`` to ``end_dim`` merged into one (a view where strides allow, a"""
     def flip(self, *args, dims=...) -> Tensor: """Reverse the order of elements along ``dims`` (a copy, as in PyTorch): ``x.flip(0, 1)``,"""
     def float(self) -> Any: ...
     def floor(self, *, out=...) -> Tensor: """Elementwise ``floor`` (kernel: triton_kernels/elementwise.py)."""
     def floor_(self) -> Tensor: """In-place elementwise ``floor``."""
     def floor_divide(self, other, *, out=...) -> Tensor: """Elementwise ``floor_divide`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def floor_divide_(self, other) -> Tensor: """In-place elementwise ``floor_divide``."""
+    def fmax(self, other, *, out=...) -> Tensor: """Elementwise ``fmax`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def fmax_(self, other) -> Tensor: """In-place elementwise ``fmax``."""
+    def fmin(self, other, *, out=...) -> Tensor: """Elementwise ``fmin`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def fmin_(self, other) -> Tensor: """In-place elementwise ``fmin``."""
     def fmod(self, other, *, out=...) -> Tensor: """Elementwise ``fmod`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def fmod_(self, other) -> Tensor: """In-place elementwise ``fmod``."""
-    def gather(self, dim, index) -> Tensor: ...
+    def frac(self, *, out=...) -> Tensor: """Elementwise ``frac`` (kernel: triton_kernels/elementwise.py)."""
+    def frac_(self) -> Tensor: """In-place elementwise ``frac``."""
+    def gather(self, dim, index) -> Tensor: """torch.gather: ``out[i][j] = input[index[i][j]][j]`` along ``dim`` (int64 ``index`` of the output's"""
+    def gcd(self, other, *, out=...) -> Tensor: """Elementwise ``gcd`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def gcd_(self, other) -> Tensor: """In-place elementwise ``gcd``."""
     def ge(self, other, *, out=...) -> Tensor: """Elementwise ``ge`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def ge_(self, other) -> Tensor: """In-place elementwise ``ge``."""
     def gelu(self, *, out=...) -> Tensor: """Elementwise ``gelu`` (kernel: triton_kernels/elementwise.py)."""
@@ -230,45 +248,67 @@ class Tensor:
     def gelu_tanh_(self) -> Tensor: """In-place elementwise ``gelu_tanh``."""
     def ger(self, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
     def get_device(self) -> builtins.int: """The CUDA device index, -1 on the CPU (torch's)."""
+    def greater(self, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def greater_(self, other) -> Tensor: """In-place elementwise ``gt``."""
+    def greater_equal(self, other, *, out=...) -> Tensor: """Elementwise ``ge`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def greater_equal_(self, other) -> Tensor: """In-place elementwise ``ge``."""
     def gt(self, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def gt_(self, other) -> Tensor: """In-place elementwise ``gt``."""
     def half(self) -> Any: ...
+    def heaviside(self, other, *, out=...) -> Tensor: """Elementwise ``heaviside`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def heaviside_(self, other) -> Tensor: """In-place elementwise ``heaviside``."""
     def histc(self, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
     def hypot(self, other, *, out=...) -> Tensor: """Elementwise ``hypot`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def hypot_(self, other) -> Tensor: """In-place elementwise ``hypot``."""
+    def i0(self, *, out=...) -> Tensor: """Elementwise ``i0`` (kernel: triton_kernels/elementwise.py)."""
+    def i0_(self) -> Tensor: """In-place elementwise ``i0``."""
+    def igamma(self, other, *, out=...) -> Tensor: """Elementwise ``igamma`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def igamma_(self, other) -> Tensor: """In-place elementwise ``igamma``."""
+    def igammac(self, other, *, out=...) -> Tensor: """Elementwise ``igammac`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def igammac_(self, other) -> Tensor: """In-place elementwise ``igammac``."""
     def index_add(self, dim, index, source, *, alpha=..., out=...) -> Tensor: """out = input with ``out.index_select(dim, index) += alpha * source`` (duplicates accumulate)."""
-    def index_add_(self, dim, index, source, *, alpha=...) -> Tensor: ...
+    def index_add_(self, dim, index, source, *, alpha=...) -> Tensor: """``Tensor.index_add_``: ``alpha * source``'s slices added to ``self``'s at the positions of ``index``"""
     def index_copy(self, dim, index, source) -> Tensor: """A copy of ``input`` with the slices of ``source`` at ``index`` along ``dim`` (``index_add``'s copy)."""
-    def index_copy_(self, dim, index, source) -> Tensor: ...
+    def index_copy_(self, dim, index, source) -> Tensor: """``Tensor.index_copy_``: ``source``'s slices copied to the positions of ``index`` along ``dim``, in"""
     def index_fill(self, dim, index, value) -> Tensor: """A copy of ``input`` with ``value`` (a number or a 0-d tensor) at ``index`` along ``dim``."""
-    def index_fill_(self, dim, index, value) -> Tensor: ...
+    def index_fill_(self, dim, index, value) -> Tensor: """``Tensor.index_fill_``: the slices at ``index`` along ``dim`` set to ``value``, in place."""
     def index_put(self, indices, values, accumulate=...) -> Tensor: """A copy of ``input`` with ``values`` put (``accumulate``: added) at ``input[indices]``."""
-    def index_put_(self, indices, values, accumulate=...) -> Tensor: ...
-    def index_select(self, dim, index) -> Tensor: ...
+    def index_put_(self, indices, values, accumulate=...) -> Tensor: """``Tensor.index_put_``: ``self[indices] = values`` (or ``+=`` with ``accumulate``), in place."""
+    def index_select(self, dim, index) -> Tensor: """torch.index_select: the slices of ``input`` along ``dim`` at the int32/int64 positions of the 1-D"""
     def int(self) -> Any: ...
     def is_contiguous(self, memory_format=...) -> builtins.bool: """Whether the elements are dense in ``memory_format``'s order (row-major by default)."""
     @property
     def is_cpu(self) -> builtins.bool: ...
     @property
     def is_cuda(self) -> builtins.bool: ...
-    def is_floating_point(self) -> builtins.bool: ...
+    def is_floating_point(self) -> builtins.bool: """torch's Tensor.is_floating_point: whether the dtype is a floating one."""
     def is_inference(self) -> builtins.bool: """True for a tensor made inside ``tritensor.inference_mode()``."""
     @property
     def is_leaf(self) -> builtins.bool: ...
-    def is_pinned(self) -> builtins.bool: ...
+    def is_pinned(self) -> builtins.bool: """``Tensor.is_pinned``: whether this is a CPU tensor in page-locked host memory."""
     def isclose(self, other, rtol=..., atol=..., equal_nan=...) -> Tensor: """``|input - other| <= atol + rtol * |other|`` elementwise (or exactly equal), broadcast."""
-    def isfinite(self) -> Tensor: ...
-    def isinf(self) -> Tensor: ...
+    def isfinite(self) -> Tensor: """torch.isfinite: a bool tensor, True where an element is neither inf nor NaN (always for integers)."""
+    def isinf(self) -> Tensor: """torch.isinf: a bool tensor, True where an element is +inf or -inf (never for integers)."""
     def isnan(self) -> Tensor: """True where ``input`` is NaN (never for integer and bool tensors)."""
-    def item(self) -> Any: ...
+    def isneginf(self, *, out=...) -> Tensor: """Elementwise ``isneginf`` (kernel: triton_kernels/elementwise.py)."""
+    def isneginf_(self) -> Tensor: """In-place elementwise ``isneginf``."""
+    def isposinf(self, *, out=...) -> Tensor: """Elementwise ``isposinf`` (kernel: triton_kernels/elementwise.py)."""
+    def isposinf_(self) -> Tensor: """In-place elementwise ``isposinf``."""
+    def item(self) -> Any: """torch's Tensor.item: the one element as a Python number (a host sync on a device); an error for"""
     @property
     def itemsize(self) -> builtins.int: ...
     def kron(self, other) -> Tensor: """The Kronecker product: block (i, j, ...) is ``input[i, j, ...] * other`` (dtypes promote)."""
     def kthvalue(self, k, dim=..., keepdim=...) -> Any: """The ``k``-th smallest element along ``dim`` (k counts from 1) and its index."""
+    def lcm(self, other, *, out=...) -> Tensor: """Elementwise ``lcm`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def lcm_(self, other) -> Tensor: """In-place elementwise ``lcm``."""
     def le(self, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def le_(self, other) -> Tensor: """In-place elementwise ``le``."""
     def lerp(self, end, weight, *, out=...) -> Tensor: """``input + weight * (end - input)``, ``weight`` a tensor or a number (torch's two-sided formula)."""
-    def lerp_(self, end, weight) -> Tensor: ...
+    def lerp_(self, end, weight) -> Tensor: """``Tensor.lerp_``: ``input += weight * (end - input)`` in place."""
+    def less(self, other, *, out=...) -> Tensor: """Elementwise ``lt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def less_(self, other) -> Tensor: """In-place elementwise ``lt``."""
+    def less_equal(self, other, *, out=...) -> Tensor: """Elementwise ``le`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def less_equal_(self, other) -> Tensor: """In-place elementwise ``le``."""
     def lgamma(self, *, out=...) -> Tensor: """Elementwise ``lgamma`` (kernel: triton_kernels/elementwise.py)."""
     def lgamma_(self) -> Tensor: """In-place elementwise ``lgamma``."""
     def log(self, *, out=...) -> Tensor: """Elementwise ``log`` (kernel: triton_kernels/elementwise.py)."""
@@ -280,6 +320,10 @@ class Tensor:
     def log2_(self) -> Tensor: """In-place elementwise ``log2``."""
     def log_(self) -> Tensor: """In-place elementwise ``log``."""
     def log_softmax(self, dim, dtype=...) -> Tensor: """x - max - log(sum(exp(x - max))) along ``dim``; ``dtype`` casts the input first."""
+    def logaddexp(self, other, *, out=...) -> Tensor: """Elementwise ``logaddexp`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def logaddexp2(self, other, *, out=...) -> Tensor: """Elementwise ``logaddexp2`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def logaddexp2_(self, other) -> Tensor: """In-place elementwise ``logaddexp2``."""
+    def logaddexp_(self, other) -> Tensor: """In-place elementwise ``logaddexp``."""
     def logcumsumexp(self, dim) -> Tensor: """``log(cumsum(exp(input)))`` along ``dim`` without overflow (floating point inputs only, as torch)."""
     def logical_and(self, other, *, out=...) -> Tensor: """Elementwise ``logical_and`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def logical_and_(self, other) -> Tensor: """In-place elementwise ``logical_and``."""
@@ -289,6 +333,8 @@ class Tensor:
     def logical_or_(self, other) -> Tensor: """In-place elementwise ``logical_or``."""
     def logical_xor(self, other, *, out=...) -> Tensor: """Elementwise ``logical_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
     def logical_xor_(self, other) -> Tensor: """Elementwise ``logical_xor`` of integer or bool tensors, in place."""
+    def logit(self, *, out=...) -> Tensor: """Elementwise ``logit`` (kernel: triton_kernels/elementwise.py)."""
+    def logit_(self) -> Tensor: """In-place elementwise ``logit``."""
     def logsumexp(self, dim, keepdim=...) -> Tensor: """``log(sum(exp(input), dim))`` without overflow: the max is taken out first (a constant for autograd)."""
     def long(self) -> Any: ...
     def lt(self, other, *, out=...) -> Tensor: """Elementwise ``lt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -296,15 +342,15 @@ class Tensor:
     @property
     def mT(self) -> 'Tensor': ...
     def masked_fill(self, mask, value) -> Tensor: """A copy of ``input`` with ``value`` where ``mask`` (broadcast to input's shape) is True."""
-    def masked_fill_(self, mask, value) -> Tensor: ...
+    def masked_fill_(self, mask, value) -> Tensor: """``Tensor.masked_fill_``: ``value`` where ``mask`` (bool, broadcast to self) is True, in place."""
     def masked_scatter(self, mask, source) -> Tensor: """A copy of ``input`` with the first elements of ``source``, in order, where ``mask`` is True."""
-    def masked_scatter_(self, mask, source) -> Tensor: ...
+    def masked_scatter_(self, mask, source) -> Tensor: """``Tensor.masked_scatter_``: where ``mask`` is True, the next elements of ``source`` in order, in place."""
     def masked_select(self, mask) -> Tensor: """The elements of ``input`` where ``mask`` is True, as a 1-D tensor (both broadcast first)."""
     def matmul(self, other) -> Tensor: """torch.matmul: dot, matrix-vector, matrix-matrix or broadcast batched product."""
     def max(self, dim=..., keepdim=..., *, other=...) -> Any: """``max(x)`` -> 0-d value; ``max(x, dim)`` -> (values, indices); ``max(x, y)`` -> maximum."""
     def maximum(self, other, *, out=...) -> Tensor: """Elementwise ``maximum`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def maximum_(self, other) -> Tensor: """In-place elementwise ``maximum``."""
-    def mean(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
+    def mean(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """torch.mean: the mean over ``dim`` (all dims by default), accumulated per the dtype policy; floating (or"""
     def median(self, dim=..., keepdim=...) -> Any: """``median(x)``: the lower median of all elements (NaN if any is NaN); ``median(x, dim)``:"""
     def min(self, dim=..., keepdim=..., *, other=...) -> Any: """``min(x)`` -> 0-d value; ``min(x, dim)`` -> (values, indices); ``min(x, y)`` -> minimum."""
     def minimum(self, other, *, out=...) -> Tensor: """Elementwise ``minimum`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -321,11 +367,11 @@ class Tensor:
     def multiply_(self, other) -> Tensor: """In-place elementwise ``mul``."""
     def mv(self, vec) -> Tensor: """torch.mv: matrix (n, m) times vector (m,)."""
     def nan_to_num(self, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (default: the dtype's largest/lowest finite value)."""
-    def nan_to_num_(self, nan=..., posinf=..., neginf=...) -> Tensor: ...
+    def nan_to_num_(self, nan=..., posinf=..., neginf=...) -> Tensor: """``Tensor.nan_to_num_``: NaN, +inf and -inf replaced in place (by 0 and the dtype's largest and smallest"""
     def nanmean(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""
     def nanmedian(self, dim=..., keepdim=...) -> Any: """``median`` that ignores NaN (NaN only where every element is)."""
     def nansum(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``sum`` with NaN counted as zero (which is also its gradient there)."""
-    def narrow(self, dim, start, length) -> Any: ...
+    def narrow(self, dim, start, length) -> Any: """torch.narrow: a view of ``length`` elements of dim ``dim`` from ``start``."""
     @property
     def nbytes(self) -> builtins.int: ...
     @property
@@ -334,25 +380,33 @@ class Tensor:
     def ne_(self, other) -> Tensor: """In-place elementwise ``ne``."""
     def neg(self, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
     def neg_(self) -> Tensor: """In-place elementwise ``neg``."""
-    def nelement(self) -> builtins.int: ...
-    def new_empty(self, *size, dtype=..., device=...) -> Any: ...
-    def new_full(self, size, fill_value, dtype=..., device=...) -> Any: ...
-    def new_ones(self, *size, dtype=..., device=...) -> Any: ...
+    def negative(self, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
+    def negative_(self) -> Tensor: """In-place elementwise ``neg``."""
+    def nelement(self) -> builtins.int: """torch's Tensor.numel: the number of elements."""
+    def new_empty(self, *size, dtype=..., device=...) -> Any: """``Tensor.new_empty``: an uninitialised tensor of ``size`` with this tensor's dtype and device unless"""
+    def new_full(self, size, fill_value, dtype=..., device=...) -> Any: """``Tensor.new_full``: ``fill_value`` everywhere, of ``size``, with this tensor's dtype and device unless"""
+    def new_ones(self, *size, dtype=..., device=...) -> Any: """``Tensor.new_ones``: ones of ``size`` with this tensor's dtype and device unless given."""
     def new_tensor(self, data, dtype=..., device=..., requires_grad=...) -> Any: """A copy of ``data`` with this tensor's dtype and device unless given (never a view)."""
-    def new_zeros(self, *size, dtype=..., device=...) -> Any: ...
+    def new_zeros(self, *size, dtype=..., device=...) -> Any: """``Tensor.new_zeros``: zeros of ``size`` with this tensor's dtype and device unless given."""
+    def nextafter(self, other, *, out=...) -> Tensor: """Elementwise ``nextafter`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def nextafter_(self, other) -> Tensor: """In-place elementwise ``nextafter``."""
     def nonzero(self, *, as_tuple=...) -> Any: """The coordinates of the nonzero elements, row-major: int64 (count, ndim), or one 1-D tensor per dim."""
     def norm(self, p=..., dim=..., keepdim=..., dtype=...) -> Tensor: """``torch.norm``: ``'fro'`` (or a number p) is the vector p-norm over ``dim`` (all dims when None);"""
     def normal_(self, mean=..., std=..., *, generator=...) -> Tensor: """Fill with N(mean, std**2) samples."""
-    def numel(self) -> builtins.int: ...
+    def not_equal(self, other, *, out=...) -> Tensor: """Elementwise ``ne`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def not_equal_(self, other) -> Tensor: """In-place elementwise ``ne``."""
+    def numel(self) -> builtins.int: """torch's Tensor.numel: the number of elements."""
     def numpy(self, *, force=...) -> Any: """A NumPy view that shares this CPU tensor's memory (PyTorch's semantics)."""
     def outer(self, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
-    def permute(self, *dims) -> Any: ...
+    def permute(self, *dims) -> Any: """torch.permute: a view with the dims in the order ``dims``."""
     def pin_memory(self) -> 'Tensor': """A copy of this CPU tensor in page-locked host memory (GPU mode), as torch."""
     def polygamma(self, *args, **kwargs) -> Any: ...
     def polygamma_(self, n) -> Tensor: """``x.polygamma_(n)``: in place (self first, as torch's method)."""
     def pow(self, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def pow_(self, other) -> Tensor: """In-place elementwise ``pow``."""
-    def prod(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: ...
+    def prod(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """torch.prod: the product over ``dim`` (all dims by default); integers and bool give int64, as torch."""
+    def rad2deg(self, *, out=...) -> Tensor: """Elementwise ``rad2deg`` (kernel: triton_kernels/elementwise.py)."""
+    def rad2deg_(self) -> Tensor: """In-place elementwise ``rad2deg``."""
     def random_(self, *args, generator=...) -> Tensor: """``random_()``: integers uniform in [0, 2**mantissa] (floats) or [0, max] (integers);"""
     def reciprocal(self, *, out=...) -> Tensor: """Elementwise ``reciprocal`` (kernel: triton_kernels/elementwise.py)."""
     def reciprocal_(self) -> Tensor: """In-place elementwise ``reciprocal``."""
@@ -369,25 +423,27 @@ class Tensor:
     def requires_grad(self) -> builtins.bool: ...
     @requires_grad.setter
     def requires_grad(self, value: Any) -> None: ...
-    def requires_grad_(self, requires_grad=...) -> Any: ...
-    def reshape(self, *shape) -> Any: ...
-    def reshape_as(self, other) -> 'Tensor': ...
+    def requires_grad_(self, requires_grad=...) -> Any: """torch's Tensor.requires_grad_: set requires_grad in place and return the tensor."""
+    def reshape(self, *shape) -> Any: """torch.reshape: a view with ``shape`` when strides can express it, else a contiguous copy."""
+    def reshape_as(self, other) -> 'Tensor': """``Tensor.reshape_as``: ``self.reshape(other.shape)``."""
     def retain_grad(self, *args, **kwargs) -> Any: ...
     @property
     def retains_grad(self) -> Any: ...
     def roll(self, shifts, dims=...) -> Tensor: """Shift elements along ``dims`` by ``shifts``, wrapping around; without dims, over the flattened tensor."""
     def rot90(self, k=..., dims=...) -> 'Tensor': """Rotated by 90 degrees ``k`` times from the first towards the second of ``dims`` (a flip"""
     def round(self, *, decimals=...) -> Tensor: """Round half to even (as torch and NumPy), to ``decimals`` places; integers are returned as a copy."""
-    def round_(self, *, decimals=...) -> Tensor: ...
+    def round_(self, *, decimals=...) -> Tensor: """``Tensor.round_``: round half to even in place, to ``decimals`` places."""
     def rsqrt(self, *, out=...) -> Tensor: """Elementwise ``rsqrt`` (kernel: triton_kernels/elementwise.py)."""
     def rsqrt_(self) -> Tensor: """In-place elementwise ``rsqrt``."""
     def scatter(self, dim, index, src=..., *, value=..., reduce=...) -> Tensor: """``input`` with ``src[p]`` (or ``value``) written at ``index[p]`` along ``dim``; with ``reduce``"""
-    def scatter_(self, dim, index, src=..., *, value=..., reduce=...) -> Tensor: ...
+    def scatter_(self, dim, index, src=..., *, value=..., reduce=...) -> Tensor: """``Tensor.scatter_``: ``src`` (or ``value``) written at ``index`` along ``dim``, in place; ``reduce``"""
     def scatter_add(self, dim, index, src, *, out=...) -> Tensor: """out = input with ``out[..., index[i], ...] += src[i]`` along ``dim`` (duplicates accumulate)."""
-    def scatter_add_(self, dim, index, src) -> Tensor: ...
+    def scatter_add_(self, dim, index, src) -> Tensor: """``Tensor.scatter_add_``: ``self[index[i][j]][j] += src[i][j]`` along ``dim``, in place (atomic adds in"""
     def scatter_reduce(self, dim, index, src, reduce, *, include_self=...) -> Tensor: """``input`` with the elements of ``src`` reduced into the positions ``index`` names along ``dim``."""
-    def scatter_reduce_(self, dim, index, src, reduce, *, include_self=...) -> Tensor: ...
-    def select(self, dim, index) -> Any: ...
+    def scatter_reduce_(self, dim, index, src, reduce, *, include_self=...) -> Tensor: """``Tensor.scatter_reduce_``: ``src`` combined into ``self`` at ``index`` along ``dim`` by ``reduce``"""
+    def select(self, dim, index) -> Any: """torch.select: a view of slice ``index`` of dim ``dim``, that dim removed."""
+    def sgn(self, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
+    def sgn_(self) -> Tensor: """In-place elementwise ``sign``."""
     @property
     def shape(self) -> Size: ...
     def short(self) -> Any: ...
@@ -395,32 +451,36 @@ class Tensor:
     def sigmoid_(self) -> Tensor: """In-place elementwise ``sigmoid``."""
     def sign(self, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
     def sign_(self) -> Tensor: """In-place elementwise ``sign``."""
+    def signbit(self, *, out=...) -> Tensor: """Elementwise ``signbit`` (kernel: triton_kernels/elementwise.py)."""
+    def signbit_(self) -> Tensor: """In-place elementwise ``signbit``."""
     def silu(self, *, out=...) -> Tensor: """Elementwise ``silu`` (kernel: triton_kernels/elementwise.py)."""
     def silu_(self) -> Tensor: """In-place elementwise ``silu``."""
     def sin(self, *, out=...) -> Tensor: """Elementwise ``sin`` (kernel: triton_kernels/elementwise.py)."""
     def sin_(self) -> Tensor: """In-place elementwise ``sin``."""
+    def sinc(self, *, out=...) -> Tensor: """Elementwise ``sinc`` (kernel: triton_kernels/elementwise.py)."""
+    def sinc_(self) -> Tensor: """In-place elementwise ``sinc``."""
     def sinh(self, *, out=...) -> Tensor: """Elementwise ``sinh`` (kernel: triton_kernels/elementwise.py)."""
     def sinh_(self) -> Tensor: """In-place elementwise ``sinh``."""
-    def size(self, dim=...) -> Any: ...
+    def size(self, dim=...) -> Any: """torch's Tensor.size: the shape (a Size), or the size of dim ``dim``."""
     def softmax(self, dim, dtype=...) -> Tensor: """exp(x - max) / sum(exp(x - max)) along ``dim``; ``dtype`` casts the input first."""
     def sort(self, dim=..., descending=..., *, stable=...) -> Any: """(values, indices) sorted along ``dim``; NaN sorts above every number (first when descending)."""
-    def split(self, split_size, dim=...) -> Any: ...
+    def split(self, split_size, dim=...) -> Any: """``Tensor.split``: views of ``split_size`` along ``dim`` (the last one shorter), or of the given sizes,"""
     def sqrt(self, *, out=...) -> Tensor: """Elementwise ``sqrt`` (kernel: triton_kernels/elementwise.py)."""
     def sqrt_(self) -> Tensor: """In-place elementwise ``sqrt``."""
     def square(self, *, out=...) -> Tensor: """Elementwise ``square`` (kernel: triton_kernels/elementwise.py)."""
     def square_(self) -> Tensor: """In-place elementwise ``square``."""
-    def squeeze(self, dim=...) -> Any: ...
-    def std(self, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: ...
-    def storage_offset(self) -> builtins.int: ...
-    def stride(self, dim=...) -> Any: ...
+    def squeeze(self, dim=...) -> Any: """torch.squeeze: a view without the size-1 dims (only those of ``dim``, an int or a tuple, when given)."""
+    def std(self, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """torch.std: the standard deviation over ``dim``, with ``correction`` (Bessel's by default;"""
+    def storage_offset(self) -> builtins.int: """torch's Tensor.storage_offset: the first element's offset in the storage, in elements."""
+    def stride(self, dim=...) -> Any: """torch's Tensor.stride: the strides in elements, or the stride of dim ``dim``."""
     def sub(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def sub_(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``sub``."""
     def subtract(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def subtract_(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``sub``."""
     def sum(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
-    def swapaxes(self, dim0, dim1) -> Any: ...
-    def swapdims(self, dim0, dim1) -> Any: ...
-    def t(self) -> 'Tensor': ...
+    def swapaxes(self, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
+    def swapdims(self, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
+    def t(self) -> 'Tensor': """``Tensor.t``: a 2-D tensor transposed; 0-d and 1-D ones as they are."""
     def take_along_dim(self, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
     def tan(self, *, out=...) -> Tensor: """Elementwise ``tan`` (kernel: triton_kernels/elementwise.py)."""
     def tan_(self) -> Tensor: """In-place elementwise ``tan``."""
@@ -429,10 +489,10 @@ class Tensor:
     def tensor_split(self, indices_or_sections, dim=...) -> Any: """Views along ``dim``: ``sections`` near-equal parts (the first ``n % sections`` one longer),"""
     def tile(self, dims) -> Tensor: """``repeat`` with ``dims`` padded with leading ones when shorter than ``input.ndim``."""
     def to(self, *args, **kwargs) -> Any: """``to(dtype)``, ``to(device)``, ``to(other)``, ``to(memory_format=...)``: ``input`` itself"""
-    def tolist(self) -> Any: ...
+    def tolist(self) -> Any: """torch's Tensor.tolist: the elements as nested Python lists of numbers (a host sync on a device)."""
     def topk(self, k, dim=..., largest=..., sorted=...) -> Any: """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in order."""
     def trace(self) -> Tensor: """The sum of a matrix's main diagonal (integers sum to int64)."""
-    def transpose(self, dim0, dim1) -> Any: ...
+    def transpose(self, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
     def tril(self, diagonal=...) -> Tensor: """The lower triangle of the last two dims (``col - row <= diagonal``); the rest zero."""
     def triu(self, diagonal=...) -> Tensor: """The upper triangle of the last two dims (``col - row >= diagonal``); the rest zero."""
     def true_divide(self, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
@@ -441,19 +501,21 @@ class Tensor:
     def trunc_(self) -> Tensor: """In-place elementwise ``trunc``."""
     def type(self, dtype=..., non_blocking=..., **kwargs) -> Any: """With no argument, the type's name as PyTorch spells it under tritensor's name"""
     def type_as(self, other) -> 'Tensor': """This tensor in ``other``'s dtype (itself when they agree)."""
-    def unbind(self, dim=...) -> Any: ...
-    def unflatten(self, dim, sizes) -> 'Tensor': ...
+    def unbind(self, dim=...) -> Any: """``Tensor.unbind``: the slices along ``dim`` as a tuple of views, that dim removed."""
+    def unflatten(self, dim, sizes) -> 'Tensor': """``Tensor.unflatten``: dim ``dim`` viewed as ``sizes`` (one -1 inferred)."""
     def unfold(self, dimension, size, step) -> Any: """``Tensor.unfold``: every window of ``size`` elements along ``dimension``, ``step`` apart, as a new"""
     def uniform_(self, from_=..., to=..., *, generator=...) -> Tensor: """Fill with samples uniform in [from, to) (``from`` is a Python keyword: pass it by position)."""
     def unique(self, sorted=..., return_inverse=..., return_counts=..., dim=...) -> Any: """The distinct elements, ascending (always sorted, as PyTorch's CUDA unique); optionally the index of"""
     def unique_consecutive(self, return_inverse=..., return_counts=..., dim=...) -> Any: """The first element of every run of equal consecutive elements (or slices along ``dim``); optionally"""
-    def unsqueeze(self, dim) -> Any: ...
-    def untyped_storage(self) -> Any: ...
+    def unsqueeze(self, dim) -> Any: """torch.unsqueeze: a view with a size-1 dim inserted at ``dim``."""
+    def untyped_storage(self) -> Any: """torch's Tensor.untyped_storage: the storage (bytes) this tensor views."""
     def var(self, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """Variance with ``correction`` (Bessel's by default); stable (chunk two-pass + Chan merge)."""
-    def view(self, *shape) -> Any: ...
-    def view_as(self, other) -> 'Tensor': ...
+    def view(self, *shape) -> Any: """``Tensor.view``: the same storage seen with ``shape`` (one -1 inferred); torch's error when no strides"""
+    def view_as(self, other) -> 'Tensor': """``Tensor.view_as``: ``self.view(other.shape)``."""
     def where(self, *args, **kwargs) -> Any: ...
-    def zero_(self) -> 'Tensor': ...
+    def xlogy(self, other, *, out=...) -> Tensor: """Elementwise ``xlogy`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+    def xlogy_(self, other) -> Tensor: """In-place elementwise ``xlogy``."""
+    def zero_(self) -> 'Tensor': """``Tensor.zero_``: fill with 0 in place (a dispatched fill_, so recorded and version-bumped)."""
 class TensorOps: ...
 annotations: Any
 contiguous_format: memory_format

@@ -77,6 +77,9 @@ def register_legacy_constructor(fn) -> None:
 
 
 class TensorBase:
+    """What a tensor is, without its ops: a storage, shape, strides (in elements), offset, dtype and device, a
+    version counter shared by views, and autograd's per-tensor fields; the class ops allocate (Tensor) is
+    set when core/tensor.py creates it."""
     __slots__ = (
         "_storage", "_shape", "_stride", "_offset", "dtype", "device", "_version_counter",
         "_base", "_requires_grad", "grad", "grad_fn", "_hooks", "_post_acc_hooks", "_autograd_meta", "_inference",
@@ -184,10 +187,14 @@ class TensorBase:
     # ----- autograd flags (the engine is tritensor/autograd) ---------------------------------
     @property
     def requires_grad(self) -> bool:
+        """torch's Tensor.requires_grad: whether autograd records ops on this tensor; set only on leaves, and
+        only for floating dtypes."""
         return self._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, value) -> None:
+        """torch's Tensor.requires_grad: whether autograd records ops on this tensor; set only on leaves, and
+        only for floating dtypes."""
         if not value and self.grad_fn is not None:
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables. If you want to use a computed "
@@ -209,6 +216,7 @@ class TensorBase:
         return self._inference
 
     def requires_grad_(self, requires_grad: bool = True):
+        """torch's Tensor.requires_grad_: set requires_grad in place and return the tensor."""
         self.requires_grad = requires_grad  # the property checks leaf-ness and dtype
         return self
 
@@ -218,43 +226,54 @@ class TensorBase:
     shape: Size = property(operator.attrgetter("_shape"), doc="The tensor's size, a ``Size``.")
 
     def size(self, dim=None):
+        """torch's Tensor.size: the shape (a Size), or the size of dim ``dim``."""
         return self._shape if dim is None else self._shape[normalize_dim(dim, self.ndim)]
 
     def stride(self, dim=None):
+        """torch's Tensor.stride: the strides in elements, or the stride of dim ``dim``."""
         return self._stride if dim is None else self._stride[normalize_dim(dim, self.ndim)]
 
     def storage_offset(self) -> int:
+        """torch's Tensor.storage_offset: the first element's offset in the storage, in elements."""
         return self._offset
 
     @property
     def ndim(self) -> int:
+        """torch's Tensor.ndim: the number of dims."""
         return len(self._shape)
 
     def dim(self) -> int:
+        """torch's Tensor.dim: the number of dims."""
         return len(self._shape)
 
     def numel(self) -> int:
+        """torch's Tensor.numel: the number of elements."""
         return math.prod(self._shape)
 
     nelement = numel
 
     def element_size(self) -> int:
+        """torch's Tensor.element_size: bytes per element."""
         return self.dtype.itemsize
 
     @property
     def itemsize(self) -> int:
+        """torch's Tensor.itemsize: bytes per element."""
         return self.dtype.itemsize
 
     @property
     def nbytes(self) -> int:
+        """torch's Tensor.nbytes: bytes the elements take (numel times itemsize; a view's, not its storage's)."""
         return self.numel() * self.dtype.itemsize
 
     @property
     def is_cuda(self) -> bool:
+        """torch's Tensor.is_cuda: whether the tensor is on a CUDA device."""
         return self.device.type == "cuda"
 
     @property
     def is_cpu(self) -> bool:
+        """torch's Tensor.is_cpu: whether the tensor is in host memory."""
         return self.device.type == "cpu"
 
     def get_device(self) -> int:
@@ -262,12 +281,15 @@ class TensorBase:
         return -1 if self.device.type == "cpu" else int(self.device.index or 0)
 
     def is_floating_point(self) -> bool:
+        """torch's Tensor.is_floating_point: whether the dtype is a floating one."""
         return self.dtype.is_floating_point
 
     def data_ptr(self) -> int:
+        """torch's Tensor.data_ptr: the address of the first element (host or device)."""
         return self._storage.data_ptr() + self._offset * self.dtype.itemsize
 
     def untyped_storage(self):
+        """torch's Tensor.untyped_storage: the storage (bytes) this tensor views."""
         return self._storage
 
     def record_stream(self, stream) -> None:

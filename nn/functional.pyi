@@ -2,6 +2,7 @@
 from ..core.tensor import Tensor as Tensor
 from .functional_activations import celu as celu
 from .functional_activations import elu as elu
+from .functional_activations import elu_ as elu_
 from .functional_activations import gelu as gelu
 from .functional_activations import glu as glu
 from .functional_activations import gumbel_softmax as gumbel_softmax
@@ -11,12 +12,14 @@ from .functional_activations import hardswish as hardswish
 from .functional_activations import hardtanh as hardtanh
 from .functional_activations import hardtanh_ as hardtanh_
 from .functional_activations import leaky_relu as leaky_relu
+from .functional_activations import leaky_relu_ as leaky_relu_
 from .functional_activations import log_softmax as log_softmax
 from .functional_activations import logsigmoid as logsigmoid
 from .functional_activations import mish as mish
 from .functional_activations import prelu as prelu
 from .functional_activations import relu as relu
 from .functional_activations import relu6 as relu6
+from .functional_activations import rrelu as rrelu
 from .functional_activations import selu as selu
 from .functional_activations import sigmoid as sigmoid
 from .functional_activations import silu as silu
@@ -32,6 +35,7 @@ from .functional_activations import threshold_ as threshold_
 from .functional_convolution import conv1d as conv1d
 from .functional_convolution import conv3d as conv3d
 from .functional_convolution import conv_transpose1d as conv_transpose1d
+from .functional_convolution import conv_transpose3d as conv_transpose3d
 from .functional_convolution import fold as fold
 from .functional_convolution import unfold as unfold
 from .functional_distance import cosine_similarity as cosine_similarity
@@ -40,27 +44,51 @@ from .functional_dropout import alpha_dropout as alpha_dropout
 from .functional_dropout import dropout as dropout
 from .functional_dropout import dropout1d as dropout1d
 from .functional_dropout import dropout2d as dropout2d
+from .functional_dropout import dropout3d as dropout3d
+from .functional_dropout import feature_alpha_dropout as feature_alpha_dropout
 from .functional_linear import bilinear as bilinear
 from .functional_losses import cosine_embedding_loss as cosine_embedding_loss
 from .functional_losses import gaussian_nll_loss as gaussian_nll_loss
+from .functional_losses import hinge_embedding_loss as hinge_embedding_loss
 from .functional_losses import huber_loss as huber_loss
 from .functional_losses import margin_ranking_loss as margin_ranking_loss
+from .functional_losses import multi_margin_loss as multi_margin_loss
+from .functional_losses import multilabel_margin_loss as multilabel_margin_loss
 from .functional_losses import multilabel_soft_margin_loss as multilabel_soft_margin_loss
 from .functional_losses import poisson_nll_loss as poisson_nll_loss
 from .functional_losses import soft_margin_loss as soft_margin_loss
 from .functional_losses import triplet_margin_loss as triplet_margin_loss
+from .functional_losses import triplet_margin_with_distance_loss as triplet_margin_with_distance_loss
 from .functional_normalization import group_norm as group_norm
 from .functional_normalization import instance_norm as instance_norm
+from .functional_normalization import local_response_norm as local_response_norm
 from .functional_normalization import normalize as normalize
 from .functional_normalization import rms_norm as rms_norm
 from .functional_pooling import adaptive_avg_pool1d as adaptive_avg_pool1d
 from .functional_pooling import adaptive_avg_pool2d as adaptive_avg_pool2d
+from .functional_pooling import adaptive_avg_pool3d as adaptive_avg_pool3d
 from .functional_pooling import adaptive_max_pool1d as adaptive_max_pool1d
+from .functional_pooling import adaptive_max_pool1d_with_indices as adaptive_max_pool1d_with_indices
 from .functional_pooling import adaptive_max_pool2d as adaptive_max_pool2d
+from .functional_pooling import adaptive_max_pool2d_with_indices as adaptive_max_pool2d_with_indices
+from .functional_pooling import adaptive_max_pool3d as adaptive_max_pool3d
+from .functional_pooling import adaptive_max_pool3d_with_indices as adaptive_max_pool3d_with_indices
 from .functional_pooling import avg_pool1d as avg_pool1d
 from .functional_pooling import avg_pool3d as avg_pool3d
+from .functional_pooling import fractional_max_pool2d as fractional_max_pool2d
+from .functional_pooling import fractional_max_pool2d_with_indices as fractional_max_pool2d_with_indices
+from .functional_pooling import fractional_max_pool3d as fractional_max_pool3d
+from .functional_pooling import fractional_max_pool3d_with_indices as fractional_max_pool3d_with_indices
+from .functional_pooling import lp_pool1d as lp_pool1d
+from .functional_pooling import lp_pool2d as lp_pool2d
+from .functional_pooling import lp_pool3d as lp_pool3d
 from .functional_pooling import max_pool1d as max_pool1d
+from .functional_pooling import max_pool1d_with_indices as max_pool1d_with_indices
 from .functional_pooling import max_pool3d as max_pool3d
+from .functional_pooling import max_pool3d_with_indices as max_pool3d_with_indices
+from .functional_pooling import max_unpool1d as max_unpool1d
+from .functional_pooling import max_unpool2d as max_unpool2d
+from .functional_pooling import max_unpool3d as max_unpool3d
 from .functional_sparse import embedding_bag as embedding_bag
 from .functional_sparse import one_hot as one_hot
 from .functional_vision import affine_grid as affine_grid
@@ -69,10 +97,16 @@ from .functional_vision import interpolate as interpolate
 from .functional_vision import pad as pad
 from .functional_vision import pixel_shuffle as pixel_shuffle
 from .functional_vision import pixel_unshuffle as pixel_unshuffle
+from .functional_vision import upsample as upsample
+from .functional_vision import upsample_bilinear as upsample_bilinear
+from .functional_vision import upsample_nearest as upsample_nearest
 from typing import Any
 import builtins
 
+GRID_SAMPLE_INTERPOLATION_MODES: Any
+GRID_SAMPLE_PADDING_MODES: Any
 annotations: Any
+def assert_int_or_pair(arg, arg_name, message) -> None: """torch's helper: ``arg`` is an int or a pair, else AssertionError with ``message`` naming it."""
 def avg_pool2d(input, kernel_size, stride=..., padding=..., ceil_mode=..., count_include_pad=..., divisor_override=...) -> Tensor: """torch.nn.functional.avg_pool2d."""
 def batch_norm(input, running_mean, running_var, weight=..., bias=..., training=..., momentum=..., eps=...) -> Any: """``torch.nn.functional.batch_norm``: normalize each channel (dim 1) by the batch statistics"""
 def binary_cross_entropy(input, target, weight=..., size_average=..., reduce=..., reduction=...) -> Any: """-w (y log p + (1 - y) log(1 - p)) from probabilities; each log clamped to >= -100, as torch."""
@@ -87,7 +121,7 @@ def l1_loss(input, target, size_average=..., reduce=..., reduction=...) -> Any: 
 def layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Tensor: """``torch.nn.functional.layer_norm``: normalize over the trailing ``normalized_shape`` dims."""
 def linear(input, weight, bias=...) -> Tensor: """torch.nn.functional.linear: input @ weight.T + bias, bias fused into the matmul."""
 def max_pool2d(input, kernel_size, stride=..., padding=..., dilation=..., ceil_mode=..., return_indices=...) -> Any: """torch.nn.functional.max_pool2d; with ``return_indices`` also the flat argmax within each H*W plane."""
-def max_pool2d_with_indices(input, kernel_size, stride=..., padding=..., dilation=..., ceil_mode=...) -> Any: ...
+def max_pool2d_with_indices(input, kernel_size, stride=..., padding=..., dilation=..., ceil_mode=...) -> Any: """F.max_pool2d_with_indices: max_pool2d's maxima and the flat (h * W + w) position of each in its input"""
 def mse_loss(input, target, size_average=..., reduce=..., reduction=...) -> Any: """Mean (or sum, or none) of the squared differences."""
 def nll_loss(input, target, weight=..., size_average=..., ignore_index=..., reduce=..., reduction=...) -> Any: """-weight[t] * input[i, t] from log-probabilities, as a masked sum (ops autograd records); the"""
 def scaled_dot_product_attention(query, key, value, attn_mask=..., dropout_p=..., is_causal=..., scale=..., enable_gqa=...) -> Any: """``torch.nn.functional.scaled_dot_product_attention``, fused: softmax(q kᵀ·scale + mask) v."""

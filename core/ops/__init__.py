@@ -48,6 +48,8 @@ def copy_into(dst, src) -> None:
 
 
 def fill(dst, value) -> None:
+    """dst[...] = value, no version bump (for a fresh tensor; fill_ bumps): refuses an expanded (overlapping)
+    destination, as copy_into does."""
     _check_writable(dst, "fill_")
     _copies_k.fill(dst, value)
 

@@ -50,6 +50,9 @@ def _check_vec(t, name: str, C: int, x):
 
 
 def check_batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps):
+    """batch_norm's argument checks, with torch's messages, before any kernel runs: a floating input of at
+    least 2 dims, per-channel statistics, weight and bias of C elements, running statistics when not
+    training."""
     if not isinstance(input, TensorBase):
         raise TypeError(f"batch_norm(): argument 'input' must be Tensor, not {type(input).__name__}")
     if not input.dtype.is_floating_point:

@@ -130,6 +130,7 @@ def to_cuda(self, device=None, non_blocking=False, memory_format=preserve_format
 
 
 def to_cpu(self) -> "Tensor":
+    """``Tensor.cpu``: a copy in host memory (itself when already there)."""
     return self.to(CPU)
 
 
@@ -166,18 +167,24 @@ DTYPE_METHODS = {name: _to_dtype(d) for name, d in (
 
 
 def new_empty(self, *size, dtype=None, device=None):
+    """``Tensor.new_empty``: an uninitialised tensor of ``size`` with this tensor's dtype and device unless
+    given."""
     return TensorBase._empty(_shape_arg(size), dtype or self.dtype, _dev(device, self.device))
 
 
 def new_zeros(self, *size, dtype=None, device=None):
+    """``Tensor.new_zeros``: zeros of ``size`` with this tensor's dtype and device unless given."""
     return self.new_full(_shape_arg(size), 0, dtype=dtype, device=device)
 
 
 def new_ones(self, *size, dtype=None, device=None):
+    """``Tensor.new_ones``: ones of ``size`` with this tensor's dtype and device unless given."""
     return self.new_full(_shape_arg(size), 1, dtype=dtype, device=device)
 
 
 def new_full(self, size, fill_value, dtype=None, device=None):
+    """``Tensor.new_full``: ``fill_value`` everywhere, of ``size``, with this tensor's dtype and device unless
+    given."""
     if not isinstance(fill_value, (bool, int, float, np.number)):
         raise TypeError(f"full(): fill_value must be a number, got {type(fill_value).__name__}")
     t = TensorBase._empty(_shape_arg((size,)), dtype or self.dtype, _dev(device, self.device))
@@ -201,6 +208,7 @@ def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
 
 
 def zero_(self) -> "Tensor":
+    """``Tensor.zero_``: fill with 0 in place (a dispatched fill_, so recorded and version-bumped)."""
     return self.fill_(0)
 
 
@@ -219,6 +227,7 @@ def pin_memory(self) -> "Tensor":
 
 
 def is_pinned(self) -> bool:
+    """``Tensor.is_pinned``: whether this is a CPU tensor in page-locked host memory."""
     return self.device.type == "cpu" and self._storage.pinned
 
 

@@ -86,6 +86,9 @@ def _unalias(out, *xs):
 
 
 def unary(op: str, x, out=None) -> Tensor:
+    """The core entry of every unary elementwise op named ``op``: checks ``x``, picks the output dtype (floats
+    stay, integers go to the default float for the ops that need it), allocates or checks ``out``, one
+    kernel launch."""
     _check_operand(x, "input", op)
     if not isinstance(x, TensorBase):
         raise TypeError(f"{op}(): argument 'input' must be a Tensor, not {type(x).__name__}")
@@ -291,6 +294,8 @@ def _check_integer_exponent(a) -> None:
 
 
 def full_like_scalar(value, like: Tensor, d: dt.dtype) -> Tensor:
+    """A 0-d tensor of dtype ``d`` on ``like``'s device holding ``value``: a scalar operand broadcast by the
+    kernel."""
     t = TensorBase._empty((), d, like.device)
     return t.fill_(value)
 
@@ -506,6 +511,7 @@ def lerp(input, end, weight, *, out=None) -> Tensor:
 
 
 def lerp_(input, end, weight) -> Tensor:
+    """``Tensor.lerp_``: ``input += weight * (end - input)`` in place."""
     _ternary("lerp", input, end, weight, None, input, ("input", "end", "weight"))
     input._bump_version()
     return input
@@ -517,6 +523,7 @@ def addcmul(input, tensor1, tensor2, *, value=1, out=None) -> Tensor:
 
 
 def addcmul_(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """``Tensor.addcmul_``: ``input += value * tensor1 * tensor2`` in place."""
     _ternary("addcmul", input, tensor1, tensor2, value, input, ("input", "tensor1", "tensor2"))
     input._bump_version()
     return input
@@ -528,6 +535,7 @@ def addcdiv(input, tensor1, tensor2, *, value=1, out=None) -> Tensor:
 
 
 def addcdiv_(input, tensor1, tensor2, *, value=1) -> Tensor:
+    """``Tensor.addcdiv_``: ``input += value * tensor1 / tensor2`` in place."""
     _ternary("addcdiv", input, tensor1, tensor2, value, input, ("input", "tensor1", "tensor2"))
     input._bump_version()
     return input
@@ -542,6 +550,7 @@ def clamp(input, min=None, max=None) -> Tensor:
 
 
 def clamp_(input, min=None, max=None) -> Tensor:
+    """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""
     if min is None and max is None:
         raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
     if min is not None:
@@ -553,10 +562,12 @@ def clamp_(input, min=None, max=None) -> Tensor:
 
 
 def clamp_min(input, min) -> Tensor:
+    """``Tensor.clamp_min``: ``clamp(input, min=min)``."""
     return clamp(input, min, None)
 
 
 def clamp_max(input, max) -> Tensor:
+    """``Tensor.clamp_max``: ``clamp(input, max=max)``."""
     return clamp(input, None, max)
 
 

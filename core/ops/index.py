@@ -171,6 +171,8 @@ class Plan:
         return t.permute(self.perm) if self.perm != tuple(range(len(self.perm))) else t
 
     def run(self, mode: str, x: Tensor, dense: Tensor) -> None:
+        """Run the planned indexing kernel: ``mode`` 'gather' reads ``x[index]`` into ``dense``, the other
+        modes write or accumulate ``dense`` into ``x`` at the planned positions."""
         v = _views.basic_getitem(x, self.basic)
         sizes = [v.shape[d] for d in self.adv_dims]
         winner = None
@@ -291,6 +293,8 @@ def getitem(x: Tensor, index) -> Tensor:
 
 
 def getitem_planned(x: Tensor, p: Plan) -> Tensor:
+    """``x[index]`` for an index already planned (the plan is reused by the derivative): a fresh tensor
+    gathered by one kernel."""
     out = TensorBase._empty(p.out_shape, x.dtype, x.device)
     p.run("gather", x, out)
     return out
@@ -358,6 +362,8 @@ def _acc_dtype(d: dt.dtype) -> dt.dtype:
 
 
 def index_select(input, dim, index) -> Tensor:
+    """torch.index_select: the slices of ``input`` along ``dim`` at the int32/int64 positions of the 1-D
+    ``index``, in its order (a copy); out-of-range positions raise."""
     _check_input(input, "index_select")
     _check_index(index, "index_select")
     _check_devices("index_select", input, index)
@@ -423,6 +429,8 @@ def _check_gather_shapes(op, input, d, index, src=None):
 
 
 def gather(input, dim, index) -> Tensor:
+    """torch.gather: ``out[i][j] = input[index[i][j]][j]`` along ``dim`` (int64 ``index`` of the output's
+    shape, no larger than input off ``dim``)."""
     _check_input(input, "gather")
     _check_index(index, "gather", int64_only=True)
     _check_devices("gather", input, index)
@@ -467,10 +475,14 @@ def scatter_add(input, dim, index, src, *, out=None) -> Tensor:
 
 # ----- the table's entries that are not the functions above ---------------------------------------
 def scatter_add_(input, dim, index, src) -> Tensor:
+    """``Tensor.scatter_add_``: ``self[index[i][j]][j] += src[i][j]`` along ``dim``, in place (atomic adds in
+    a wider accumulator)."""
     return scatter_add(input, dim, index, src, out=input)
 
 
 def index_add_(input, dim, index, source, *, alpha=1) -> Tensor:
+    """``Tensor.index_add_``: ``alpha * source``'s slices added to ``self``'s at the positions of ``index``
+    along ``dim``, in place."""
     return index_add(input, dim, index, source, alpha=alpha, out=input)
 
 

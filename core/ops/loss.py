@@ -42,6 +42,9 @@ def _as_rows(input: Tensor, target: Tensor):
 
 
 def check_cross_entropy(input, target, reduction, ignore_index, label_smoothing, weight, name="cross_entropy") -> None:
+    """cross_entropy's (and nll_loss's) argument checks, with torch's messages, before any kernel runs: tensor
+    types, a floating input, the target's shape and dtype (class indices or probabilities), reduction,
+    weight and label_smoothing."""
     if not isinstance(input, TensorBase):
         raise TypeError(f"cross_entropy(): argument 'input' must be Tensor, not {type(input).__name__}")
     if not isinstance(target, TensorBase):
@@ -303,6 +306,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 
 def check_bce_with_logits(input, target, weight, pos_weight, reduction):
+    """binary_cross_entropy_with_logits's argument checks, with torch's messages: matching shapes and floating
+    dtypes, the reduction, weight and pos_weight broadcastable."""
     _check_pair(input, target, "binary_cross_entropy_with_logits")
     _check_reduction(reduction)
     if tuple(target.shape) != tuple(input.shape):

@@ -68,6 +68,7 @@ def round(input, *, decimals=0) -> Tensor:
 
 
 def round_(input, *, decimals=0) -> Tensor:
+    """``Tensor.round_``: round half to even in place, to ``decimals`` places."""
     _check(input, "round_")
     _check_writable(input, "round_")
     if input.dtype.is_floating_point:
@@ -86,11 +87,13 @@ def isnan(input) -> Tensor:
 
 
 def isinf(input) -> Tensor:
+    """torch.isinf: a bool tensor, True where an element is +inf or -inf (never for integers)."""
     _check(input, "isinf")
     return _unary("isinf", input, dt.bool_)
 
 
 def isfinite(input) -> Tensor:
+    """torch.isfinite: a bool tensor, True where an element is neither inf nor NaN (always for integers)."""
     _check(input, "isfinite")
     return _unary("isfinite", input, dt.bool_)
 
@@ -116,6 +119,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None) -> Tensor:
 
 
 def nan_to_num_(input, nan=0.0, posinf=None, neginf=None) -> Tensor:
+    """``Tensor.nan_to_num_``: NaN, +inf and -inf replaced in place (by 0 and the dtype's largest and smallest
+    finite values unless given)."""
     _check(input, "nan_to_num_")
     _check_writable(input, "nan_to_num_")
     if input.dtype.is_floating_point:

@@ -106,6 +106,8 @@ def sum(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    """torch.mean: the mean over ``dim`` (all dims by default), accumulated per the dtype policy; floating (or
+    given ``dtype``) inputs only, as torch."""
     _check_input(input, "mean")
     dtype = _dtype_arg(dtype, "mean")
     target = dtype or input.dtype
@@ -120,6 +122,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
+    """torch.prod: the product over ``dim`` (all dims by default); integers and bool give int64, as torch."""
     _check_input(input, "prod")
     dtype = _dtype_arg(dtype, "prod")
     if dim is not None and not isinstance(dim, (int, np.integer)):
@@ -134,6 +137,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
 # extremes
 # --------------------------------------------------------------------------------------------
 def amax(input, dim=(), keepdim=False) -> Tensor:
+    """torch.amax: the maximum over ``dim`` (all dims when empty), without indices; NaN propagates."""
     _check_input(input, "amax")
     dims = reduced_dims(input, dim, "amax")
     _require_nonempty(input, dims, "amax", True)
@@ -141,6 +145,7 @@ def amax(input, dim=(), keepdim=False) -> Tensor:
 
 
 def amin(input, dim=(), keepdim=False) -> Tensor:
+    """torch.amin: the minimum over ``dim`` (all dims when empty), without indices; NaN propagates."""
     _check_input(input, "amin")
     dims = reduced_dims(input, dim, "amin")
     _require_nonempty(input, dims, "amin", True)
@@ -236,6 +241,8 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None) -> Te
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None) -> Tensor:
+    """torch.std: the standard deviation over ``dim``, with ``correction`` (Bessel's by default;
+    ``unbiased=False`` is correction 0)."""
     return _variance("std", input, dim, unbiased, keepdim, correction)
 
 
@@ -243,11 +250,13 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None) -> Te
 # all, any
 # --------------------------------------------------------------------------------------------
 def all(input, dim=None, keepdim=False) -> Tensor:
+    """torch.all: whether every element over ``dim`` (all dims by default) is nonzero, as bool."""
     _check_input(input, "all")
     return _run("all", input, reduced_dims(input, dim, "all"), keepdim, dt.bool_)[0]
 
 
 def any(input, dim=None, keepdim=False) -> Tensor:
+    """torch.any: whether any element over ``dim`` (all dims by default) is nonzero, as bool."""
     _check_input(input, "any")
     return _run("any", input, reduced_dims(input, dim, "any"), keepdim, dt.bool_)[0]
 

@@ -168,6 +168,8 @@ def scatter(input, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
 
 
 def scatter_(input, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
+    """``Tensor.scatter_``: ``src`` (or ``value``) written at ``index`` along ``dim``, in place; ``reduce``
+    'add'/'multiply' combines instead."""
     return _scatter("scatter_", input, dim, index, src, value, reduce, True)
 
 
@@ -188,6 +190,8 @@ def scatter_reduce(input, dim, index, src, reduce, *, include_self=True) -> Tens
 
 
 def scatter_reduce_(input, dim, index, src, reduce, *, include_self=True) -> Tensor:
+    """``Tensor.scatter_reduce_``: ``src`` combined into ``self`` at ``index`` along ``dim`` by ``reduce``
+    (sum, prod, mean, amax, amin), in place, with or without ``self``'s own values."""
     return _reduce_entry("scatter_reduce_", input, dim, index, src, reduce, include_self, True)
 
 
@@ -235,6 +239,7 @@ def index_put(input, indices, values, accumulate=False) -> Tensor:
 
 
 def index_put_(input, indices, values, accumulate=False) -> Tensor:
+    """``Tensor.index_put_``: ``self[indices] = values`` (or ``+=`` with ``accumulate``), in place."""
     return _index_put("index_put_", input, indices, values, accumulate, True)
 
 
@@ -286,6 +291,7 @@ def index_fill(input, dim, index, value) -> Tensor:
 
 
 def index_fill_(input, dim, index, value) -> Tensor:
+    """``Tensor.index_fill_``: the slices at ``index`` along ``dim`` set to ``value``, in place."""
     return _index_fill("index_fill_", input, dim, index, value, True)
 
 
@@ -318,6 +324,8 @@ def index_copy(input, dim, index, source) -> Tensor:
 
 
 def index_copy_(input, dim, index, source) -> Tensor:
+    """``Tensor.index_copy_``: ``source``'s slices copied to the positions of ``index`` along ``dim``, in
+    place."""
     return _index_copy("index_copy_", input, dim, index, source, True)
 
 
@@ -351,6 +359,7 @@ def masked_scatter(input, mask, source) -> Tensor:
 
 
 def masked_scatter_(input, mask, source) -> Tensor:
+    """``Tensor.masked_scatter_``: where ``mask`` is True, the next elements of ``source`` in order, in place."""
     return _masked_scatter("masked_scatter_", input, mask, source, True)
 
 

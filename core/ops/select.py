@@ -85,6 +85,7 @@ def masked_fill(input, mask, value) -> Tensor:
 
 
 def masked_fill_(input, mask, value) -> Tensor:
+    """``Tensor.masked_fill_``: ``value`` where ``mask`` (bool, broadcast to self) is True, in place."""
     mask, value = _mask_value(input, mask, value, "masked_fill_")
     _check_writable(input, "masked_fill_")
     _ew.where(mask, value, input, out=input)  # lane-wise: reading and writing the same element is safe

@@ -37,6 +37,8 @@ CATEGORIES = ("lower", "fp32", "promote", "none")
 
 @dataclass(frozen=True)
 class Op:
+    """One op's declaration: its name, core entry and autocast category, and how it is exposed (method,
+    function, nn.functional, aliases, Python operators, the op it is the in-place form of)."""
     name: str
     impl: object  # the core entry, called with the op's arguments
     autocast: str  # one of CATEGORIES

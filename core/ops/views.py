@@ -19,6 +19,8 @@ from ..tensor_base import TensorBase
 
 
 def view(input, *shape):
+    """``Tensor.view``: the same storage seen with ``shape`` (one -1 inferred); torch's error when no strides
+    can express it without a copy."""
     if len(shape) == 1 and isinstance(shape[0], dt.dtype):
         raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
     shape = infer_size(_shape_arg(shape, "view"), input.numel())
@@ -33,6 +35,7 @@ def view(input, *shape):
 
 
 def reshape(input, *shape):
+    """torch.reshape: a view with ``shape`` when strides can express it, else a contiguous copy."""
     shape = infer_size(_shape_arg(shape, "reshape"), input.numel())
     strides = view_strides(input._shape, input._stride, shape)
     if strides is not None:
@@ -41,6 +44,7 @@ def reshape(input, *shape):
 
 
 def transpose(input, dim0: int, dim1: int):
+    """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
     d0, d1 = normalize_dim(dim0, input.ndim, "dim0"), normalize_dim(dim1, input.ndim, "dim1")
     shape, stride = list(input._shape), list(input._stride)
     if input.ndim:
@@ -50,6 +54,7 @@ def transpose(input, dim0: int, dim1: int):
 
 
 def permute(input, *dims):
+    """torch.permute: a view with the dims in the order ``dims``."""
     dims = _shape_arg(dims, "dims")
     if len(dims) != input.ndim:
         raise RuntimeError(
@@ -64,6 +69,8 @@ def permute(input, *dims):
 
 
 def expand(input, *sizes):
+    """``Tensor.expand``: a view with size-1 dims (and new leading ones) repeated to ``sizes`` by stride 0; -1
+    keeps a size."""
     sizes = _shape_arg(sizes, "size")
     if len(sizes) < input.ndim:
         raise RuntimeError(
@@ -102,6 +109,7 @@ def broadcast_view(x, shape):
 
 
 def squeeze(input, dim=None):
+    """torch.squeeze: a view without the size-1 dims (only those of ``dim``, an int or a tuple, when given)."""
     if dim is None:
         dims = {i for i, s in enumerate(input._shape) if s == 1}
     else:
@@ -113,6 +121,7 @@ def squeeze(input, dim=None):
 
 
 def unsqueeze(input, dim: int):
+    """torch.unsqueeze: a view with a size-1 dim inserted at ``dim``."""
     d = normalize_dim(dim, input.ndim + 1)
     shape, stride = list(input._shape), list(input._stride)
     new_stride = shape[d] * stride[d] if d < input.ndim else 1
@@ -122,6 +131,7 @@ def unsqueeze(input, dim: int):
 
 
 def narrow(input, dim: int, start, length: int):
+    """torch.narrow: a view of ``length`` elements of dim ``dim`` from ``start``."""
     d = normalize_dim(dim, input.ndim)
     n = input._shape[d]
     start = int(start)
@@ -135,6 +145,7 @@ def narrow(input, dim: int, start, length: int):
 
 
 def select(input, dim: int, index: int):
+    """torch.select: a view of slice ``index`` of dim ``dim``, that dim removed."""
     d = normalize_dim(dim, input.ndim)
     n = input._shape[d]
     if not -n <= index < n:
@@ -148,6 +159,7 @@ def select(input, dim: int, index: int):
 
 
 def basic_getitem(input, index):
+    """``x[index]`` for basic indices only (ints, slices, None, Ellipsis): a view, as PyTorch's."""
     if not isinstance(index, tuple):
         index = (index,)
     n_real = sum(1 for i in index if i is not None and i is not Ellipsis)
@@ -223,14 +235,18 @@ def unfold(input, dimension: int, size: int, step: int):
 # dispatcher (as a method call), so autograd records every piece and they need no derivative of
 # their own. The op table lists them (``COMPOSITE_METHODS``); core/tensor.py puts them on Tensor.
 def view_as(self, other) -> "Tensor":
+    """``Tensor.view_as``: ``self.view(other.shape)``."""
     return self.view(other.shape)
 
 
 def reshape_as(self, other) -> "Tensor":
+    """``Tensor.reshape_as``: ``self.reshape(other.shape)``."""
     return self.reshape(other.shape)
 
 
 def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
+    """``Tensor.flatten``: dims ``start_dim`` to ``end_dim`` merged into one (a view where strides allow, a
+    0-d tensor becomes (1,))."""
     if self.ndim == 0:
         return self.reshape(1)
     s, e = normalize_dim(start_dim, self.ndim, "start_dim"), normalize_dim(end_dim, self.ndim, "end_dim")
@@ -241,6 +257,7 @@ def flatten(self, start_dim: int = 0, end_dim: int = -1) -> "Tensor":
 
 
 def unflatten(self, dim: int, sizes) -> "Tensor":
+    """``Tensor.unflatten``: dim ``dim`` viewed as ``sizes`` (one -1 inferred)."""
     d = normalize_dim(dim, self.ndim)
     sizes = tuple(sizes)
     if not sizes:
@@ -253,35 +270,43 @@ def unflatten(self, dim: int, sizes) -> "Tensor":
 
 
 def t(self) -> "Tensor":
+    """``Tensor.t``: a 2-D tensor transposed; 0-d and 1-D ones as they are."""
     if self.ndim > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self.ndim}D")
     return self.transpose(0, 1) if self.ndim == 2 else self
 
 
 def T(self) -> "Tensor":
+    """``Tensor.T``: every dim reversed, as a view."""
     return self.permute(*reversed(range(self.ndim)))
 
 
 def mT(self) -> "Tensor":
+    """``Tensor.mT``: the last two dims swapped (a batch of matrices transposed), as a view."""
     if self.ndim < 2:
         raise RuntimeError("tensor.mT is only supported on matrices or batches of matrices")
     return self.transpose(-2, -1)
 
 
 def expand_as(self, other) -> "Tensor":
+    """``Tensor.expand_as``: ``self.expand(other.shape)``."""
     return self.expand(other.shape)
 
 
 def broadcast_to(self, shape) -> "Tensor":
+    """``Tensor.broadcast_to``: ``self.expand(shape)``."""
     return self.expand(shape)
 
 
 def unbind(self, dim: int = 0):
+    """``Tensor.unbind``: the slices along ``dim`` as a tuple of views, that dim removed."""
     d = normalize_dim(dim, self.ndim)
     return tuple(self.select(d, i) for i in range(self._shape[d]))
 
 
 def split(self, split_size, dim: int = 0):
+    """``Tensor.split``: views of ``split_size`` along ``dim`` (the last one shorter), or of the given sizes,
+    which must add up to the dim."""
     d = normalize_dim(dim, self.ndim)
     n = self._shape[d]
     if isinstance(split_size, int):
@@ -300,6 +325,7 @@ def split(self, split_size, dim: int = 0):
 
 
 def chunk(self, chunks: int, dim: int = 0):
+    """``Tensor.chunk``: at most ``chunks`` views along ``dim``, each of ceil(n / chunks) but the last."""
     d = normalize_dim(dim, self.ndim)
     return self.split(max(1, -(-self._shape[d] // chunks)), d)
 
