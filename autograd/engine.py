@@ -15,6 +15,8 @@ saved tensors right after it ran.
 """
 from __future__ import annotations
 
+import math
+
 from ..core.factories import ones_like, zeros_like
 from ..core.tensor import Tensor, broadcast_shapes
 from . import graph
@@ -39,7 +41,7 @@ def _make_grads(outputs, grad_outputs, create_graph):
         if not isinstance(out, Tensor):
             raise TypeError(f"outputs[{i}]: expected a Tensor, got {type(out).__name__}")
         if g is None:
-            if out.requires_grad and out.numel() != 1:
+            if out._requires_grad and math.prod(out._shape) != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {out.dtype}")
@@ -160,7 +162,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             if e is None:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
             captures.setdefault(e, []).append(k)
-    root_nodes = list(dict.fromkeys(e[0] for e in root_edges))
+    root_nodes = [root_edges[0][0]] if len(root_edges) == 1 else list(dict.fromkeys(e[0] for e in root_edges))
     deps, needed = _discover(root_nodes, None if inputs is None else {e[0] for e in captures})
     results = [None] * (len(inputs) if inputs is not None else 0)
 
@@ -245,8 +247,10 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """``tritensor.autograd.backward``: sum the gradients of ``tensors`` into the leaves' ``.grad``."""
-    tensors = _as_tuple(tensors, "tensors")
-    grad_tensors = _as_tuple(grad_tensors, "grad_tensors") or (None,) * len(tensors)
+    # loss.backward(): one tensor, no gradient given (the common call, answered without _as_tuple)
+    tensors = (tensors,) if isinstance(tensors, Tensor) else _as_tuple(tensors, "tensors")
+    grad_tensors = (None,) * len(tensors) if grad_tensors is None else \
+        (_as_tuple(grad_tensors, "grad_tensors") or (None,) * len(tensors))
     if len(grad_tensors) != len(tensors):
         raise RuntimeError(f"grad_tensors: got {len(grad_tensors)} gradients for {len(tensors)} tensors")
     if inputs is not None:

@@ -33,8 +33,18 @@ def autograd_layer(op, args, kwargs, next):
     if api is not None:
         return api(*args, **kwargs)
     record = DERIVATIVES.get(op.name)
-    if record is not None and _state.enabled and _wants_grad(args, kwargs):
-        return record(*args, **kwargs)
+    if record is not None and _state.enabled:
+        for a in args:  # _wants_grad's common case inline, as needed() has it: the tensors are positional
+            if isinstance(a, Tensor):
+                if a._requires_grad:
+                    return record(*args, **kwargs)
+            elif isinstance(a, (list, tuple)):
+                break
+        else:
+            if not kwargs:
+                return next(op, args, kwargs)
+        if _wants_grad(args, kwargs):
+            return record(*args, **kwargs)
     return next(op, args, kwargs)
 
 

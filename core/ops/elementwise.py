@@ -70,19 +70,22 @@ def _prepare_out(out, shape, result: dt.dtype, dev, op: str):
         return TensorBase._empty(shape, result, dev)
     if not isinstance(out, TensorBase):
         raise TypeError(f"{op}(): argument 'out' must be a Tensor, not {type(out).__name__}")
-    if out.device != dev:
+    if out.device is not dev and out.device != dev:  # devices are one object each: identity first
         raise RuntimeError(f"{op}(): out is on {out.device} but the inputs are on {dev}")
-    if tuple(out.shape) != tuple(shape):
+    if out._shape != shape and tuple(out._shape) != tuple(shape):
         raise RuntimeError(f"{op}(): output with shape {list(out.shape)} doesn't match the broadcast shape {list(shape)}")
-    if not can_cast(result, out.dtype):
+    if result is not out.dtype and not can_cast(result, out.dtype):
         raise RuntimeError(f"{op}(): result type {result.name} can't be cast to the desired output type {out.dtype.name}")
-    _check_writable(out, op)
+    if 0 in out._stride:  # only an expanded (stride-0) output can write one element twice
+        _check_writable(out, op)
     return out
 
 
 def _unalias(out, *xs):
-    """Inputs that partly overlap the output (x.add_(x.T)) are read from a copy first."""
-    return [x.clone() if isinstance(x, TensorBase) and _overlaps(out, x) else x for x in xs]
+    """Inputs that partly overlap the output (x.add_(x.T)) are read from a copy first (only a
+    tensor over the output's own storage can: the common case is answered without a call)."""
+    st = out._storage
+    return [x.clone() if isinstance(x, TensorBase) and x._storage is st and _overlaps(out, x) else x for x in xs]
 
 
 def unary(op: str, x, out=None) -> Tensor:
@@ -138,12 +141,6 @@ class _BinaryPlan:
         self.narrow = narrow
 
 
-def _signature(x):
-    # The device by its type and index (what device equality compares): hashing the device object
-    # itself would be a Python call per operand.
-    return (x.dtype, x._shape, x.device.type, x.device.index) if isinstance(x, TensorBase) else type(x)
-
-
 def binary(op: str, a, b, out=None, alpha=1) -> Tensor:
     """``op(a, b)`` with broadcasting and torch's type promotion; ``alpha`` is add/sub's keyword:
     ``a + alpha * b``, ``b`` scaled inside the same kernel."""
@@ -154,7 +151,11 @@ def binary(op: str, a, b, out=None, alpha=1) -> Tensor:
         b, scale = _alpha_operand(op, a, b, alpha)
     if op == "pow" and isinstance(b, numbers.Integral) and b < 0:  # a value check: at every call, not planned
         _check_integer_exponent(a)
-    key = (op, _signature(a), _signature(b), dt.default_float)
+    # Each operand's signature: a tensor's dtype, shape and device by its type and index (what device
+    # equality compares: hashing the device object itself would be a Python call), else its type.
+    key = (op, (a.dtype, a._shape, a.device.type, a.device.index) if isinstance(a, TensorBase) else type(a),
+           (b.dtype, b._shape, b.device.type, b.device.index) if isinstance(b, TensorBase) else type(b),
+           dt.default_float)
     plan = _binary_plans.get(key)
     if plan is None:
         plan, a, b, cacheable = _plan_binary(op, a, b)
