@@ -26,6 +26,13 @@ from .core.generator import Generator, default_generator, get_rng_state, set_rng
 from .core.creation import (as_tensor, eye, linspace, logspace, randint, randint_like, randperm, tril_indices,
                             triu_indices)
 from .core.tensor import Size, Tensor, broadcast_shapes
+from .runtime.dtype import set_default_dtype
+from .core.switches import (  # torch's global switches (core/switches.py says what each steers)
+    are_deterministic_algorithms_enabled, get_deterministic_debug_mode, get_float32_matmul_precision,
+    get_num_interop_threads, get_num_threads, is_deterministic_algorithms_warn_only_enabled, is_storage,
+    is_warn_always_enabled, set_default_tensor_type, set_deterministic_debug_mode, set_float32_matmul_precision,
+    set_flush_denormal, set_num_interop_threads, set_num_threads, set_warn_always, typename,
+    use_deterministic_algorithms)
 from .core.shape import channels_last, contiguous_format, memory_format, preserve_format
 from .core.dlpack import from_dlpack  # zero-copy interop
 from .core.printing import get_printoptions, printoptions, set_printoptions  # torch's print rules

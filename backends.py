@@ -36,9 +36,19 @@ class _MatmulFlags(_Flag):
     _names = ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction")
 
     def __init__(self):
-        self.allow_tf32 = False
+        object.__setattr__(self, "_fp32_precision", "highest")  # torch.get_float32_matmul_precision()
         self.allow_fp16_reduced_precision_reduction = True
         self.allow_bf16_reduced_precision_reduction = True
+
+    # allow_tf32 is a view of torch.set_float32_matmul_precision's setting, as in torch: "highest" is
+    # IEEE fp32, "high" and "medium" let fp32 matmuls run in TF32; setting the flag sets "high"/"highest".
+    @property
+    def allow_tf32(self) -> bool:
+        return self._fp32_precision != "highest"
+
+    @allow_tf32.setter
+    def allow_tf32(self, value: bool) -> None:
+        object.__setattr__(self, "_fp32_precision", "high" if value else "highest")
 
 
 class _FlagModule(types.ModuleType):

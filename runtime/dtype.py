@@ -84,6 +84,17 @@ def get_default_dtype() -> dtype:
     return default_float
 
 
+def set_default_dtype(d) -> None:
+    """torch.set_default_dtype: the dtype Python floats, float factories (``zeros``, ``arange(0.)``)
+    and nn layers' parameters get. Every reader asks this module's ``default_float`` at call time,
+    so the change reaches them all; integer and bool dtypes are refused, as torch's."""
+    global default_float
+    d = to_dtype(d)
+    if not d.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    default_float = d
+
+
 def to_dtype(obj, argname: str = "dtype") -> dtype:
     """Accept a tritensor dtype, a NumPy dtype/type, or a name; reject anything else clearly."""
     if isinstance(obj, dtype):

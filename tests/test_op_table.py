@@ -36,14 +36,15 @@ TESTS_DIR = pathlib.Path(__file__).resolve().parent
 AUTOCAST = {
     "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "scaled_dot_product_attention", "mv", "addmv", "addmm",
               "baddbmm",
-              "conv_transpose2d", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"],
+              "conv_transpose2d", "_thnn_fused_lstm_cell", "_thnn_fused_gru_cell",
+              "addr", "addbmm", "chain_matmul"],
     "fp32": ["exp", "exp2", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
              "softmax", "log_softmax", "layer_norm", "native_layer_norm", "cross_entropy", "nll_loss", "mse_loss",
              # the losses; torch bans binary_cross_entropy under autocast, we run it in fp32
              "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
              # math, norms and scans
              "logsumexp", "norm", "linalg_vector_norm", "linalg_matrix_norm", "cumprod",
-             "tan", "asin", "acos", "sinh", "cosh", "erfinv", "log10", "cdist"],
+             "tan", "asin", "acos", "sinh", "cosh", "erfinv", "log10", "cdist", "dist", "renorm"],
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
                 "index_add",
                 # cat/stack promote; hstack/vstack are cat in PyTorch
@@ -66,6 +67,31 @@ VIEWS = ["view", "reshape", "transpose", "permute", "expand", "squeeze", "unsque
 EW, RED, IX, SM, LN, LOSS = ("test_elementwise.py::", "test_reduce.py::", "test_index.py::", "test_softmax.py::",
                              "test_layer_norm.py::", "test_loss.py::")
 SC = "test_scatter.py::"
+SHM, STM = "test_shape_more.py::", "test_stats_more.py::"
+# issue 33: each forward test -> the ops it checks (their gradchecks are the family's one gradcheck test)
+SHAPE_MORE = {
+    "test_splits_stacks_flips_ravel_match_numpy": ("hsplit", "vsplit", "dsplit", "dstack", "row_stack", "fliplr",
+                                                   "flipud", "ravel"),
+    "test_split_and_flip_errors_follow_torch": ("t",),
+    "test_inplace_layout_and_triangle_forms": ("tril_", "triu_"),
+    "test_take_put_diagflat_match_numpy": ("take", "put", "put_", "diagflat"),
+    "test_block_diag_vander_combinations_unravel_match_numpy": ("block_diag", "vander", "combinations"),
+    "test_scatters_copies_and_size_splits_match_numpy": (
+        "select_scatter", "slice_scatter", "diagonal_scatter", "alias_copy", "detach_copy", "diagonal_copy",
+        "expand_copy", "permute_copy", "select_copy", "slice_copy", "split_copy", "squeeze_copy", "t_copy",
+        "transpose_copy", "unbind_copy", "unfold_copy", "unsqueeze_copy", "view_copy", "narrow_copy",
+        "split_with_sizes", "split_with_sizes_copy", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
+        "sum_to_size"),
+}
+STATS_MORE = {
+    "test_quantile_nanquantile_match_numpy": ("quantile", "nanquantile"),
+    "test_cov_corrcoef_match_numpy": ("cov", "corrcoef"),
+    "test_products_and_distances_match_numpy": ("dist", "inner", "vdot", "addr", "addr_", "addbmm", "addbmm_",
+                                                "chain_matmul"),
+    "test_trapezoid_rules_match_numpy": ("trapezoid", "trapz", "cumulative_trapezoid"),
+    "test_renorm_index_reduce_fill_diagonal_inplace_scans": ("renorm", "renorm_", "index_reduce", "index_reduce_",
+                                                             "fill_diagonal_", "cumsum_", "cumprod_"),
+}
 TESTS = {
     **{op: (EW + "test_unary_against_float64", EW + "test_unary_gradcheck") for op in UNARY},
     **{op + "_": (EW + "test_inplace_forms_match_out_of_place", EW + "test_inplace_unary_gradcheck_every_op")
@@ -229,6 +255,15 @@ TESTS = {
        for op in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
                   "bitwise_right_shift")},
     **{op: ("test_bitwise.py::test_logical_xor", None) for op in ("logical_xor", "logical_xor_")},
+    # ----- issue 33: shape functions, statistics, windows (composites, but the windows' kernel) -----
+    **{op: (SHM + test, SHM + "test_shape_more_gradcheck") for test, ops in SHAPE_MORE.items() for op in ops},
+    **{op: (STM + test, STM + "test_stats_more_gradcheck") for test, ops in STATS_MORE.items() for op in ops},
+    **{op: (STM + "test_isin_and_histogram_match_numpy", None) for op in ("isin", "histogram")},
+    **{op: (SHM + "test_inplace_layout_and_triangle_forms", None)
+       for op in ("t_", "transpose_", "squeeze_", "unsqueeze_", "ndimension", "dim_order")},
+    "unravel_index": (SHM + "test_block_diag_vander_combinations_unravel_match_numpy", None),
+    **{op: ("test_windows.py::test_windows_match_float64_formulas", None)
+       for op in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window")},
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
 COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select",
@@ -240,7 +275,9 @@ COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross
               "take_along_dim", "std_mean", "var_mean", "aminmax", "nansum", "nanmean", "median", "nanmedian", "mode"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage;
 # einsum is planned into diagonals, sums, permutes and bmm, each dispatched as an op of its own).
-NO_KERNEL = {"views", "einsum"}
+NO_KERNEL = {"views", "einsum", "shape_more", "stats_more"}
+# issue 33: composites of recorded ops (shape_more: views, copies, index ops; stats_more: sort, gather, mm ...)
+COMPOSITES |= {op for ops in list(SHAPE_MORE.values()) + list(STATS_MORE.values()) for op in ops}
 # Where a family's kernels are imported when not by its core module: the copy and fill that every
 # op needs (contiguous(), .to(), ...) live in core/ops/__init__.py, beside the device moves.
 KERNEL_IMPORTER = {"copies": "__init__"}

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
 from . import cdist, histc
+from . import shape_more, stats_more, windows
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
                loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
                views)
@@ -312,6 +313,34 @@ _composite(join, "rot90")
 _composite(copies, "contiguous", "type_as", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "zero_",
            "pin_memory", "is_pinned")
 COMPOSITE_METHODS.update(cuda=copies.to_cuda, cpu=copies.to_cpu, type=copies.to_type, **copies.DTYPE_METHODS)
+
+# ----- more shape functions (core/ops/shape_more.py): composites of views, copies, flips, index ops ----
+for _name in ("hsplit", "vsplit", "dsplit", "fliplr", "flipud", "ravel", "take", "put", "put_", "diagflat",
+              "unsafe_split", "unsafe_chunk", "unsafe_split_with_sizes", "split_with_sizes", "select_scatter",
+              "slice_scatter", "diagonal_scatter", "narrow_copy"):
+    _add(Op(_name, getattr(shape_more, _name), "none", function=_name != "put_"))
+for _name in ("dstack", "row_stack", "block_diag", "vander", "combinations", "unravel_index", "t", "alias_copy",
+              "detach_copy", "diagonal_copy", "expand_copy", "permute_copy", "select_copy", "slice_copy",
+              "split_copy", "squeeze_copy", "t_copy", "transpose_copy", "unbind_copy", "unfold_copy",
+              "unsqueeze_copy", "view_copy", "split_with_sizes_copy"):
+    _add(Op(_name, getattr(shape_more, _name), "none", method=False))
+for _name in ("tril_", "triu_", "t_", "transpose_", "squeeze_", "unsqueeze_", "sum_to_size", "ndimension",
+              "dim_order"):
+    _add(Op(_name, getattr(shape_more, _name), "none", function=False,
+            aliases=("swapaxes_", "swapdims_") if _name == "transpose_" else ()))
+# ----- statistics and products (core/ops/stats_more.py): composites of sort, gather, mm, sums, scatters ----
+# torch's CUDA autocast lists: addr, addbmm, chain_matmul run in the autocast dtype; dist and renorm in fp32
+_STATS_AUTOCAST = {"addr": "lower", "addbmm": "lower", "chain_matmul": "lower", "dist": "fp32", "renorm": "fp32"}
+for _name in ("quantile", "nanquantile", "cov", "corrcoef", "dist", "inner", "vdot", "addr", "addbmm", "isin",
+              "histogram", "renorm", "index_reduce"):
+    _add(Op(_name, getattr(stats_more, _name), _STATS_AUTOCAST.get(_name, "none"), method=_name != "isin"))
+for _name in ("addr_", "addbmm_", "renorm_", "index_reduce_", "fill_diagonal_", "cumsum_", "cumprod_"):
+    _add(Op(_name, getattr(stats_more, _name), "none", function=False))
+for _name in ("chain_matmul", "trapezoid", "trapz", "cumulative_trapezoid"):
+    _add(Op(_name, getattr(stats_more, _name), _STATS_AUTOCAST.get(_name, "none"), method=False))
+# ----- window functions (core/ops/windows.py, triton_kernels/windows.py): factories, no tensor argument
+for _name in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"):
+    _add(Op(_name, getattr(windows, _name), "none", method=False))
 
 
 # ----- Tensor's autograd API: answered by the autograd layer (autograd/tensor_methods.py) ------

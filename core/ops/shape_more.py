@@ -1,0 +1,494 @@
+"""torch's shape functions beyond the basic views: the splits and stacks by axis (``hsplit vsplit
+dsplit dstack row_stack``), the flips by axis (``fliplr flipud``), ``ravel``, the in-place forms
+(``tril_ triu_``, and ``t_ transpose_ squeeze_ unsqueeze_`` which change a tensor's own layout),
+flat indexing (``take put put_``), the block builders (``diagflat block_diag vander combinations``),
+``unravel_index``, the scatters into a view (``select_scatter slice_scatter diagonal_scatter``),
+the ``*_copy`` forms of the views and ``split_with_sizes`` with the ``unsafe_*`` splits, and
+``sum_to_size``.
+
+Why no kernel: every one of them is a view, a copy, or a short chain of ops that already have
+kernels (flip, cat, index_select, index_put, index_copy, copy_, sum), each dispatched, so autograd
+records them piece by piece and none needs a derivative of its own. Index tensors they need
+(``combinations``) are computed on the host from the shape alone, which is all they depend on,
+and moved to the input's device once.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import itertools
+import numbers
+
+import numpy as np
+
+from ...runtime import dtype as dt
+from ..shape import _shape_arg, normalize_dim
+from ..tensor_base import TensorBase
+from . import host_tensor
+
+if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
+    from ..tensor import Tensor
+
+
+def _check(input, op: str, name: str = "input") -> None:
+    if not isinstance(input, TensorBase):
+        raise TypeError(f"{op}(): argument '{name}' must be Tensor, not {type(input).__name__}")
+
+
+def _check_index(index, op: str, name: str = "index") -> None:
+    _check(index, op, name)
+    if index.dtype is not dt.int64:
+        raise RuntimeError(f"{op}(): Expected a long tensor for {name}, but got {_torch_name(index.dtype)}")
+
+
+def _torch_name(d) -> str:
+    """torch's scalar-type name in messages (Float, Long ...)."""
+    return {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+            "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}[d.name]
+
+
+# ----- splits and stacks by axis -------------------------------------------------------------------
+def _split_by_axis(input, indices_or_sections, op: str, dim: int, need: int):
+    _check(input, op)
+    if input.ndim < need:
+        raise RuntimeError(f"torch.{op} requires a tensor with at least {need} dimension, but got a tensor with "
+                           f"{input.ndim} dimensions!")
+    if isinstance(indices_or_sections, numbers.Integral) and not isinstance(indices_or_sections, bool):
+        size = input.shape[dim]
+        if indices_or_sections == 0 or size % indices_or_sections != 0:
+            raise RuntimeError(f"torch.{op} attempted to split along dimension {dim}, but the size of the dimension "
+                               f"{size} is not divisible by the split_size {indices_or_sections}!")
+    return input.tensor_split(indices_or_sections, dim)
+
+
+def hsplit(input, indices_or_sections) -> tuple:
+    """Split along dim 1 (dim 0 of a 1-D tensor), as NumPy's ``hsplit``."""
+    _check(input, "hsplit")
+    return _split_by_axis(input, indices_or_sections, "hsplit", 1 if input.ndim > 1 else 0, 1)
+
+
+def vsplit(input, indices_or_sections) -> tuple:
+    """Split along dim 0 of a tensor of 2 or more dims."""
+    return _split_by_axis(input, indices_or_sections, "vsplit", 0, 2)
+
+
+def dsplit(input, indices_or_sections) -> tuple:
+    """Split along dim 2 of a tensor of 3 or more dims."""
+    return _split_by_axis(input, indices_or_sections, "dsplit", 2, 3)
+
+
+def _tensors(tensors, op: str) -> list:
+    if isinstance(tensors, TensorBase) or not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{op}(): argument 'tensors' must be tuple of Tensors, not {type(tensors).__name__}")
+    for i, t in enumerate(tensors):
+        _check(t, op, f"tensors[{i}]")
+    return list(tensors)
+
+
+def _joined(tensors, dim: int, op: str):
+    """``cat(tensors, dim)`` written as copies into the narrowed views of one new tensor, as torch's
+    own block_diag is: each copy_ is dispatched, so autograd records it (and the result's dtype is
+    the tensors' promoted dtype, as cat's)."""
+    result = tensors[0].dtype
+    for t in tensors[1:]:
+        result = dt.promote_types(result, t.dtype)
+        if t.device != tensors[0].device:
+            raise RuntimeError(f"{op}(): expected all tensors to be on the same device, but found at least two "
+                               f"devices, {tensors[0].device} and {t.device}!")
+    shape = list(tensors[0].shape)
+    for t in tensors[1:]:
+        if t.ndim != len(shape) or any(a != b for i, (a, b) in enumerate(zip(t.shape, shape)) if i != dim):
+            raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. Expected size "
+                               f"{shape[1 - dim if dim < 2 else 0]} but got size {list(t.shape)} for a tensor "
+                               "in the list.")
+    shape[dim] = sum(t.shape[dim] for t in tensors)
+    out = tensors[0].new_empty(shape, dtype=result)
+    at = 0
+    for t in tensors:
+        out.narrow(dim, at, t.shape[dim]).copy_(t)
+        at += t.shape[dim]
+    return out
+
+
+def dstack(tensors, *, out=None) -> Tensor:
+    """Join along dim 2, each tensor first made at least 3-D as ``atleast_3d`` does."""
+    ts = _tensors(tensors, "dstack")
+    if out is not None:
+        raise TypeError("dstack(): out= is not supported")
+    if not ts:
+        raise RuntimeError("dstack expects a non-empty TensorList")
+    shaped = []
+    for t in ts:
+        if t.ndim == 0:
+            t = t.reshape(1, 1, 1)
+        elif t.ndim == 1:
+            t = t.reshape(1, t.shape[0], 1)
+        elif t.ndim == 2:
+            t = t.unsqueeze(-1)
+        shaped.append(t)
+    return _joined(shaped, 2, "dstack")
+
+
+def row_stack(tensors, *, out=None) -> Tensor:
+    """``vstack`` under its other name: join along dim 0, each tensor first made at least 2-D."""
+    ts = _tensors(tensors, "row_stack")
+    if out is not None:
+        raise TypeError("row_stack(): out= is not supported")
+    if not ts:
+        raise RuntimeError("vstack expects a non-empty TensorList")
+    return _joined([t.reshape(1, -1) if t.ndim < 2 else t for t in ts], 0, "row_stack")
+
+
+# ----- flips, ravel, in-place forms ---------------------------------------------------------------
+def fliplr(input) -> Tensor:
+    """Reverse dim 1 (left-right)."""
+    _check(input, "fliplr")
+    if input.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return input.flip(1)
+
+
+def flipud(input) -> Tensor:
+    """Reverse dim 0 (up-down)."""
+    _check(input, "flipud")
+    if input.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return input.flip(0)
+
+
+def ravel(input) -> Tensor:
+    """The tensor flattened to one dim: a view where strides allow, else a contiguous copy."""
+    _check(input, "ravel")
+    return input.reshape(-1)
+
+
+def t(input) -> Tensor:
+    """``torch.t``: a 2-D tensor transposed; 0-D and 1-D tensors returned as they are (as views)."""
+    _check(input, "t")
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return input.transpose(0, 1) if input.ndim == 2 else input.view(input.shape)
+
+
+def tril_(input, diagonal: int = 0) -> Tensor:
+    """``tril`` written into ``input`` (a copy_ of the out-of-place result, so autograd records it)."""
+    _check(input, "tril_")
+    return input.copy_(input.tril(diagonal))
+
+
+def triu_(input, diagonal: int = 0) -> Tensor:
+    """``triu`` written into ``input``."""
+    _check(input, "triu_")
+    return input.copy_(input.triu(diagonal))
+
+
+def _relayout_(input, view, op: str):
+    """Give ``input`` the layout of ``view`` (a view of it): the in-place view ops change the
+    tensor object's own shape and strides, never its data. A tensor autograd tracks is refused: its
+    node was recorded for the old layout, and the gradient would come back in the wrong shape."""
+    if input.requires_grad:
+        raise RuntimeError(f"{op}(): changing the layout of a tensor that requires grad in place is not supported; "
+                           f"use the out-of-place {op[:-1]}()")
+    input._shape, input._stride, input._offset = view._shape, view._stride, view._offset
+    return input
+
+
+def t_(input) -> Tensor:
+    _check(input, "t_")
+    if input.ndim > 2:
+        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return _relayout_(input, t(input), "t_")
+
+
+def transpose_(input, dim0: int, dim1: int) -> Tensor:
+    _check(input, "transpose_")
+    return _relayout_(input, input.transpose(dim0, dim1), "transpose_")
+
+
+def squeeze_(input, dim=None) -> Tensor:
+    _check(input, "squeeze_")
+    return _relayout_(input, input.squeeze() if dim is None else input.squeeze(dim), "squeeze_")
+
+
+def unsqueeze_(input, dim: int) -> Tensor:
+    _check(input, "unsqueeze_")
+    return _relayout_(input, input.unsqueeze(dim), "unsqueeze_")
+
+
+# ----- flat indexing -------------------------------------------------------------------------------
+def _flat_index(input, index, op: str):
+    """``index`` flattened, bounds checked against ``input.numel()`` before any kernel reads it
+    (one host read of its extremes: torch's message names the offending index)."""
+    _check_index(index, op)
+    flat = index.reshape(-1)
+    n = input.numel()
+    if flat.numel():
+        lo, hi = int(flat.amin().item()), int(flat.amax().item())
+        bad = hi if hi >= n else (lo if lo < -n else None)
+        if bad is not None:
+            raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} elements.")
+        if lo < 0:
+            flat = flat.remainder(max(n, 1))
+    return flat
+
+
+def take(input, index) -> Tensor:
+    """``input`` read as if flat at ``index`` (any shape, negative counting from the end)."""
+    _check(input, "take")
+    flat = _flat_index(input, index, "take")
+    return input.reshape(-1).index_select(0, flat).reshape(index.shape)
+
+
+def put_(input, index, source, accumulate: bool = False) -> Tensor:
+    """``input`` as if flat, written at ``index`` from ``source`` (added when ``accumulate``)."""
+    _check(input, "put_")
+    _check(source, "put_", "source")
+    if source.numel() != index.numel():
+        raise IndexError(f"put_(): Expected source and index to have the same number of elements, but got "
+                         f"source.numel() = {source.numel()}, index.numel() = {index.numel()}")
+    if source.dtype is not input.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {_torch_name(input.dtype)} and source.dtype = {_torch_name(source.dtype)}")
+    flat = _flat_index(input, index, "put_")
+    if input.is_contiguous():
+        input.view(-1).index_put_((flat,), source.reshape(-1), accumulate)
+    else:  # strided: write the flat copy back, element (i) of the flat order is element (i) of input
+        input.copy_(input.reshape(-1).index_put((flat,), source.reshape(-1), accumulate).view(input.shape))
+    return input
+
+
+def put(input, index, source, accumulate: bool = False) -> Tensor:
+    """``put_`` into a copy of ``input``."""
+    _check(input, "put")
+    return put_(input.clone(), index, source, accumulate)
+
+
+# ----- block builders --------------------------------------------------------------------------------
+def diagflat(input, offset: int = 0) -> Tensor:
+    """A 2-D tensor with ``input``, flattened, on its ``offset``-th diagonal."""
+    _check(input, "diagflat")
+    return input.reshape(-1).diag(offset)
+
+
+def block_diag(*tensors) -> Tensor:
+    """The tensors (each at most 2-D: a 0-D one is 1x1, a 1-D one a row) as blocks along the
+    diagonal of a matrix of zeros, in their promoted dtype."""
+    for i, t_i in enumerate(tensors):
+        _check(t_i, "block_diag", f"tensors[{i}]")
+        if t_i.ndim > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer dimensions. Input {i} has "
+                               f"{t_i.ndim} dimensions")
+    if not tensors:
+        raise RuntimeError("block_diag(): expected at least one tensor (torch gives a 1x0 float tensor, whose "
+                           "device tritensor cannot know without one)")
+    blocks = [b.reshape(1, 1) if b.ndim == 0 else b.reshape(1, -1) if b.ndim == 1 else b for b in tensors]
+    result = blocks[0].dtype
+    for b in blocks[1:]:
+        result = dt.promote_types(result, b.dtype)
+        if b.device != blocks[0].device:
+            raise RuntimeError(f"torch.block_diag: input tensors must all be on the same device. Input 0 is on "
+                               f"device {blocks[0].device} and input {blocks.index(b)} is on device {b.device}.")
+    rows, cols = sum(b.shape[0] for b in blocks), sum(b.shape[1] for b in blocks)
+    out = blocks[0].new_zeros((rows, cols), dtype=result)
+    r = c = 0
+    for b in blocks:
+        out.narrow(0, r, b.shape[0]).narrow(1, c, b.shape[1]).copy_(b)
+        r, c = r + b.shape[0], c + b.shape[1]
+    return out
+
+
+def vander(x, N=None, increasing: bool = False) -> Tensor:
+    """The Vandermonde matrix of the 1-D ``x``: column j is ``x ** j`` (``increasing``) or
+    ``x ** (N - 1 - j)``, as the running product of ``x`` (cumprod), so integers stay exact.
+    Integers and bools give int64, floats keep their dtype."""
+    _check(x, "vander", "x")
+    if x.ndim != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    d = x.dtype if x.dtype.is_floating_point else dt.int64
+    if n == 0:
+        return x.new_empty((x.shape[0], 0), dtype=d)
+    ones = x.new_ones((x.shape[0], 1), dtype=d)
+    if n == 1:
+        out = ones
+    else:
+        powers = x.to(d).unsqueeze(1).expand(x.shape[0], n - 1).cumprod(1)
+        out = _joined([ones, powers], 1, "vander")
+    return out if increasing else out.flip(1)
+
+
+def combinations(input, r: int = 2, with_replacement: bool = False) -> Tensor:
+    """The length-``r`` combinations of the 1-D ``input``'s elements, as rows (itertools' order):
+    the index rows depend on the length alone, so they are made on the host, and the gather is one
+    ``index_select`` on the input's device (recorded, so differentiable)."""
+    _check(input, "combinations")
+    if input.ndim != 1:
+        raise RuntimeError(f"Expect a 1D vector, but got shape {list(input.shape)}")
+    if r < 0:
+        raise RuntimeError(f"Expect a non-negative number, but got {r}")
+    if r == 0:
+        return input.new_empty((0,))
+    gen = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    rows = np.array(list(gen(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
+    idx = host_tensor(rows.reshape(-1), input.device)
+    out = input.index_select(0, idx).reshape(rows.shape[0], r)
+    return out.reshape(-1) if r == 1 else out
+
+
+def unravel_index(indices, shape) -> tuple:
+    """The coordinates, in a tensor of ``shape``, of each flat index in ``indices`` (negative ones
+    count from the end): one int64 tensor per dim, by repeated ``floor_divide`` and ``remainder``."""
+    _check(indices, "unravel_index", "indices")
+    if indices.dtype.is_floating_point or indices.dtype is dt.bool_:
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"'shape' cannot have negative values, but got {shape}")
+    numel = 1
+    for s in shape:
+        numel *= s
+    if indices.numel():
+        lo, hi = int(indices.amin().item()), int(indices.amax().item())
+        if lo < -numel or hi >= numel:
+            raise ValueError(f"'indices' must be in range [{-numel}, {numel - 1}]")
+    flat = indices.to(dt.int64)
+    flat = flat.remainder(numel) if numel else flat
+    coords = []
+    for s in reversed(shape):
+        coords.append(flat.remainder(s))
+        flat = flat.floor_divide(s)
+    return tuple(reversed(coords))
+
+
+# ----- scatters into a view -------------------------------------------------------------------------
+def _scatter_into_view(input, src, view_of, op: str):
+    _check(input, op)
+    _check(src, op, "src")
+    out = input.clone()
+    view = view_of(out)
+    if tuple(view.shape) != tuple(src.shape):
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
+                           f"slice size = {list(view.shape)}")
+    view.copy_(src)
+    return out
+
+
+def select_scatter(input, src, dim: int, index: int) -> Tensor:
+    """A copy of ``input`` with ``src`` written at ``index`` of ``dim``."""
+    return _scatter_into_view(input, src, lambda o: o.select(dim, index), "select_scatter")
+
+
+def slice_scatter(input, src, dim: int = 0, start=None, end=None, step: int = 1) -> Tensor:
+    """A copy of ``input`` with ``src`` written into ``[start:end:step]`` of ``dim``."""
+    _check(input, "slice_scatter")
+    d = normalize_dim(dim, input.ndim)
+    key = (slice(None),) * d + (slice(start, end, step),)
+    return _scatter_into_view(input, src, lambda o: o[key], "slice_scatter")
+
+
+def diagonal_scatter(input, src, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """A copy of ``input`` with ``src`` written onto the diagonal ``diagonal(offset, dim1, dim2)``."""
+    return _scatter_into_view(input, src, lambda o: o.diagonal(offset, dim1, dim2), "diagonal_scatter")
+
+
+# ----- the *_copy forms: the view, then a copy (its own memory, as torch's) --------------------------
+def _copy_form(view_name: str):
+    def copy_form(input, *args, **kwargs):
+        _check(input, view_name + "_copy")
+        out = getattr(input, view_name)(*args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            return [o.clone() for o in out]
+        return out.clone()
+    copy_form.__name__ = copy_form.__qualname__ = view_name + "_copy"
+    copy_form.__doc__ = f"``{view_name}``'s result in memory of its own (no view of ``input``)."
+    return copy_form
+
+
+COPY_FORMS = ("diagonal", "expand", "permute", "select", "squeeze", "transpose", "unbind", "unfold", "unsqueeze",
+              "view", "split", "split_with_sizes", "narrow", "detach")
+_COPY = {name + "_copy": _copy_form(name) for name in COPY_FORMS}
+diagonal_copy, expand_copy, permute_copy, select_copy, squeeze_copy, transpose_copy, unbind_copy = (
+    _COPY[n + "_copy"] for n in COPY_FORMS[:7])
+unfold_copy, unsqueeze_copy, view_copy, split_copy, split_with_sizes_copy, narrow_copy, detach_copy = (
+    _COPY[n + "_copy"] for n in COPY_FORMS[7:])
+
+
+def alias_copy(input) -> Tensor:
+    """``alias`` (the same tensor as a new view) copied: a clone."""
+    _check(input, "alias_copy")
+    return input.clone()
+
+
+def t_copy(input) -> Tensor:
+    """``t``'s result in memory of its own."""
+    return t(input).clone()
+
+
+def slice_copy(input, dim: int = 0, start=None, end=None, step: int = 1) -> Tensor:
+    """``input[..., start:end:step]`` along ``dim``, in memory of its own."""
+    _check(input, "slice_copy")
+    d = normalize_dim(dim, input.ndim)
+    return input[(slice(None),) * d + (slice(start, end, step),)].clone()
+
+
+# ----- splits by sizes --------------------------------------------------------------------------------
+def split_with_sizes(input, split_sizes, dim: int = 0) -> tuple:
+    """Views of ``input`` along ``dim`` of the given sizes, which must add up to its length there."""
+    _check(input, "split_with_sizes")
+    d = normalize_dim(dim, input.ndim)
+    sizes = [int(s) for s in split_sizes]
+    if any(s < 0 for s in sizes) or sum(sizes) != input.shape[d]:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {input.shape[d]} (input tensor's "
+                           f"size at dimension {dim}), but got split_sizes={sizes}")
+    return tuple(input.split(sizes, d))
+
+
+def unsafe_split(input, split_size, dim: int = 0) -> tuple:
+    """``split`` (torch's unsafe forms skip autograd's view tracking, which tritensor's views don't need)."""
+    _check(input, "unsafe_split")
+    return tuple(input.split(split_size, dim))
+
+
+def unsafe_split_with_sizes(input, split_sizes, dim: int = 0) -> tuple:
+    """``split_with_sizes``, as ``unsafe_split`` is ``split``."""
+    return split_with_sizes(input, split_sizes, dim)
+
+
+def unsafe_chunk(input, chunks: int, dim: int = 0) -> tuple:
+    """``chunk``, as ``unsafe_split`` is ``split``."""
+    _check(input, "unsafe_chunk")
+    return tuple(input.chunk(chunks, dim))
+
+
+# ----- sum_to_size, metadata -----------------------------------------------------------------------
+def sum_to_size(input, *size) -> Tensor:
+    """``input`` summed down to ``size``, a shape it can be expanded from (what broadcasting's
+    gradient does): the leading extra dims and every dim where ``size`` has 1 are summed."""
+    _check(input, "sum_to_size")
+    size = tuple(_shape_arg(size, "size"))
+    lead = input.ndim - len(size)
+    ok = lead >= 0 and all(s == 1 or s == input.shape[lead + i] for i, s in enumerate(size))
+    if not ok:
+        raise RuntimeError(f"size {{{list(size)}}} is not expandable to size {{{list(input.shape)}}}.")
+    dims = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(size) if s == 1 and input.shape[lead + i] != 1)
+    out = input.sum(dims, keepdim=True) if dims else input
+    return out.reshape(size) if lead else out
+
+
+def ndimension(input) -> int:
+    """``dim()`` under torch's older name."""
+    _check(input, "ndimension")
+    return input.ndim
+
+
+def dim_order(input, *, ambiguity_check=False) -> tuple:
+    """The dims from outermost to innermost in memory (by decreasing stride; ties keep the
+    logical order), as torch's."""
+    _check(input, "dim_order")
+    if not isinstance(ambiguity_check, (bool, list)):
+        raise TypeError("The ambiguity_check argument must be a bool or a list of memory formats.")
+    return tuple(sorted(range(input.ndim), key=lambda d: -input.stride()[d]))

@@ -1,0 +1,294 @@
+"""torch's shape functions beyond the basic views (core/ops/shape_more.py): splits and stacks by
+axis, flips by axis, ravel, the in-place layout changes, flat indexing (take/put), the block
+builders (diagflat, block_diag, vander, combinations), unravel_index, the scatters into a view,
+the *_copy forms and the size-list splits, each against NumPy on every layout and dtype, odd and
+empty shapes, torch's errors, and the gradchecks."""
+import itertools
+import zlib
+
+import numpy as np
+import pytest
+
+import tritensor as tt
+from layouts import LAYOUTS, check_layout, make
+from tolerances import FLOAT_DTYPES, NP, assert_close
+
+
+@pytest.fixture(autouse=True)
+def _reseed(request):
+    global RNG
+    RNG = np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+# every layout in fp32 (and fp64 for quantile's two dtypes), each other dtype on a layout of its own:
+# the kernels under these composites are checked on every (dtype, layout) pair in their own files
+CASES = [(tt.float32, layout) for layout in LAYOUTS] + [(tt.float64, "transposed"), (tt.float16, "sliced"),
+                                                       (tt.bfloat16, "expanded")]
+
+
+def _normal(shape):
+    return RNG.standard_normal(shape)
+
+
+def _exact(actual, expected, dtype):
+    assert actual.dtype is dtype, (actual.dtype, dtype)
+    assert tuple(actual.shape) == np.shape(expected), (tuple(actual.shape), np.shape(expected))
+    assert_close(actual, expected, dtype, "exact")
+
+
+@pytest.mark.parametrize("dtype,layout", CASES, ids=str)
+def test_splits_stacks_flips_ravel_match_numpy(dtype, layout):
+    x, r = make((4, 6, 2), dtype, layout, _normal)
+    check_layout(x, layout)
+    for got, want in ((tt.vsplit(x, 2), np.vsplit(r, 2)), (tt.hsplit(x, [1, 4]), np.hsplit(r, [1, 4])),
+                      (tt.dsplit(x, 2), np.dsplit(r, 2)), (x.hsplit(3), np.hsplit(r, 3))):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            _exact(g, w, dtype)
+    _exact(tt.fliplr(x), np.fliplr(r), dtype)
+    _exact(x.flipud(), np.flipud(r), dtype)
+    _exact(tt.ravel(x), r.ravel(), dtype)
+    _exact(x.ravel(), r.ravel(), dtype)
+    v, rv = make((5,), dtype, layout, _normal)
+    _exact(tt.dstack([x, x]), np.dstack([r, r]), dtype)
+    _exact(tt.dstack((v, v, v)), np.dstack((rv, rv, rv)), dtype)
+    _exact(tt.row_stack([v, v]), np.vstack([rv, rv]), dtype)
+    _exact(tt.hsplit(v, 5)[4], np.hsplit(rv, 5)[4], dtype)
+    wide = tt.tensor(np.ones((4, 6, 1)))  # float64: dstack promotes as cat
+    _exact(tt.dstack([x, wide]), np.dstack([r, np.ones((4, 6, 1))]), tt.float64)
+    e = tt.zeros(0, 3, dtype=dtype)
+    _exact(tt.ravel(e), np.zeros(0), dtype)
+    _exact(tt.flipud(e), np.zeros((0, 3)), dtype)
+    _exact(tt.dstack([e, e]), np.zeros((0, 3, 2)), dtype)
+
+
+def test_split_and_flip_errors_follow_torch():
+    v, x = tt.arange(5.), tt.arange(6.).reshape(2, 3)
+    with pytest.raises(RuntimeError, match="torch.vsplit requires a tensor with at least 2 dimension, but got a "
+                                           "tensor with 1 dimensions!"):
+        tt.vsplit(v, 2)
+    with pytest.raises(RuntimeError, match="torch.hsplit attempted to split along dimension 0, but the size of the "
+                                           "dimension 5 is not divisible by the split_size 2!"):
+        tt.hsplit(v, 2)
+    with pytest.raises(RuntimeError, match="torch.dsplit requires a tensor with at least 3 dimension"):
+        tt.dsplit(x, 1)
+    with pytest.raises(RuntimeError, match=r"Input must be >= 2-d\."):
+        tt.fliplr(v)
+    with pytest.raises(RuntimeError, match=r"Input must be >= 1-d\."):
+        tt.flipud(tt.tensor(1.))
+    with pytest.raises(TypeError, match="argument 'input' must be Tensor"):
+        tt.ravel([1, 2])
+    with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum exactly to 5"):
+        tt.split_with_sizes(v, [2, 2])
+    with pytest.raises(RuntimeError, match=r"t\(\) expects a tensor with <= 2 dimensions, but self is 3D"):
+        tt.t(tt.zeros(2, 2, 2))
+    with pytest.raises(RuntimeError, match=r"size \{\[4\]\} is not expandable to size \{\[2, 3\]\}\."):
+        x.sum_to_size(4)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [tt.int32, tt.int64], ids=str)
+def test_inplace_layout_and_triangle_forms(dtype):
+    base = np.arange(24).reshape(2, 3, 4).astype(NP[dtype])
+    x = tt.tensor(base)
+    assert x.transpose_(0, 2) is x and tuple(x.shape) == (4, 3, 2)
+    _exact(x, base.transpose(2, 1, 0), dtype)
+    x.swapaxes_(0, 1)
+    _exact(x, base.transpose(1, 2, 0), dtype)
+    x.swapdims_(0, 1)
+    x.unsqueeze_(1)
+    _exact(x, base.transpose(2, 1, 0)[:, None], dtype)
+    x.squeeze_(1)
+    x.squeeze_()
+    _exact(x, base.transpose(2, 1, 0), dtype)
+    m = tt.tensor(base[0])
+    m.t_()
+    _exact(m, base[0].T, dtype)
+    _exact(tt.t(m), base[0], dtype)
+    _exact(tt.t(tt.tensor(base[0, 0])), base[0, 0], dtype)  # 1-D: as it is
+    y = tt.tensor(base[1]).t()  # strided: written through its strides
+    assert y.tril_(1) is y
+    _exact(y, np.tril(base[1].T, 1), dtype)
+    z = tt.tensor(base)
+    z.triu_(-1)
+    _exact(z, np.triu(base, -1), dtype)
+    assert z.ndimension() == 3 and z.dim_order() == (0, 1, 2)
+    assert z.permute(2, 0, 1).dim_order() == (1, 2, 0)
+    leaf = tt.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"t_\(\): changing the layout of a tensor that requires grad"):
+        leaf.t_()
+
+
+@pytest.mark.parametrize("dtype,layout", CASES, ids=str)
+def test_take_put_diagflat_match_numpy(dtype, layout):
+    x, r = make((3, 5), dtype, layout, _normal)
+    idx = np.array([[0, 14, -1], [7, 7, -15]])
+    _exact(tt.take(x, tt.tensor(idx)), np.take(r, idx), dtype)
+    _exact(x.take(tt.tensor([], dtype=tt.int64)), np.zeros(0), dtype)
+    src = RNG.standard_normal(4).astype(NP[dtype])
+    want = r.copy()
+    np.put(want, [1, 13, -2, 0], src.astype(np.float64))
+    _exact(tt.put(x, tt.tensor([1, 13, -2, 0]), tt.tensor(src)), want, dtype)
+    y = x.clone() if layout != "expanded" else x.contiguous()
+    y = y.t().contiguous().t() if layout == "transposed" else y
+    y.put_(tt.tensor([1, 13, -2, 0]), tt.tensor(src))
+    _exact(y, want, dtype)
+    acc = r.copy().ravel()
+    np.add.at(acc, [2, 2, 4], np.array([1., 2., 3.]).astype(NP[dtype]).astype(np.float64))
+    z = x.clone()  # contiguous() of a contiguous x is x itself
+    z.put_(tt.tensor([2, 2, 4]), tt.tensor(np.array([1., 2., 3.]).astype(NP[dtype])), accumulate=True)
+    assert_close(z, acc.reshape(3, 5), dtype, "rounded_terms", k=3)
+    _exact(tt.diagflat(x), np.diagflat(r), dtype)
+    _exact(x.diagflat(-2), np.diagflat(r, -2), dtype)
+    with pytest.raises(RuntimeError, match="take\\(\\): Expected a long tensor for index, but got Float"):
+        tt.take(x, tt.tensor([0.]))
+    with pytest.raises(IndexError, match="out of range: tried to access index 15 on a tensor of 15 elements."):
+        tt.take(x, tt.tensor([15]))
+    with pytest.raises(IndexError, match="put_\\(\\): Expected source and index to have the same number of elements"):
+        x.contiguous().put_(tt.tensor([1]), tt.tensor([1., 2.], dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [tt.int32, tt.int64], ids=str)
+def test_block_diag_vander_combinations_unravel_match_numpy(dtype):
+    a = RNG.integers(-3, 4, (2, 3)).astype(NP[dtype])
+    b = RNG.integers(-3, 4, (3,)).astype(NP[dtype])
+    c = np.array(5).astype(NP[dtype])
+    want = np.zeros((4, 7))
+    want[:2, :3], want[2, 3:6], want[3, 6] = a, b, c
+    _exact(tt.block_diag(tt.tensor(a), tt.tensor(b), tt.tensor(c)), want, dtype)
+    _exact(tt.block_diag(tt.tensor(a), tt.zeros(0, 2, dtype=dtype)), np.pad(a.astype(np.float64), ((0, 0), (0, 2))),
+           dtype)
+    _exact(tt.block_diag(tt.tensor(a), tt.ones(1, 1, dtype=tt.float64)),
+           np.block([[a, np.zeros((2, 1))], [np.zeros((1, 3)), np.ones((1, 1))]]), tt.float64)
+    xs = np.array([2, -1, 3, 0, 1]).astype(NP[dtype])
+    out_dtype = dtype if dtype.is_floating_point else tt.int64
+    _exact(tt.vander(tt.tensor(xs)), np.vander(xs.astype(np.float64)), out_dtype)
+    _exact(tt.vander(tt.tensor(xs), N=3, increasing=True), np.vander(xs.astype(np.float64), 3, increasing=True),
+           out_dtype)
+    _exact(tt.vander(tt.tensor(xs), N=0), np.zeros((5, 0)), out_dtype)
+    _exact(tt.vander(tt.tensor(xs)[::2], N=1), np.ones((3, 1)), out_dtype)
+    for r, rep in ((2, False), (3, True), (1, False), (5, False)):
+        gen = itertools.combinations_with_replacement if rep else itertools.combinations
+        want = np.array([[xs[i] for i in c] for c in gen(range(5), r)], dtype=np.float64).reshape(-1, r)
+        _exact(tt.combinations(tt.tensor(xs), r, with_replacement=rep), want.reshape(-1) if r == 1 else want, dtype)
+    _exact(tt.combinations(tt.tensor(xs), 6), np.zeros((0, 6)), dtype)
+    _exact(tt.combinations(tt.tensor(xs), 0), np.zeros(0), dtype)
+    flat = np.array([[0, 5, 23], [-1, 17, 12]])
+    got = tt.unravel_index(tt.tensor(flat), (2, 3, 4))
+    for g, w in zip(got, np.unravel_index(flat % 24, (2, 3, 4))):
+        _exact(g, w, tt.int64)
+    got = tt.unravel_index(tt.tensor(7, dtype=tt.int32), 9)
+    assert len(got) == 1 and got[0].item() == 7 and got[0].dtype is tt.int64
+
+
+def test_builders_errors_follow_torch():
+    x = tt.arange(6.).reshape(2, 3)
+    with pytest.raises(RuntimeError, match="torch.block_diag: Input tensors must have 2 or fewer dimensions. "
+                                           "Input 0 has 3 dimensions"):
+        tt.block_diag(tt.ones(2, 2, 2))
+    with pytest.raises(RuntimeError, match="x must be a one-dimensional tensor."):
+        tt.vander(x)
+    with pytest.raises(RuntimeError, match="N must be non-negative."):
+        tt.vander(tt.arange(3.), N=-1)
+    with pytest.raises(RuntimeError, match=r"Expect a 1D vector, but got shape \[2, 3\]"):
+        tt.combinations(x)
+    with pytest.raises(RuntimeError, match="Expect a non-negative number, but got -1"):
+        tt.combinations(tt.arange(3.), r=-1)
+    with pytest.raises(TypeError, match="expected 'indices' to be integer dtype, but got tritensor.float32"):
+        tt.unravel_index(tt.tensor([1.]), (2,))
+    with pytest.raises(ValueError, match=r"'shape' cannot have negative values, but got \(2, -3\)"):
+        tt.unravel_index(tt.tensor(4), (2, -3))
+    with pytest.raises(ValueError, match=r"'indices' must be in range \[-6, 5\]"):
+        tt.unravel_index(tt.tensor([6]), (2, 3))
+
+
+@pytest.mark.parametrize("dtype,layout", CASES, ids=str)
+def test_scatters_copies_and_size_splits_match_numpy(dtype, layout):
+    x, r = make((4, 5), dtype, layout, _normal)
+    s = RNG.standard_normal(5).astype(NP[dtype])
+    want = r.copy()
+    want[2] = s
+    _exact(tt.select_scatter(x, tt.tensor(s), 0, 2), want, dtype)
+    s2 = RNG.standard_normal((4, 2)).astype(NP[dtype])
+    want = r.copy()
+    want[:, 1:5:2] = s2
+    _exact(x.slice_scatter(tt.tensor(s2), 1, 1, None, 2), want, dtype)
+    s3 = RNG.standard_normal(3).astype(NP[dtype])
+    want = r.copy()
+    want[[0, 1, 2], [2, 3, 4]] = s3
+    _exact(tt.diagonal_scatter(x, tt.tensor(s3), 2), want, dtype)
+    assert x.select(0, 2).tolist() == tt.tensor(r[2].astype(NP[dtype])).tolist()  # input untouched
+    with pytest.raises(RuntimeError, match=r"expected src to have a size equal to the slice of self. src size = "
+                                           r"\[3\], slice size = \[4\]"):
+        tt.select_scatter(x, tt.ones(3, dtype=dtype), 1, 0)
+    copies = {
+        "diagonal_copy": (lambda t: tt.diagonal_copy(t, 1), np.diagonal(r, 1)),
+        "expand_copy": (lambda t: tt.expand_copy(t[:1], (3, 5)), np.broadcast_to(r[:1], (3, 5))),
+        "permute_copy": (lambda t: tt.permute_copy(t, (1, 0)), r.T),
+        "select_copy": (lambda t: tt.select_copy(t, 1, 3), r[:, 3]),
+        "slice_copy": (lambda t: tt.slice_copy(t, 1, 1, 4, 2), r[:, 1:4:2]),
+        "squeeze_copy": (lambda t: tt.squeeze_copy(t[:1]), r[0]),
+        "t_copy": (lambda t: tt.t_copy(t), r.T),
+        "transpose_copy": (lambda t: tt.transpose_copy(t, 0, 1), r.T),
+        "unfold_copy": (lambda t: tt.unfold_copy(t, 1, 2, 2), np.stack([r[:, 0:2], r[:, 2:4]], 1)),
+        "unsqueeze_copy": (lambda t: tt.unsqueeze_copy(t, 1), r[:, None]),
+        "view_copy": (lambda t: tt.view_copy(t.contiguous(), (5, 4)), r.reshape(5, 4)),
+        "alias_copy": (lambda t: tt.alias_copy(t), r),
+        "detach_copy": (lambda t: tt.detach_copy(t), r),
+        "narrow_copy": (lambda t: t.narrow_copy(0, 1, 2), r[1:3]),
+    }
+    for name, (fn, want) in copies.items():
+        got = fn(x)
+        _exact(got, want, dtype)
+        assert got.is_contiguous() and got.data_ptr() != x.data_ptr(), name
+    for name, got in (("unbind_copy", tt.unbind_copy(x, 1)), ("split_copy", tt.split_copy(x, 2, 1)),
+                      ("split_with_sizes_copy", tt.split_with_sizes_copy(x, [1, 4], 1))):
+        want = {"unbind_copy": [r[:, i] for i in range(5)], "split_copy": np.split(r, [2, 4], 1),
+                "split_with_sizes_copy": np.split(r, [1], 1)}[name]
+        assert len(got) == len(want), name
+        for g, w in zip(got, want):
+            _exact(g, w, dtype)
+    for got, want in ((tt.split_with_sizes(x, [1, 0, 3]), np.split(r, [1, 1])), (x.unsafe_split(3), np.split(r, [3])),
+                      (tt.unsafe_chunk(x, 2, 1), np.split(r, [3], 1)),
+                      (x.unsafe_split_with_sizes([2, 3], 1), np.split(r, [2], 1)),
+                      (x.split_with_sizes([4], 0), [r])):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            _exact(g, w, dtype)
+    assert_close(x.sum_to_size(1, 5), r.sum(0, keepdims=True), dtype, "rounded_terms", k=4)
+    assert_close(x.sum_to_size(5), r.sum(0), dtype, "rounded_terms", k=4)
+    assert_close(x.sum_to_size((4, 1)), r.sum(1, keepdims=True), dtype, "rounded_terms", k=5)
+    _exact(x.sum_to_size(4, 5), r, dtype)
+
+
+def test_shape_more_gradcheck():
+    x = tt.tensor(RNG.standard_normal((2, 4)), requires_grad=True)
+    nc = tt.tensor(RNG.standard_normal((4, 2))).t().requires_grad_()
+    v = tt.tensor(RNG.standard_normal(3), requires_grad=True)
+    idx = tt.tensor([[0, 7], [-1, 5]])
+    strided = [lambda a: tt.take(a, idx), lambda a: a.clone().put_(idx, a[1, :4].reshape(2, 2)),
+               lambda a: tt.diagonal_scatter(a, a[0, :2] * 3, 1), lambda a: tt.view_copy(a.contiguous(), (8,)),
+               lambda a: tt.dstack([a, a * 2]), tt.ravel]
+    fns = strided + [
+        lambda a: tt.vsplit(a, 2)[1], lambda a: tt.hsplit(a, [1])[1], lambda a: tt.dsplit(a.reshape(2, 1, 4), 2)[1],
+        lambda a: tt.row_stack([a, a[0]]), tt.fliplr, tt.flipud, tt.t,
+        lambda a: tt.put(a, idx, a[0].reshape(2, 2), accumulate=True), lambda a: tt.diagflat(a[:, :2]),
+        lambda a: tt.block_diag(a, a[0]), lambda a: tt.vander(a[0], 3), lambda a: tt.combinations(a[0], 2),
+        lambda a: a.clone().tril_(), lambda a: (a * 1).triu_(1), lambda a: tt.select_scatter(a, a[0] * 3, 0, 1),
+        lambda a: tt.slice_scatter(a, a[:, :2], 1, 2, 4), lambda a: tt.diagonal_copy(a, -1),
+        lambda a: tt.expand_copy(a[:1], (3, 4)), lambda a: tt.permute_copy(a, (1, 0)),
+        lambda a: tt.select_copy(a, 0, 1), lambda a: tt.slice_copy(a, 1, 0, 4, 3), lambda a: tt.squeeze_copy(a[:1]),
+        lambda a: tt.t_copy(a), lambda a: tt.transpose_copy(a, 1, 0), lambda a: tt.unbind_copy(a)[1],
+        lambda a: tt.unfold_copy(a, 1, 2, 1), lambda a: tt.unsqueeze_copy(a, 0), lambda a: tt.alias_copy(a),
+        lambda a: a.narrow_copy(1, 2, 2),
+        lambda a: tt.split_copy(a, 3, 1)[1], lambda a: tt.split_with_sizes(a, [1, 3], 1)[1],
+        lambda a: tt.split_with_sizes_copy(a, [1, 1])[0], lambda a: a.unsafe_split(3, 1)[0],
+        lambda a: tt.unsafe_chunk(a, 2)[1], lambda a: tt.unsafe_split_with_sizes(a, [2, 2], 1)[0],
+        lambda a: a.sum_to_size(1, 4)]
+    for f in fns:
+        assert tt.autograd.gradcheck(f, (x,))
+    assert not tt.detach_copy(x).requires_grad and tt.detach_copy(x).grad_fn is None
+    for f in strided:
+        assert tt.autograd.gradcheck(f, (nc,))
+    assert tt.autograd.gradcheck(lambda a, b: tt.block_diag(a, b), (x, v))
+    assert tt.autograd.gradcheck(lambda a, b: tt.dstack([a, b]), (v, v))
+    assert tt.autograd.gradcheck(lambda a, b: tt.put(a, idx.reshape(-1)[:3], b), (x, v))
