@@ -97,7 +97,8 @@ def test_deterministic_threads_warnings_and_types(restore):
         tt.set_warn_always(1)
     assert tt.set_flush_denormal(True) is False
     x = tt.ones(2)
-    assert tt.typename(x) == x.type() == "tritensor.FloatTensor" and tt.typename(3) == "int"
+    want = "tritensor.cuda.FloatTensor" if x.is_cuda else "tritensor.FloatTensor"
+    assert tt.typename(x) == x.type() == want and tt.typename(3) == "int"
     assert tt.is_storage(x.untyped_storage()) and not tt.is_storage(x)
 
 
