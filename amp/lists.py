@@ -17,7 +17,7 @@ from __future__ import annotations
 CPU = {
     "matmul": "lower", "mm": "lower", "bmm": "lower", "linear": "lower", "conv2d": "lower", "conv_transpose2d": "lower",
     "scaled_dot_product_attention": "lower",
-    "prod": "fp32", "mse_loss": "fp32", "nll_loss": "fp32", "cross_entropy": "fp32",
+    "prod": "fp32", "mse_loss": "fp32", "nll_loss": "fp32", "cross_entropy": "fp32", "ctc_loss": "fp32",
 }
 
 DEVICE_TYPES = ("cuda", "cpu")

@@ -29,7 +29,7 @@ from .modules import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, A
                       PoissonNLLLoss, PReLU, ReflectionPad1d, ReflectionPad2d, ReLU6, ReplicationPad1d,
                       ReplicationPad2d, SELU, Softshrink, Softsign, SoftMarginLoss, Tanhshrink, Threshold,
                       TripletMarginLoss, Unflatten, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
-from .modules import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, ChannelShuffle, CircularPad1d, CircularPad2d,
+from .modules import (CTCLoss, AdaptiveAvgPool3d, AdaptiveMaxPool3d, ChannelShuffle, CircularPad1d, CircularPad2d,
                       CircularPad3d, ConstantPad3d, Container, ConvTranspose3d, CrossMapLRN2d, Dropout3d,
                       FeatureAlphaDropout, FractionalMaxPool2d, FractionalMaxPool3d, HingeEmbeddingLoss,
                       InstanceNorm3d, LPPool1d, LPPool2d, LPPool3d, LocalResponseNorm, MaxUnpool1d, MaxUnpool2d,
@@ -65,3 +65,4 @@ __all__ += ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d
             "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d",
             "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear", "UninitializedParameter",
             "UninitializedBuffer"]
+__all__ += ["CTCLoss"]

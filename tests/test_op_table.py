@@ -44,7 +44,7 @@ AUTOCAST = {
              "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
              # math, norms and scans
              "logsumexp", "norm", "linalg_vector_norm", "linalg_matrix_norm", "cumprod",
-             "tan", "asin", "acos", "sinh", "cosh", "erfinv", "log10", "cdist", "dist", "renorm"],
+             "tan", "asin", "acos", "sinh", "cosh", "erfinv", "log10", "cdist", "dist", "renorm", "ctc_loss"],
     "promote": ["add", "sub", "mul", "div", "maximum", "minimum", "floor_divide", "remainder", "where", "scatter_add",
                 "index_add",
                 # cat/stack promote; hstack/vstack are cat in PyTorch
@@ -211,6 +211,7 @@ TESTS = {
     **{op: ("test_math_ops.py::test_isclose_allclose_equal", None) for op in ("isclose", "allclose", "equal")},
     "einsum": ("test_einsum.py::test_einsum_matches_numpy", "test_einsum.py::test_einsum_gradcheck"),
     "cdist": ("test_cdist.py::test_cdist_matches_numpy", "test_cdist.py::test_cdist_gradcheck"),
+    "ctc_loss": ("test_ctc.py::test_ctc_loss_matches_numpy", "test_ctc.py::test_ctc_loss_gradcheck"),
     "histc": ("test_histc.py::test_histc_matches_numpy", None),
     "unfold": ("test_views.py::test_unfold_is_a_view_matching_numpy", "test_views.py::test_unfold_gradcheck"),
     **{op: ("test_join.py::test_diag_embed_and_column_stack_match_numpy",

@@ -36,15 +36,16 @@ Where an op's derivative lives:
   random.py       normal_ uniform_ random_ bernoulli_ (a zero gradient; the fill is recorded)
   rnn.py          _thnn_fused_lstm_cell _thnn_fused_gru_cell (fused cell backward kernels)
   cdist.py        cdist (its direct kernel's backward kernel; the p = 2 product form is recorded op by op)
+  ctc.py          ctc_loss (the beta and gradient kernels; the reduction is recorded op by op)
 """
 from __future__ import annotations
 
-from . import (attention, batch_norm, cdist, conv, copies, elementwise, embedding, index, join, layer_norm, loss,
+from . import (attention, batch_norm, cdist, conv, ctc, copies, elementwise, embedding, index, join, layer_norm, loss,
                math_ops, matmul, pool, random, reduce, rnn, scan, scatter, select, softmax, sort, views)
 
 DERIVATIVES: dict = {}
 for _module in (elementwise, views, copies, reduce, softmax, layer_norm, matmul, conv, pool, loss, index, attention,
-                embedding, batch_norm, join, math_ops, scan, sort, select, scatter, random, rnn, cdist):
+                embedding, batch_norm, join, math_ops, scan, sort, select, scatter, random, rnn, cdist, ctc):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:
             raise ValueError(f"op {_name} has two derivatives ({_module.__name__})")

@@ -27,7 +27,7 @@ import inspect
 from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
-from . import cdist, histc
+from . import cdist, ctc, histc
 from . import shape_more, stats_more, windows
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
                loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
@@ -160,6 +160,8 @@ for _name in ("addmv", "addmm", "baddbmm"):
 
 # ----- cdist (core/ops/cdist.py, triton_kernels/cdist.py); PyTorch's CUDA autocast runs it in fp32
 _add(Op("cdist", cdist.cdist, "fp32", method=False))
+# ----- ctc_loss (core/ops/ctc.py, triton_kernels/ctc.py); PyTorch's CUDA and CPU autocast run it in fp32
+_add(Op("ctc_loss", ctc.ctc_loss, "fp32", method=False, function=False, functional=True))
 # ----- histc (core/ops/histc.py, triton_kernels/histc.py)
 _add(Op("histc", histc.histc, "none"))
 

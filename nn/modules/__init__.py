@@ -40,10 +40,13 @@ from .container import Container
 from .conv import ConvTranspose3d
 from .dropout import Dropout3d, FeatureAlphaDropout
 from .instancenorm import InstanceNorm3d
-from .loss import HingeEmbeddingLoss, MultiLabelMarginLoss, MultiMarginLoss, NLLLoss2d, TripletMarginWithDistanceLoss
+from .loss import (CTCLoss, HingeEmbeddingLoss, MultiLabelMarginLoss, MultiMarginLoss, NLLLoss2d,
+                   TripletMarginWithDistanceLoss)
 from .normalization import CrossMapLRN2d, LocalResponseNorm
-from .padding import CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad3d, ReflectionPad3d, ReplicationPad3d, ZeroPad3d
-from .pooling import AdaptiveAvgPool3d, AdaptiveMaxPool3d, FractionalMaxPool2d, FractionalMaxPool3d, LPPool1d, LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d
+from .padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad3d, ReflectionPad3d,
+                      ReplicationPad3d, ZeroPad3d)
+from .pooling import (AdaptiveAvgPool3d, AdaptiveMaxPool3d, FractionalMaxPool2d, FractionalMaxPool3d, LPPool1d,
+                      LPPool2d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 
 __all__ = ["Module", "Identity", "Linear", "Bilinear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
            "ReLU", "GELU", "Softmax", "LogSoftmax", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU", "Softplus", "Mish",
@@ -71,3 +74,4 @@ __all__ += ["AdaptiveAvgPool3d", "AdaptiveMaxPool3d", "CircularPad1d", "Circular
 __all__ += ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d", "LazyConv2d", "LazyConv3d",
             "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d",
             "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear"]
+__all__ += ["CTCLoss"]

@@ -1,4 +1,5 @@
-"""``nn.Dropout``, ``Dropout1d``, ``Dropout2d``, ``Dropout3d``, ``AlphaDropout`` and ``FeatureAlphaDropout`` over their ``F`` forms, as torch
+"""``nn.Dropout``, ``Dropout1d``, ``Dropout2d``, ``Dropout3d``, ``AlphaDropout`` and
+``FeatureAlphaDropout`` over their ``F`` forms, as torch
 keeps them: ``_DropoutNd`` holds what every dropout module shares (``p`` checked to lie in [0, 1],
 ``inplace``, the repr).
 """

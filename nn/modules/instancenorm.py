@@ -1,4 +1,5 @@
-"""``nn.InstanceNorm1d`` / ``InstanceNorm2d`` / ``InstanceNorm3d``, in torch's file: each (sample, channel) normalized over
+"""``nn.InstanceNorm1d`` / ``InstanceNorm2d`` / ``InstanceNorm3d`` (and their lazy forms), in
+torch's file: each (sample, channel) normalized over
 its own spatial dims (``F.instance_norm``); ``affine`` adds torch's per-channel weight and bias
 (``bias=False`` drops the bias), ``track_running_stats`` keeps running statistics used in eval,
 as torch. The parameters and buffers are ``_BatchNorm``'s (torch's ``_NormBase``)."""

@@ -2,7 +2,7 @@
 SmoothL1Loss NLLLoss BCELoss
 BCEWithLogitsLoss KLDivLoss`` and ``HuberLoss MarginRankingLoss TripletMarginLoss CosineEmbeddingLoss
 PoissonNLLLoss GaussianNLLLoss SoftMarginLoss MultiLabelSoftMarginLoss HingeEmbeddingLoss MultiMarginLoss
-MultiLabelMarginLoss TripletMarginWithDistanceLoss NLLLoss2d``, with torch's constructor arguments
+MultiLabelMarginLoss TripletMarginWithDistanceLoss NLLLoss2d CTCLoss``, with torch's constructor arguments
 (the legacy ``size_average``/``reduce`` mapped to ``reduction`` with torch's warning); class weights and
 ``pos_weight`` are buffers, as torch registers them (so they follow ``.to()`` and appear in
 ``state_dict``).
@@ -275,3 +275,15 @@ class TripletMarginWithDistanceLoss(_Loss):
         return F.triplet_margin_with_distance_loss(anchor, positive, negative,
                                                    distance_function=self.distance_function, margin=self.margin,
                                                    swap=self.swap, reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """The connectionist temporal classification loss (``F.ctc_loss``), as torch.nn.CTCLoss."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank, self.reduction,
+                          self.zero_infinity)
