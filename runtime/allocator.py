@@ -7,15 +7,19 @@ stream-ordered pool for each one costs a driver call each way (``cuMemAllocFromP
 again, and the hot path (a cached block of the right size class on the right stream) is a dict
 lookup and a list pop under a lock, with no driver call.
 
-Why the hot path keeps its lock (about a tenth of a microsecond each way): the statistics are
-read-modify-write updates of several counters that every thread shares, and the peaks compare
-the sum of them at each malloc. The GIL makes one ``list.pop`` atomic, not ``n += 1`` followed by
-``bytes += size``; a thread switch between them loses an update or tears a ``memory_stats()``
-snapshot. Per-thread free lists and counters would make the counts exact but not the peaks, which
-need the process-wide current value at every malloc. The lock is reentrant because the garbage
-collector may run a storage's ``__del__`` (a free) on a thread that is inside ``malloc``: the
-updates are laid out so that no object the collector tracks is made between the reads and writes
-of one statistic.
+Why the hot path keeps its lock, and what it costs: the statistics are read-modify-write updates
+of several counters that every thread shares, and the peaks compare the sum of them at each
+malloc. The GIL makes one ``list.pop`` atomic, not ``n += 1`` followed by ``bytes += size``; a
+thread switch between them loses an update or tears a ``memory_stats()`` snapshot. Per-thread
+free lists and counters would make the counts exact but not the peaks, which need the process-
+wide current value at every malloc. Measured on the 2-core test machine (simulated device, its
+bookkeeping off as on a GPU), a malloc and free pair of a cached block costs 1.1 us with the
+lock and 1.06-1.10 us with C no-ops in its place: the lock is not the cost (the two Python calls
+and the statistics, 0.35 us, are). It is taken with ``acquire()``/``release()``, not a ``with``
+block, whose protocol cost twice as much (0.47 against 0.19 us for two). The lock is reentrant
+because the garbage collector may run a storage's ``__del__`` (a free) on a thread that is
+inside ``malloc``: the updates are laid out so that no object the collector tracks is made
+between the reads and writes of one statistic.
 
 The rules (PyTorch's), and why they are safe:
 
@@ -250,7 +254,9 @@ class CachingAllocator:
             size, k = (nbytes + MIN_BLOCK - 1) & -MIN_BLOCK or MIN_BLOCK, self._small
         else:
             size, k = _large_size(nbytes), self._large
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # acquire/release, not ``with``: half the cost of the with statement's protocol
+        try:
             p = self._pools.get(pool)
             if p is None:
                 raise ValueError(f"pool: no pool with id {pool!r} (create_pool() makes one)")
@@ -263,21 +269,32 @@ class CachingAllocator:
             a = self._all
             a.n += 1; a.b += size; a.r += nbytes  # noqa: E702
             k.n += 1; k.b += size; k.r += nbytes; k.tn += 1; k.tb += size; k.tr += nbytes  # noqa: E702
-            # Every statistic this changed, against its peak (pending blocks count as active and
-            # requested): a block waiting on another stream's events must not send every later
-            # malloc to _raise_peaks, which rebuilds all the current values.
-            if (a.b > a.pk_allocated_bytes or a.n > a.pk_allocation or a.r + a.pr > a.pk_requested_bytes
-                    or a.b + a.pb > a.pk_active_bytes or a.n + a.pn > a.pk_active
-                    or k.b > k.pk_allocated_bytes or k.n > k.pk_allocation or k.r + k.pr > k.pk_requested_bytes
-                    or k.b + k.pb > k.pk_active_bytes or k.n + k.pn > k.pk_active):
+            # Every statistic this changed, against its peak: a block waiting on another stream's
+            # events must not send every later malloc to _raise_peaks, which rebuilds all the
+            # current values. With no block pending (the common case) active is allocated and the
+            # active peaks are never below the allocated ones: three comparisons per column do.
+            if self._pending:  # pending blocks count as active and requested
+                raise_peaks = (a.b > a.pk_allocated_bytes or a.n > a.pk_allocation or a.r + a.pr > a.pk_requested_bytes
+                               or a.b + a.pb > a.pk_active_bytes or a.n + a.pn > a.pk_active
+                               or k.b > k.pk_allocated_bytes or k.n > k.pk_allocation
+                               or k.r + k.pr > k.pk_requested_bytes
+                               or k.b + k.pb > k.pk_active_bytes or k.n + k.pn > k.pk_active)
+            else:
+                raise_peaks = (a.b > a.pk_allocated_bytes or a.n > a.pk_allocation or a.r > a.pk_requested_bytes
+                               or k.b > k.pk_allocated_bytes or k.n > k.pk_allocation or k.r > k.pk_requested_bytes)
+            if raise_peaks:
                 self._raise_peaks()
             return block
+        finally:
+            lock.release()
 
     def free(self, block: Block) -> None:
         """Take a block back: cached at once, or pending on the events of its other streams."""
         size, r = block.size, block.requested
         k = self._small if size <= SMALL_SIZE else self._large
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             a = self._all
             a.n -= 1; a.b -= size; a.r -= r  # noqa: E702
             k.n -= 1; k.b -= size; k.r -= r  # noqa: E702
@@ -293,6 +310,8 @@ class CachingAllocator:
                 self._deferred.append(block)
                 return
             self._insert_events(block)
+        finally:
+            lock.release()
 
     def _insert_events(self, block: Block) -> None:
         """Record an event on each stream that used a freed block: it is reusable once all have run."""

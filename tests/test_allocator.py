@@ -223,6 +223,40 @@ def test_peaks_count_pending_blocks(fake):
     alloc.free(c)
 
 
+def test_every_peak_is_the_largest_current_value_seen(fake):
+    # malloc compares fewer statistics with their peaks while no block is pending (active is then
+    # allocated): a random walk of mallocs, frees, record_streams, completed events and peak resets
+    # checks every peak against the largest current value observed after each step.
+    import random
+
+    backend, alloc, s = fake
+    side = FakeStream("side")
+    rng = random.Random(7)
+    live, seen = [], {}
+    stats = [f"{stat}.{pool}" for stat in ("allocation", "allocated_bytes", "active", "active_bytes",
+                                           "requested_bytes") for pool in allocator.POOL_TYPES]
+    for step in range(400):
+        r = rng.random()
+        if r < 0.45 or not live:
+            live.append(alloc.malloc(rng.choice((100, 600, 4096, 2 * MiB, 3 * MiB)), s))
+        elif r < 0.85:
+            block = live.pop(rng.randrange(len(live)))
+            if rng.random() < 0.3:
+                alloc.record_stream(block, side)  # pending once freed
+            alloc.free(block)
+        elif r < 0.95:
+            for e in backend.events:  # the side stream caught up: the next cache miss unpends
+                e.done = True
+        else:
+            alloc.reset_peak_memory_stats()
+            seen = {}
+        st = alloc.memory_stats()
+        for k in stats:
+            seen[k] = max(seen.get(k, 0), st[k + ".current"])
+            assert st[k + ".peak"] == seen[k], (step, k)
+    assert alloc._pending > 0 or any(e.done for e in backend.events)  # both paths were walked
+
+
 def test_empty_cache_returns_cached_blocks_and_keeps_live_ones(fake):
     backend, alloc, s = fake
     side = FakeStream("side")
