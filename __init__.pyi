@@ -92,6 +92,23 @@ from .core.shape import layout
 from .core.shape import layout as layout
 from .core.shape import memory_format
 from .core.shape import memory_format as memory_format
+from .core.switches import are_deterministic_algorithms_enabled as are_deterministic_algorithms_enabled
+from .core.switches import get_deterministic_debug_mode as get_deterministic_debug_mode
+from .core.switches import get_float32_matmul_precision as get_float32_matmul_precision
+from .core.switches import get_num_interop_threads as get_num_interop_threads
+from .core.switches import get_num_threads as get_num_threads
+from .core.switches import is_deterministic_algorithms_warn_only_enabled as is_deterministic_algorithms_warn_only_enabled
+from .core.switches import is_storage as is_storage
+from .core.switches import is_warn_always_enabled as is_warn_always_enabled
+from .core.switches import set_default_tensor_type as set_default_tensor_type
+from .core.switches import set_deterministic_debug_mode as set_deterministic_debug_mode
+from .core.switches import set_float32_matmul_precision as set_float32_matmul_precision
+from .core.switches import set_flush_denormal as set_flush_denormal
+from .core.switches import set_num_interop_threads as set_num_interop_threads
+from .core.switches import set_num_threads as set_num_threads
+from .core.switches import set_warn_always as set_warn_always
+from .core.switches import typename as typename
+from .core.switches import use_deterministic_algorithms as use_deterministic_algorithms
 from .core.tensor import Tensor as Tensor
 from .futures import Future as Future
 from .gpu.streams import GenericEvent as Event
@@ -107,6 +124,7 @@ from .runtime.dtype import get_default_dtype as get_default_dtype
 from .runtime.dtype import iinfo as iinfo
 from .runtime.dtype import promote_types as promote_types
 from .runtime.dtype import result_type as result_type
+from .runtime.dtype import set_default_dtype as set_default_dtype
 from .serialization import load as load
 from .serialization import save as save
 from typing import Any
@@ -128,10 +146,13 @@ def absolute(input, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: trito
 def acos(input, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
 def acosh(input, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
 def add(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def addbmm(input, batch1, batch2, *, beta=..., alpha=..., out=...) -> Tensor: """``beta * input + alpha * sum_b(batch1[b] @ batch2[b])``."""
 def addcdiv(input, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 / tensor2`` in one kernel (floating tensors only, as torch)."""
 def addcmul(input, tensor1, tensor2, *, value=..., out=...) -> Tensor: """``input + value * tensor1 * tensor2`` in one kernel."""
 def addmm(input, mat1, mat2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat1 @ mat2), ``input`` broadcast to the product's shape."""
 def addmv(input, mat, vec, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (mat @ vec)."""
+def addr(input, vec1, vec2, *, beta=..., alpha=..., out=...) -> Tensor: """``beta * input + alpha * outer(vec1, vec2)``."""
+def alias_copy(input) -> Tensor: """``alias`` (the same tensor as a new view) copied: a clone."""
 def all(input, dim=..., keepdim=...) -> Tensor: """torch.all: whether every element over ``dim`` (all dims by default) is nonzero, as bool."""
 def allclose(input, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
 def amax(input, dim=..., keepdim=...) -> Tensor: """torch.amax: the maximum over ``dim`` (all dims when empty), without indices; NaN propagates."""
@@ -156,6 +177,7 @@ def atan2(input, other, *, out=...) -> Tensor: """Elementwise ``atan2`` with bro
 def atanh(input, *, out=...) -> Tensor: """Elementwise ``atanh`` (kernel: triton_kernels/elementwise.py)."""
 def avg_pool2d(input, kernel_size, stride=..., padding=..., ceil_mode=..., count_include_pad=..., divisor_override=...) -> Tensor: """torch.nn.functional.avg_pool2d."""
 def baddbmm(input, batch1, batch2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (batch1 @ batch2), batched (b, n, m) @ (b, m, p)."""
+def bartlett_window(window_length, periodic=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """The triangle ``1 - |2k / N - 1|``."""
 def bernoulli(input, p=..., *, generator=...) -> Tensor: """1 with probability ``input`` (elementwise), else 0, in ``input``'s dtype; with a float ``p``,"""
 bfloat16: dtype
 def bincount(input, weights=..., minlength=...) -> Tensor: """How often each value 0..max(input) occurs in a 1-D non-negative integer tensor (summing"""
@@ -165,42 +187,56 @@ def bitwise_not(input, *, out=...) -> Tensor: """Elementwise ``bitwise_not`` of 
 def bitwise_or(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_or`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
 def bitwise_right_shift(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_right_shift`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
 def bitwise_xor(input, other, *, out=...) -> Tensor: """Elementwise ``bitwise_xor`` of integer or bool tensors (kernel: triton_kernels/elementwise.py)."""
+def blackman_window(window_length, periodic=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """``0.42 - 0.5 cos(2 pi k / N) + 0.08 cos(4 pi k / N)``."""
+def block_diag(*tensors) -> Tensor: """The tensors (each at most 2-D: a 0-D one is 1x1, a 1-D one a row) as blocks along the"""
 def bmm(input, mat2) -> Tensor: """torch.bmm: (b, n, m) @ (b, m, p) with equal batch sizes, no broadcasting."""
 bool: dtype
 def bucketize(input, boundaries, *, out_int32=..., right=...) -> Tensor: """The bucket of each value among the 1-D ``boundaries``: i with boundaries[i-1] < x <= boundaries[i]"""
 def cat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def cdist(x1, x2, p=..., compute_mode=...) -> Tensor: """torch.cdist: out[..., i, j] = ||x1[..., i, :] - x2[..., j, :]||_p, batch dims broadcast."""
 def ceil(input, *, out=...) -> Tensor: """Elementwise ``ceil`` (kernel: triton_kernels/elementwise.py)."""
+def chain_matmul(*matrices, out=...) -> Tensor: """The product of 2-D matrices, left to right (torch deprecates it for ``linalg.multi_dot``)."""
 channels_last: memory_format
 def chunk(input, chunks, dim=...) -> Any: """``torch.chunk``: ``input.chunk(chunks, dim)``."""
 def clamp(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def clip(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def column_stack(tensors) -> Tensor: """The tensors side by side as columns: ``hstack`` of 1-D (and 0-d) tensors made (n, 1)."""
+def combinations(input, r=..., with_replacement=...) -> Tensor: """The length-``r`` combinations of the 1-D ``input``'s elements, as rows (itertools' order):"""
 def concat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 def concatenate(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
 contiguous_format: memory_format
 def conv2d(input, weight, bias=..., stride=..., padding=..., dilation=..., groups=...) -> Tensor: """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
 def conv_transpose2d(input, weight, bias=..., stride=..., padding=..., output_padding=..., groups=..., dilation=...) -> Tensor: """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight"""
 def copysign(input, other, *, out=...) -> Tensor: """Elementwise ``copysign`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def corrcoef(input) -> Tensor: """Pearson's correlation coefficients of the variables in ``input``'s rows: ``cov`` divided by"""
 def cos(input, *, out=...) -> Tensor: """Elementwise ``cos`` (kernel: triton_kernels/elementwise.py)."""
 def cosh(input, *, out=...) -> Tensor: """Elementwise ``cosh`` (kernel: triton_kernels/elementwise.py)."""
 def count_nonzero(input, dim=...) -> Tensor: """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
+def cov(input, *, correction=..., fweights=..., aweights=...) -> Tensor: """The covariance of the variables in ``input``'s rows (observations in its columns; a 1-D"""
 def cross(input, other, dim=...) -> Tensor: """The cross product of 3-vectors along ``dim`` (broadcast); without ``dim``, the first dim of size 3,"""
 def cummax(input, dim) -> Any: """The running maximum along ``dim`` and where it is (a later equal element, or a NaN, takes"""
 def cummin(input, dim) -> Any: """The running minimum along ``dim`` and where it is."""
 def cumprod(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative product along ``dim``. Integer and bool inputs multiply in int64 (as torch);"""
 def cumsum(input, dim, *, dtype=...) -> Tensor: """Inclusive cumulative sum along ``dim``. Integer and bool inputs sum to int64 (as torch);"""
+def cumulative_trapezoid(y, x=..., *, dx=..., dim=...) -> Tensor: """The running integral of ``y`` along ``dim`` (one shorter than ``y`` there)."""
 default_generator: Generator
 def deg2rad(input, *, out=...) -> Tensor: """Elementwise ``deg2rad`` (kernel: triton_kernels/elementwise.py)."""
+def detach_copy(input, *args, **kwargs) -> Any: """``detach``'s result in memory of its own (no view of ``input``)."""
 def diag(input, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
 def diag_embed(input, offset=..., dim1=..., dim2=...) -> Tensor: """Each last-dim vector of ``input`` on the ``offset``-th diagonal of a new (dim1, dim2) plane of zeros"""
+def diagflat(input, offset=...) -> Tensor: """A 2-D tensor with ``input``, flattened, on its ``offset``-th diagonal."""
 def diagonal(input, offset=..., dim1=..., dim2=...) -> Tensor: """The view of the ``offset``-th diagonal of the (dim1, dim2) planes: those dims are removed and"""
+def diagonal_copy(input, *args, **kwargs) -> Any: """``diagonal``'s result in memory of its own (no view of ``input``)."""
+def diagonal_scatter(input, src, offset=..., dim1=..., dim2=...) -> Tensor: """A copy of ``input`` with ``src`` written onto the diagonal ``diagonal(offset, dim1, dim2)``."""
 def diff(input, n=..., dim=..., prepend=..., append=...) -> Any: """torch.diff: ``input.diff(n, dim, prepend, append)``, the n-th forward difference along ``dim``."""
 def digamma(input, *, out=...) -> Tensor: """Elementwise ``digamma`` (kernel: triton_kernels/elementwise.py)."""
+def dist(input, other, p=...) -> Tensor: """The ``p``-norm of ``input - other`` (broadcast), over all elements."""
 def div(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def dot(input, other) -> Tensor: """The inner product of two 1-D tensors of one dtype (floats: the matmul kernel, fp32 accumulation)."""
 double: dtype
+def dsplit(input, indices_or_sections) -> builtins.tuple: """Split along dim 2 of a tensor of 3 or more dims."""
+def dstack(tensors, *, out=...) -> Tensor: """Join along dim 2, each tensor first made at least 3-D as ``atleast_3d`` does."""
 e: builtins.float
 def einsum(equation, *operands) -> Tensor: """``einsum('bij,bjk->bik', a, b)``; operands may also be given as one list."""
 def eq(input, other, *, out=...) -> Tensor: """Elementwise ``eq`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -210,9 +246,12 @@ def erfc(input, *, out=...) -> Tensor: """Elementwise ``erfc`` (kernel: triton_k
 def erfinv(input, *, out=...) -> Tensor: """Elementwise ``erfinv`` (kernel: triton_kernels/elementwise.py)."""
 def exp(input, *, out=...) -> Tensor: """Elementwise ``exp`` (kernel: triton_kernels/elementwise.py)."""
 def exp2(input, *, out=...) -> Tensor: """Elementwise ``exp2`` (kernel: triton_kernels/elementwise.py)."""
+def expand_copy(input, *args, **kwargs) -> Any: """``expand``'s result in memory of its own (no view of ``input``)."""
 def expm1(input, *, out=...) -> Tensor: """Elementwise ``expm1`` (kernel: triton_kernels/elementwise.py)."""
 def fix(input, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
 def flip(input, *args, dims=...) -> Tensor: """Reverse the order of elements along ``dims`` (a copy, as in PyTorch): ``x.flip(0, 1)``,"""
+def fliplr(input) -> Tensor: """Reverse dim 1 (left-right)."""
+def flipud(input) -> Tensor: """Reverse dim 0 (up-down)."""
 float: dtype
 float16: dtype
 float32: dtype
@@ -233,8 +272,12 @@ def greater(input, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broa
 def greater_equal(input, other, *, out=...) -> Tensor: """Elementwise ``ge`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def gt(input, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 half: dtype
+def hamming_window(window_length, periodic=..., alpha=..., beta=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """``alpha - beta cos(2 pi k / N)``."""
+def hann_window(window_length, periodic=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """``0.5 - 0.5 cos(2 pi k / N)``."""
 def heaviside(input, other, *, out=...) -> Tensor: """Elementwise ``heaviside`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def histc(input, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
+def histogram(input, bins=..., *, range=..., weight=..., density=...) -> Any: """Counts (or ``weight`` sums) of ``input``'s elements in ``bins`` equal bins over ``range``"""
+def hsplit(input, indices_or_sections) -> builtins.tuple: """Split along dim 1 (dim 0 of a 1-D tensor), as NumPy's ``hsplit``."""
 def hstack(tensors) -> Tensor: """``cat`` along dim 0 for 1-D (and 0-d) inputs, else along dim 1."""
 def hypot(input, other, *, out=...) -> Tensor: """Elementwise ``hypot`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def i0(input, *, out=...) -> Tensor: """Elementwise ``i0`` (kernel: triton_kernels/elementwise.py)."""
@@ -244,8 +287,10 @@ def index_add(input, dim, index, source, *, alpha=..., out=...) -> Tensor: """ou
 def index_copy(input, dim, index, source) -> Tensor: """A copy of ``input`` with the slices of ``source`` at ``index`` along ``dim`` (``index_add``'s copy)."""
 def index_fill(input, dim, index, value) -> Tensor: """A copy of ``input`` with ``value`` (a number or a 0-d tensor) at ``index`` along ``dim``."""
 def index_put(input, indices, values, accumulate=...) -> Tensor: """A copy of ``input`` with ``values`` put (``accumulate``: added) at ``input[indices]``."""
+def index_reduce(input, dim, index, source, reduce, *, include_self=...) -> Tensor: """``input`` with ``source``'s slices along ``dim`` reduced into the slices ``index`` names"""
 def index_select(input, dim, index) -> Tensor: """torch.index_select: the slices of ``input`` along ``dim`` at the int32/int64 positions of the 1-D"""
 inf: builtins.float
+def inner(input, other, *, out=...) -> Tensor: """The sum over the last dims of both (a product when either is 0-D)."""
 int: dtype
 int16: dtype
 int32: dtype
@@ -253,10 +298,12 @@ int64: dtype
 int8: dtype
 def isclose(input, other, rtol=..., atol=..., equal_nan=...) -> Tensor: """``|input - other| <= atol + rtol * |other|`` elementwise (or exactly equal), broadcast."""
 def isfinite(input) -> Tensor: """torch.isfinite: a bool tensor, True where an element is neither inf nor NaN (always for integers)."""
+def isin(elements, test_elements, *, assume_unique=..., invert=...) -> Tensor: """Whether each of ``elements`` is among ``test_elements`` (either may be a number): the test"""
 def isinf(input) -> Tensor: """torch.isinf: a bool tensor, True where an element is +inf or -inf (never for integers)."""
 def isnan(input) -> Tensor: """True where ``input`` is NaN (never for integer and bool tensors)."""
 def isneginf(input, *, out=...) -> Tensor: """Elementwise ``isneginf`` (kernel: triton_kernels/elementwise.py)."""
 def isposinf(input, *, out=...) -> Tensor: """Elementwise ``isposinf`` (kernel: triton_kernels/elementwise.py)."""
+def kaiser_window(window_length, periodic=..., beta=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """``I0(beta sqrt(1 - (2k / N - 1)^2)) / I0(beta)``."""
 def kron(input, other) -> Tensor: """The Kronecker product: block (i, j, ...) is ``input[i, j, ...] * other`` (dtypes promote)."""
 def kthvalue(input, k, dim=..., keepdim=...) -> Any: """The ``k``-th smallest element along ``dim`` (k counts from 1) and its index."""
 def layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Tensor: """``torch.nn.functional.layer_norm``: normalize over the trailing ``normalized_shape`` dims."""
@@ -308,8 +355,10 @@ nan: builtins.float
 def nan_to_num(input, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (default: the dtype's largest/lowest finite value)."""
 def nanmean(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""
 def nanmedian(input, dim=..., keepdim=...) -> Any: """``median`` that ignores NaN (NaN only where every element is)."""
+def nanquantile(input, q, dim=..., keepdim=..., *, interpolation=...) -> Tensor: """``quantile`` of the elements that are not NaN (NaN where a slice has none)."""
 def nansum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``sum`` with NaN counted as zero (which is also its gradient there)."""
 def narrow(input, dim, start, length) -> Any: """torch.narrow: a view of ``length`` elements of dim ``dim`` from ``start``."""
+def narrow_copy(input, *args, **kwargs) -> Any: """``narrow``'s result in memory of its own (no view of ``input``)."""
 def native_layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Any: """``(out, mean, rstd)`` like ``torch.native_layer_norm``: the statistics the backward needs."""
 def ne(input, other, *, out=...) -> Tensor: """Elementwise ``ne`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def neg(input, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
@@ -323,25 +372,33 @@ def not_equal(input, other, *, out=...) -> Tensor: """Elementwise ``ne`` with br
 def orthogonalize_(matrices, epsilon=...) -> Tensor: """Orthonormalise the columns of ``matrices`` in place by Gram-Schmidt; returns ``matrices``."""
 def outer(input, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
 def permute(input, *dims) -> Any: """torch.permute: a view with the dims in the order ``dims``."""
+def permute_copy(input, *args, **kwargs) -> Any: """``permute``'s result in memory of its own (no view of ``input``)."""
 pi: builtins.float
 def polygamma(n, input, *, out=...) -> Tensor: """The ``n``-th derivative of digamma (``polygamma(0, x)`` is ``digamma(x)``); integers give the"""
 def pow(input, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 preserve_format: memory_format
 def prod(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """torch.prod: the product over ``dim`` (all dims by default); integers and bool give int64, as torch."""
+def put(input, index, source, accumulate=...) -> Tensor: """``put_`` into a copy of ``input``."""
+def quantile(input, q, dim=..., keepdim=..., *, interpolation=...) -> Tensor: """The ``q``-th quantiles over ``dim`` (all elements without one); a slice holding NaN gives NaN."""
 def rad2deg(input, *, out=...) -> Tensor: """Elementwise ``rad2deg`` (kernel: triton_kernels/elementwise.py)."""
+def ravel(input) -> Tensor: """The tensor flattened to one dim: a view where strides allow, else a contiguous copy."""
 def reciprocal(input, *, out=...) -> Tensor: """Elementwise ``reciprocal`` (kernel: triton_kernels/elementwise.py)."""
 def relu(input, *, out=...) -> Tensor: """Elementwise ``relu`` (kernel: triton_kernels/elementwise.py)."""
 def remainder(input, other, *, out=...) -> Tensor: """Elementwise ``remainder`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
+def renorm(input, p, dim, maxnorm) -> Tensor: """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to it (by"""
 def repeat_interleave(input, repeats=..., dim=..., *, output_size=...) -> Any: """``input.repeat_interleave(repeats, dim)``; with ``repeats`` omitted, ``input`` is the repeats"""
 def reshape(input, *shape) -> Any: """torch.reshape: a view with ``shape`` when strides can express it, else a contiguous copy."""
 def roll(input, shifts, dims=...) -> Tensor: """Shift elements along ``dims`` by ``shifts``, wrapping around; without dims, over the flattened tensor."""
 def round(input, *, decimals=...) -> Tensor: """Round half to even (as torch and NumPy), to ``decimals`` places; integers are returned as a copy."""
+def row_stack(tensors, *, out=...) -> Tensor: """``vstack`` under its other name: join along dim 0, each tensor first made at least 2-D."""
 def rsqrt(input, *, out=...) -> Tensor: """Elementwise ``rsqrt`` (kernel: triton_kernels/elementwise.py)."""
 def scatter(input, dim, index, src=..., *, value=..., reduce=...) -> Tensor: """``input`` with ``src[p]`` (or ``value``) written at ``index[p]`` along ``dim``; with ``reduce``"""
 def scatter_add(input, dim, index, src, *, out=...) -> Tensor: """out = input with ``out[..., index[i], ...] += src[i]`` along ``dim`` (duplicates accumulate)."""
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=...) -> Tensor: """``input`` with the elements of ``src`` reduced into the positions ``index`` names along ``dim``."""
 def searchsorted(sorted_sequence, input, *, out_int32=..., right=..., side=..., sorter=...) -> Tensor: """For each value of ``input``, the index where it would be inserted into the innermost dim of"""
 def select(input, dim, index) -> Any: """torch.select: a view of slice ``index`` of dim ``dim``, that dim removed."""
+def select_copy(input, *args, **kwargs) -> Any: """``select``'s result in memory of its own (no view of ``input``)."""
+def select_scatter(input, src, dim, index) -> Tensor: """A copy of ``input`` with ``src`` written at ``index`` of ``dim``."""
 def sgn(input, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
 short: dtype
 def sigmoid(input, *, out=...) -> Tensor: """Elementwise ``sigmoid`` (kernel: triton_kernels/elementwise.py)."""
@@ -351,11 +408,17 @@ def silu(input, *, out=...) -> Tensor: """Elementwise ``silu`` (kernel: triton_k
 def sin(input, *, out=...) -> Tensor: """Elementwise ``sin`` (kernel: triton_kernels/elementwise.py)."""
 def sinc(input, *, out=...) -> Tensor: """Elementwise ``sinc`` (kernel: triton_kernels/elementwise.py)."""
 def sinh(input, *, out=...) -> Tensor: """Elementwise ``sinh`` (kernel: triton_kernels/elementwise.py)."""
+def slice_copy(input, dim=..., start=..., end=..., step=...) -> Tensor: """``input[..., start:end:step]`` along ``dim``, in memory of its own."""
+def slice_scatter(input, src, dim=..., start=..., end=..., step=...) -> Tensor: """A copy of ``input`` with ``src`` written into ``[start:end:step]`` of ``dim``."""
 def softmax(input, dim, dtype=...) -> Tensor: """exp(x - max) / sum(exp(x - max)) along ``dim``; ``dtype`` casts the input first."""
 def sort(input, dim=..., descending=..., *, stable=...) -> Any: """(values, indices) sorted along ``dim``; NaN sorts above every number (first when descending)."""
+def split_copy(input, *args, **kwargs) -> Any: """``split``'s result in memory of its own (no view of ``input``)."""
+def split_with_sizes(input, split_sizes, dim=...) -> builtins.tuple: """Views of ``input`` along ``dim`` of the given sizes, which must add up to its length there."""
+def split_with_sizes_copy(input, *args, **kwargs) -> Any: """``split_with_sizes``'s result in memory of its own (no view of ``input``)."""
 def sqrt(input, *, out=...) -> Tensor: """Elementwise ``sqrt`` (kernel: triton_kernels/elementwise.py)."""
 def square(input, *, out=...) -> Tensor: """Elementwise ``square`` (kernel: triton_kernels/elementwise.py)."""
 def squeeze(input, dim=...) -> Any: """torch.squeeze: a view without the size-1 dims (only those of ``dim``, an int or a tuple, when given)."""
+def squeeze_copy(input, *args, **kwargs) -> Any: """``squeeze``'s result in memory of its own (no view of ``input``)."""
 def stack(tensors, dim=...) -> Tensor: """Join equally shaped tensors along a new ``dim``; dtypes promote."""
 def std(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """torch.std: the standard deviation over ``dim``, with ``correction`` (Bessel's by default;"""
 def std_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(std, mean)`` over ``dim`` (a plain tuple, as torch)."""
@@ -365,6 +428,9 @@ def subtract(input, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``su
 def sum(input, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
 def swapaxes(input, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
 def swapdims(input, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
+def t(input) -> Tensor: """``torch.t``: a 2-D tensor transposed; 0-D and 1-D tensors returned as they are (as views)."""
+def t_copy(input) -> Tensor: """``t``'s result in memory of its own."""
+def take(input, index) -> Tensor: """``input`` read as if flat at ``index`` (any shape, negative counting from the end)."""
 def take_along_dim(input, indices, dim=...) -> Tensor: """``input.gather(dim, indices)`` after broadcasting both except along ``dim`` (NumPy's"""
 def tan(input, *, out=...) -> Tensor: """Elementwise ``tan`` (kernel: triton_kernels/elementwise.py)."""
 def tanh(input, *, out=...) -> Tensor: """Elementwise ``tanh`` (kernel: triton_kernels/elementwise.py)."""
@@ -374,17 +440,31 @@ def tile(input, dims) -> Tensor: """``repeat`` with ``dims`` padded with leading
 def topk(input, k, dim=..., largest=..., sorted=...) -> Any: """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in order."""
 def trace(input) -> Tensor: """The sum of a matrix's main diagonal (integers sum to int64)."""
 def transpose(input, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
+def transpose_copy(input, *args, **kwargs) -> Any: """``transpose``'s result in memory of its own (no view of ``input``)."""
+def trapezoid(y, x=..., *, dx=..., dim=...) -> Tensor: """The integral of ``y`` along ``dim`` by the trapezoid rule, at points ``x`` or spacing ``dx``."""
+def trapz(y, x=..., *, dx=..., dim=...) -> Tensor: """``trapezoid`` under its older name."""
 def tril(input, diagonal=...) -> Tensor: """The lower triangle of the last two dims (``col - row <= diagonal``); the rest zero."""
 def triu(input, diagonal=...) -> Tensor: """The upper triangle of the last two dims (``col - row >= diagonal``); the rest zero."""
 def true_divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def trunc(input, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
 uint8: dtype
 def unbind(input, dim=...) -> Any: """torch.unbind: ``input.unbind(dim)``, the slices along ``dim`` as a tuple of views."""
+def unbind_copy(input, *args, **kwargs) -> Any: """``unbind``'s result in memory of its own (no view of ``input``)."""
+def unfold_copy(input, *args, **kwargs) -> Any: """``unfold``'s result in memory of its own (no view of ``input``)."""
 def unique(input, sorted=..., return_inverse=..., return_counts=..., dim=...) -> Any: """The distinct elements, ascending (always sorted, as PyTorch's CUDA unique); optionally the index of"""
 def unique_consecutive(input, return_inverse=..., return_counts=..., dim=...) -> Any: """The first element of every run of equal consecutive elements (or slices along ``dim``); optionally"""
+def unravel_index(indices, shape) -> builtins.tuple: """The coordinates, in a tensor of ``shape``, of each flat index in ``indices`` (negative ones"""
+def unsafe_chunk(input, chunks, dim=...) -> builtins.tuple: """``chunk``, as ``unsafe_split`` is ``split``."""
+def unsafe_split(input, split_size, dim=...) -> builtins.tuple: """``split`` (torch's unsafe forms skip autograd's view tracking, which tritensor's views don't need)."""
+def unsafe_split_with_sizes(input, split_sizes, dim=...) -> builtins.tuple: """``split_with_sizes``, as ``unsafe_split`` is ``split``."""
 def unsqueeze(input, dim) -> Any: """torch.unsqueeze: a view with a size-1 dim inserted at ``dim``."""
+def unsqueeze_copy(input, *args, **kwargs) -> Any: """``unsqueeze``'s result in memory of its own (no view of ``input``)."""
+def vander(x, N=..., increasing=...) -> Tensor: """The Vandermonde matrix of the 1-D ``x``: column j is ``x ** j`` (``increasing``) or"""
 def var(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """Variance with ``correction`` (Bessel's by default); stable (chunk two-pass + Chan merge)."""
 def var_mean(input, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Any: """``(var, mean)`` over ``dim``."""
+def vdot(input, other, *, out=...) -> Tensor: """``dot`` of two 1-D tensors (no conjugation: tritensor has no complex dtype)."""
+def view_copy(input, *args, **kwargs) -> Any: """``view``'s result in memory of its own (no view of ``input``)."""
+def vsplit(input, indices_or_sections) -> builtins.tuple: """Split along dim 0 of a tensor of 2 or more dims."""
 def vstack(tensors) -> Tensor: """``cat`` along dim 0 of the inputs made at least 2-D (a 1-D tensor of n becomes (1, n))."""
 def where(condition, input=..., other=..., *, out=...) -> Tensor: """``input`` where ``condition`` holds, else ``other`` (either may be a Python number); with"""
 def xlogy(input, other, *, out=...) -> Tensor: """Elementwise ``xlogy`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""

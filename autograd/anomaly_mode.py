@@ -37,10 +37,14 @@ _DISPATCH_DIRS = tuple(os.path.join(_ROOT, d) + os.sep for d in ("core", "autogr
 
 
 def is_anomaly_enabled() -> bool:
+    """torch.is_anomaly_enabled: whether anomaly detection (detect_anomaly / set_detect_anomaly) is on in this
+    thread."""
     return _anomaly.enabled
 
 
 def is_anomaly_check_nan_enabled() -> bool:
+    """torch.is_anomaly_check_nan_enabled: whether anomaly detection also checks every backward result for
+    NaN."""
     return _anomaly.check_nan
 
 

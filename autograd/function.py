@@ -40,6 +40,8 @@ class BackwardFunction(graph.Node):
     _forward_cls = None
 
     def apply(self, *grads):
+        """Run the Function's backward on the incoming gradients (None ones made zeros first when
+        materialize_grads is on, as torch's): what the engine calls for this node."""
         cls = self._forward_cls
         if self.materialize_grads:
             for g in grads:
@@ -115,6 +117,8 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        """torch.autograd.Function.apply: run forward; when grad mode is on and a tensor argument requires
+        grad, record a node whose backward the engine calls, and mark the outputs as its results."""
         record = False
         if _state.enabled:
             for a in args:

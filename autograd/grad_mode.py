@@ -19,6 +19,8 @@ _state = _State()
 
 
 def is_grad_enabled() -> bool:
+    """torch.is_grad_enabled: whether ops record a graph in this thread (False inside no_grad and
+    inference_mode)."""
     return _state.enabled
 
 
@@ -138,4 +140,5 @@ class inference_mode(_GradModeContext):
 
 
 def is_inference_mode_enabled() -> bool:
+    """torch.is_inference_mode_enabled: whether this thread is inside inference_mode."""
     return inference_state.enabled

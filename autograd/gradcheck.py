@@ -19,6 +19,8 @@ from .grad_mode import enable_grad, no_grad
 
 
 class GradcheckError(RuntimeError):
+    """torch.autograd.GradcheckError: raised by gradcheck and gradgradcheck when analytical and numerical
+    gradients disagree (a RuntimeError, as torch's)."""
     pass
 
 

@@ -41,6 +41,7 @@ class AutogradMeta:
 
 
 def meta(t: Tensor) -> AutogradMeta:
+    """``t``'s autograd extras (output number, gradient accumulator, retains_grad), made on first use."""
     m = t._autograd_meta
     if m is None:
         m = t._autograd_meta = AutogradMeta()
@@ -48,6 +49,7 @@ def meta(t: Tensor) -> AutogradMeta:
 
 
 def output_nr(t: Tensor) -> int:
+    """Which output of its grad_fn ``t`` is (0 for a leaf or a single output), as torch's Tensor.output_nr."""
     m = t._autograd_meta
     return 0 if m is None else m.output_nr
 
@@ -60,6 +62,8 @@ def detached(t: Tensor) -> Tensor:
 
 
 def type_name(t: Tensor) -> str:
+    """``t``'s legacy type name as torch's messages write it ('torch.FloatTensor'), for the version-counter
+    error."""
     return dt.tensor_type_name(t.dtype, t.device.type)
 
 
@@ -73,6 +77,7 @@ class RemovableHandle:
         self._hooks = hooks
 
     def remove(self) -> None:
+        """torch's RemovableHandle.remove: unregister the hook this handle was returned for."""
         self._hooks.pop(self.id, None)
 
     def __enter__(self):
@@ -101,6 +106,8 @@ class SavedTensor:
             self.producer = t.grad_fn.name() if t.grad_fn is not None else None
 
     def unpack(self, node) -> Tensor:
+        """The saved tensor for ``node``'s backward; torch's 'one of the variables needed for gradient
+        computation has been modified by an inplace operation' when its version moved since it was saved."""
         t = self.data
         if t._version != self.version:
             which = f", which is output {self.output_nr} of {self.producer}," if self.producer else ""
@@ -146,6 +153,7 @@ class Node:
     materialize_grads = True
 
     def name(self) -> str:
+        """torch's Node.name: the node's class name (MulBackward0 ...)."""
         return type(self).__name__
 
     @property
@@ -160,13 +168,18 @@ class Node:
 
     @property
     def next_functions(self) -> tuple:
+        """torch's Node.next_functions: for each input, (the node its gradient flows to, the output number),
+        (None, 0) for inputs that need none."""
         return tuple((None, 0) if e is None else e for e in self._edges if e is not False)
 
     def apply(self, *grad_outputs):
+        """Compute the gradients of this node's inputs from those of its outputs: each node type defines it."""
         raise NotImplementedError
 
     # ----- ctx API used by forward ----------------------------------------------------------
     def save_for_backward(self, *tensors) -> None:
+        """torch's ctx.save_for_backward: keep tensors (or None) for backward, checked against in-place
+        changes when unpacked; inference tensors are refused, as torch's."""
         for t in tensors:
             if t is not None and not isinstance(t, Tensor):
                 raise TypeError(f"save_for_backward can only save tensors or None, but got {type(t).__name__}")
@@ -176,16 +189,22 @@ class Node:
         self._to_save = tensors
 
     def mark_dirty(self, *tensors) -> None:
+        """torch's ctx.mark_dirty: the tensors forward modified in place (their grad_fn becomes this node)."""
         self._dirty = {id(t) for t in tensors}
 
     def mark_non_differentiable(self, *tensors) -> None:
+        """torch's ctx.mark_non_differentiable: outputs that get no gradient (indices, masks)."""
         self._non_diff = {id(t) for t in tensors}
 
     def set_materialize_grads(self, value: bool) -> None:
+        """torch's ctx.set_materialize_grads: whether backward receives zeros (True, the default) or None for
+        outputs that got no gradient."""
         self.materialize_grads = bool(value)
 
     @property
     def saved_tensors(self) -> tuple:
+        """torch's ctx.saved_tensors: what save_for_backward kept, each checked against in-place changes;
+        torch's error once the graph has been freed."""
         if self._released:
             raise RuntimeError(RETAIN_GRAPH_MSG)
         saved = self._saved  # one read: another thread may release the graph meanwhile
@@ -247,9 +266,12 @@ class AccumulateGrad(Node):
         self._input_meta = ()
 
     def tensor_hooks(self, nr: int):
+        """The leaf's own gradient hooks (register_hook), run on the gradient before it is accumulated."""
         return self.variable._hooks
 
     def apply(self, grad):
+        """Add the incoming gradient into the leaf's .grad (set it on the first call; under create_graph, keep
+        the graph), under a lock, then run post-accumulate hooks."""
         v = self.variable
         with _accumulate_lock:
             if v.grad is None:
@@ -266,6 +288,8 @@ class AccumulateGrad(Node):
 
 
 def grad_accumulator(t: Tensor) -> AccumulateGrad:
+    """The leaf ``t``'s AccumulateGrad node, one per leaf, made on first use (what a graph's edge to a leaf
+    points to)."""
     m = meta(t)
     acc = m.grad_accumulator
     if acc is None:
@@ -322,12 +346,16 @@ class AsStridedBackward0(Node):
         self._view_version = view._version
 
     def apply(self, grad):
+        """The gradient of a view whose base was changed in place: the gradient written into zeros of the
+        base's geometry at the view's region."""
         full, _ = _strided_zeros(grad.dtype, grad.device, self.base_geom, self.base_geom[2])
         _region(full, self.view_geom, self.base_geom[2]).copy_(grad)
         return (full,)
 
 
 def regenerate_view_grad_fn(view: Tensor):
+    """Give a view of a base modified in place the grad_fn torch gives it (AsStridedBackward0 over the base's
+    new history), so the gradient reaches the base."""
     base = view._base
     node = AsStridedBackward0(base, view)
     view.grad_fn, view._requires_grad = node, True
@@ -353,6 +381,8 @@ class CopySlices(Node):
         self.base_geom, self.view_geom = _geometry(base), _geometry(view)
 
     def apply(self, grad):
+        """The gradient of an in-place op on a view: the region the op wrote goes through the op's own
+        backward; the rest of the base's gradient passes unchanged."""
         full, _ = _strided_zeros(grad.dtype, grad.device, self.base_geom, self.base_geom[2])
         full.copy_(grad)
         region = _region(full, self.view_geom, self.base_geom[2])
@@ -365,5 +395,7 @@ class CopySlices(Node):
         return (full,) + tuple(fn_grads[i] if i < len(fn_grads) else None for i in self._others)
 
     def release(self) -> None:
+        """Free the saved tensors of this node and of the in-place op it wraps (after backward, unless
+        retain_graph)."""
         super().release()
         self.fn.release()

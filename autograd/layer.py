@@ -29,6 +29,9 @@ def _wants_grad(args, kwargs) -> bool:
 
 
 def autograd_layer(op, args, kwargs, next):
+    """The autograd layer of core/dispatch.py: Tensor's autograd API answered here; an op with a derivative
+    and an input that requires grad (grad mode on) recorded by its recorder; every other call handed on to
+    core."""
     api = TENSOR_API.get(op.name)
     if api is not None:
         return api(*args, **kwargs)

@@ -22,6 +22,8 @@ def detach(self) -> Tensor:
 
 
 def detach_(self) -> Tensor:
+    """torch's Tensor.detach_: this tensor made a leaf that requires no grad, in place; refused for a view
+    whose base requires grad, as torch's."""
     if self._base is not None and (self._base._requires_grad or self._requires_grad):
         raise RuntimeError("Can't detach views in-place. Use detach() instead.")
     self.grad_fn, self._requires_grad = None, False
@@ -75,6 +77,7 @@ def retain_grad(self) -> None:
 
 
 def retains_grad(self) -> bool:
+    """torch's Tensor.retains_grad: whether retain_grad() was called on this non-leaf, so its .grad is kept."""
     m = self._autograd_meta
     return bool(m and m.retains_grad)
 

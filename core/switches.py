@@ -38,6 +38,9 @@ _DEBUG_MODES = ("default", "warn", "error")
 
 # ----- deterministic algorithms --------------------------------------------------------------------------
 def use_deterministic_algorithms(mode, *, warn_only=False) -> None:
+    """torch.use_deterministic_algorithms: record whether ops must be deterministic (``warn_only``: warn
+    instead of raising); tritensor's kernels use no atomics where torch's nondeterministic ones do, so this
+    is bookkeeping torch's API reads back."""
     if not isinstance(mode, bool):
         raise TypeError(f"_set_deterministic_algorithms(): argument 'mode' (position 1) must be bool, not "
                         f"{type(mode).__name__}")
@@ -48,10 +51,12 @@ def use_deterministic_algorithms(mode, *, warn_only=False) -> None:
 
 
 def are_deterministic_algorithms_enabled() -> bool:
+    """torch.are_deterministic_algorithms_enabled: the mode use_deterministic_algorithms set."""
     return _state["deterministic"]
 
 
 def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """torch.is_deterministic_algorithms_warn_only_enabled: whether that mode only warns."""
     return _state["warn_only"]
 
 
@@ -71,6 +76,7 @@ def set_deterministic_debug_mode(debug_mode) -> None:
 
 
 def get_deterministic_debug_mode() -> int:
+    """torch.get_deterministic_debug_mode: 0 off, 1 warn, 2 error."""
     if not _state["deterministic"]:
         return 0
     return 1 if _state["warn_only"] else 2
@@ -78,6 +84,8 @@ def get_deterministic_debug_mode() -> int:
 
 # ----- matmul precision -----------------------------------------------------------------------------
 def set_float32_matmul_precision(precision: str) -> None:
+    """torch.set_float32_matmul_precision: 'highest' (fp32), 'high' or 'medium' (TF32 allowed) for float32
+    matmuls; torch's warning for any other value, which changes nothing."""
     if precision not in _PRECISIONS:
         warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current"
                       "setFloat32MatmulPrecision call has no effect.", UserWarning, stacklevel=2)
@@ -86,11 +94,15 @@ def set_float32_matmul_precision(precision: str) -> None:
 
 
 def get_float32_matmul_precision() -> str:
+    """torch.get_float32_matmul_precision: the precision set_float32_matmul_precision chose ('highest' by
+    default)."""
     return _backends.cuda.matmul._fp32_precision
 
 
 # ----- threads, warnings, denormals ---------------------------------------------------------------------
 def set_num_threads(num: int) -> None:
+    """torch.set_num_threads: the intra-op thread count torch reports back (a positive int); tritensor's host
+    work is not threaded, so nothing else changes."""
     if isinstance(num, bool) or not isinstance(num, int):
         raise TypeError(f"set_num_threads(): argument 'int' (position 1) must be int, not {type(num).__name__}")
     if num <= 0:
@@ -99,10 +111,12 @@ def set_num_threads(num: int) -> None:
 
 
 def get_num_threads() -> int:
+    """torch.get_num_threads: the count set_num_threads set (the CPUs this process may use by default)."""
     return _state["num_threads"]
 
 
 def set_num_interop_threads(num: int) -> None:
+    """torch.set_num_interop_threads: the inter-op thread count torch reports back (a positive int)."""
     if isinstance(num, bool) or not isinstance(num, int):
         raise TypeError(f"set_num_interop_threads(): argument 'int' (position 1) must be int, not "
                         f"{type(num).__name__}")
@@ -112,6 +126,7 @@ def set_num_interop_threads(num: int) -> None:
 
 
 def get_num_interop_threads() -> int:
+    """torch.get_num_interop_threads: the count set_num_interop_threads set."""
     return _state["num_interop_threads"]
 
 
@@ -124,6 +139,7 @@ def set_warn_always(b) -> None:
 
 
 def is_warn_always_enabled() -> bool:
+    """torch.is_warn_always_enabled: whether set_warn_always turned one-time warnings into every-time ones."""
     return _state["warn_always"]
 
 

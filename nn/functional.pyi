@@ -114,6 +114,7 @@ def binary_cross_entropy_with_logits(input, target, weight=..., size_average=...
 def conv2d(input, weight, bias=..., stride=..., padding=..., dilation=..., groups=...) -> Tensor: """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
 def conv_transpose2d(input, weight, bias=..., stride=..., padding=..., output_padding=..., groups=..., dilation=...) -> Tensor: """torch.nn.functional.conv_transpose2d over NCHW (or unbatched CHW) input; weight"""
 def cross_entropy(input, target, weight=..., size_average=..., ignore_index=..., reduce=..., reduction=..., label_smoothing=...) -> Any: """torch.nn.functional.cross_entropy with class-index targets: ``weight`` per class,"""
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=..., reduction=..., zero_infinity=...) -> Tensor: """torch.nn.functional.ctc_loss (see the module docstring)."""
 def embedding(input, weight, padding_idx=..., max_norm=..., norm_type=..., scale_grad_by_freq=..., sparse=...) -> Any: """``torch.nn.functional.embedding``: ``weight[input]``, shape ``input.shape + (embedding_dim,)``."""
 def flatten(input, start_dim=..., end_dim=...) -> Any: """``input.flatten(start_dim, end_dim)``. torch's F has no ``flatten`` (torch has ``torch.flatten``"""
 def kl_div(input, target, size_average=..., reduce=..., reduction=..., log_target=...) -> Any: """target * (log target - input) (input: log-probabilities), 0 where target == 0, as torch;"""

@@ -94,21 +94,28 @@ class UninitializedTensorMixin:
         return self
 
     def to(self, *args, **kwargs):
+        """Tensor.to for a placeholder: the dtype/device it will have changes, in place (Module.to keeps the
+        placeholder)."""
         return self._moved(Tensor.to(self, *args, **kwargs))
 
     def cuda(self, *args, **kwargs):
+        """Tensor.cuda for a placeholder: it will be made on the device, in place."""
         return self._moved(Tensor.cuda(self, *args, **kwargs))
 
     def cpu(self, *args, **kwargs):
+        """Tensor.cpu for a placeholder: it will be made in host memory, in place."""
         return self._moved(Tensor.cpu(self, *args, **kwargs))
 
     def half(self, *args, **kwargs):
+        """Tensor.half for a placeholder: it will be made in float16, in place."""
         return self._moved(Tensor.half(self, *args, **kwargs))
 
     def float(self, *args, **kwargs):
+        """Tensor.float for a placeholder: it will be made in float32, in place."""
         return self._moved(Tensor.float(self, *args, **kwargs))
 
     def double(self, *args, **kwargs):
+        """Tensor.double for a placeholder: it will be made in float64, in place."""
         return self._moved(Tensor.double(self, *args, **kwargs))
 
     def __repr__(self) -> str:

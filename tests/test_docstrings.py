@@ -1,7 +1,7 @@
 """Every public definition in the folders listed here says what it is for, in a docstring.
 
-A reader of nn, optim, amp, utils, elastic, serialization, distributions, ao, runtime, core (and
-the package-root modules beside them) should not have to read a body to learn what a public class, function or method
+A reader of nn, optim, amp, utils, elastic, serialization, distributions, ao, runtime, core,
+autograd (and the package-root modules beside them) should not have to read a body to learn what a public class, function or method
 is for, or where it differs from torch. The count is ``tools/docstring_count.py``'s (public: no
 leading underscore; methods of public classes), read from the source with ``ast``: nothing is
 imported, so this is quick. A name may go without a docstring only where it says it all:
@@ -20,13 +20,16 @@ _spec.loader.exec_module(docstring_count)
 # the folders (and root files) held to a full count; nn/parallel belongs with comm
 FOLDERS = ("nn", "optim", "amp", "utils", "elastic", "serialization", "distributions", "ao", "testing.py",
            "jit.py", "accelerator.py", "multiproc.py", "profiler.py", "futures.py", "run.py", "backends.py",
-           "runtime", "core")
+           "runtime", "core", "autograd")
 EXCLUDED = ("nn/parallel/",)
 
 # methods that need no docstring of their own, with why
 ALLOWED = {
     # what a layer computes is its class docstring; these are torch's Module hooks for it
     "forward", "extra_repr", "reset_parameters",
+    # torch.autograd.Function's protocol (documented on Function): each Function's class docstring
+    # says what its backward gives
+    "backward",
     # overrides of an API their base class documents (Module, Optimizer, LRScheduler)
     "state_dict", "load_state_dict", "get_lr", "step", "zero_grad",
 }

@@ -17,6 +17,8 @@ from ..function import BuiltinFunction
 
 
 class ScaledDotProductAttention(BuiltinFunction):
+    """Fused attention's derivative: forward keeps q, k, v, the output and its log-sum-exp; backward runs the
+    attention backward kernels for dq, dk, dv (and an additive mask's gradient)."""
     @staticmethod
     def forward(ctx, q, k, v, mask, plan):
         out, lse = _attn.forward(q, k, v, mask, plan)
@@ -35,6 +37,8 @@ class ScaledDotProductAttention(BuiltinFunction):
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
+    """The recorder of scaled_dot_product_attention: runs it as ScaledDotProductAttention, so autograd records
+    it (torch's scaled_dot_product_attention, with GQA and the causal and boolean or additive masks)."""
     q, k, v, mask, plan = _attn.prepare(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
     return ScaledDotProductAttention.apply(q, k, v, mask, plan).reshape(plan.out_shape)
 

@@ -10,6 +10,8 @@ from .conv import _first_order_only
 
 
 class BatchNorm(BuiltinFunction):
+    """batch_norm's derivative: forward keeps the input, weight and the batch statistics (or the running ones
+    in eval); backward runs the batch-norm backward kernel for input, weight and bias. First order only."""
     @staticmethod
     def forward(ctx, input, weight, bias, running_mean, running_var, training, momentum, eps):
         out, mean, rstd = _bn.native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum,

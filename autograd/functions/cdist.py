@@ -11,6 +11,8 @@ from ..function import BuiltinFunction
 
 
 class CdistBackward(BuiltinFunction):
+    """cdist's gradient as a recorded op, so a graph through it holds; its own derivative is not implemented,
+    as torch's _cdist_backward."""
     @staticmethod
     def forward(ctx, grad, x1, x2, dist, p):
         return _cd.cdist_backward(grad, x1, x2, p, dist)
@@ -21,6 +23,7 @@ class CdistBackward(BuiltinFunction):
 
 
 class Cdist(BuiltinFunction):
+    """cdist's derivative for the direct kernel: backward is CdistBackward of the saved inputs and distances."""
     @staticmethod
     def forward(ctx, x1, x2, p):
         out = _cd.cdist_kernel(x1, x2, p)
@@ -37,6 +40,8 @@ class Cdist(BuiltinFunction):
 
 
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """The recorder of cdist: runs it as Cdist, so autograd records it (torch's cdist; the matrix-product
+    form, taken for p = 2 over many rows, is recorded op by op instead)."""
     _cd._check(x1, x2, p, compute_mode)
     if _cd.uses_mm(x1, x2, p, compute_mode):
         return _cd.cdist(x1, x2, p, compute_mode)  # its ops are recorded one by one

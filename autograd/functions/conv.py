@@ -93,10 +93,13 @@ class ConvTranspose2d(BuiltinFunction):
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """The recorder of conv2d: runs it as Conv2d, so autograd records it (torch's conv2d)."""
     return Conv2d.apply(input, weight, bias, stride, padding, dilation, groups)
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """The recorder of conv_transpose2d: runs it as ConvTranspose2d, so autograd records it (torch's
+    conv_transpose2d)."""
     return ConvTranspose2d.apply(input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 

@@ -11,6 +11,7 @@ from ..grad_mode import no_grad
 
 
 class Clone(BuiltinFunction):
+    """clone's derivative: the gradient passes through unchanged."""
     @staticmethod
     def forward(ctx, x):
         return _copies.clone(x)
@@ -49,6 +50,7 @@ class CopyInto(BuiltinFunction):
 
 
 class Fill(BuiltinFunction):
+    """fill_'s derivative: the written tensor's old values get no gradient, nor does the value."""
     @staticmethod
     def forward(ctx, self, value):
         _copies.fill_(self, value)

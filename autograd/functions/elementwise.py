@@ -199,12 +199,16 @@ BINARY = functions_from_table(Binary, BINARY_FORMULAS, ("saves", "da", "db"))
 
 
 def unary(op: str, x, inplace=False):
+    """Record the unary elementwise op ``op`` on ``x`` through its table-made Function (in place when
+    ``inplace``, after torch's leaf and version checks)."""
     if inplace and isinstance(x, Tensor) and x._requires_grad:
         check_inplace(x)
     return UNARY[op].apply(x, inplace) if inplace else UNARY[op].apply(x)
 
 
 def binary(op: str, a, b, inplace=False, alpha=1):
+    """Record the binary elementwise op ``op`` on ``a`` and ``b`` through its table-made Function (in place
+    into ``a`` when ``inplace``)."""
     if inplace:
         if not isinstance(a, Tensor):
             raise TypeError(f"{op}_(): self must be a Tensor, got {type(a).__name__}")
@@ -215,6 +219,8 @@ def binary(op: str, a, b, inplace=False, alpha=1):
 
 # ----- where and clamp ---------------------------------------------------------------------
 class Where(BuiltinFunction):
+    """where's derivative: the gradient goes to ``input`` where the condition holds, to ``other`` where it
+    does not."""
     @staticmethod
     def forward(ctx, cond, x, y):
         ctx.save_for_backward(cond)
@@ -290,6 +296,8 @@ def _recorders(op, run, fn):
 
 
 def where(condition, input=None, other=None, *, out=None):
+    """The recorder of where: runs it as Where, so autograd records it (torch's where; where(condition) alone
+    gives coordinates and records nothing)."""
     _no_out("where", out)
     if input is None and other is None:  # where(condition): its nonzero coordinates, no gradient
         return _ew.where(condition)
@@ -297,6 +305,7 @@ def where(condition, input=None, other=None, *, out=None):
 
 
 def clamp_(input, min=None, max=None):
+    """The recorder of clamp_: runs it as Clamp in place, so autograd records it (torch's clamp_)."""
     check_inplace(input)
     return Clamp.apply(input, min, max, True)
 
@@ -318,6 +327,8 @@ class RoundedDiv(BuiltinFunction):
 
 
 def div(input, other, *, rounding_mode=None, out=None):
+    """The recorder of div: runs it as the table's div, or RoundedDiv with a rounding mode (zero gradient), so
+    autograd records it (torch's div)."""
     _no_out("div", out)
     if rounding_mode is None:
         return BINARY["div"].apply(input, other)
@@ -325,6 +336,7 @@ def div(input, other, *, rounding_mode=None, out=None):
 
 
 def div_(input, other, *, rounding_mode=None):
+    """The recorder of div_: runs it as div in place, so autograd records it (torch's div_)."""
     if rounding_mode is None:
         return binary("div", input, other, inplace=True)
     check_inplace(input)
@@ -351,11 +363,14 @@ class Polygamma(BuiltinFunction):
 
 
 def polygamma(n, input, *, out=None):
+    """The recorder of polygamma: runs it as Polygamma, so autograd records it (torch's polygamma: the
+    derivative is polygamma of order n + 1)."""
     _no_out("polygamma", out)
     return Polygamma.apply(n, input)
 
 
 def polygamma_(input, n):
+    """The recorder of polygamma_: runs it as Polygamma in place, so autograd records it (torch's polygamma_)."""
     check_inplace(input)
     return Polygamma.apply(n, input, True)
 
@@ -412,10 +427,12 @@ class _AddcOp(BuiltinFunction):
 
 
 class Addcmul(_AddcOp):
+    """addcmul's derivative (input + value * t1 * t2): g, value * g * t2 and value * g * t1."""
     op = "addcmul"
 
 
 class Addcdiv(_AddcOp):
+    """addcdiv's derivative (input + value * t1 / t2): g, value * g / t2 and -value * g * t1 / t2**2."""
     op = "addcdiv"
 
 

@@ -12,6 +12,8 @@ from .index import IndexAddIntoZeros, _zeros
 
 
 class Embedding(BuiltinFunction):
+    """embedding's derivative: the gradient rows are added into the looked-up weight rows (index_add), none
+    for padding_idx, divided by each row's count with scale_grad_by_freq."""
     @staticmethod
     def forward(ctx, input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq):
         out, flat = _emb.embedding_rows(input, weight, max_norm, norm_type)

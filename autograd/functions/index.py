@@ -25,6 +25,7 @@ def _zeros(shape, d, dev):
 
 
 class IndexSelect(BuiltinFunction):
+    """index_select's derivative: the gradient added into zeros at the selected positions (IndexAddIntoZeros)."""
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.shape, ctx.dim, ctx.index = x.shape, dim, index.reshape(-1)
@@ -36,6 +37,8 @@ class IndexSelect(BuiltinFunction):
 
 
 class IndexAddIntoZeros(BuiltinFunction):
+    """index_select's gradient as a recorded op (zeros with the gradient added at ``index``), so double
+    backward is an index_select again."""
     @staticmethod
     def forward(ctx, g, shape, dim, index):
         ctx.dim, ctx.index = dim, index
@@ -47,6 +50,7 @@ class IndexAddIntoZeros(BuiltinFunction):
 
 
 class Gather(BuiltinFunction):
+    """gather's derivative: the gradient scatter-added into zeros at ``index`` (ScatterAddIntoZeros)."""
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.shape, ctx.dim, ctx.index = x.shape, dim, index
@@ -58,6 +62,8 @@ class Gather(BuiltinFunction):
 
 
 class ScatterAddIntoZeros(BuiltinFunction):
+    """gather's gradient as a recorded op (zeros with the gradient scatter-added at ``index``), so double
+    backward is a gather again."""
     @staticmethod
     def forward(ctx, g, shape, dim, index):
         ctx.dim, ctx.index = dim, index
@@ -87,6 +93,8 @@ class AdvancedIndex(BuiltinFunction):
 
 
 class IndexPutAccumulateIntoZeros(BuiltinFunction):
+    """x[index]'s gradient as a recorded op: zeros with the gradient accumulated at the planned positions
+    (repeated indices add up), so double backward reads x[index] again."""
     @staticmethod
     def forward(ctx, g, shape, plan):
         ctx.plan = plan
@@ -167,20 +175,25 @@ def _pad_to(t, shape):
 
 
 def scatter_add_(input, dim, index, src):
+    """The recorder of scatter_add_: runs it as ScatterAdd in place, so autograd records it (torch's
+    scatter_add_)."""
     check_inplace(input)
     return ScatterAdd.apply(input, dim, index, src, True)
 
 
 def index_add_(input, dim, index, source, *, alpha=1):
+    """The recorder of index_add_: runs it as IndexAdd in place, so autograd records it (torch's index_add_)."""
     check_inplace(input)
     return IndexAdd.apply(input, dim, index, source, alpha, True)
 
 
 def index_select(input, dim, index):
+    """The recorder of index_select: runs it as IndexSelect, so autograd records it (torch's index_select)."""
     return IndexSelect.apply(input, dim, index)
 
 
 def gather(input, dim, index):
+    """The recorder of gather: runs it as Gather, so autograd records it (torch's gather)."""
     return Gather.apply(input, dim, index)
 
 

@@ -16,6 +16,8 @@ from ..function import BuiltinFunction
 
 
 class Cat(BuiltinFunction):
+    """cat's derivative: each input gets its slice of the gradient along the joined dim (legacy empty 1-D
+    inputs get none)."""
     @staticmethod
     def forward(ctx, dim, *tensors):
         out = _j.cat(list(tensors), dim)
@@ -37,10 +39,12 @@ class Cat(BuiltinFunction):
 
 
 def cat(tensors, dim=0):
+    """The recorder of cat: runs it as Cat, so autograd records it (torch's cat)."""
     return Cat.apply(dim, *_j._tensor_list(tensors, "cat"))  # the core entry's type errors first
 
 
 class Stack(BuiltinFunction):
+    """stack's derivative: each input gets its slice of the gradient along the new dim."""
     @staticmethod
     def forward(ctx, dim, *tensors):
         out = _j.stack(list(tensors), dim)
@@ -53,6 +57,7 @@ class Stack(BuiltinFunction):
 
 
 def stack(tensors, dim=0):
+    """The recorder of stack: runs it as Stack, so autograd records it (torch's stack)."""
     return Stack.apply(dim, *_j._tensor_list(tensors, "stack"))
 
 
@@ -61,15 +66,20 @@ def _atleast(t: Tensor, nd: int) -> Tensor:
 
 
 def hstack(tensors):
+    """The recorder of hstack: runs it as a Cat of the inputs made at least 1-D, so autograd records it
+    (torch's hstack)."""
     ts = [_atleast(t, 1) for t in _j._tensor_list(tensors, "hstack")]
     return cat(ts, _j.hstack_dim(ts))
 
 
 def vstack(tensors):
+    """The recorder of vstack: runs it as a Cat along dim 0 of the inputs made at least 2-D, so autograd
+    records it (torch's vstack)."""
     return cat([_atleast(t, 2) for t in _j._tensor_list(tensors, "vstack")], 0)
 
 
 class Flip(BuiltinFunction):
+    """flip's derivative: the gradient flipped back along the same dims."""
     @staticmethod
     def forward(ctx, x, *dims):
         ctx.dims = dims
@@ -81,6 +91,7 @@ class Flip(BuiltinFunction):
 
 
 class Roll(BuiltinFunction):
+    """roll's derivative: the gradient rolled back by the negated shifts."""
     @staticmethod
     def forward(ctx, x, shifts, dims=None):
         ctx.shifts, ctx.dims = shifts, dims
@@ -93,6 +104,7 @@ class Roll(BuiltinFunction):
 
 
 class Repeat(BuiltinFunction):
+    """repeat's (and tile's) derivative: the gradient summed over the repeats of each input element."""
     @staticmethod
     def forward(ctx, x, *sizes):
         out = _j.repeat(x, *sizes)
@@ -111,15 +123,19 @@ class Repeat(BuiltinFunction):
 
 
 def repeat(input, *sizes):
+    """The recorder of Tensor.repeat: runs it as Repeat, so autograd records it (torch's Tensor.repeat)."""
     return Repeat.apply(input, *sizes)
 
 
 def tile(input, dims):
+    """The recorder of tile: runs it as Repeat, so autograd records it (torch's tile, the dims padded with
+    leading ones)."""
     dims = _j._ints(dims, "dims", "tile")
     return Repeat.apply(input, (1,) * (input.ndim - len(dims)) + dims)
 
 
 class Triangle(BuiltinFunction):
+    """tril's and triu's derivative: the same triangle of the gradient."""
     @staticmethod
     def forward(ctx, x, diagonal=0, upper=False):
         ctx.k, ctx.upper = diagonal, upper
@@ -131,6 +147,8 @@ class Triangle(BuiltinFunction):
 
 
 class Diag(BuiltinFunction):
+    """diag's derivative: a vector's gradient is the diagonal of the matrix gradient; a matrix's is the vector
+    gradient placed on that diagonal (DiagScatter)."""
     @staticmethod
     def forward(ctx, x, diagonal=0):
         ctx.k, ctx.shape = diagonal, x.shape
@@ -161,6 +179,7 @@ class DiagScatter(BuiltinFunction):
 
 
 class Diagonal(BuiltinFunction):
+    """diagonal's derivative: the gradient placed on the same diagonal of zeros (DiagonalScatter)."""
     _is_view = True
 
     @staticmethod
@@ -206,11 +225,14 @@ class DiagEmbed(BuiltinFunction):
 
 
 def column_stack(tensors):
+    """The recorder of column_stack: runs it as a Cat along dim 1 of the inputs as columns, so autograd
+    records it (torch's column_stack; torch's checks first)."""
     _j.stack_columns(tensors)  # torch's checks and errors; the columns are made below as recorded reshapes
     return cat([t.reshape(-1, 1) if t.ndim <= 1 else t for t in tensors], 1)
 
 
 def movedim(input, source, destination):
+    """The recorder of movedim: runs it as a recorded permute, so autograd records it (torch's movedim)."""
     return input.permute(_j.movedim_perm(input.ndim, source, destination))
 
 

@@ -50,10 +50,13 @@ class LayerNorm(BuiltinFunction):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The recorder of layer_norm: runs it as LayerNorm, so autograd records it (torch's layer_norm)."""
     return LayerNorm.apply(input, normalized_shape, weight, bias, eps)
 
 
 def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """The recorder of native_layer_norm: runs it as LayerNorm, so autograd records it (torch's
+    native_layer_norm, which also returns the mean and rstd)."""
     return LayerNorm.apply(input, normalized_shape, weight, bias, eps, True)
 
 

@@ -12,6 +12,8 @@ from .conv import _first_order_only
 
 
 class CrossEntropy(BuiltinFunction):
+    """cross_entropy's derivative: softmax minus the (smoothed) target, weighted and scaled as the reduction
+    was, from the saved log-sum-exp. First order only."""
     @staticmethod
     def forward(ctx, input, target, reduction="mean", ignore_index=-100, weight=None, label_smoothing=0.0):
         out, saved, ctx.count, ctx.denom = _loss.cross_entropy_forward(input, target, reduction, ignore_index,
@@ -70,6 +72,8 @@ class BCEWithLogits(BuiltinFunction):
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
+    """The recorder of binary_cross_entropy_with_logits: runs it as BCEWithLogits, so autograd records it
+    (torch's binary_cross_entropy_with_logits; the checks first)."""
     _loss._no_legacy(size_average, reduce)
     _loss.check_bce_with_logits(input, target, weight, pos_weight, reduction)
     return BCEWithLogits.apply(input, target, weight, pos_weight, reduction)

@@ -12,6 +12,7 @@ from ..function import BuiltinFunction, check_inplace
 
 
 class Round(BuiltinFunction):
+    """round's derivative: zero everywhere (piecewise constant), as torch's."""
     @staticmethod
     def forward(ctx, x, decimals=0, inplace=False):
         if inplace:
@@ -25,6 +26,7 @@ class Round(BuiltinFunction):
 
 
 class NanToNum(BuiltinFunction):
+    """nan_to_num's derivative: the gradient where the input was finite, 0 where it was NaN or inf."""
     @staticmethod
     def forward(ctx, x, nan=0.0, posinf=None, neginf=None, inplace=False):
         ctx.save_for_backward(_m.isfinite(x))  # before an in-place form overwrites x
@@ -40,6 +42,7 @@ class NanToNum(BuiltinFunction):
 
 
 class Dot(BuiltinFunction):
+    """dot's derivative: g * other and g * input."""
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)

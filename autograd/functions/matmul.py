@@ -11,6 +11,8 @@ from ..function import BuiltinFunction
 
 
 class Matmul(BuiltinFunction):
+    """The matrix products' derivative (mm, bmm, and matmul's batched cases): g @ other^T and input^T @ g,
+    each only when needed."""
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a if ctx.needs_input_grad and ctx.needs_input_grad[1] else None,
@@ -26,6 +28,8 @@ class Matmul(BuiltinFunction):
 
 
 def matmul(input, other):
+    """The recorder of matmul: runs it as Matmul, so autograd records it (torch's matmul, 1-D operands
+    unsqueezed and the result squeezed, as recorded views)."""
     _mm._check_pair("matmul", input, other)
     if input.ndim == 0 or other.ndim == 0:
         return _mm.matmul(input, other)  # raises PyTorch's error
@@ -41,6 +45,8 @@ def matmul(input, other):
 
 
 def mm(input, mat2):
+    """The recorder of mm: runs it as Matmul, so autograd records it (torch's mm; the core entry's errors for
+    other than 2-D operands)."""
     if getattr(input, "_requires_grad", False) or getattr(mat2, "_requires_grad", False):
         if getattr(input, "ndim", 2) != 2 or getattr(mat2, "ndim", 2) != 2:
             return _mm.mm(input, mat2)  # raises PyTorch's error
@@ -49,6 +55,8 @@ def mm(input, mat2):
 
 
 def bmm(input, mat2):
+    """The recorder of bmm: runs it as Matmul, so autograd records it (torch's bmm; the core entry's errors
+    for other than 3-D operands)."""
     if getattr(input, "_requires_grad", False) or getattr(mat2, "_requires_grad", False):
         if getattr(input, "ndim", 3) != 3 or getattr(mat2, "ndim", 3) != 3:
             return _mm.bmm(input, mat2)
@@ -81,6 +89,7 @@ class Linear(BuiltinFunction):
 
 
 def linear(input, weight, bias=None):
+    """The recorder of linear: runs it as Linear, so autograd records it (torch's linear)."""
     return Linear.apply(input, weight, bias)
 
 

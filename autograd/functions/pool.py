@@ -10,6 +10,8 @@ from .conv import _first_order_only
 
 
 class MaxPool2d(BuiltinFunction):
+    """max_pool2d's derivative: each output's gradient goes to the input position its index names (the
+    max-pool backward kernel). First order only."""
     @staticmethod
     def forward(ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
         y, idx = _pool.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
@@ -29,6 +31,8 @@ class MaxPool2d(BuiltinFunction):
 
 
 class AvgPool2d(BuiltinFunction):
+    """avg_pool2d's derivative: each output's gradient spread evenly over its window (the avg-pool backward
+    kernel). First order only."""
     @staticmethod
     def forward(ctx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                 divisor_override=None):
@@ -43,15 +47,19 @@ class AvgPool2d(BuiltinFunction):
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """The recorder of max_pool2d: runs it as MaxPool2d, so autograd records it (torch's max_pool2d)."""
     return MaxPool2d.apply(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
 
 
 def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """The recorder of max_pool2d_with_indices: runs it as MaxPool2d, so autograd records it (torch's
+    max_pool2d_with_indices, returning the indices too)."""
     return MaxPool2d.apply(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
+    """The recorder of avg_pool2d: runs it as AvgPool2d, so autograd records it (torch's avg_pool2d)."""
     return AvgPool2d.apply(input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 

@@ -13,6 +13,8 @@ from ..function import BuiltinFunction, check_inplace
 
 
 class Fill(BuiltinFunction):
+    """The random in-place fills' derivative (normal_, uniform_, random_, bernoulli_): the overwritten values
+    get zero gradient."""
     @staticmethod
     def forward(ctx, x, fill, args, kwargs):
         fill(x, *args, **kwargs)

@@ -146,6 +146,7 @@ class MaxDim(BuiltinFunction):
 
 
 class MinDim(MaxDim):
+    """min(x, dim)'s derivative: the gradient goes to the returned index only (MaxDim's, for min)."""
     op = "min"
 
 
@@ -163,39 +164,54 @@ def _max_or_min(op, x, dim=None, keepdim=False, *, other=None):
 
 # The free functions / methods. Like torch's, these names shadow Python's builtins below here.
 def sum(input, dim=None, keepdim=False, *, dtype=None):
+    """The recorder of sum: runs it as the table's Reduction, so autograd records it (torch's sum)."""
     return REDUCTIONS["sum"].apply(input, dim, keepdim, dtype=dtype)
 
 
 def mean(input, dim=None, keepdim=False, *, dtype=None):
+    """The recorder of mean: runs it as the table's Reduction, so autograd records it (torch's mean)."""
     return REDUCTIONS["mean"].apply(input, dim, keepdim, dtype=dtype)
 
 
 def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """The recorder of prod: runs it as the table's Reduction, so autograd records it (torch's prod)."""
     return REDUCTIONS["prod"].apply(input, dim, keepdim, dtype=dtype)
 
 
 def amax(input, dim=(), keepdim=False):
+    """The recorder of amax: runs it as the table's Reduction, so autograd records it (torch's amax: the
+    gradient is shared evenly among tied maxima)."""
     return REDUCTIONS["amax"].apply(input, dim, keepdim)
 
 
 def amin(input, dim=(), keepdim=False):
+    """The recorder of amin: runs it as the table's Reduction, so autograd records it (torch's amin: the
+    gradient is shared evenly among tied minima)."""
     return REDUCTIONS["amin"].apply(input, dim, keepdim)
 
 
 def max(input, dim=None, keepdim=False, *, other=None):
+    """The recorder of max: runs it as a Reduction (no dim), MaxDim (dim) or maximum (other=), so autograd
+    records it (torch's max)."""
     return _max_or_min("max", input, dim, keepdim, other=other)
 
 
 def min(input, dim=None, keepdim=False, *, other=None):
+    """The recorder of min: runs it as a Reduction (no dim), MinDim (dim) or minimum (other=), so autograd
+    records it (torch's min)."""
     return _max_or_min("min", input, dim, keepdim, other=other)
 
 
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The recorder of var: runs it as the table's Reduction, so autograd records it (torch's var, with
+    correction or the legacy unbiased)."""
     dim, correction = _red._correction("var", dim, unbiased, correction)  # var(x, False): the legacy unbiased
     return REDUCTIONS["var"].apply(input, dim, keepdim, correction=correction)
 
 
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """The recorder of std: runs it as the table's Reduction, so autograd records it (torch's std, with
+    correction or the legacy unbiased)."""
     dim, correction = _red._correction("std", dim, unbiased, correction)
     return REDUCTIONS["std"].apply(input, dim, keepdim, correction=correction)
 

@@ -13,6 +13,8 @@ from ..function import BuiltinFunction, check_inplace
 
 
 class MaskedFill(BuiltinFunction):
+    """masked_fill's derivative: the gradient where the mask is False; a tensor value gets the sum of the
+    gradient where it is True."""
     @staticmethod
     def forward(ctx, x, mask, value, inplace=False):
         ctx.save_for_backward(mask)
@@ -31,6 +33,8 @@ class MaskedFill(BuiltinFunction):
 
 
 def masked_fill_(input, mask, value):
+    """The recorder of masked_fill_: runs it as MaskedFill in place, so autograd records it (torch's
+    masked_fill_)."""
     check_inplace(input)
     return MaskedFill.apply(input, mask, value, True)
 

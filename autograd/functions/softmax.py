@@ -36,10 +36,14 @@ SOFTMAXES = functions_from_table(SoftmaxFunction, SOFTMAX_FORMULAS, ("entry", "f
 
 
 def softmax(input, dim, dtype=None):
+    """The recorder of softmax: runs it as the table's softmax Function, so autograd records it (torch's
+    softmax)."""
     return SOFTMAXES["softmax"].apply(input, dim, dtype)
 
 
 def log_softmax(input, dim, dtype=None):
+    """The recorder of log_softmax: runs it as the table's log_softmax Function, so autograd records it
+    (torch's log_softmax)."""
     return SOFTMAXES["log_softmax"].apply(input, dim, dtype)
 
 

@@ -40,6 +40,7 @@ class _Pick(BuiltinFunction):
 
 
 class Sort(_Pick):
+    """sort's derivative: the values' gradient scattered back to the positions the indices name."""
     @staticmethod
     def forward(ctx, x, dim=-1, descending=False, stable=False):
         v, i = _sort.sort(x, dim, descending, stable=stable)
@@ -48,6 +49,8 @@ class Sort(_Pick):
 
 
 class TopK(_Pick):
+    """topk's derivative: the values' gradient scattered back to the positions the indices name (zero
+    elsewhere)."""
     @staticmethod
     def forward(ctx, x, k, dim=-1, largest=True, sorted=True):
         v, i = _sort.topk(x, k, dim, largest, sorted)
@@ -56,6 +59,7 @@ class TopK(_Pick):
 
 
 class KthValue(BuiltinFunction):
+    """kthvalue's derivative: the gradient goes to the position of the returned index only."""
     @staticmethod
     def forward(ctx, x, k, dim=-1, keepdim=False):
         v, i = _sort.kthvalue(x, k, dim, keepdim)

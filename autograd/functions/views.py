@@ -39,6 +39,8 @@ class _View(BuiltinFunction):
 
 
 class View(_View):
+    """view's derivative: the gradient reshaped back to the input's shape (for view, reshape, squeeze and
+    unsqueeze alike)."""
     method = "view"
 
     @staticmethod
@@ -47,18 +49,22 @@ class View(_View):
 
 
 class Reshape(View):
+    """reshape's derivative: View's (the gradient reshaped back)."""
     method = "reshape"
 
 
 class Squeeze(View):
+    """squeeze's derivative: View's (the gradient reshaped back)."""
     method = "squeeze"
 
 
 class Unsqueeze(View):
+    """unsqueeze's derivative: View's (the gradient reshaped back)."""
     method = "unsqueeze"
 
 
 class Transpose(_View):
+    """transpose's derivative: the gradient transposed back over the same two dims."""
     method = "transpose"
 
     @staticmethod
@@ -67,6 +73,7 @@ class Transpose(_View):
 
 
 class Permute(_View):
+    """permute's derivative: the gradient permuted by the inverse permutation."""
     method = "permute"
 
     @staticmethod
@@ -81,6 +88,7 @@ class Permute(_View):
 
 
 class Expand(_View):
+    """expand's derivative: the gradient summed over the expanded dims, back to the input's shape."""
     method = "expand"
 
     @staticmethod
@@ -97,14 +105,17 @@ class _Slice(_View):
 
 
 class Narrow(_Slice):
+    """narrow's derivative: the gradient in the narrowed range, zero elsewhere."""
     method = "narrow"
 
 
 class Select(_Slice):
+    """select's derivative: the gradient at the selected index, zero elsewhere."""
     method = "select"
 
 
 class Index(_Slice):
+    """basic indexing's (x[1, :, None]) derivative: the gradient at the indexed elements, zero elsewhere."""
     method = "getitem"
 
 

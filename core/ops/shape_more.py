@@ -194,6 +194,7 @@ def _relayout_(input, view, op: str):
 
 
 def t_(input) -> Tensor:
+    """``Tensor.t_``: t() in place (this tensor's own shape and strides change; a 2-D tensor is transposed)."""
     _check(input, "t_")
     if input.ndim > 2:
         raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
@@ -201,16 +202,19 @@ def t_(input) -> Tensor:
 
 
 def transpose_(input, dim0: int, dim1: int) -> Tensor:
+    """``Tensor.transpose_``: transpose(dim0, dim1) in place."""
     _check(input, "transpose_")
     return _relayout_(input, input.transpose(dim0, dim1), "transpose_")
 
 
 def squeeze_(input, dim=None) -> Tensor:
+    """``Tensor.squeeze_``: squeeze(dim) in place."""
     _check(input, "squeeze_")
     return _relayout_(input, input.squeeze() if dim is None else input.squeeze(dim), "squeeze_")
 
 
 def unsqueeze_(input, dim: int) -> Tensor:
+    """``Tensor.unsqueeze_``: unsqueeze(dim) in place."""
     _check(input, "unsqueeze_")
     return _relayout_(input, input.unsqueeze(dim), "unsqueeze_")
 

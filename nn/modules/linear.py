@@ -99,6 +99,8 @@ class LazyLinear(LazyModuleMixin, Linear):
             super().reset_parameters()
 
     def initialize_parameters(self, input) -> None:
+        """torch's LazyLinear.initialize_parameters: at the first call, in_features from the input's last dim;
+        the placeholders become the weight and bias, initialised as Linear's."""
         if self.has_uninitialized_params():
             with no_grad():
                 self.in_features = input.shape[-1]
