@@ -200,6 +200,18 @@ def check_inplace(t: Tensor) -> None:
 
 
 def _wrap_outputs(cls, node, args, out):
+    if cls._builtin and isinstance(out, Tensor) and not node._dirty and not node._non_diff:
+        # The common case, what the loop below does for it without building lists: one new
+        # output of one of tritensor's own forwards, nothing marked dirty or non-differentiable.
+        node._n_outputs = 1
+        node._output_meta = ((out._shape, out.dtype, out.device),)
+        if out.dtype.is_floating_point:
+            out.grad_fn, out._requires_grad = node, True
+            if out._base is not None and cls._is_view:
+                node._view_version = out._version
+        if node._to_save is not None:
+            node._pack_saved([out])
+        return out
     is_tuple = isinstance(out, tuple)
     outs = list(out) if is_tuple else [out]
     dirty, non_diff = node._dirty or (), node._non_diff or ()

@@ -82,10 +82,11 @@ def _prepare_out(out, shape, result: dt.dtype, dev, op: str):
 
 
 def _unalias(out, *xs):
-    """Inputs that partly overlap the output (x.add_(x.T)) are read from a copy first (only a
-    tensor over the output's own storage can: the common case is answered without a call)."""
+    """Inputs that partly overlap the output (x.add_(x.T)) are read from a copy first (only another
+    tensor over the output's own storage can: the common cases are answered without a call)."""
     st = out._storage
-    return [x.clone() if isinstance(x, TensorBase) and x._storage is st and _overlaps(out, x) else x for x in xs]
+    return [x.clone() if isinstance(x, TensorBase) and x._storage is st and x is not out and _overlaps(out, x) else x
+            for x in xs]
 
 
 def unary(op: str, x, out=None) -> Tensor:
