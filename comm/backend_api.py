@@ -126,12 +126,14 @@ class DistributedBackendOptions:
 
 @dataclass
 class AllreduceOptions:
+    """torch's c10d AllreduceOptions: the reduce op, and whether the call is asynchronous."""
     reduceOp: ReduceOp = ReduceOp.SUM
     asyncOp: bool = True
 
 
 @dataclass
 class BroadcastOptions:
+    """torch's c10d BroadcastOptions: the root rank (and tensor)."""
     rootRank: int = 0
     rootTensor: int = 0
     asyncOp: bool = True
@@ -139,6 +141,7 @@ class BroadcastOptions:
 
 @dataclass
 class ReduceOptions:
+    """torch's c10d ReduceOptions: the reduce op and the root rank (and tensor)."""
     reduceOp: ReduceOp = ReduceOp.SUM
     rootRank: int = 0
     rootTensor: int = 0
@@ -147,34 +150,40 @@ class ReduceOptions:
 
 @dataclass
 class AllgatherOptions:
+    """torch's c10d AllgatherOptions."""
     asyncOp: bool = True
 
 
 @dataclass
 class GatherOptions:
+    """torch's c10d GatherOptions: the root rank."""
     rootRank: int = 0
     asyncOp: bool = True
 
 
 @dataclass
 class ScatterOptions:
+    """torch's c10d ScatterOptions: the root rank."""
     rootRank: int = 0
     asyncOp: bool = True
 
 
 @dataclass
 class ReduceScatterOptions:
+    """torch's c10d ReduceScatterOptions: the reduce op."""
     reduceOp: ReduceOp = ReduceOp.SUM
     asyncOp: bool = True
 
 
 @dataclass
 class AllToAllOptions:
+    """torch's c10d AllToAllOptions."""
     asyncOp: bool = True
 
 
 @dataclass
 class BarrierOptions:
+    """torch's c10d BarrierOptions: the devices to synchronise (unused by a host backend)."""
     device_ids: list = field(default_factory=list)
     asyncOp: bool = True
 
@@ -191,9 +200,11 @@ class CommBackend:
     lists are gone from its Python API too)."""
 
     def rank(self) -> int:
+        """This process's rank in the group the backend serves."""
         raise NotImplementedError
 
     def size(self) -> int:
+        """The number of ranks in the group."""
         raise NotImplementedError
 
     def name(self) -> str:
@@ -205,12 +216,16 @@ class CommBackend:
 
     # collectives: tensors (and the lists of a rooted op) as torch's ProcessGroup takes them
     def allreduce(self, tensors: list, opts: AllreduceOptions):
+        """Reduce ``tensors[0]`` across the group in place with ``opts.reduceOp``; returns a Work."""
         self._unsupported("allreduce")
 
     def broadcast(self, tensors: list, opts: BroadcastOptions):
+        """Send ``tensors[0]`` of rank ``opts.rootRank`` into every rank's ``tensors[0]``; returns a Work."""
         self._unsupported("broadcast")
 
     def reduce(self, tensors: list, opts: ReduceOptions):
+        """Reduce ``tensors[0]`` of every rank into rank ``opts.rootRank``'s with ``opts.reduceOp``; returns a
+        Work."""
         self._unsupported("reduce")
 
     def allgather(self, output_tensors: list, input_tensors: list, opts: AllgatherOptions):
@@ -230,6 +245,8 @@ class CommBackend:
         self._unsupported("_reduce_scatter_base")
 
     def alltoall(self, output_tensors: list, input_tensors: list, opts: AllToAllOptions):
+        """Send ``input_tensors[i]`` to rank i and receive rank j's into ``output_tensors[j]``; returns a
+        Work."""
         self._unsupported("alltoall")
 
     def gather(self, output_tensors: list, input_tensors: list, opts: GatherOptions):
@@ -241,13 +258,16 @@ class CommBackend:
         self._unsupported("scatter")
 
     def barrier(self, opts: BarrierOptions):
+        """A Work that completes when every rank has called barrier."""
         self._unsupported("barrier")
 
     # point to point (always asynchronous: the caller waits on the Work)
     def send(self, tensors: list, dstRank: int, tag: int):
+        """Send ``tensors[0]`` to ``dstRank`` under ``tag``; returns a Work."""
         self._unsupported("send")
 
     def recv(self, tensors: list, srcRank: int, tag: int):
+        """Receive the next message from ``srcRank`` under ``tag`` into ``tensors[0]``; returns a Work."""
         self._unsupported("recv")
 
     def recv_anysource(self, tensors: list, tag: int):

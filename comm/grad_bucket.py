@@ -50,6 +50,7 @@ class GradBucket:
         return [self._buffer.narrow(0, off, p.numel()).view(*p.shape) for p, off in zip(self._params, self._offsets)]
 
     def parameters(self) -> list:
+        """torch's GradBucket.parameters: the parameters whose gradients this bucket holds, in order."""
         return list(self._params)
 
     def offsets(self) -> list:

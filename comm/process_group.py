@@ -36,6 +36,8 @@ class _NonMember:
 
 
 class GroupMember:
+    """torch.distributed.GroupMember: ``WORLD`` (the default group, once initialised) and ``NON_GROUP_MEMBER``
+    (what new_group gives a rank outside it)."""
     WORLD = None  # set to the default group on init_process_group
     NON_GROUP_MEMBER = _NonMember()
 
@@ -73,9 +75,11 @@ class ProcessGroup:
         self._backend = _create_backend(self.backend_name, store, prefix, rank, self.global_ranks, timeout, what)
 
     def rank(self) -> int:
+        """torch's ProcessGroup.rank: this process's rank in the group."""
         return self._rank
 
     def size(self) -> int:
+        """torch's ProcessGroup.size: the number of ranks in the group."""
         return self._size
 
     def name(self) -> str:
@@ -87,6 +91,7 @@ class ProcessGroup:
         return self._backend
 
     def destroy(self):
+        """Shut the group's backend down (destroy_process_group)."""
         self._backend.shutdown()
 
     def __repr__(self):
@@ -114,10 +119,12 @@ _state = _State()
 
 
 def is_available() -> bool:
+    """torch.distributed.is_available: True, tritensor is built with its distributed package."""
     return True
 
 
 def is_initialized() -> bool:
+    """torch.distributed.is_initialized: whether init_process_group has set up the default group."""
     return _state.default is not None
 
 
@@ -296,6 +303,8 @@ def get_rank(group=None) -> int:
 
 
 def get_world_size(group=None) -> int:
+    """torch.distributed.get_world_size: the number of ranks in ``group`` (the default one if None); -1 for a
+    rank outside it."""
     pg = _resolve(group, "get_world_size")
     return -1 if pg is None else pg.size()
 
@@ -309,11 +318,14 @@ def get_backend(group=None) -> Backend:
 
 
 def get_process_group_ranks(group) -> list:
+    """torch.distributed.get_process_group_ranks: the global ranks of ``group``, in group-rank order."""
     pg = _resolve(group, "get_process_group_ranks")
     return [] if pg is None else list(pg.global_ranks)
 
 
 def get_global_rank(group, group_rank: int) -> int:
+    """torch.distributed.get_global_rank: the global rank of ``group``'s rank ``group_rank``; ValueError when
+    it has none."""
     pg = _resolve(group, "get_global_rank")
     if pg is None or not 0 <= group_rank < pg.size():
         raise ValueError(f"group_rank: {group_rank} is not a rank of {pg}")
@@ -321,6 +333,8 @@ def get_global_rank(group, group_rank: int) -> int:
 
 
 def get_group_rank(group, global_rank: int) -> int:
+    """torch.distributed.get_group_rank: ``global_rank``'s rank in ``group``; ValueError when it is not a
+    member."""
     pg = _resolve(group, "get_group_rank")
     if pg is None or global_rank not in pg.global_ranks:
         raise ValueError(f"global_rank: {global_rank} is not in {pg}")

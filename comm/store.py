@@ -119,47 +119,59 @@ class PrefixStore(Store):
 
     @property
     def underlying_store(self) -> Store:
+        """torch's PrefixStore.underlying_store: the store the prefixed keys live in."""
         return self._store
 
     def _k(self, key) -> str:
         return f"{self._prefix}/{_key(key).decode('utf-8')}"
 
     def set(self, key, value) -> None:
+        """Store.set under the prefix."""
         self._store.set(self._k(key), value)
 
     def get(self, key) -> bytes:
+        """Store.get under the prefix (waits for the key)."""
         return self._store.get(self._k(key))
 
     def add(self, key, amount: int) -> int:
+        """Store.add under the prefix: the counter after adding ``amount``."""
         return self._store.add(self._k(key), amount)
 
     def compare_set(self, key, expected_value, desired_value) -> bytes:
+        """Store.compare_set under the prefix."""
         return self._store.compare_set(self._k(key), expected_value, desired_value)
 
     def wait(self, keys, timeout=None) -> None:
+        """Store.wait for the prefixed keys."""
         if isinstance(keys, (str, bytes)):
             raise TypeError("keys: expected a list of str")
         self._store.wait([self._k(k) for k in keys], timeout)
 
     def check(self, keys) -> bool:
+        """Store.check: whether all the prefixed keys exist."""
         if isinstance(keys, (str, bytes)):
             raise TypeError("keys: expected a list of str")
         return self._store.check([self._k(k) for k in keys])
 
     def delete_key(self, key) -> bool:
+        """Store.delete_key under the prefix: whether it existed."""
         return self._store.delete_key(self._k(key))
 
     def multi_get(self, keys) -> list:
+        """Store.multi_get of the prefixed keys."""
         return self._store.multi_get([self._k(k) for k in keys])
 
     def multi_set(self, keys, values) -> None:
+        """Store.multi_set of the prefixed keys."""
         self._store.multi_set([self._k(k) for k in keys], values)
 
     def num_keys(self) -> int:
+        """Store.num_keys of the underlying store (as torch's PrefixStore counts)."""
         return self._store.num_keys()
 
     @property
     def timeout(self):
+        """The underlying store's timeout."""
         return self._store.timeout
 
     def __repr__(self):
@@ -261,17 +273,21 @@ class TCPStore(Store):
     # -- properties as in torch ----------------------------------------------------
     @property
     def host(self) -> str:
+        """torch's TCPStore.host: the server's host name."""
         return self._host
 
     @property
     def port(self) -> int:
+        """torch's TCPStore.port: the server's port."""
         return self._port
 
     @property
     def timeout(self) -> timedelta:
+        """torch's TCPStore.timeout: how long get and wait wait for a key."""
         return timedelta(seconds=self._timeout)
 
     def set_timeout(self, timeout) -> None:
+        """torch's Store.set_timeout: the wait limit for later calls."""
         self._timeout = _seconds(timeout)
 
     # -- connection ------------------------------------------------------------------
@@ -387,17 +403,22 @@ class TCPStore(Store):
 
     # -- the torch.distributed.Store API --------------------------------------------
     def set(self, key: str, value) -> None:
+        """torch's Store.set: ``value`` (str or bytes) under ``key``, waking waiters."""
         self._call(SET, [_key(key), _value(value)])
 
     def get(self, key: str) -> bytes:
+        """torch's Store.get: the value of ``key``, waiting up to the timeout for it to be set."""
         return self._wait_keys([_key(key)], self._timeout, GET)[0]
 
     def add(self, key: str, amount: int) -> int:
+        """torch's Store.add: add ``amount`` to the counter ``key`` (0 if unset) and return the new value."""
         if isinstance(amount, bool) or not isinstance(amount, int):
             raise TypeError(f"amount: expected int, got {type(amount).__name__}")
         return int(self._call(ADD, [_key(key), str(amount).encode()])[0])
 
     def compare_set(self, key: str, expected_value, desired_value) -> bytes:
+        """torch's Store.compare_set: set ``desired_value`` if ``key`` holds ``expected_value`` (torch's rule for
+        a missing key); the value it holds after."""
         return self._call(CAS, [_key(key), _value(expected_value, "expected_value"),
                                 _value(desired_value, "desired_value")])[0]
 
@@ -414,6 +435,8 @@ class TCPStore(Store):
                           connect_timeout=timeout)[0] == b"1"
 
     def wait(self, keys, timeout=None) -> None:
+        """torch's Store.wait: block until every key is set, or raise after ``timeout`` (the store's by
+        default)."""
         if isinstance(keys, (str, bytes)):
             raise TypeError("keys: expected a list of str")
         t = self._timeout if timeout is None else _seconds(timeout)
@@ -422,21 +445,26 @@ class TCPStore(Store):
             self._wait_keys(ks, t)
 
     def check(self, keys) -> bool:
+        """torch's Store.check: whether every key is set (no waiting)."""
         if isinstance(keys, (str, bytes)):
             raise TypeError("keys: expected a list of str")
         return self._call(CHECK, [_key(k, "keys") for k in keys])[0] == b"1"
 
     def delete_key(self, key: str) -> bool:
+        """torch's Store.delete_key: remove ``key``; whether it existed."""
         return self._call(DELETE, [_key(key)])[0] == b"1"
 
     def num_keys(self) -> int:
+        """torch's Store.num_keys: the number of keys set."""
         return int(self._call(NUM_KEYS, [])[0])
 
     def multi_get(self, keys) -> list[bytes]:
+        """torch's Store.multi_get: the values of ``keys``, waiting for all of them."""
         ks = [_key(k, "keys") for k in keys]
         return self._wait_keys(ks, self._timeout, MULTI_GET) if ks else []
 
     def multi_set(self, keys, values) -> None:
+        """torch's Store.multi_set: set each key to its value in one call."""
         keys, values = list(keys), list(values)
         if len(keys) != len(values):
             raise ValueError(f"multi_set: got {len(keys)} keys but {len(values)} values")

@@ -44,12 +44,15 @@ class Work:
 
     # torch.distributed.Work API ----------------------------------------------------
     def is_completed(self) -> bool:
+        """torch's Work.is_completed: whether the operation has finished, successfully or not."""
         return self._done
 
     def is_success(self) -> bool:
+        """torch's Work.is_success: whether it finished without error."""
         return self._done and self._exc is None
 
     def exception(self):
+        """torch's Work.exception: the error it failed with, or None."""
         return self._exc
 
     def wait(self, timeout=None) -> bool:
@@ -68,6 +71,7 @@ class Work:
         return True
 
     def get_future(self) -> Future:
+        """torch's Work.get_future: a Future completed with the result when the operation is."""
         return self._future
 
     def _source_rank(self) -> int:
@@ -80,6 +84,7 @@ class Work:
         return self._source
 
     def result(self):
+        """torch's Work.result: wait, then the output tensors."""
         self.wait()
         return self._result
 
@@ -112,6 +117,7 @@ class WorkTracker:
         self._notify: list[Work] = []
 
     def new(self, engine, what: str, timeout: float, result=None) -> Work:
+        """A new Work for ``what`` with a deadline ``timeout`` seconds from now, tracked until it completes."""
         w = Work(engine, self, what, time.monotonic() + timeout, result)
         self.open.add(w)
         return w
@@ -126,6 +132,7 @@ class WorkTracker:
             work._finish()
 
     def completed(self, work: Work) -> None:
+        """Stop tracking ``work``, drop its hold on the caller's tensors, and queue its notifications."""
         work._keep = None  # done or failed: nothing reads the caller's tensors any more
         self.open.discard(work)
         self._notify.append(work)
@@ -149,6 +156,8 @@ class WorkTracker:
                 self.completed(w)
 
     def earliest_deadline(self, default: float) -> float:
+        """The nearest deadline of an unfinished Work (``default`` when none): when the I/O thread must next
+        wake."""
         return min((w.deadline for w in self.open if not w._done), default=default)
 
     def any_what(self) -> str:
@@ -158,6 +167,7 @@ class WorkTracker:
         return ""
 
     def take_completed(self) -> list[Work]:
+        """The Works completed since the last call, their notifications delivered outside the lock."""
         done, self._notify = self._notify, []
         return done
 

@@ -1,7 +1,7 @@
 """Every public definition in the folders listed here says what it is for, in a docstring.
 
 A reader of nn, optim, amp, utils, elastic, serialization, distributions, ao, runtime, core,
-autograd (and the package-root modules beside them) should not have to read a body to learn what a public class, function or method
+autograd, comm (and the package-root modules beside them) should not have to read a body to learn what a public class, function or method
 is for, or where it differs from torch. The count is ``tools/docstring_count.py``'s (public: no
 leading underscore; methods of public classes), read from the source with ``ast``: nothing is
 imported, so this is quick. A name may go without a docstring only where it says it all:
@@ -17,11 +17,11 @@ _spec = importlib.util.spec_from_file_location("docstring_count", ROOT / "tools"
 docstring_count = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(docstring_count)
 
-# the folders (and root files) held to a full count; nn/parallel belongs with comm
+# the folders (and root files) held to a full count; nn/parallel, which belongs with comm, is held with it
 FOLDERS = ("nn", "optim", "amp", "utils", "elastic", "serialization", "distributions", "ao", "testing.py",
            "jit.py", "accelerator.py", "multiproc.py", "profiler.py", "futures.py", "run.py", "backends.py",
-           "runtime", "core", "autograd")
-EXCLUDED = ("nn/parallel/",)
+           "runtime", "core", "autograd", "comm")
+EXCLUDED = ()
 
 # methods that need no docstring of their own, with why
 ALLOWED = {

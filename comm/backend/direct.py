@@ -137,6 +137,7 @@ def barrier(o: Plan):
 
 
 def send(o: Plan, peer: int, tag: int, buf):
+    """Queue the whole of ``buf`` to ``peer`` under ``tag`` on plan ``o``."""
     o.send(peer, tag, buf.flat)
 
 

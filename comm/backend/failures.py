@@ -175,6 +175,7 @@ class FailureState:
 
     @property
     def reports(self) -> bool:
+        """Whether a failure is reported to the group's store (an engine with a store; tests run without)."""
         return self._report_failure is not None
 
     def record(self, exc: BaseException, deadline: float | None) -> bool:
@@ -187,11 +188,14 @@ class FailureState:
         return True
 
     def check_usable(self, what: str) -> None:
+        """Raise the engine's first error again, naming ``what``, once the group has failed: a failed group
+        refuses later collectives, as torch's do."""
         if self.error is not None:
             raise type(self.error)(f"{what}: the process group is unusable after an earlier failure: {self.error}")
 
     @property
     def report_due(self) -> bool:
+        """Whether a recorded failure still waits to be reported to the store."""
         return self._report is not None
 
     def report(self, lock) -> None:

@@ -58,6 +58,8 @@ _U32 = struct.Struct("!I")
 
 
 def encode_frame(opcode: int, fields=(), status: int = 0) -> bytes:
+    """A control frame: the header (magic, version, ``opcode``, ``status``, body length) and the encoded
+    ``fields``."""
     body = encode_fields(fields)
     return FRAME.pack(FRAME_MAGIC, FRAME_VERSION, opcode, status, len(body)) + body
 
@@ -116,6 +118,8 @@ ROOT_MASK = 0xFFFF  # the root field holds the global rank modulo 2**16
 
 def pack_data_header(op: int, dtype: int, redop: int, tag: int, seq: int, total: int, nbytes: int,
                      root: int = 0) -> bytes:
+    """The header of a data message: which collective (``op``), dtype, reduce op, root, tag, sequence number,
+    total and payload sizes, checked by the receiver against what it expects."""
     return DATA.pack(DATA_MAGIC, DATA_VERSION, op, dtype, redop, root & ROOT_MASK, tag, seq & 0xFFFFFFFF, total,
                      nbytes)
 

@@ -175,6 +175,7 @@ class Gate:
             pass
 
     def close(self):
+        """Drop every connection still waiting to be authenticated and close the selector."""
         for pc in list(self.pending.values()):
             self._drop(pc)
         self.sel.close()
@@ -182,6 +183,8 @@ class Gate:
         self._wake_w.close()
 
     def summary(self) -> str:
+        """What the gate turned away (too many waiting to authenticate, failed authentication or not a peer),
+        for the error a caller sees."""
         parts = []
         if self.crowded:
             parts.append(f"{self.crowded} connection(s) were turned away because too many were waiting to "

@@ -20,6 +20,8 @@ HDR = DATA.size  # bytes of a data header
 
 
 class SendRequest:
+    """One queued send to a peer: its header and payload buffers, the Work it belongs to, whether it may start
+    yet and what runs when it is sent."""
     __slots__ = ("bufs", "ready", "work", "on_done", "nbytes", "started")
 
     def __init__(self, header: bytes, payload: memoryview | None, work, ready, on_done):
@@ -33,6 +35,7 @@ class SendRequest:
         self.started = False  # some bytes are on the wire: nothing may be injected before the rest
 
     def advance(self, n: int) -> None:
+        """Mark ``n`` more bytes as written by the socket, dropping buffers sent in full."""
         self.started = True
         bufs = self.bufs
         while n:
@@ -46,6 +49,8 @@ class SendRequest:
 
 
 class RecvRequest:
+    """One expected message from a peer: the header it must carry, where its payload goes, the Work it belongs
+    to and what runs when it has arrived."""
     __slots__ = ("expect", "hdr", "hview", "hpos", "target", "tpos", "tlen", "work", "on_done", "order", "p2p")
 
     def __init__(self, expect: bytes, target: memoryview | None, work, on_done, order: int = 0, p2p: bool = False):
@@ -83,6 +88,7 @@ class AnyRecvRequest:
         self.order = order
 
     def describe(self) -> str:
+        """The expected message in words, for a timeout's error (recv from any rank)."""
         h = DATA.unpack(self.expect)
         return f"a message ({h[8]} x {DTYPE_NAMES.get(h[3], h[3])}, tag {self.tag}) from any rank"
 
@@ -113,4 +119,5 @@ class Peer:
         self.shpos = 0
 
     def name(self) -> str:
+        """The peer as errors name it: its global rank and address."""
         return f"rank {self.grank} ({self.addr})"

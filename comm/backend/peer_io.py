@@ -69,6 +69,8 @@ class PeerIO:
 
     # -- posting ------------------------------------------------------------------------
     def send(self, work, peer: int, header: bytes, payload=None, ready=True, on_done=None) -> SendRequest:
+        """Queue ``header`` and ``payload`` to ``peer`` for ``work`` (held back until ``ready``); the I/O
+        thread writes it."""
         p = self.peers[peer]
         req = SendRequest(header, payload, work, ready, on_done)
         work._pending += 1
@@ -76,6 +78,8 @@ class PeerIO:
         return req
 
     def recv(self, work, peer: int, expect: bytes, target=None, on_done=None, p2p=False) -> RecvRequest:
+        """Expect a message with ``expect``'s header from ``peer`` for ``work``, its payload read into
+        ``target``; matched in posting order."""
         p = self.peers[peer]
         self._order += 1
         req = RecvRequest(expect, target, work, on_done, self._order, p2p)
@@ -407,6 +411,7 @@ class PeerIO:
             self.close_all()
 
     def close_all(self):
+        """Close the socket of every peer."""
         for p in self.peers.values():
             if p.sock is not None:
                 self._close(p)
@@ -436,6 +441,7 @@ class PeerIO:
         p.sock = None
 
     def close_wake_pipe(self):
+        """Close the pipe that wakes the I/O thread, once it has stopped."""
         fds = (self._wake_r, self._wake_w)
         self._wake_w = -1
         for fd in fds:

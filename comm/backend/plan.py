@@ -52,15 +52,18 @@ class Plan:
         self._scratch: list = []
 
     def hdr(self, tag, nbytes, total=None):
+        """This collective's data header for a message under ``tag`` of ``nbytes`` bytes."""
         return pack_data_header(self.opcode, self.dt, self.redop, tag, self.seq,
                                 self.total if total is None else total, nbytes, self.root)
 
     def send(self, peer, tag, arr=None, ready=True, on_done=None, total=None):
+        """Queue ``arr`` (or an empty message) to ``peer`` under ``tag`` for this collective."""
         payload = as_bytes(arr) if arr is not None else None
         nbytes = 0 if payload is None else payload.nbytes
         return self.eng.send(self.work, peer, self.hdr(tag, nbytes, total), payload, ready, on_done)
 
     def recv(self, peer, tag, arr=None, on_done=None, total=None, p2p=False):
+        """Expect a message from ``peer`` under ``tag`` for this collective, its payload read into ``arr``."""
         target = as_bytes(arr) if arr is not None else None
         nbytes = 0 if target is None else target.nbytes
         return self.eng.recv(self.work, peer, self.hdr(tag, nbytes, total), target, on_done, p2p)
@@ -70,6 +73,8 @@ class Plan:
         return self.eng.recv_any(self.work, self.hdr(tag, arr.nbytes), as_bytes(arr))
 
     def then(self, fn):
+        """Run ``fn`` when the collective's messages are all done, before its Work completes (a copy back,
+        say)."""
         self.work._finalizers.append(fn)
 
     def scratch(self, n: int, dtype) -> np.ndarray:
@@ -92,6 +97,7 @@ class Plan:
         self._scratch = []
 
     def peers(self):
+        """Every rank of the group but this one."""
         return [q for q in range(self.n) if q != self.r]
 
 
@@ -121,12 +127,14 @@ class Confirm:
         self.sends = [o.send(q, CONFIRM, ready=(data_recvs == 0)) for q in o.peers()]
 
     def one_done(self):
+        """Count one local transfer done; when all are, confirm to the peers that sent to this rank."""
         self.left -= 1
         if self.left == 0:
             for c in self.sends:
                 c.ready = True
 
     def post_recvs(self):
+        """Expect every peer's confirmation."""
         for q in self.o.peers():
             self.o.recv(q, CONFIRM)
 

@@ -123,13 +123,17 @@ class HostBuffer:
 
     @property
     def numel(self) -> int:
+        """The number of elements of the host copy."""
         return self.flat.size
 
     @property
     def dtype(self):
+        """The NumPy dtype of the host copy."""
         return self.flat.dtype
 
     def writeback(self):
+        """Copy the host buffer back into the caller's tensor (a device tensor, or one not contiguous), when
+        the collective wrote it."""
         if self._writeback is not None:
             self._writeback()
 
@@ -175,6 +179,8 @@ class SegmentStager:
         self.thread = threading.Thread(target=self._run, name="tritensor-comm-stager", daemon=True)
 
     def start(self):
+        """Start copying the device tensor to host memory, segment by segment in the ring's order of need, on
+        a side stream."""
         self.thread.start()
 
     def _run(self):
@@ -200,6 +206,8 @@ class SegmentStager:
                 f"{self.o.work.what}: copying the CUDA tensor to host memory failed: {type(e).__name__}: {e}"))
 
     def waiter(self, s):
+        """A function that waits until segment ``s`` is in host memory (the collective's deadline bounds the
+        wait)."""
         def wait():
             if not self.events[s].wait(max(0.0, self.o.work.deadline - time.monotonic())):
                 raise DistBackendError(f"{self.o.work.what}: timed out copying the CUDA tensor to host memory")

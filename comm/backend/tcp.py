@@ -93,19 +93,25 @@ class TCPBackend(CommBackend):
                              group_desc=prefix.strip("/"))
 
     def rank(self) -> int:
+        """This process's rank in the group."""
         return self._rank
 
     def size(self) -> int:
+        """The number of ranks in the group."""
         return self._size
 
     def name(self) -> str:
+        """'tcp': the name the backend is registered under."""
         return "tcp"
 
     def next_seq(self) -> int:
+        """The next collective's sequence number: every rank numbers its collectives alike, and headers carry
+        it so a mismatch is caught."""
         self._seq += 1
         return self._seq
 
     def next_p2p(self, table: dict, peer: int) -> int:
+        """The next sequence number of point-to-point messages with ``peer`` in ``table`` (sends or receives)."""
         table[peer] = table.get(peer, 0) + 1
         return table[peer]
 
@@ -141,6 +147,7 @@ class TCPBackend(CommBackend):
         return None if first == mine else first
 
     def shutdown(self):
+        """Stop the engine: close the sockets and end its thread (destroy_process_group)."""
         self.engine.shutdown()
 
     def _run(self, build, async_op):
@@ -165,6 +172,8 @@ class TCPBackend(CommBackend):
     # ------------------------------------------------------------------------ all_reduce
 
     def allreduce(self, tensors, opts):
+        """CommBackend.allreduce over sockets: direct exchange for small tensors, a ring for large ones; a
+        device tensor staged through host memory, summed in the policy's accumulator."""
         tensor = tensors[0]
         buf = HostBuffer(tensor, "tensor", write=True, defer=True)
         op = opts.reduceOp
@@ -182,6 +191,7 @@ class TCPBackend(CommBackend):
     # ------------------------------------------------------------------- rooted collectives
 
     def broadcast(self, tensors, opts):
+        """CommBackend.broadcast: the root's tensor sent to every rank."""
         tensor, root = tensors[0], opts.rootRank
         buf = HostBuffer(tensor, "tensor", write=self._rank != root)
 
@@ -193,6 +203,7 @@ class TCPBackend(CommBackend):
         return self._run(build, opts.asyncOp)
 
     def reduce(self, tensors, opts):
+        """CommBackend.reduce: every rank's tensor reduced into the root's."""
         tensor, root, op = tensors[0], opts.rootRank, opts.reduceOp
         buf = HostBuffer(tensor, "tensor", write=self._rank == root)
 
@@ -204,6 +215,7 @@ class TCPBackend(CommBackend):
         return self._run(build, opts.asyncOp)
 
     def gather(self, output_tensors, input_tensors, opts):
+        """CommBackend.gather: every rank's tensor into the root's gather_list."""
         root = opts.rootRank
         buf = HostBuffer(input_tensors[0], "tensor", write=False)
         gather_list = output_tensors[0] if output_tensors else None
@@ -218,6 +230,7 @@ class TCPBackend(CommBackend):
         return self._run(build, opts.asyncOp)
 
     def scatter(self, output_tensors, input_tensors, opts):
+        """CommBackend.scatter: the root's scatter_list, one tensor to each rank."""
         root, tensor = opts.rootRank, output_tensors[0]
         buf = HostBuffer(tensor, "tensor", write=True)
         ins = None if not input_tensors else [HostBuffer(t, f"scatter_list[{i}]", write=False)
@@ -247,6 +260,7 @@ class TCPBackend(CommBackend):
         return build
 
     def allgather(self, output_tensors, input_tensors, opts):
+        """CommBackend.allgather: every rank's tensor into every rank's tensor_list."""
         tensor_list = output_tensors[0]
         buf = HostBuffer(input_tensors[0], "tensor", write=False)
         outs = [HostBuffer(t, f"tensor_list[{i}]", write=True) for i, t in enumerate(tensor_list)]
@@ -276,6 +290,7 @@ class TCPBackend(CommBackend):
         return build
 
     def reduce_scatter(self, output_tensors, input_tensors, opts):
+        """CommBackend.reduce_scatter: input_list[i] of every rank reduced into rank i's output."""
         output = output_tensors[0]
         out = HostBuffer(output, "output", write=True)
         ins = [HostBuffer(t, f"input_list[{i}]", write=False) for i, t in enumerate(input_tensors[0])]
@@ -292,6 +307,7 @@ class TCPBackend(CommBackend):
         return self._run(build, opts.asyncOp)
 
     def alltoall(self, output_tensors, input_tensors, opts):
+        """CommBackend.alltoall: input i of every rank to rank i, output j from rank j."""
         outs = [HostBuffer(t, f"output_tensor_list[{i}]", write=True) for i, t in enumerate(output_tensors)]
         ins = [HostBuffer(t, f"input_tensor_list[{i}]", write=False) for i, t in enumerate(input_tensors)]
 
@@ -303,6 +319,7 @@ class TCPBackend(CommBackend):
         return self._run(build, opts.asyncOp)
 
     def barrier(self, opts):
+        """CommBackend.barrier: completes when every rank has reached it."""
         def build():
             o = Plan(self, BARRIER, "barrier", np.dtype(np.uint8), 0)
             direct.barrier(o)
@@ -327,9 +344,11 @@ class TCPBackend(CommBackend):
         return self._run(build, True)
 
     def recv(self, tensors, srcRank, tag):
+        """CommBackend.recv: the next message from ``srcRank`` under ``tag`` into the tensor."""
         return self._recv(tensors[0], srcRank, tag)
 
     def recv_anysource(self, tensors, tag):
+        """CommBackend.recv_anysource: the next message under ``tag`` from whichever rank sends first."""
         return self._recv(tensors[0], None, tag)
 
     def _recv(self, tensor, peer, tag):

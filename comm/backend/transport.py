@@ -70,18 +70,24 @@ class Engine:
 
     # -- posting (caller holds the lock: use `with engine.posting():`) ----------------
     def posting(self):
+        """A context in which a collective posts its sends and receives; the I/O thread starts on them when it
+        ends."""
         return _Posting(self)
 
     def new_work(self, what: str, timeout: float, result=None) -> Work:
+        """A Work for a new operation ``what`` with ``timeout`` seconds; refused once the group has failed or
+        been destroyed."""
         self.failures.check_usable(what)
         if self._closed:
             raise DistBackendError(f"{what}: the process group has been destroyed")
         return self.works.new(self, what, timeout, result)
 
     def send(self, work: Work, peer: int, header: bytes, payload=None, ready=True, on_done=None):
+        """Queue a message to ``peer`` for ``work`` (PeerIO.send)."""
         return self.io.send(work, peer, header, payload, ready, on_done)
 
     def recv(self, work: Work, peer: int, expect: bytes, target=None, on_done=None, p2p=False):
+        """Expect a message from ``peer`` for ``work`` (PeerIO.recv)."""
         return self.io.recv(work, peer, expect, target, on_done, p2p)
 
     def recv_any(self, work: Work, expect: bytes, target=None, on_done=None):
@@ -89,6 +95,7 @@ class Engine:
         return self.io.recv_any(work, expect, target, on_done)
 
     def finish_posting(self, work: Work, async_op: bool):
+        """After posting: complete a Work with nothing to transfer at once; a blocking call waits for it here."""
         if work._pending == 0 and not work._done:
             work._finish()
         if async_op and not work._done:
@@ -118,6 +125,8 @@ class Engine:
 
     # -- waiting and driving -------------------------------------------------------------
     def wait(self, work: Work, deadline: float):
+        """Block until ``work`` is done or ``deadline`` (monotonic) passes, then deliver the completion
+        notifications."""
         with self._cond:
             self._wait_locked(work, deadline)
         self._flush_notifications()

@@ -140,6 +140,8 @@ class Agent(Responder):
         self.by_name = {w.name: w for w in self.workers}
 
     def worker(self, to) -> WorkerInfo:
+        """torch's get_worker_info for ``to``: a WorkerInfo, a worker name or an id, resolved to its
+        WorkerInfo."""
         if isinstance(to, WorkerInfo):
             to = to.id
         if isinstance(to, str):
@@ -297,6 +299,8 @@ class Agent(Responder):
             log.warning("%s: could not answer worker %s: %s", self.name, dst, e)
 
     def call(self, dst, msg, timeout) -> Future:
+        """Send ``msg`` to worker ``dst`` and return a Future of its answer (failed with a timeout error after
+        ``timeout`` seconds)."""
         msg_id = next(self._ids)
         name = self.workers[dst].name
         fut = Future(name=f"rpc to '{name}'")
@@ -314,9 +318,12 @@ class Agent(Responder):
         return fut
 
     def fetch(self, owner, rref_id, timeout) -> Future:
+        """A Future of the value of RRef ``rref_id`` held by ``owner`` (what to_here asks)."""
         return self.call(owner, ("fetch", rref_id), timeout)
 
     def remote(self, dst, fn, args, kwargs) -> RRef:
+        """torch's rpc.remote: run ``fn(*args, **kwargs)`` on ``dst`` and return an RRef to its result at
+        once."""
         if dst == self.rank:
             rref_id = self.ctx.create_pending_owner()
             handle = RRef._handle(self, rref_id, dst, None)
@@ -408,10 +415,12 @@ class Agent(Responder):
                 f"(timeout {timeout:g} s)"))
 
     def outstanding(self) -> int:
+        """The number of calls still waiting for an answer."""
         with self._pending_lock:
             return len(self._pending)
 
     def close(self):
+        """Stop the agent: wake its threads to end and close its listener and links."""
         self._closing = True
         self._wake.set()
         self._gate.wake()

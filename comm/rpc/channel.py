@@ -40,6 +40,8 @@ DEFERRABLE = frozenset({"REMOTE_RET", "RREF_CHILD_ACCEPT", "RREF_USER_DELETE"})
 
 
 class ControlChannel:
+    """RRef control messages between workers, delivered at least once: each is resent with backoff until
+    acknowledged, and handled idempotently by the receiver."""
     def __init__(self, me: int, transmit, clock, handler=None, injector=None, *, base_delay: float = 0.05,
                  max_delay: float = 1.0, max_attempts: int = 30, recorder=None, transmit_later=None):
         self.me = me

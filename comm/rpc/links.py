@@ -61,6 +61,7 @@ class Links:
         self._connecting = [threading.Lock() for _ in workers]  # one connect at a time per peer
 
     def who(self, dst) -> str:
+        """Worker ``dst`` as errors name it: its name, id, host and port."""
         host, port = self.addrs[dst]
         return f"worker '{self.workers[dst].name}' (id {dst}) at {host}:{port}"
 
@@ -119,6 +120,7 @@ class Links:
         return True
 
     def close(self):
+        """Close every outgoing connection."""
         with self._lock:
             for sock, _ in self.out.values():
                 sock.close()

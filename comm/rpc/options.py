@@ -17,6 +17,8 @@ class WorkerInfo:
 
 
 class BackendType(enum.Enum):
+    """torch.distributed.rpc.BackendType: TENSORPIPE, the one backend (here tritensor's authenticated
+    sockets)."""
     TENSORPIPE = "TENSORPIPE"  # the only backend: tritensor's authenticated sockets
 
 

@@ -56,6 +56,7 @@ class RRef:
 
     # -- identity --------------------------------------------------------------------
     def is_owner(self) -> bool:
+        """torch's RRef.is_owner: whether this worker holds the value."""
         return self._rec is None
 
     def owner(self):
@@ -63,6 +64,7 @@ class RRef:
         return self._agent.workers[self._owner]
 
     def owner_name(self) -> str:
+        """torch's RRef.owner_name: the name of the worker that holds the value."""
         return self._agent.workers[self._owner].name
 
     def confirmed_by_owner(self) -> bool:
@@ -92,12 +94,16 @@ class RRef:
 
     # -- proxies ---------------------------------------------------------------------
     def rpc_sync(self, timeout=_UNSET):
+        """torch's RRef.rpc_sync: a proxy whose method calls run on the owner, on the value, and return their
+        results."""
         return _Proxy(self, "rpc_sync", timeout)
 
     def rpc_async(self, timeout=_UNSET):
+        """torch's RRef.rpc_async: a proxy whose method calls run on the owner and return Futures."""
         return _Proxy(self, "rpc_async", timeout)
 
     def remote(self, timeout=_UNSET):
+        """torch's RRef.remote: a proxy whose method calls run on the owner and return RRefs to the results."""
         return _Proxy(self, "remote", timeout)
 
 

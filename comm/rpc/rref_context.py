@@ -75,6 +75,8 @@ def creation_site() -> str:
 
 
 class OwnerRecord:
+    """An owner's bookkeeping for one RRef: the Future of its value, how many local references it has, and
+    where it was made (for leak reports)."""
     __slots__ = ("rref_id", "future", "local_refs", "site")
 
     def __init__(self, rref_id, site):
@@ -85,6 +87,8 @@ class OwnerRecord:
 
 
 class UserRecord:
+    """A user's bookkeeping for one RRef fork: its owner, whether the owner has confirmed it, the forks made
+    from it, and whether its delete has been sent."""
     __slots__ = ("rref_id", "fork_id", "owner", "confirmed", "alive", "children", "delete_sent", "site",
                  "confirmation")
 
@@ -103,6 +107,8 @@ class UserRecord:
 
 
 class RRefContext:
+    """A worker's RRef reference counting, torch's protocol: owners keep a value while confirmed users hold
+    forks; forks, confirmations and deletes travel as control messages."""
     def __init__(self, me: int, channel, on_owner_deleted=None):
         self.me = me
         self.channel = channel
@@ -123,6 +129,7 @@ class RRefContext:
 
     # -- helpers ---------------------------------------------------------------------
     def new_id(self):
+        """A new (worker id, local counter) id, unique in the group."""
         return (self.me, next(self._ids))
 
     def _send(self, dst, mtype, payload, on_ack=None):
@@ -363,6 +370,8 @@ class RRefContext:
 
     # -- introspection and shutdown --------------------------------------------------
     def info(self) -> dict:
+        """torch's _rref_context_get_debug_info: counts of owner and user RRefs, forks, pending users and forks, and
+        unacknowledged control messages."""
         with self._lock:
             return {
                 "num_owner_rrefs": len(self.owners),

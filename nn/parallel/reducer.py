@@ -127,6 +127,8 @@ class Reducer:
 
     # -- one iteration ---------------------------------------------------------------------
     def check_previous_finished(self):
+        """Before a forward: torch's error naming the parameters that got no gradient when the last backward
+        reduced only some of them (pass find_unused_parameters=True when some take no part in the loss)."""
         if self.expect_hooks and self.ready:  # some gradients of the last forward arrived, not all
             missing = [self.names[i] for i in range(len(self.params)) if i not in self.ready]
             raise RuntimeError(

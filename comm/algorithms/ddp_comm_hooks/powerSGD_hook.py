@@ -146,6 +146,8 @@ class PowerSGDState:
             setattr(self, slot, value)
 
     def maybe_increase_iter(self, bucket):
+        """Count a training step when the last bucket of the step comes through (torch's
+        PowerSGDState.maybe_increase_iter), logging when compression starts."""
         if bucket.is_last():
             self.iter += 1
         if self.iter == self.start_powerSGD_iter:
