@@ -440,3 +440,17 @@ def test_the_policy_copy_finder_finds_each_form():
     assert len(list(_policy_copies(TREES[POLICY]))) == 3
     # a pending module that no longer holds a copy leaves the list (it only shrinks)
     assert [name for name in POLICY_PENDING if not list(_policy_copies(TREES[name]))] == []
+
+
+# What core/tensor.py's Tensor class may write out besides Python's protocol (dunders): host
+# interop, which is no op. Every composite method (flatten, split, half ...) lives in its family's
+# module in core/ops/ and reaches Tensor through the op table's COMPOSITE_METHODS.
+TENSOR_HOST_INTEROP = {"numpy", "item", "tolist"}
+
+
+def test_composites_live_in_their_family_modules():
+    """No core/composites.py, and the Tensor class writes out no composite of its own."""
+    assert ("core", "composites") not in MODULES
+    tensor = next(n for n in TREES[("core", "tensor")].body if isinstance(n, ast.ClassDef) and n.name == "Tensor")
+    own = {n.name for n in tensor.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")}
+    assert own <= TENSOR_HOST_INTEROP, f"composites written in core/tensor.py: {sorted(own - TENSOR_HOST_INTEROP)}"
