@@ -179,10 +179,19 @@ class TensorBase:
         return self._storage, self._offset, self._shape, self._stride, self.dtype
 
     def _view(self, shape, stride, offset=None):
-        """A tensor of this one's class over the same storage (and version counter)."""
+        """A tensor of the result class over the same storage (and version counter), made as
+        ``_empty`` makes one: ``__init__``'s assignments without its call (every view op comes here)."""
         base = self._base if self._base is not None else self
-        return TensorBase._result_class(self._storage, shape, stride, self._offset if offset is None else offset,
-                                        self.dtype, base)
+        offset = self._offset if offset is None else offset
+        storage = self._storage
+        t = _new_tensor(TensorBase._result_class)
+        t._storage, t._shape = storage, shape if type(shape) is Size else Size(shape)
+        t._stride = stride if type(stride) is tuple else tuple(stride)
+        t._offset = offset if type(offset) is int else int(offset)
+        t.dtype, t.device, t._base, t._version_counter = self.dtype, storage.device, base, base._version_counter
+        t._autograd_meta = t.grad = t.grad_fn = t._hooks = t._post_acc_hooks = None
+        t._requires_grad, t._inference = False, inference_state.enabled
+        return t
 
     # ----- autograd flags (the engine is tritensor/autograd) ---------------------------------
     @property
