@@ -5,8 +5,8 @@ What a tensor *is* (storage, shape, strides, offset, dtype, version counter) liv
 operator is generated from the op table (``core/ops/table.py``) when the class is created, as
 ``dispatch.call(op, self, ...)`` (``core/dispatch.py``: autocast -> autograd -> core -> kernel);
 nothing rebinds them later. The composite methods the table lists (flatten, split, cuda(), half()
-...: ``COMPOSITE_METHODS``, written in their family's module in ``core/ops/``) join them in the
-same mixin. What is written out below is no op: Python's protocol (len, iter, bool, int, hash,
+...: ``COMPOSITE_METHODS``, written in their family's module in ``core/ops/``) are a second mixin,
+made the same way. What is written out below is no op: Python's protocol (len, iter, bool, int, hash,
 pickling) and host interop (numpy, item, tolist, repr, DLPack).
 """
 from __future__ import annotations
@@ -80,26 +80,28 @@ def _op_methods(ops) -> dict:
     return out
 
 
-def _methods() -> dict:
-    """The op methods and operators, and the composite methods, by attribute name (no name twice)."""
-    ops = _op_methods(table.OPS)
-    both = ops.keys() & table.COMPOSITE_METHODS.keys()
+def _composites(op_methods: dict) -> dict:
+    """The composite methods the table lists, checked against the op methods: no name is both."""
+    both = op_methods.keys() & table.COMPOSITE_METHODS.keys()
     if both:
         raise TypeError(f"Tensor methods declared both as an op and as a composite: {sorted(both)}")
-    return {**ops, **table.COMPOSITE_METHODS}
+    return dict(table.COMPOSITE_METHODS)
 
 
-# The generated methods, as a mixin class Tensor derives from (made once, here; never changed).
+# The generated methods, as mixin classes Tensor derives from (made once, here; never changed).
+_OP_METHODS = _op_methods(table.OPS)
 TensorOps = type("TensorOps", (), {"__slots__": (), "__module__": __name__, "__doc__":
-                                   "Tensor's op methods and operators, generated from core/ops/table.py, "
-                                   "and the composite methods it lists.",
-                                   **_methods()})
+                                   "Tensor's op methods and operators, generated from core/ops/table.py.",
+                                   **_OP_METHODS})
+TensorComposites = type("TensorComposites", (), {"__slots__": (), "__module__": __name__, "__doc__":
+                                                 "Tensor's composite methods, as core/ops/table.py lists them.",
+                                                 **_composites(_OP_METHODS)})
 
 
-class Tensor(TensorOps, TensorBase, results=True):
+class Tensor(TensorComposites, TensorOps, TensorBase, results=True):
     """torch.Tensor: a typed, strided view of a storage on one device. What it is lives in TensorBase; its op
-    methods and operators, and the composite methods, come from the op table (TensorOps); written here are
-    Python's protocol and host interop."""
+    methods and operators (TensorOps) and its composite methods (TensorComposites) come from the op table;
+    written here are Python's protocol and host interop."""
     __slots__ = ()
 
     # ----- autograd API (answered by the autograd layer; see core/dispatch.py) ------------------

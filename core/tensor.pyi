@@ -564,6 +564,7 @@ class Tensor:
     def xlogy(self, other, *, out=...) -> Tensor: """Elementwise ``xlogy`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def xlogy_(self, other) -> Tensor: """In-place elementwise ``xlogy``."""
     def zero_(self) -> 'Tensor': """``Tensor.zero_``: fill with 0 in place (a dispatched fill_, so recorded and version-bumped)."""
+class TensorComposites: ...
 class TensorOps: ...
 annotations: Any
 contiguous_format: memory_format

@@ -353,7 +353,7 @@ def test_tensor_attributes_are_all_defined_in_core():
     its bases) was defined by a module of tritensor.core."""
     variant = os.environ.get("TRITENSOR_TEST_DEVICE", "cpu").strip().lower()
     test_only = {"numpy"} if variant == "cuda" else set()  # the device-tensor variant's read-back (conftest.py)
-    for cls in (Tensor, TensorOps, TensorBase):
+    for cls in Tensor.__mro__[:-1]:  # Tensor and its mixins (op methods, composites) and base
         for name, attr in vars(cls).items():
             if cls is Tensor and name in test_only:
                 continue
