@@ -378,12 +378,9 @@ def test_the_test_process_holds_one_copy_of_the_library():
 
 # ----- the dtype policy has one home ---------------------------------------------------------
 POLICY = ("runtime", "dtype_policy")
-# The kernels another change is rewriting now: their accumulator rules move to the policy with it.
-POLICY_PENDING = {
-    # A tl.dtype constexpr costs matmul one Python call per launch (the direct launcher's key hashes
-    # it in Python), over tests/test_host_cost.py's pin; it moves when that key hashes dtypes natively.
-    ("triton_kernels", "matmul"): "the accumulator as a constexpr costs a Python call per launch",
-}
+# The kernels another change is rewriting now: their accumulator rules move to the policy with it
+# (none today: matmul's launch site holds its accumulator, hashed once, since launches go through sites).
+POLICY_PENDING: dict = {}
 
 
 def _dtype_const(node):

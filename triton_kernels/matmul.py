@@ -25,7 +25,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..runtime.launch import launch
+from ..runtime.dtype_policy import float_compute
+from ..runtime.launch import Site, launch
 from . import matmul_splitk, matmul_tma
 from ._common import (INTERPRET, apply_epilogue, cdiv, collapse, dot_over_k, grouped_tile, input_precision,
                       needs_int64)
@@ -74,12 +75,9 @@ MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y; programs stride over larger bat
 @triton.jit
 def _matmul_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, M, N, K, n_batch, batch_shape, sab, sbb, scb,
                    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_bias,
-                   INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
+                   ACC: tl.constexpr, INPUT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, HAS_BIAS: tl.constexpr,
                    ACTIVATION: tl.constexpr, NBATCH: tl.constexpr, INT64: tl.constexpr,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    # The policy's float_compute, read from the pointer here: passed as a constexpr it would be one more
-    # Python call per launch (the direct launcher's key hashes a tl.dtype in Python), over matmul's pin.
-    ACC: tl.constexpr = tl.float64 if a_ptr.dtype.element_ty == tl.float64 else tl.float32
     pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -158,13 +156,28 @@ def matmul(out, a, b, bias=None, activation=None, allow_tf32: bool = False) -> N
         if len(_geometries) > _GEOMETRIES_KEPT:
             _geometries.clear()
     n_batch, bshape, sab, sbb, scb, sa, sb, so, int64 = geometry
-    meta = dict(INTERPRET_CONFIG) if INTERPRET else {}
+    # The launch site (kernel and constexprs, ``runtime/launch.py: Site``) of these options: the
+    # accumulator (the dtype policy's float_compute, a tl.dtype) is hashed once, when the site is made.
+    skey = (a.dtype, input_precision(a.dtype.name, allow_tf32), bias is not None, activation, len(bshape), int64)
+    site = _sites.get(skey)
+    if site is None:
+        site = _site(*skey)
 
     def grid(META):
         return (cdiv(M, META["BLOCK_M"]) * cdiv(N, META["BLOCK_N"]), min(n_batch, MAX_GRID_Y))
 
-    launch(_matmul_kernel, grid, a, b, out, bias if bias is not None else out, M, N, K, n_batch,
+    launch(site, grid, a, b, out, bias if bias is not None else out, M, N, K, n_batch,
            bshape, sab, sbb, scb, sa[0], sa[1], sb[0], sb[1], so[0], so[1],
-           bias.stride(0) if bias is not None else 0,
-           INPUT_PRECISION=input_precision(a.dtype.name, allow_tf32), UPCAST=INTERPRET,
-           HAS_BIAS=bias is not None, ACTIVATION=activation, NBATCH=len(bshape), INT64=int64, **meta)
+           bias.stride(0) if bias is not None else 0)
+
+
+_sites: dict = {}  # (dtype, input precision, has bias, activation, batch dims, int64) -> Site
+
+
+def _site(d, precision, has_bias, activation, nbatch, int64) -> Site:
+    meta = dict(INTERPRET_CONFIG) if INTERPRET else {}
+    site = _sites[(d, precision, has_bias, activation, nbatch, int64)] = Site(
+        _matmul_kernel, ACC=getattr(tl, float_compute(d).name), INPUT_PRECISION=precision, UPCAST=INTERPRET,
+        HAS_BIAS=has_bias, ACTIVATION=activation, NBATCH=nbatch, INT64=int64, **meta)
+    return site
+
