@@ -274,21 +274,26 @@ def test_shape_more_gradcheck():
         lambda a: tt.put(a, idx, a[0].reshape(2, 2), accumulate=True), lambda a: tt.diagflat(a[:, :2]),
         lambda a: tt.block_diag(a, a[0]), lambda a: tt.vander(a[0], 3), lambda a: tt.combinations(a[0], 2),
         lambda a: a.clone().tril_(), lambda a: (a * 1).triu_(1), lambda a: tt.select_scatter(a, a[0] * 3, 0, 1),
-        lambda a: tt.slice_scatter(a, a[:, :2], 1, 2, 4), lambda a: tt.diagonal_copy(a, -1),
-        lambda a: tt.expand_copy(a[:1], (3, 4)), lambda a: tt.permute_copy(a, (1, 0)),
-        lambda a: tt.select_copy(a, 0, 1), lambda a: tt.slice_copy(a, 1, 0, 4, 3), lambda a: tt.squeeze_copy(a[:1]),
-        lambda a: tt.t_copy(a), lambda a: tt.transpose_copy(a, 1, 0), lambda a: tt.unbind_copy(a)[1],
-        lambda a: tt.unfold_copy(a, 1, 2, 1), lambda a: tt.unsqueeze_copy(a, 0), lambda a: tt.alias_copy(a),
-        lambda a: a.narrow_copy(1, 2, 2),
-        lambda a: tt.split_copy(a, 3, 1)[1], lambda a: tt.split_with_sizes(a, [1, 3], 1)[1],
-        lambda a: tt.split_with_sizes_copy(a, [1, 1])[0], lambda a: a.unsafe_split(3, 1)[0],
-        lambda a: tt.unsafe_chunk(a, 2)[1], lambda a: tt.unsafe_split_with_sizes(a, [2, 2], 1)[0],
-        lambda a: a.sum_to_size(1, 4)]
+        lambda a: tt.slice_scatter(a, a[:, :2], 1, 2, 4),
+        # the copy forms and the splits, as one function of many outputs (views and copies: one check)
+        lambda a: (tt.diagonal_copy(a, -1), tt.expand_copy(a[:1], (3, 4)), tt.permute_copy(a, (1, 0)),
+                   tt.select_copy(a, 0, 1), tt.slice_copy(a, 1, 0, 4, 3), tt.squeeze_copy(a[:1]), tt.t_copy(a),
+                   tt.transpose_copy(a, 1, 0), tt.unbind_copy(a)[1], tt.unfold_copy(a, 1, 2, 1),
+                   tt.unsqueeze_copy(a, 0), tt.alias_copy(a), a.narrow_copy(1, 2, 2)),
+        lambda a: (tt.split_copy(a, 3, 1)[1], tt.split_with_sizes(a, [1, 3], 1)[1],
+                   tt.split_with_sizes_copy(a, [1, 1])[0], a.unsafe_split(3, 1)[0], tt.unsafe_chunk(a, 2)[1],
+                   tt.unsafe_split_with_sizes(a, [2, 2], 1)[0], a.sum_to_size(1, 4))]
+    # fast mode (random projections v^T J u, as torch's): the many composites in one test stay cheap
     for f in fns:
-        assert tt.autograd.gradcheck(f, (x,))
+        assert tt.autograd.gradcheck(f, (x,), fast_mode=True)
     assert not tt.detach_copy(x).requires_grad and tt.detach_copy(x).grad_fn is None
     for f in strided:
-        assert tt.autograd.gradcheck(f, (nc,))
-    assert tt.autograd.gradcheck(lambda a, b: tt.block_diag(a, b), (x, v))
-    assert tt.autograd.gradcheck(lambda a, b: tt.dstack([a, b]), (v, v))
-    assert tt.autograd.gradcheck(lambda a, b: tt.put(a, idx.reshape(-1)[:3], b), (x, v))
+        assert tt.autograd.gradcheck(f, (nc,), fast_mode=True)
+    assert tt.autograd.gradcheck(lambda a, b: tt.block_diag(a, b), (x, v), fast_mode=True)
+    assert tt.autograd.gradcheck(lambda a, b: tt.dstack([a, b]), (v, v), fast_mode=True)
+    assert tt.autograd.gradcheck(lambda a, b: tt.put(a, idx.reshape(-1)[:3], b), (x, v), fast_mode=True)
+    # twice differentiable: the placements are index_put_/index_copy_ on a tensor of their own
+    assert tt.autograd.gradgradcheck(lambda a: tt.vander(a, 4), (v,), fast_mode=True)
+    assert tt.autograd.gradgradcheck(lambda a: tt.diagonal_scatter(a, a[0, :2] * a[1, :2], 1), (x,), fast_mode=True)
+    assert tt.autograd.gradgradcheck(lambda a, b: tt.block_diag(a * a, b), (x[:1, :2].detach().requires_grad_(), v),
+                                     fast_mode=True)

@@ -85,10 +85,22 @@ def _tensors(tensors, op: str) -> list:
     return list(tensors)
 
 
+def _arange(start: int, stop: int, like, step: int = 1):
+    """An int64 index ramp on ``like``'s device (a few host-made numbers: it depends on sizes alone)."""
+    return host_tensor(np.arange(start, stop, step, dtype=np.int64), like.device)
+
+
+def _place(out, index: tuple, src) -> None:
+    """``out[index] = src`` through ``index_put_`` on ``out`` itself, never on a view of it: autograd
+    records it as one in-place op of its own (double backward included), which a copy_ into a
+    narrowed view, recorded through the view's base, does not give twice differentiated."""
+    if src.numel():
+        out.index_put_(index, src)
+
+
 def _joined(tensors, dim: int, op: str):
-    """``cat(tensors, dim)`` written as copies into the narrowed views of one new tensor, as torch's
-    own block_diag is: each copy_ is dispatched, so autograd records it (and the result's dtype is
-    the tensors' promoted dtype, as cat's)."""
+    """``cat(tensors, dim)`` for this module's stacks (cat, a function only, is not reachable from a
+    core entry): each tensor placed in one new tensor of their promoted dtype, as cat's result."""
     result = tensors[0].dtype
     for t in tensors[1:]:
         result = dt.promote_types(result, t.dtype)
@@ -96,17 +108,19 @@ def _joined(tensors, dim: int, op: str):
             raise RuntimeError(f"{op}(): expected all tensors to be on the same device, but found at least two "
                                f"devices, {tensors[0].device} and {t.device}!")
     shape = list(tensors[0].shape)
-    for t in tensors[1:]:
-        if t.ndim != len(shape) or any(a != b for i, (a, b) in enumerate(zip(t.shape, shape)) if i != dim):
+    for k, t in enumerate(tensors[1:], 1):
+        bad = [i for i in range(len(shape)) if i != dim and t.shape[i] != shape[i]]
+        if bad:
             raise RuntimeError(f"Sizes of tensors must match except in dimension {dim}. Expected size "
-                               f"{shape[1 - dim if dim < 2 else 0]} but got size {list(t.shape)} for a tensor "
-                               "in the list.")
+                               f"{shape[bad[0]]} but got size {t.shape[bad[0]]} for tensor number {k} in the list.")
     shape[dim] = sum(t.shape[dim] for t in tensors)
-    out = tensors[0].new_empty(shape, dtype=result)
+    out = tensors[0].new_zeros(shape, dtype=result)
     at = 0
     for t in tensors:
-        out.narrow(dim, at, t.shape[dim]).copy_(t)
-        at += t.shape[dim]
+        k = t.shape[dim]
+        if k and t.numel():
+            out.index_copy_(dim, _arange(at, at + k, t), t.to(result))
+        at += k
     return out
 
 
@@ -254,11 +268,21 @@ def put_(input, index, source, accumulate: bool = False) -> Tensor:
         raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
                            f"self.dtype = {_torch_name(input.dtype)} and source.dtype = {_torch_name(source.dtype)}")
     flat = _flat_index(input, index, "put_")
-    if input.is_contiguous():
-        input.view(-1).index_put_((flat,), source.reshape(-1), accumulate)
-    else:  # strided: write the flat copy back, element (i) of the flat order is element (i) of input
-        input.copy_(input.reshape(-1).index_put((flat,), source.reshape(-1), accumulate).view(input.shape))
+    if input.ndim == 0:  # one element: its flat index is 0
+        input.copy_(input.reshape(1).index_put((flat,), source.reshape(-1), accumulate).reshape(()))
+        return input
+    # the flat indices as coordinates, so the write is one index_put_ on input through its strides
+    input.index_put_(_coordinates(flat, tuple(input.shape)), source.reshape(-1), accumulate)
     return input
+
+
+def _coordinates(flat, shape: tuple) -> tuple:
+    """The non-negative flat indices ``flat`` as one coordinate tensor per dim of ``shape``."""
+    coords = []
+    for s in reversed(shape):
+        coords.append(flat.remainder(s))
+        flat = flat.floor_divide(s)
+    return tuple(reversed(coords))
 
 
 def put(input, index, source, accumulate: bool = False) -> Tensor:
@@ -296,8 +320,9 @@ def block_diag(*tensors) -> Tensor:
     out = blocks[0].new_zeros((rows, cols), dtype=result)
     r = c = 0
     for b in blocks:
-        out.narrow(0, r, b.shape[0]).narrow(1, c, b.shape[1]).copy_(b)
-        r, c = r + b.shape[0], c + b.shape[1]
+        h, w = b.shape
+        _place(out, (_arange(r, r + h, b).reshape(h, 1), _arange(c, c + w, b).reshape(1, w)), b.to(result))
+        r, c = r + h, c + w
     return out
 
 
@@ -369,34 +394,62 @@ def unravel_index(indices, shape) -> tuple:
 
 
 # ----- scatters into a view -------------------------------------------------------------------------
-def _scatter_into_view(input, src, view_of, op: str):
-    _check(input, op)
+def _check_slice(input, src, view, op: str) -> None:
+    """``src`` must have the shape of the part of ``input`` it replaces (``view``, only read for
+    its shape: the write is an ``index_copy_``/``index_put_`` of a copy of input, see _place)."""
     _check(src, op, "src")
-    out = input.clone()
-    view = view_of(out)
     if tuple(view.shape) != tuple(src.shape):
         raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
                            f"slice size = {list(view.shape)}")
-    view.copy_(src)
-    return out
 
 
 def select_scatter(input, src, dim: int, index: int) -> Tensor:
     """A copy of ``input`` with ``src`` written at ``index`` of ``dim``."""
-    return _scatter_into_view(input, src, lambda o: o.select(dim, index), "select_scatter")
+    _check(input, "select_scatter")
+    _check_slice(input, src, input.select(dim, index), "select_scatter")
+    d = normalize_dim(dim, input.ndim)
+    out = input.clone()
+    i = index + input.shape[d] if index < 0 else index
+    out.index_copy_(d, _arange(i, i + 1, input), src.unsqueeze(d))
+    return out
 
 
 def slice_scatter(input, src, dim: int = 0, start=None, end=None, step: int = 1) -> Tensor:
     """A copy of ``input`` with ``src`` written into ``[start:end:step]`` of ``dim``."""
     _check(input, "slice_scatter")
     d = normalize_dim(dim, input.ndim)
-    key = (slice(None),) * d + (slice(start, end, step),)
-    return _scatter_into_view(input, src, lambda o: o[key], "slice_scatter")
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
+    _check_slice(input, src, input[(slice(None),) * d + (slice(start, end, step),)], "slice_scatter")
+    out = input.clone()
+    if src.numel():
+        first, stop, stride = slice(start, end, step).indices(input.shape[d])
+        out.index_copy_(d, _arange(first, stop, input, stride), src)
+    return out
 
 
 def diagonal_scatter(input, src, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    """A copy of ``input`` with ``src`` written onto the diagonal ``diagonal(offset, dim1, dim2)``."""
-    return _scatter_into_view(input, src, lambda o: o.diagonal(offset, dim1, dim2), "diagonal_scatter")
+    """A copy of ``input`` with ``src`` written onto the diagonal ``diagonal(offset, dim1, dim2)``:
+    one ``index_put_`` whose coordinates follow ``src``'s dims (input's other dims, then the diagonal)."""
+    _check(input, "diagonal_scatter")
+    _check_slice(input, src, input.diagonal(offset, dim1, dim2), "diagonal_scatter")
+    d1, d2 = normalize_dim(dim1, input.ndim), normalize_dim(dim2, input.ndim)
+    out = input.clone()
+    if src.numel() == 0:
+        return out
+    n = src.ndim
+    length = src.shape[-1]
+    others = [d for d in range(input.ndim) if d not in (d1, d2)]
+    index = [None] * input.ndim
+    for pos, d in enumerate(others):
+        shape = [1] * n
+        shape[pos] = input.shape[d]
+        index[d] = _arange(0, input.shape[d], input).reshape(shape)
+    last = [1] * (n - 1) + [length]
+    index[d1] = _arange(max(-offset, 0), max(-offset, 0) + length, input).reshape(last)
+    index[d2] = _arange(max(offset, 0), max(offset, 0) + length, input).reshape(last)
+    out.index_put_(tuple(index), src)
+    return out
 
 
 # ----- the *_copy forms: the view, then a copy (its own memory, as torch's) --------------------------

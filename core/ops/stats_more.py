@@ -3,7 +3,7 @@ dist inner vdot addr addr_ addbmm addbmm_ chain_matmul trapezoid trapz cumulativ
 histogram isin renorm renorm_ index_reduce index_reduce_ fill_diagonal_ cumsum_ cumprod_``.
 
 Why no kernel: each is a short chain of ops that have kernels (sort, gather, searchsorted, mm,
-sum, cumsum, bincount, scatter_reduce, index_fill), each dispatched, so autograd records them and
+sum, cumsum, bincount, scatter_reduce, index_put), each dispatched, so autograd records them and
 none needs a derivative of its own; none makes more than a few passes over its input, where a
 fused kernel would save launches, not passes. ``quantile`` is a sort along the dim and two
 gathers, as torch's own. ``isin`` sorts the test elements once and binary-searches every element
@@ -513,11 +513,9 @@ def fill_diagonal_(input, fill_value, wrap: bool = False) -> Tensor:
     positions = np.arange(0, end, step, dtype=np.int64)
     if positions.size == 0:
         return input
-    idx = host_tensor(positions, input.device)
-    if input.is_contiguous():
-        input.view(-1).index_fill_(0, idx, fill_value)
-    else:
-        input.copy_(input.reshape(-1).index_fill(0, idx, fill_value).view(shape))
+    # the positions as coordinates: one index_put_ on input through its strides, no flat view of it
+    coords = tuple(host_tensor(c, input.device) for c in np.unravel_index(positions, shape))
+    input.index_put_(coords, input.new_full((), fill_value))
     return input
 
 
