@@ -429,8 +429,9 @@ def slice_scatter(input, src, dim: int = 0, start=None, end=None, step: int = 1)
 
 
 def diagonal_scatter(input, src, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    """A copy of ``input`` with ``src`` written onto the diagonal ``diagonal(offset, dim1, dim2)``:
-    one ``index_put_`` whose coordinates follow ``src``'s dims (input's other dims, then the diagonal)."""
+    """A copy of ``input`` with ``src`` written onto the diagonal ``diagonal(offset, dim1, dim2)``.
+
+    One ``index_put_`` whose coordinates follow ``src``'s dims (input's other dims, then the diagonal)."""
     _check(input, "diagonal_scatter")
     _check_slice(input, src, input.diagonal(offset, dim1, dim2), "diagonal_scatter")
     d1, d2 = normalize_dim(dim1, input.ndim), normalize_dim(dim2, input.ndim)
