@@ -147,8 +147,9 @@ def test_margin_loss_errors_reprs_gradcheck():
         F.multi_margin_loss(x, tt.tensor([0, 1, 2]), weight=tt.ones(2, 2))
     with pytest.raises(RuntimeError, match=r"inconsistent weight size, expected 4 but got \[3\]"):
         F.multi_margin_loss(x, tt.tensor([0, 1, 2]), weight=tt.ones(3))
-    with pytest.raises(IndexError):  # a class past C: the gather's bounds check, never a silent read
-        F.multi_margin_loss(x, tt.tensor([0, 1, 5]))
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 1 with size 4"):
+        # a class past C: the gather's bounds check, never a silent read (on a device, at the next synchronisation)
+        F.multi_margin_loss(x, tt.tensor([0, 1, 5])).cpu()
     with pytest.raises(RuntimeError, match=r"Expected non-empty vector or matrix with optional 0-dim batch size, "
                                            r"but got: \[2, 3, 4\]"):
         F.multi_margin_loss(tt.randn(2, 3, 4), tt.tensor([0, 1]))
@@ -361,8 +362,8 @@ def test_pool_errors_reprs_gradcheck():
     with pytest.raises(ValueError, match="output_size should be a sequence containing 2 or 4 elements, but it has a "
                                          "length of '3'"):
         F.max_unpool2d(v, i, 2, output_size=(1, 1, 5))
-    with pytest.raises(IndexError):  # an index past the output: the scatter's bounds check
-        F.max_unpool2d(v, i * 10, 2)
+    with pytest.raises(IndexError, match="index 150 is out of bounds"):  # the scatter's bounds check
+        F.max_unpool2d(v, i * 10, 2).cpu()
     out = F.max_unpool2d(v, i, 2, output_size=(5, 5))
     ref = np.zeros(25)
     ref[i.numpy().ravel()] = v.numpy().ravel()
