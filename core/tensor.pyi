@@ -159,6 +159,9 @@ class Tensor:
     def ceil(self, *, out=...) -> Tensor: """Elementwise ``ceil`` (kernel: triton_kernels/elementwise.py)."""
     def ceil_(self) -> Tensor: """In-place elementwise ``ceil``."""
     def char(self) -> Any: ...
+    def cholesky(self, upper=...) -> Tensor: """``torch.cholesky`` (deprecated): ``linalg.cholesky``."""
+    def cholesky_inverse(self, upper=...) -> Tensor: """``torch.cholesky_inverse``: A^-1 from A's Cholesky factor."""
+    def cholesky_solve(self, input2, upper=...) -> Tensor: """``torch.cholesky_solve``: X with A X = B, given B (``input``) and A's factor (``input2``)."""
     def chunk(self, chunks, dim=...) -> Any: """``Tensor.chunk``: at most ``chunks`` views along ``dim``, each of ceil(n / chunks) but the last."""
     def clamp(self, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
     def clamp_(self, min=..., max=...) -> Tensor: """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""
@@ -194,6 +197,7 @@ class Tensor:
     def data_ptr(self) -> builtins.int: """torch's Tensor.data_ptr: the address of the first element (host or device)."""
     def deg2rad(self, *, out=...) -> Tensor: """Elementwise ``deg2rad`` (kernel: triton_kernels/elementwise.py)."""
     def deg2rad_(self) -> Tensor: """In-place elementwise ``deg2rad``."""
+    def det(self) -> Tensor: """``torch.linalg.det`` (``torch.det``): the product of U's diagonal times the pivots' sign."""
     def detach(self, *args, **kwargs) -> Any: ...
     def detach_(self, *args, **kwargs) -> Any: ...
     def diag(self, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
@@ -262,6 +266,7 @@ class Tensor:
     def gelu_(self) -> Tensor: """In-place elementwise ``gelu``."""
     def gelu_tanh(self, *, out=...) -> Tensor: """Elementwise ``gelu_tanh`` (kernel: triton_kernels/elementwise.py)."""
     def gelu_tanh_(self) -> Tensor: """In-place elementwise ``gelu_tanh``."""
+    def geqrf(self) -> builtins.tuple: """``torch.geqrf``: LAPACK's compact QR (a, tau): R on and above the diagonal, the Householder"""
     def ger(self, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
     def get_device(self) -> builtins.int: """The CUDA device index, -1 on the CPU (torch's)."""
     def greater(self, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -297,6 +302,7 @@ class Tensor:
     def index_select(self, dim, index) -> Tensor: """torch.index_select: the slices of ``input`` along ``dim`` at the int32/int64 positions of the 1-D"""
     def inner(self, other, *, out=...) -> Tensor: """The sum over the last dims of both (a product when either is 0-D)."""
     def int(self) -> Any: ...
+    def inverse(self) -> Tensor: """``torch.linalg.inv`` (``torch.inverse``); a singular A is a ``LinAlgError``."""
     def is_contiguous(self, memory_format=...) -> builtins.bool: """Whether the elements are dense in ``memory_format``'s order (row-major by default)."""
     @property
     def is_cpu(self) -> builtins.bool: ...
@@ -346,6 +352,7 @@ class Tensor:
     def logaddexp2_(self, other) -> Tensor: """In-place elementwise ``logaddexp2``."""
     def logaddexp_(self, other) -> Tensor: """In-place elementwise ``logaddexp``."""
     def logcumsumexp(self, dim) -> Tensor: """``log(cumsum(exp(input)))`` along ``dim`` without overflow (floating point inputs only, as torch)."""
+    def logdet(self) -> Tensor: """``torch.logdet``: log det(A); NaN for a negative determinant, -inf for a singular A."""
     def logical_and(self, other, *, out=...) -> Tensor: """Elementwise ``logical_and`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def logical_and_(self, other) -> Tensor: """In-place elementwise ``logical_and``."""
     def logical_not(self, *, out=...) -> Tensor: """Elementwise ``logical_not`` (kernel: triton_kernels/elementwise.py)."""
@@ -360,6 +367,8 @@ class Tensor:
     def long(self) -> Any: ...
     def lt(self, other, *, out=...) -> Tensor: """Elementwise ``lt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def lt_(self, other) -> Tensor: """In-place elementwise ``lt``."""
+    def lu(self, pivot=..., get_infos=...) -> Any: """``torch.lu`` / ``Tensor.lu``: (LU, pivots) or (LU, pivots, infos)."""
+    def lu_solve(self, LU_data, LU_pivots) -> Tensor: """``torch.lu_solve`` (deprecated for ``linalg.lu_solve``): X with A X = b."""
     @property
     def mT(self) -> 'Tensor': ...
     def masked_fill(self, mask, value) -> Tensor: """A copy of ``input`` with ``value`` where ``mask`` (broadcast to input's shape) is True."""
@@ -368,6 +377,8 @@ class Tensor:
     def masked_scatter_(self, mask, source) -> Tensor: """``Tensor.masked_scatter_``: where ``mask`` is True, the next elements of ``source`` in order, in place."""
     def masked_select(self, mask) -> Tensor: """The elements of ``input`` where ``mask`` is True, as a 1-D tensor (both broadcast first)."""
     def matmul(self, other) -> Tensor: """torch.matmul: dot, matrix-vector, matrix-matrix or broadcast batched product."""
+    def matrix_exp(self) -> Tensor: """``torch.linalg.matrix_exp``: scaling and squaring with a [13/13] Pade approximant (Higham 2005)."""
+    def matrix_power(self, n) -> Tensor: """``torch.linalg.matrix_power``: A^n by repeated squaring; a negative n inverts first."""
     def max(self, dim=..., keepdim=..., *, other=...) -> Any: """``max(x)`` -> 0-d value; ``max(x, dim)`` -> (values, indices); ``max(x, y)`` -> maximum."""
     def maximum(self, other, *, out=...) -> Tensor: """Elementwise ``maximum`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def maximum_(self, other) -> Tensor: """In-place elementwise ``maximum``."""
@@ -421,9 +432,12 @@ class Tensor:
     def not_equal_(self, other) -> Tensor: """In-place elementwise ``ne``."""
     def numel(self) -> builtins.int: """torch's Tensor.numel: the number of elements."""
     def numpy(self, *, force=...) -> Any: """A NumPy view that shares this CPU tensor's memory (PyTorch's semantics)."""
+    def orgqr(self, tau) -> Tensor: """``torch.orgqr``: ``linalg.householder_product``."""
+    def ormqr(self, tau, other, left=..., transpose=...) -> Tensor: """``torch.ormqr``: op(Q) @ other (``left``) or other @ op(Q), Q the m x m product of the"""
     def outer(self, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
     def permute(self, *dims) -> Any: """torch.permute: a view with the dims in the order ``dims``."""
     def pin_memory(self) -> 'Tensor': """A copy of this CPU tensor in page-locked host memory (GPU mode), as torch."""
+    def pinverse(self, rcond=...) -> Tensor: """``torch.pinverse``: ``linalg.pinv`` with ``rtol=rcond``."""
     def polygamma(self, *args, **kwargs) -> Any: ...
     def polygamma_(self, n) -> Tensor: """``x.polygamma_(n)``: in place (self first, as torch's method)."""
     def pow(self, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -431,6 +445,7 @@ class Tensor:
     def prod(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """torch.prod: the product over ``dim`` (all dims by default); integers and bool give int64, as torch."""
     def put(self, index, source, accumulate=...) -> Tensor: """``put_`` into a copy of ``input``."""
     def put_(self, index, source, accumulate=...) -> Tensor: """``input`` as if flat, written at ``index`` from ``source`` (added when ``accumulate``)."""
+    def qr(self, some=...) -> builtins.tuple: """``torch.qr`` (deprecated): ``linalg.qr`` in mode 'reduced' (``some``) or 'complete'."""
     def quantile(self, q, dim=..., keepdim=..., *, interpolation=...) -> Tensor: """The ``q``-th quantiles over ``dim`` (all elements without one); a slice holding NaN gives NaN."""
     def rad2deg(self, *, out=...) -> Tensor: """Elementwise ``rad2deg`` (kernel: triton_kernels/elementwise.py)."""
     def rad2deg_(self) -> Tensor: """In-place elementwise ``rad2deg``."""
@@ -494,6 +509,7 @@ class Tensor:
     def sinh_(self) -> Tensor: """In-place elementwise ``sinh``."""
     def size(self, dim=...) -> Any: """torch's Tensor.size: the shape (a Size), or the size of dim ``dim``."""
     def slice_scatter(self, src, dim=..., start=..., end=..., step=...) -> Tensor: """A copy of ``input`` with ``src`` written into ``[start:end:step]`` of ``dim``."""
+    def slogdet(self) -> builtins.tuple: """``torch.linalg.slogdet`` (``torch.slogdet``): (sign, log|det|); sign 0 and -inf for a"""
     def softmax(self, dim, dtype=...) -> Tensor: """exp(x - max) / sum(exp(x - max)) along ``dim``; ``dtype`` casts the input first."""
     def sort(self, dim=..., descending=..., *, stable=...) -> Any: """(values, indices) sorted along ``dim``; NaN sorts above every number (first when descending)."""
     def split(self, split_size, dim=...) -> Any: """``Tensor.split``: views of ``split_size`` along ``dim`` (the last one shorter), or of the given sizes,"""
@@ -513,6 +529,7 @@ class Tensor:
     def subtract_(self, other, *, alpha=...) -> Tensor: """In-place elementwise ``sub``."""
     def sum(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """Integer and bool sums are int64; fp16/bf16 sums stay fp16/bf16 but accumulate in fp32."""
     def sum_to_size(self, *size) -> Tensor: """``input`` summed down to ``size``, a shape it can be expanded from (what broadcasting's"""
+    def svd(self, some=..., compute_uv=...) -> builtins.tuple: """``torch.svd`` (deprecated): (U, S, V) -- V, not Vh; with ``compute_uv=False`` U and V are zeros."""
     def swapaxes(self, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
     def swapaxes_(self, dim0, dim1) -> Tensor: """``Tensor.transpose_``: transpose(dim0, dim1) in place."""
     def swapdims(self, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
@@ -533,6 +550,7 @@ class Tensor:
     def trace(self) -> Tensor: """The sum of a matrix's main diagonal (integers sum to int64)."""
     def transpose(self, dim0, dim1) -> Any: """torch.transpose: a view with dims ``dim0`` and ``dim1`` swapped."""
     def transpose_(self, dim0, dim1) -> Tensor: """``Tensor.transpose_``: transpose(dim0, dim1) in place."""
+    def triangular_solve(self, A, upper=..., transpose=..., unitriangular=...) -> builtins.tuple: """``torch.triangular_solve`` (deprecated): (X, A's clone) with op(A) X = b."""
     def tril(self, diagonal=...) -> Tensor: """The lower triangle of the last two dims (``col - row <= diagonal``); the rest zero."""
     def tril_(self, diagonal=...) -> Tensor: """``tril`` written into ``input`` (a copy_ of the out-of-place result, so autograd records it)."""
     def triu(self, diagonal=...) -> Tensor: """The upper triangle of the last two dims (``col - row >= diagonal``); the rest zero."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ...triton_kernels import elementwise as _k
 from . import cdist, ctc, histc
+from . import linalg_eig_svd, linalg_factor
 from . import shape_more, stats_more, windows
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
                loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
@@ -312,6 +313,20 @@ COMPOSITE_METHODS.update(T=property(views.T), mT=property(views.mT))
 _composite(join, "repeat_interleave", numpy_names=True)
 COMPOSITE_METHODS["diff"] = accepts_numpy_names(join.diff_method(OPS["cat"]))
 _composite(join, "rot90")
+# ----- linear algebra (core/ops/linalg_factor.py, linalg_eig_svd.py; triton_kernels/linalg_*.py): torch.linalg's
+# functions (core/linalg.py, named without the prefix) and torch's older torch.*/Tensor names. None is on
+# torch's CUDA autocast lists. The composites are written over this table's ops (each piece dispatched).
+for _name in ("linalg_lu_factor_ex", "linalg_solve_triangular", "linalg_cholesky_ex", "linalg_householder_product",
+              "linalg_qr", "linalg_solve_ex", "linalg_inv_ex"):
+    _add(Op(_name, getattr(linalg_factor, _name), "none", method=False, function=False))
+for _name in ("geqrf", "det", "slogdet"):
+    _add(Op(_name, getattr(linalg_factor, _name), "none"))
+for _name in ("linalg_eigh", "linalg_svd"):
+    _add(Op(_name, getattr(linalg_eig_svd, _name), "none", method=False, function=False))
+for _name, _fn in {**linalg_factor.composites(OPS), **linalg_eig_svd.composites(OPS)}.items():
+    _add(Op(_name, _fn, "none", method=not _name.startswith("linalg_") and _name != "lu_unpack",
+            function=not _name.startswith("linalg_")))
+
 _composite(copies, "contiguous", "type_as", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "zero_",
            "pin_memory", "is_pinned")
 COMPOSITE_METHODS.update(cuda=copies.to_cuda, cpu=copies.to_cpu, type=copies.to_type, **copies.DTYPE_METHODS)
