@@ -29,12 +29,13 @@ from .modules import (AdaptiveAvgPool1d, AdaptiveMaxPool1d, AdaptiveMaxPool2d, A
                       PoissonNLLLoss, PReLU, ReflectionPad1d, ReflectionPad2d, ReLU6, ReplicationPad1d,
                       ReplicationPad2d, SELU, Softshrink, Softsign, SoftMarginLoss, Tanhshrink, Threshold,
                       TripletMarginLoss, Unflatten, UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d, ZeroPad2d)
-from .modules import (CTCLoss, AdaptiveAvgPool3d, AdaptiveMaxPool3d, ChannelShuffle, CircularPad1d, CircularPad2d,
-                      CircularPad3d, ConstantPad3d, Container, ConvTranspose3d, CrossMapLRN2d, Dropout3d,
-                      FeatureAlphaDropout, FractionalMaxPool2d, FractionalMaxPool3d, HingeEmbeddingLoss,
-                      InstanceNorm3d, LPPool1d, LPPool2d, LPPool3d, LocalResponseNorm, MaxUnpool1d, MaxUnpool2d,
-                      MaxUnpool3d, MultiLabelMarginLoss, MultiMarginLoss, NLLLoss2d, RReLU, ReflectionPad3d,
-                      ReplicationPad3d, Softmax2d, Softmin, TripletMarginWithDistanceLoss, ZeroPad3d)
+from .modules import (CTCLoss, AdaptiveLogSoftmaxWithLoss, AdaptiveAvgPool3d, AdaptiveMaxPool3d, ChannelShuffle,
+                      CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad3d, Container, ConvTranspose3d,
+                      CrossMapLRN2d, Dropout3d, FeatureAlphaDropout, FractionalMaxPool2d, FractionalMaxPool3d,
+                      HingeEmbeddingLoss, InstanceNorm3d, LPPool1d, LPPool2d, LPPool3d, LocalResponseNorm,
+                      MaxUnpool1d, MaxUnpool2d, MaxUnpool3d, MultiLabelMarginLoss, MultiMarginLoss, NLLLoss2d,
+                      RReLU, ReflectionPad3d, ReplicationPad3d, Softmax2d, Softmin, TripletMarginWithDistanceLoss,
+                      ZeroPad3d)
 
 __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout",
            "LayerNorm", "Sequential", "MSELoss", "CrossEntropyLoss", "functional", "init", "utils", "attention",
@@ -66,3 +67,4 @@ __all__ += ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d
             "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyLinear", "UninitializedParameter",
             "UninitializedBuffer"]
 __all__ += ["CTCLoss"]
+__all__ += ["AdaptiveLogSoftmaxWithLoss"]

@@ -563,3 +563,36 @@ def test_init_dirac_eye_sparse_and_deprecated_names():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nn.init.uniform_(tt.empty(2))  # the underscore forms do not warn
+
+
+def test_adaptive_log_softmax_with_loss():
+    """Against the full softmax it factorises: each class's log-probability is the head's (shortlist) or the
+    head's cluster entry plus the cluster's own; the parameter names and errors are torch's."""
+    m = nn.AdaptiveLogSoftmaxWithLoss(8, 10, [3, 6], div_value=2.0).double()
+    assert list(m.state_dict()) == ["head.weight", "tail.0.0.weight", "tail.0.1.weight", "tail.1.0.weight",
+                                    "tail.1.1.weight"]
+    assert m.head.weight.shape == (5, 8) and m.tail[1][0].weight.shape == (2, 8) and m.tail[1][1].weight.shape == (4, 2)
+    x = _f64(RNG.standard_normal((5, 8)))
+    t = np.array([0, 4, 9, 2, 7])
+    W = {k: v.detach().numpy() for k, v in m.state_dict().items()}
+    r = x.detach().numpy()
+
+    def lsm(z):
+        return z - z.max(1, keepdims=True) - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True))
+    head = lsm(r @ W["head.weight"].T)
+    full = np.concatenate([head[:, :3]] + [lsm(r @ W[f"tail.{i}.0.weight"].T @ W[f"tail.{i}.1.weight"].T)
+                                           + head[:, 3 + i:4 + i] for i in range(2)], 1)
+    out, loss = m(x, tt.tensor(t))
+    assert_close(out.detach(), full[np.arange(5), t], tt.float64)
+    assert_close(loss.detach(), -full[np.arange(5), t].mean(), tt.float64)
+    assert_close(m.log_prob(x).detach(), full, tt.float64)
+    np.testing.assert_array_equal(m.predict(x.detach()).numpy(), full.argmax(1))
+    one, _ = m(x[1], tt.tensor(4))
+    assert one.shape == () and abs(one.item() - full[1, 4]) < 1e-12
+    assert gradcheck(lambda a: m(a, tt.tensor(t))[1], (x,), fast_mode=True)
+    with pytest.raises(ValueError, match="cutoffs should be a sequence of unique, positive integers sorted"):
+        nn.AdaptiveLogSoftmaxWithLoss(8, 10, [6, 3])
+    with pytest.raises(RuntimeError, match=r"Target values should be in \[0, 9\], but values in range \[0, 10\]"):
+        m(x, tt.tensor([0, 4, 10, 2, 7]))
+    with pytest.raises(RuntimeError, match="0D or 1D target tensor expected, multi-target not supported"):
+        m(x, tt.zeros(5, 1, dtype=tt.int64))

@@ -29,6 +29,7 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
                           TransformerEncoderLayer)
 from .upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 # torch's remaining layers, each in its torch file
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .batchnorm import LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d
 from .conv import LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d
 from .instancenorm import LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d
@@ -75,3 +76,4 @@ __all__ += ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d
             "LazyConvTranspose1d", "LazyConvTranspose2d", "LazyConvTranspose3d", "LazyInstanceNorm1d",
             "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear"]
 __all__ += ["CTCLoss"]
+__all__ += ["AdaptiveLogSoftmaxWithLoss"]
