@@ -27,6 +27,7 @@ from .core.creation import (as_tensor, eye, linspace, logspace, randint, randint
                             triu_indices)
 from .core.tensor import Size, Tensor, broadcast_shapes
 from .runtime.dtype import set_default_dtype
+from .core.factories_more import asarray, empty_permuted, empty_strided, frombuffer, range, scalar_tensor
 from .core.switches import (  # torch's global switches (core/switches.py says what each steers)
     are_deterministic_algorithms_enabled, get_deterministic_debug_mode, get_float32_matmul_precision,
     get_num_interop_threads, get_num_threads, is_deterministic_algorithms_warn_only_enabled, is_storage,

@@ -38,6 +38,7 @@ _DEBUG_MODES = ("default", "warn", "error")
 
 # ----- deterministic algorithms --------------------------------------------------------------------------
 def use_deterministic_algorithms(mode, *, warn_only=False) -> None:
+    """Record whether programs ask for deterministic algorithms (``warn_only``: warn instead of refusing)."""
     """torch.use_deterministic_algorithms: record whether ops must be deterministic (``warn_only``: warn
     instead of raising); tritensor's kernels use no atomics where torch's nondeterministic ones do, so this
     is bookkeeping torch's API reads back."""
@@ -51,11 +52,13 @@ def use_deterministic_algorithms(mode, *, warn_only=False) -> None:
 
 
 def are_deterministic_algorithms_enabled() -> bool:
+    """Whether ``use_deterministic_algorithms(True)`` is in force."""
     """torch.are_deterministic_algorithms_enabled: the mode use_deterministic_algorithms set."""
     return _state["deterministic"]
 
 
 def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """Whether deterministic mode only warns (``warn_only=True``)."""
     """torch.is_deterministic_algorithms_warn_only_enabled: whether that mode only warns."""
     return _state["warn_only"]
 
@@ -76,6 +79,7 @@ def set_deterministic_debug_mode(debug_mode) -> None:
 
 
 def get_deterministic_debug_mode() -> int:
+    """0 off, 1 warn, 2 error: the deterministic setting as ``set_deterministic_debug_mode`` numbers it."""
     """torch.get_deterministic_debug_mode: 0 off, 1 warn, 2 error."""
     if not _state["deterministic"]:
         return 0
@@ -84,6 +88,7 @@ def get_deterministic_debug_mode() -> int:
 
 # ----- matmul precision -----------------------------------------------------------------------------
 def set_float32_matmul_precision(precision: str) -> None:
+    """"highest" (IEEE fp32), "high" or "medium" (TF32) for fp32 matmuls; anything else warns and changes nothing."""
     """torch.set_float32_matmul_precision: 'highest' (fp32), 'high' or 'medium' (TF32 allowed) for float32
     matmuls; torch's warning for any other value, which changes nothing."""
     if precision not in _PRECISIONS:
@@ -94,6 +99,7 @@ def set_float32_matmul_precision(precision: str) -> None:
 
 
 def get_float32_matmul_precision() -> str:
+    """The fp32 matmul precision: "highest" unless set (or ``allow_tf32`` turned on: "high")."""
     """torch.get_float32_matmul_precision: the precision set_float32_matmul_precision chose ('highest' by
     default)."""
     return _backends.cuda.matmul._fp32_precision
@@ -101,6 +107,7 @@ def get_float32_matmul_precision() -> str:
 
 # ----- threads, warnings, denormals ---------------------------------------------------------------------
 def set_num_threads(num: int) -> None:
+    """Record the intra-op thread count (read back by ``get_num_threads``)."""
     """torch.set_num_threads: the intra-op thread count torch reports back (a positive int); tritensor's host
     work is not threaded, so nothing else changes."""
     if isinstance(num, bool) or not isinstance(num, int):
@@ -111,11 +118,13 @@ def set_num_threads(num: int) -> None:
 
 
 def get_num_threads() -> int:
+    """The intra-op thread count: the CPUs this process may use unless set."""
     """torch.get_num_threads: the count set_num_threads set (the CPUs this process may use by default)."""
     return _state["num_threads"]
 
 
 def set_num_interop_threads(num: int) -> None:
+    """Record the inter-op thread count (read back by ``get_num_interop_threads``)."""
     """torch.set_num_interop_threads: the inter-op thread count torch reports back (a positive int)."""
     if isinstance(num, bool) or not isinstance(num, int):
         raise TypeError(f"set_num_interop_threads(): argument 'int' (position 1) must be int, not "
@@ -126,6 +135,7 @@ def set_num_interop_threads(num: int) -> None:
 
 
 def get_num_interop_threads() -> int:
+    """The inter-op thread count: the intra-op default unless set."""
     """torch.get_num_interop_threads: the count set_num_interop_threads set."""
     return _state["num_interop_threads"]
 
@@ -139,6 +149,7 @@ def set_warn_always(b) -> None:
 
 
 def is_warn_always_enabled() -> bool:
+    """Whether ``set_warn_always(True)`` is in force."""
     """torch.is_warn_always_enabled: whether set_warn_always turned one-time warnings into every-time ones."""
     return _state["warn_always"]
 

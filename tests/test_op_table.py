@@ -82,6 +82,7 @@ SHAPE_MORE = {
         "transpose_copy", "unbind_copy", "unfold_copy", "unsqueeze_copy", "view_copy", "narrow_copy",
         "split_with_sizes", "split_with_sizes_copy", "unsafe_chunk", "unsafe_split", "unsafe_split_with_sizes",
         "sum_to_size"),
+    "test_as_strided_family_matches_numpy": ("as_strided_scatter", "as_strided_copy"),
 }
 STATS_MORE = {
     "test_quantile_nanquantile_match_numpy": ("quantile", "nanquantile"),
@@ -263,6 +264,8 @@ TESTS = {
     **{op: (SHM + "test_inplace_layout_and_triangle_forms", None)
        for op in ("t_", "transpose_", "squeeze_", "unsqueeze_", "ndimension", "dim_order")},
     "unravel_index": (SHM + "test_block_diag_vander_combinations_unravel_match_numpy", None),
+    "as_strided": (SHM + "test_as_strided_family_matches_numpy", SHM + "test_shape_more_gradcheck"),
+    **{op: (SHM + "test_as_strided_family_matches_numpy", None) for op in ("as_strided_", "new_empty_strided")},
     **{op: ("test_windows.py::test_windows_match_float64_formulas", None)
        for op in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window")},
 }

@@ -260,6 +260,101 @@ def test_scatters_copies_and_size_splits_match_numpy(dtype, layout):
     _exact(x.sum_to_size(4, 5), r, dtype)
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES + [tt.int64], ids=str)
+def test_as_strided_family_matches_numpy(dtype):
+    base = np.arange(12).astype(NP[dtype])
+    x = tt.tensor(base)
+    item = base.itemsize
+    for size, stride, off in (((3, 2), (2, 1), 0), ((2, 3), (1, 4), 1), ((4,), (3,), None), ((2, 2), (0, 1), 5),
+                              ((0, 3), (1, 1), 2), ((), (), 11)):
+        want = np.lib.stride_tricks.as_strided(base[off or 0:], size, tuple(st * item for st in stride))
+        v = x.as_strided(size, stride, off)
+        assert v.data_ptr() == x.data_ptr() + (off or 0) * item  # a view
+        assert_close(v, want, dtype, "exact")
+        assert_close(tt.as_strided_copy(x, size, stride, off), want, dtype, "exact")
+        assert tt.as_strided_copy(x, size, stride, off).data_ptr() != x.data_ptr() or want.size == 0
+    sliced = x[1::2]  # offset 1, stride 2: as_strided reads its storage, from its own offset by default
+    assert_close(tt.as_strided(sliced, (2, 2), (2, 1)), np.array([[1, 2], [3, 4]]), dtype, "exact")
+    src = np.arange(100, 103).astype(NP[dtype])
+    want = base.copy()
+    want[1:7:2] = src
+    assert_close(tt.as_strided_scatter(x, tt.tensor(src), (3,), (2,), 1), want, dtype, "exact")
+    # a strided input: the positions are those of its contiguous copy, as torch's
+    assert_close(x.reshape(3, 4).t().as_strided_scatter(tt.tensor(src[:2]), (2,), (5,)),
+                 _as_strided_scatter_ref(base.reshape(3, 4).T, src[:2], (2,), (5,)), dtype, "exact")
+    y = tt.tensor(base)
+    assert y.as_strided_((2, 3), (1, 2), 1) is y and tuple(y.stride()) == (1, 2)
+    assert_close(y, np.lib.stride_tricks.as_strided(base[1:], (2, 3), (item, 2 * item)), dtype, "exact")
+    n = x.new_empty_strided((2, 3), (1, 2))
+    assert tuple(n.shape) == (2, 3) and n.stride() == (1, 2) and n.dtype is dtype and n.device == x.device
+    with pytest.raises(RuntimeError, match=r"as_strided: Negative strides are not supported at the moment, got "
+                                           r"strides: \[1, -1\]"):
+        x.as_strided((2, 2), (1, -1))
+    with pytest.raises(RuntimeError, match=r"setStorage: sizes \[4, 4\], strides \[4, 1\], storage offset 0, and "
+                                           rf"itemsize {item} requiring a storage size of {16 * item} are out of bounds "
+                                           rf"for storage of size {12 * item}"):
+        x.as_strided((4, 4), (4, 1), 0)
+    with pytest.raises(RuntimeError, match="mismatch in length of strides and shape"):
+        x.as_strided((2,), (1, 2))
+
+
+def _as_strided_scatter_ref(a, src, size, stride):
+    """NumPy's as_strided_scatter: src written into the strided view of a contiguous copy of a."""
+    out = np.ascontiguousarray(a).copy()
+    view = np.lib.stride_tricks.as_strided(out, size, tuple(st * out.itemsize for st in stride))
+    view[...] = src
+    return out
+
+
+def test_strided_factories_follow_torch():
+    t = tt.empty_strided((2, 3), (1, 2))
+    assert tuple(t.shape) == (2, 3) and t.stride() == (1, 2) and t.dtype is tt.get_default_dtype()
+    t.copy_(tt.tensor([[1., 2., 3.], [4., 5., 6.]]))
+    assert t.tolist() == [[1., 2., 3.], [4., 5., 6.]]
+    assert tt.empty_strided((2, 0), (1, 1), dtype=tt.int32).numel() == 0
+    p = tt.empty_permuted((2, 3, 4, 5), (0, 2, 3, 1))
+    assert p.stride() == (60, 1, 15, 3) and p.is_contiguous(memory_format=tt.channels_last)
+    assert tt.empty_permuted((2, 0, 3), (2, 1, 0)).stride() == (1, 2, 2)
+    with pytest.raises(RuntimeError, match=r"dimensionality of sizes \(2\) must match dimensionality of strides "
+                                           r"\(1\)"):
+        tt.empty_strided((2, 3), (1,))
+    with pytest.raises(RuntimeError, match="Number of dimensions in size does not match the length of the "
+                                           "physical_layout"):
+        tt.empty_permuted((2, 3, 4), (0, 2))
+    s = tt.scalar_tensor(3)
+    assert s.ndim == 0 and s.dtype is tt.get_default_dtype() and s.item() == 3
+    assert tt.scalar_tensor(2, dtype=tt.int64).dtype is tt.int64
+    with pytest.warns(UserWarning, match="torch.range is deprecated"):
+        r = tt.range(1, 2, 0.25)
+    assert_close(r, np.array([1.0, 1.25, 1.5, 1.75, 2.0]), tt.float32)
+    with pytest.warns(UserWarning):
+        assert tt.range(5, 1, -2).tolist() == [5.0, 3.0, 1.0]
+    buf = bytearray(np.array([1.5, -2.0, 3.25], dtype=np.float32).tobytes())
+    f = tt.frombuffer(buf, dtype=tt.float32)
+    assert f.tolist() == [1.5, -2.0, 3.25] and f.device == tt.device("cpu")
+    f[0] = 7.0  # the buffer's memory, shared
+    assert np.frombuffer(buf, dtype=np.float32)[0] == 7.0
+    assert tt.frombuffer(buf, dtype=tt.float32, count=1, offset=4).tolist() == [-2.0]
+    with pytest.raises(ValueError, match=r"buffer length \(6 bytes\) after offset \(0 bytes\) must be a multiple "
+                                         r"of element size \(4\)"):
+        tt.frombuffer(bytearray(6), dtype=tt.float32)
+    with pytest.raises(ValueError, match=r"offset \(8 bytes\) must be non-negative and no greater than buffer length"):
+        tt.frombuffer(bytearray(8), dtype=tt.float32, offset=8)
+    a = np.arange(3.0)
+    shared = tt.asarray(a)
+    a[0] = 9.0
+    assert shared.tolist() == [9.0, 1.0, 2.0] and shared.dtype is tt.float64
+    assert tt.asarray(a, copy=True).data_ptr() != shared.data_ptr()
+    x = tt.ones(2)
+    assert tt.asarray(x) is x and tt.asarray(x, copy=True) is not x
+    assert tt.asarray(x, dtype=tt.float64).dtype is tt.float64
+    assert tt.asarray([[1, 2]]).dtype is tt.int64 and tt.asarray(3.5).dtype is tt.get_default_dtype()
+    with pytest.raises(ValueError, match="can't alias tensor with dtype 'Float' into dtype 'Double'."):
+        tt.asarray(x, dtype=tt.float64, copy=False)
+    with pytest.raises(ValueError, match="can't alias arbitrary sequence into a tensor."):
+        tt.asarray([1, 2], copy=False)
+
+
 def test_shape_more_gradcheck():
     x = tt.tensor(RNG.standard_normal((2, 4)), requires_grad=True)
     nc = tt.tensor(RNG.standard_normal((4, 2))).t().requires_grad_()
@@ -292,6 +387,12 @@ def test_shape_more_gradcheck():
     assert tt.autograd.gradcheck(lambda a, b: tt.block_diag(a, b), (x, v), fast_mode=True)
     assert tt.autograd.gradcheck(lambda a, b: tt.dstack([a, b]), (v, v), fast_mode=True)
     assert tt.autograd.gradcheck(lambda a, b: tt.put(a, idx.reshape(-1)[:3], b), (x, v), fast_mode=True)
+    assert tt.autograd.gradcheck(lambda a: a.as_strided((2, 3), (1, 2), 1), (x,))
+    assert tt.autograd.gradcheck(lambda a: a.t().as_strided((3, 2), (1, 1)), (nc,))  # overlapping view
+    assert tt.autograd.gradcheck(lambda a: a.expand(2, 3).as_strided((2, 3), (0, 1)), (v,))  # overlapping input
+    assert tt.autograd.gradcheck(lambda a: tt.as_strided_scatter(a, a[0, :3] * 3, (3,), (3,), 1), (x,))
+    assert tt.autograd.gradcheck(lambda a: tt.as_strided_copy(a, (2, 2), (4, 2)), (nc,), fast_mode=True)
+    assert tt.autograd.gradgradcheck(lambda a: (a * a).as_strided((2, 2), (1, 1), 0), (v,), fast_mode=True)
     # twice differentiable: the placements are index_put_/index_copy_ on a tensor of their own
     assert tt.autograd.gradgradcheck(lambda a: tt.vander(a, 4), (v,), fast_mode=True)
     assert tt.autograd.gradgradcheck(lambda a: tt.diagonal_scatter(a, a[0, :2] * a[1, :2], 1), (x,), fast_mode=True)

@@ -38,18 +38,20 @@ Where an op's derivative lives:
   cdist.py        cdist (its direct kernel's backward kernel; the p = 2 product form is recorded op by op)
   linalg_factor.py  linalg_solve_triangular linalg_cholesky_ex linalg_qr det slogdet linalg_inv_ex linalg_solve_ex
   linalg_eig_svd.py linalg_eigh linalg_svd (torch's formulas, written with recorded ops)
+  shape_more.py   as_strided (the other shape functions are recorded piece by piece)
   ctc.py          ctc_loss (the beta and gradient kernels; the reduction is recorded op by op)
 """
 from __future__ import annotations
 
 from . import linalg_eig_svd, linalg_factor
+from . import shape_more
 from . import (attention, batch_norm, cdist, conv, ctc, copies, elementwise, embedding, index, join, layer_norm, loss,
                math_ops, matmul, pool, random, reduce, rnn, scan, scatter, select, softmax, sort, views)
 
 DERIVATIVES: dict = {}
 for _module in (elementwise, views, copies, reduce, softmax, layer_norm, matmul, conv, pool, loss, index, attention,
                 embedding, batch_norm, join, math_ops, scan, sort, select, scatter, random, rnn, cdist, ctc,
-                linalg_factor, linalg_eig_svd):
+                linalg_factor, linalg_eig_svd, shape_more):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:
             raise ValueError(f"op {_name} has two derivatives ({_module.__name__})")

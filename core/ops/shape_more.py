@@ -22,7 +22,7 @@ import numbers
 import numpy as np
 
 from ...runtime import dtype as dt
-from ..shape import _shape_arg, normalize_dim
+from ..shape import _shape_arg, contiguous_format, normalize_dim
 from ..tensor_base import TensorBase
 from . import host_tensor
 
@@ -450,6 +450,140 @@ def diagonal_scatter(input, src, offset: int = 0, dim1: int = 0, dim2: int = 1) 
     index[d1] = _arange(max(-offset, 0), max(-offset, 0) + length, input).reshape(last)
     index[d2] = _arange(max(offset, 0), max(offset, 0) + length, input).reshape(last)
     out.index_put_(tuple(index), src)
+    return out
+
+
+# ----- as_strided: a view of the storage under any geometry ----------------------------------------
+def _geometry(input, size, stride, storage_offset, op: str):
+    """``(size, stride, offset)`` checked as torch's: same lengths, no negative stride, and the
+    view inside the storage (in elements of input's dtype)."""
+    size = tuple(int(s) for s in _shape_arg((size,), "size"))
+    stride = tuple(int(s) for s in _shape_arg((stride,), "stride"))
+    offset = input.storage_offset() if storage_offset is None else int(storage_offset)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, got strides: {list(stride)}")
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: {list(size)}")
+    if offset < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {offset}")
+    item = input.dtype.itemsize
+    need = 0 if 0 in size else (offset + 1 + sum((n - 1) * st for n, st in zip(size, stride))) * item
+    have = input._storage.nbytes
+    if need > have:
+        raise RuntimeError(f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset}, and "
+                           f"itemsize {item} requiring a storage size of {need} are out of bounds for storage of size "
+                           f"{have}")
+    return size, stride, offset
+
+
+def as_strided(input, size, stride, storage_offset=None) -> Tensor:
+    """A view of ``input``'s storage with ``size``, ``stride`` and ``storage_offset`` (input's own
+    offset by default). Its derivative (autograd/functions/shape_more.py) adds the gradient back
+    at the storage positions the view reads, as torch's as_strided_backward."""
+    _check(input, "as_strided")
+    size, stride, offset = _geometry(input, size, stride, storage_offset, "as_strided")
+    return input._view(size, stride, offset)
+
+
+def storage_positions(like, size, stride, offset):
+    """The storage position of every element of the view ``(size, stride, offset)``, as an int64
+    tensor of shape ``size`` on ``like``'s device (one small ramp per dim, broadcast and summed)."""
+    pos = like.new_full((), offset, dtype=dt.int64)
+    for d, (n, st) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        pos = pos + (_arange(0, n, like) * st).reshape(shape)
+    return pos.expand(size) if size else pos
+
+
+def _last_position(size, stride, offset) -> int:
+    """The largest storage position a view reads (its offset when it is empty)."""
+    return offset + (0 if 0 in size else sum((n - 1) * st for n, st in zip(size, stride)))
+
+
+def _self_overlapping(size, stride) -> bool:
+    """Whether two elements of a view share a storage position: over its dims of more than one
+    element, by increasing stride, each stride must pass the extent of the dims below it."""
+    reach = 0
+    for n, st in sorted(((n, st) for n, st in zip(size, stride) if n > 1), key=lambda p: p[1]):
+        if st <= reach:
+            return True
+        reach += (n - 1) * st
+    return False
+
+
+def as_strided_backward(grad, in_geometry, out_geometry):
+    """The gradient of ``as_strided`` for its input: the output's gradient summed into a buffer at
+    the storage positions it reads, read back at the input's positions; where the input's own
+    elements share memory, each share gets its part (divided by how many), as torch's. Storage the
+    view reads outside the input's own elements (a view of a view reaching into its base) gets no
+    gradient through the input."""
+    in_pos = storage_positions(grad, *in_geometry).reshape(-1)
+    out_pos = storage_positions(grad, *out_geometry).reshape(-1)
+    lo = min(in_geometry[2], out_geometry[2])
+    extent = 1 + max(_last_position(*in_geometry), _last_position(*out_geometry)) - lo
+    buf = grad.new_zeros((extent,)).index_put((out_pos - lo,), grad.reshape(-1), accumulate=True)
+    g_in = buf.index_select(0, in_pos - lo)
+    if _self_overlapping(*in_geometry[:2]):  # shares of one memory element split its gradient
+        counts = grad.new_zeros((extent,)).index_put((in_pos - lo,), grad.new_ones(()).expand(in_pos.numel()),
+                                                     accumulate=True)
+        g_in = g_in / counts.index_select(0, in_pos - lo)
+    return g_in.reshape(in_geometry[0])
+
+
+def as_strided_(input, size, stride, storage_offset=None) -> Tensor:
+    """``input`` itself given the geometry ``as_strided`` would view it with."""
+    _check(input, "as_strided_")
+    size, stride, offset = _geometry(input, size, stride, storage_offset, "as_strided_")
+    return _relayout_(input, input._view(size, stride, offset), "as_strided_")
+
+
+def as_strided_copy(input, size, stride, storage_offset=None) -> Tensor:
+    """``as_strided``'s result in memory of its own."""
+    _check(input, "as_strided_copy")
+    return input.as_strided(size, stride, storage_offset).clone()
+
+
+def as_strided_scatter(input, src, size, stride, storage_offset=None) -> Tensor:
+    """A copy of ``input`` (contiguous) with ``src`` written where ``as_strided(size, stride,
+    storage_offset)`` of that copy looks: one ``index_put_`` at those positions."""
+    _check(input, "as_strided_scatter")
+    _check(src, "as_strided_scatter", "src")
+    out = input.clone(memory_format=contiguous_format)
+    size, stride, offset = _geometry(out, size, stride, 0 if storage_offset is None else storage_offset,
+                                     "as_strided_scatter")
+    if tuple(src.shape) != size:
+        raise RuntimeError(f"expected src to have a size equal to the slice of self. src size = {list(src.shape)}, "
+                           f"slice size = {list(size)}")
+    if src.numel():
+        pos = storage_positions(out, size, stride, offset).reshape(-1)
+        index = _coordinates(pos, tuple(out.shape)) if out.ndim else None
+        if index is None:
+            out.copy_(src.reshape(()))
+        else:
+            out.index_put_(index, src.reshape(-1))
+    return out
+
+
+def new_empty_strided(input, size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                      pin_memory=False) -> Tensor:
+    """An uninitialised tensor of ``size``/``stride``, of ``input``'s dtype and device unless told."""
+    _check(input, "new_empty_strided")
+    d = input.dtype if dtype is None else dt.to_dtype(dtype)
+    size = tuple(int(s) for s in _shape_arg((size,), "size"))
+    stride = tuple(int(s) for s in _shape_arg((stride,), "stride"))
+    if len(size) != len(stride):
+        raise RuntimeError(f"dimensionality of sizes ({len(size)}) must match dimensionality of strides "
+                           f"({len(stride)})")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(size)} and strides={list(stride)}")
+    extent = 0 if 0 in size else 1 + sum((n - 1) * st for n, st in zip(size, stride))
+    store = input.new_empty((extent,), dtype=d, device=device)
+    out = TensorBase._result_class(store._storage, size, stride, 0, d)
+    if requires_grad:
+        out.requires_grad_(True)
     return out
 
 
