@@ -65,6 +65,12 @@ from .core.factories import seed as seed
 from .core.factories import tensor as tensor
 from .core.factories import zeros as zeros
 from .core.factories import zeros_like as zeros_like
+from .core.factories_more import asarray as asarray
+from .core.factories_more import empty_permuted as empty_permuted
+from .core.factories_more import empty_strided as empty_strided
+from .core.factories_more import frombuffer as frombuffer
+from .core.factories_more import range as range
+from .core.factories_more import scalar_tensor as scalar_tensor
 from .core.functional import atleast_1d as atleast_1d
 from .core.functional import atleast_2d as atleast_2d
 from .core.functional import atleast_3d as atleast_3d
@@ -170,6 +176,9 @@ def argmax(input, dim=..., keepdim=...) -> Tensor: """First index of the maximum
 def argmin(input, dim=..., keepdim=...) -> Tensor: """First index of the minimum (NaN counts as the minimum, like PyTorch)."""
 def argsort(input, dim=..., descending=..., *, stable=...) -> Tensor: """The indices that sort ``input`` along ``dim``."""
 def argwhere(input) -> Tensor: """``nonzero(input)``: int64 (count, ndim)."""
+def as_strided(input, size, stride, storage_offset=...) -> Tensor: """A view of ``input``'s storage with ``size``, ``stride`` and ``storage_offset`` (input's own"""
+def as_strided_copy(input, size, stride, storage_offset=...) -> Tensor: """``as_strided``'s result in memory of its own."""
+def as_strided_scatter(input, src, size, stride, storage_offset=...) -> Tensor: """A copy of ``input`` (contiguous) with ``src`` written where ``as_strided(size, stride,"""
 def asin(input, *, out=...) -> Tensor: """Elementwise ``asin`` (kernel: triton_kernels/elementwise.py)."""
 def asinh(input, *, out=...) -> Tensor: """Elementwise ``asinh`` (kernel: triton_kernels/elementwise.py)."""
 def atan(input, *, out=...) -> Tensor: """Elementwise ``atan`` (kernel: triton_kernels/elementwise.py)."""
