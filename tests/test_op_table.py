@@ -59,8 +59,13 @@ AUTOCAST = {
 PIECEWISE = ["floor", "ceil", "trunc", "sign"]
 # The differentiable unary elementwise ops, from their records: a new one needs no line here (its
 # forward test and gradcheck are still checked to call it, and its category against AUTOCAST)
+# torch's further elementwise math (tests/test_elementwise_more.py): records and forms of their own
+MORE_UNARY = ["erfc", "deg2rad", "rad2deg", "frac", "sinc", "i0", "logit"]
+MORE_BINARY = ["copysign", "xlogy", "nextafter", "igamma", "igammac"]  # with an in-place form
+MORE_BINARY_NO_INPLACE = ["fmax", "fmin", "logaddexp", "logaddexp2"]
 UNARY = [s.name for s in _ew_kernel.SPECS if s.arity == 1 and s.family == "elementwise" and s.ints != "bool"
-         and s.name not in PIECEWISE]
+         and s.name not in PIECEWISE + MORE_UNARY]
+MORE = "test_elementwise_more.py::"
 BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "atan2", "hypot"]
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
 VIEWS = ["view", "reshape", "transpose", "permute", "expand", "squeeze", "unsqueeze", "narrow", "select"]
@@ -257,6 +262,25 @@ TESTS = {
        for op in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
                   "bitwise_right_shift")},
     **{op: ("test_bitwise.py::test_logical_xor", None) for op in ("logical_xor", "logical_xor_")},
+    # ----- torch's further elementwise math -----
+    **{op: (MORE + "test_new_unary_against_float64", MORE + "test_new_unary_gradcheck") for op in MORE_UNARY},
+    **{op + "_": (MORE + "test_new_inplace_forms_match_out_of_place", MORE + "test_new_inplace_gradcheck")
+       for op in MORE_UNARY + MORE_BINARY},
+    **{op: (MORE + "test_bool_predicates_match_numpy", None) for op in ("signbit", "isposinf", "isneginf", "isreal")},
+    **{op: (MORE + "test_new_binary_against_float64", MORE + "test_new_binary_gradcheck")
+       for op in MORE_BINARY + MORE_BINARY_NO_INPLACE},
+    **{op: (MORE + "test_heaviside_matches_numpy", MORE + "test_derivatives_torch_does_not_implement")
+       for op in ("heaviside", "heaviside_")},
+    **{op: (MORE + "test_gcd_lcm_match_numpy", None) for op in ("gcd", "gcd_", "lcm", "lcm_")},
+    **{op: (MORE + "test_clamp_min_max_in_place_and_as_functions", MORE + "test_clamp_min_max_in_place_gradcheck")
+       for op in ("clamp_min_", "clamp_max_")},
+    **{op: (MORE + "test_positive_fill_zero_rsub", None) for op in ("positive", "zero_")},
+    **{op: (MORE + "test_positive_fill_zero_rsub", MORE + "test_composites_gradcheck") for op in ("fill", "rsub")},
+    "frexp": (MORE + "test_frexp_matches_numpy", MORE + "test_composites_gradcheck"),
+    **{op: (MORE + "test_float_power_ldexp_mvlgamma", MORE + "test_composites_gradcheck")
+       for op in ("float_power", "float_power_", "ldexp", "ldexp_", "mvlgamma", "mvlgamma_")},
+    **{op: (MORE + "test_tensor_questions", None)
+       for op in ("is_complex", "is_floating_point", "is_signed", "is_nonzero", "is_same_size", "numel")},
     # ----- issue 33: shape functions, statistics, windows (composites, but the windows' kernel) -----
     **{op: (SHM + test, SHM + "test_shape_more_gradcheck") for test, ops in SHAPE_MORE.items() for op in ops},
     **{op: (STM + test, STM + "test_stats_more_gradcheck") for test, ops in STATS_MORE.items() for op in ops},
@@ -276,7 +300,9 @@ COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross
               "cross", "linalg_cross", "tensordot", "kron",  # rolls, products, permutes, mm
               # recorded as the scatter, index_put or gather they are
               "index_fill", "index_fill_", "index_copy", "index_copy_", "masked_scatter", "masked_scatter_",
-              "take_along_dim", "std_mean", "var_mean", "aminmax", "nansum", "nanmean", "median", "nanmedian", "mode"}
+              "take_along_dim", "std_mean", "var_mean", "aminmax", "nansum", "nanmean", "median", "nanmedian", "mode",
+              # clone and fill_, sub (or mul and sub), casts and pow, mul and pow, lgamma and sum
+              "fill", "rsub", "float_power", "float_power_", "ldexp", "ldexp_", "mvlgamma", "mvlgamma_"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage;
 # einsum is planned into diagonals, sums, permutes and bmm, each dispatched as an op of its own).
 NO_KERNEL = {"views", "einsum", "shape_more", "stats_more"}
@@ -296,32 +322,6 @@ MENTIONS = {"invert": ("~",), "getitem": ("[",), "setitem": ("] =",), "clone": (
             "linalg_vector_norm": ("vector_norm",), "linalg_matrix_norm": ("matrix_norm",),
             "linalg_cross": ("linalg.cross",)}
 
-
-
-@functools.lru_cache(maxsize=None)
-def _parsed(file: str):
-    """(lines, module-level assignments by name, test functions by name) of a test file."""
-    src = (TESTS_DIR / file).read_text()
-    lines = src.splitlines()
-    defs, funcs = {}, {}
-    for node in ast.parse(src).body:
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    defs[t.id] = ast.get_source_segment(src, node)
-        elif isinstance(node, ast.FunctionDef):
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            funcs[node.name] = "\n".join(lines[first - 1:node.end_lineno])
-    return defs, funcs
-
-
-def _test_text(ref: str):
-    """The test function's source with its decorators (parametrizations), followed by the source
-    of the module-level names it uses (the op tables it iterates), two levels deep; None if the
-    file has no such function."""
-    file, name = ref.split("::")
-    defs, funcs = _parsed(file)
-    if name not in funcs:
 # ----- linear algebra: forward test, gradcheck (None: no gradient), the ops they cover -----
 _LF, _LE = "test_linalg_factor.py::", "test_linalg_eig_svd.py::"
 _LINALG = [
@@ -349,6 +349,32 @@ COMPOSITES |= {"linalg_solve", "inverse", "logdet", "linalg_cholesky", "cholesky
 MENTIONS.update({op: ("L." + op[len("linalg_"):] + "(",) for _, _, ops in _LINALG for op in ops
                  if op.startswith("linalg_")})
 
+
+
+@functools.lru_cache(maxsize=None)
+def _parsed(file: str):
+    """(lines, module-level assignments by name, test functions by name) of a test file."""
+    src = (TESTS_DIR / file).read_text()
+    lines = src.splitlines()
+    defs, funcs = {}, {}
+    for node in ast.parse(src).body:
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    defs[t.id] = ast.get_source_segment(src, node)
+        elif isinstance(node, ast.FunctionDef):
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            funcs[node.name] = "\n".join(lines[first - 1:node.end_lineno])
+    return defs, funcs
+
+
+def _test_text(ref: str):
+    """The test function's source with its decorators (parametrizations), followed by the source
+    of the module-level names it uses (the op tables it iterates), two levels deep; None if the
+    file has no such function."""
+    file, name = ref.split("::")
+    defs, funcs = _parsed(file)
+    if name not in funcs:
         return None
     text = funcs[name]
     for _ in range(2):
@@ -555,8 +581,8 @@ def test_every_op_is_covered_in_its_family_files():
             problems.append(f"{name}: derivative in {DERIVATIVES[name].__module__}, "
                             f"not autograd/functions/{family}.py")
         for ref in (forward_ref, grad_ref):
-            if ref is not None and not ref.startswith(f"test_{family}.py::"):
-                problems.append(f"{name}: {ref} is not in tests/test_{family}.py")
+            if ref is not None and not re.match(rf"test_{family}(_\w+)?\.py::", ref):  # a family's file may be split
+                problems.append(f"{name}: {ref} is not in tests/test_{family}.py (or test_{family}_*.py)")
         text = _test_text(forward_ref)
         if text is None or not _mentions(text, op):
             problems.append(f"{name}: {forward_ref} " + ("does not call it" if text else "does not exist"))
@@ -581,7 +607,8 @@ def test_every_elementwise_record_has_its_derivative_row():
     elementwise family whose result is not bool has a row, and no row names anything else."""
     rows = {1: set(_ew_grad.UNARY_FORMULAS), 2: set(_ew_grad.BINARY_FORMULAS)}
     for arity, have in rows.items():
-        want = {s.name for s in _ew_kernel.SPECS if s.arity == arity and s.family == "elementwise" and s.ints != "bool"}
+        want = {s.name for s in _ew_kernel.SPECS if s.arity == arity and s.family == "elementwise"
+                and s.ints not in ("bool", "only")}  # integer-only ops (gcd, lcm) have no gradient
         assert have == want, (f"arity {arity}: records without a derivative row {sorted(want - have)}, "
                               f"rows without a record {sorted(have - want)}")
     no_grad = {s.name for s in _ew_kernel.SPECS if s.ints == "bool" or s.family == "bitwise"}
@@ -593,7 +620,10 @@ def test_elementwise_records_are_consistent():
     names = [s.name for s in _ew_kernel.SPECS]
     assert len(names) == len(set(names)) and set(names) == set(_ew_kernel.SPEC)
     for s in _ew_kernel.SPECS:
-        assert s.arity in (1, 2) and s.ints in ("float", "keep", "bool", "refuse"), s
+        assert s.arity in (1, 2) and s.ints in ("float", "keep", "bool", "refuse", "only"), s
+        assert s.inplace in ("method", "function", ""), s
+        assert (s.name + "_" in OPS) == bool(s.inplace) and (not s.inplace or OPS[s.name + "_"].function
+                                                              == (s.inplace == "function")), s
         assert s.autocast in CATEGORIES and s.family in ("elementwise", "bitwise"), s
         assert not s.reflected or s.dunder, s
         assert OPS[s.name].autocast == s.autocast and OPS[s.name].aliases == s.aliases, s

@@ -274,3 +274,125 @@ def polygamma(x0, n):
     r = tl.where((x <= 0) & (x == tl.floor(x)), sign * float("inf"), r)
     r = tl.where(x == float("inf"), 0.0, r)
     return r.to(x0.dtype)
+
+
+
+@triton.jit
+def erfc(x0):
+    """1 - erf(x) without the cancellation: 1 - erf(x) below 2 (|erfc| > 4.6e-3, so erf's rounding
+    stays an ulp of the result), above it exp(-x^2) / sqrt(pi) times the continued fraction
+    1 / (x + (1/2) / (x + 1 / (x + (3/2) / ...))), 60 terms (converged to fp64 from x = 2). In fp64."""
+    x = x0.to(tl.float64)
+    big = x >= 2.0
+    xs = tl.where(big, x, 2.0)  # lanes that take 1 - erf run the fraction at 2 (finite, then dropped)
+    t = xs
+    for k in range(60):  # from the 60th term up
+        t = xs + ((60 - k) * 0.5) / t
+    cf = tl.exp(-xs * xs) * 0.5641895835477563 / t
+    r = tl.where(big, cf, 1.0 - tl.erf(x))
+    return r.to(x0.dtype)
+
+
+@triton.jit
+def _bessel_i(x0, NU: tl.constexpr):
+    """The modified Bessel function I_nu(x), nu = 0 or 1: the power series sum (x/2)^(2k+nu) / (k! (k+nu)!),
+    60 terms (positive terms, converged to fp64) up to |x| = 20; above it Hankel's asymptotic series
+    e^|x| / sqrt(2 pi |x|) sum_k prod_j -(4 nu^2 - (2j-1)^2) / (j 8|x|), 20 terms. I_1 is odd. In fp64."""
+    x = x0.to(tl.float64)
+    ax = tl.abs(x)
+    small = ax <= 20.0
+    xs = tl.where(small, ax, 0.0)
+    q = xs * xs * 0.25
+    term = tl.zeros_like(x) + 1.0
+    if NU == 1:
+        term = xs * 0.5
+    acc = term
+    for k in range(1, 60):
+        term = term * q / (k * (k + NU))
+        acc += term
+    xl = tl.where(small, 21.0, ax)
+    mu = 4.0 * NU * NU
+    t = tl.zeros_like(x) + 1.0
+    s = t
+    for k in range(1, 20):
+        t = -t * (mu - (2 * k - 1) * (2 * k - 1)) / (k * 8.0 * xl)
+        s += t
+    big = tl.exp(xl - 0.5 * tl.log(xl * (2.0 * PI))) * s  # e^x / sqrt(2 pi x) without e^x's early overflow
+    r = tl.where(small, acc, tl.where(ax == float("inf"), ax, big))  # inf - log(inf) would be NaN
+    if NU == 1:
+        r = tl.where(x < 0, -r, r)
+    return r.to(x0.dtype)
+
+
+@triton.jit
+def i0(x):
+    return _bessel_i(x, 0)
+
+
+@triton.jit
+def i1(x):
+    return _bessel_i(x, 1)
+
+
+@triton.jit
+def igamma(a0, x0, UPPER: tl.constexpr):
+    """The regularized incomplete gamma functions in fp64: P(a, x) (UPPER false) and Q(a, x) = 1 - P.
+    Below x = a + 1 the series P = x^a e^-x / Gamma(a + 1) sum_n x^n / ((a + 1) ... (a + n)), above it
+    Legendre's continued fraction for Q (modified Lentz), each run until every lane of the block has
+    converged to fp64 (at most 2,000 steps: a up to some 10^5). The complement is taken from the side
+    computed, so neither loses its small tail.
+    torch's special values: NaN for a < 0 or x < 0, a = 0 gives P = 1 for x > 0, x = 0 gives P = 0,
+    an infinite x gives P = 1 (NaN if a is infinite too), an infinite a P = 0."""
+    a = a0.to(tl.float64)
+    x = x0.to(tl.float64)
+    inf = float("inf")
+    ok = (a > 0) & (x > 0) & (a < inf) & (x < inf)
+    a_ = tl.where(ok, a, 1.0)
+    x_ = tl.where(ok, x, 1.0)
+    pref = tl.exp(a_ * tl.log(x_) - x_ - lgamma(a_))  # x^a e^-x / Gamma(a)
+    use_series = x_ < a_ + 1.0
+    # the series, on every lane (those of the fraction at a point where it converges: x = a / 2)
+    xs = tl.where(use_series, x_, a_ * 0.5)
+    ap = a_
+    term = 1.0 / a_
+    acc = term
+    n = 0
+    while (n < 2000) & (tl.max(term / acc, axis=0) > 1e-17):
+        ap += 1.0
+        term = term * xs / ap
+        acc += term
+        n += 1
+    p_series = acc * tl.exp(a_ * tl.log(xs) - xs - lgamma(a_))
+    # the fraction, on every lane (those of the series at x = a + 2)
+    xc = tl.where(use_series, a_ + 2.0, x_)
+    tiny = 1e-300
+    b = xc + 1.0 - a_
+    c = tl.zeros_like(a_) + 1.0 / tiny
+    d = 1.0 / b
+    h = d
+    delta = h  # the last step's factor: 1 once converged
+    i = 1
+    while (i < 2000) & (tl.max(tl.abs(delta - 1.0), axis=0) > 5e-16):  # two ulps of 1
+        an = -i * (i - a_)
+        b += 2.0
+        d = an * d + b
+        d = tl.where(tl.abs(d) < tiny, tiny, d)
+        c = b + an / c
+        c = tl.where(tl.abs(c) < tiny, tiny, c)
+        d = 1.0 / d
+        delta = d * c
+        h = h * delta
+        i += 1
+    q_cf = pref * h
+    p = tl.where(use_series, p_series, 1.0 - q_cf)
+    q = tl.where(use_series, 1.0 - p_series, q_cf)
+    r = q if UPPER else p
+    # torch's special values (calc_igamma / calc_igammac)
+    lo = 1.0 if UPPER else 0.0  # the value at x = 0 and at an infinite a
+    hi = 1.0 - lo  # ... and at an infinite x, and P's at a = 0
+    r = tl.where(a == inf, lo, r)
+    r = tl.where(x == inf, tl.where(a == inf, float("nan"), hi), r)
+    r = tl.where(x == 0, lo, r)
+    r = tl.where(a == 0, tl.where(x > 0, hi, float("nan")), r)
+    r = tl.where((a < 0) | (x < 0) | (a != a) | (x != x), float("nan"), r)
+    return r.to(a0.dtype)

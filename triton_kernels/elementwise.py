@@ -18,6 +18,7 @@ from ..runtime.launch import Site, launch
 from ._math import (acos as _acos, acosh as _acosh, asin as _asin, asinh as _asinh, atan as _atan, atan2 as _atan2,
                     atanh as _atanh, cosh as _cosh, digamma as _digamma, erfinv as _erfinv, expm1 as _expm1,
                     lgamma as _lgamma, log1p as _log1p, polygamma as _polygamma, sinh as _sinh)
+from ._math import erfc as _erfc, i0 as _i0, i1 as _i1, igamma as _igamma, signbit as _signbit
 from ._common import (collapse, elementwise_block, f64_bits, grid_1d, linear_index, load_f64_scalar, needs_int64,
                       strided_offset4)
 
@@ -120,6 +121,9 @@ COMPARISONS = tuple(s.name for s in SPECS if s.ints == "bool")
 # polygamma(n, x), n passed as the integer scalar; the three-operand ops, whose third operand may be a
 # scalar (lerp's weight) and whose scalar is addcmul/addcdiv's value.
 DIV_TRUNC, POLYGAMMA = "div_trunc", "polygamma"
+# Unary kernel ops no record makes public: i0's derivative (I_1), and frexp's two results, each a pass
+FREXP_MANTISSA, FREXP_EXPONENT, I1 = "frexp_mantissa", "frexp_exponent", "i1"
+HIDDEN_UNARY = (FREXP_MANTISSA, FREXP_EXPONENT, I1)
 TERNARY = ("lerp", "addcmul", "addcdiv")
 
 
@@ -134,6 +138,51 @@ def _tanh(x):
     m = _expm1(-2.0 * tl.abs(x))
     t = -m / (2.0 + m)
     return tl.where(x < 0, -t, t)
+
+
+@triton.jit
+def _frexp(x, EXPONENT: tl.constexpr):
+    """x = m 2^e with 0.5 <= |m| < 1 (C's frexp), from the bits: the exponent field less its bias,
+    the mantissa the same bits under the exponent of 0.5; a subnormal is scaled by 2^64 first.
+    0, inf and NaN are their own mantissa, with exponent 0."""
+    if x.dtype == tl.float64:
+        sub = (x != 0) & (tl.abs(x) < 2.2250738585072014e-308)
+        xs = tl.where(sub, x * 18446744073709551616.0, x)
+        bits = xs.to(tl.int64, bitcast=True)
+        e = ((bits >> 52) & 0x7FF) - 1022 - tl.where(sub, 64, 0)
+        m = ((bits & -9218868437227405313) | 0x3FE0000000000000).to(tl.float64, bitcast=True)
+    else:
+        sub = (x != 0) & (tl.abs(x) < 1.1754943508222875e-38)
+        xs = tl.where(sub, x * 18446744073709551616.0, x)
+        bits = xs.to(tl.int32, bitcast=True)
+        e = ((bits >> 23) & 0xFF) - 126 - tl.where(sub, 64, 0)
+        m = ((bits & -2139095041) | 0x3F000000).to(tl.float32, bitcast=True)
+    special = (x == 0) | (tl.abs(x) == float("inf")) | (x != x)
+    if EXPONENT:
+        r = tl.where(special, 0, e)
+    else:
+        r = tl.where(special, x, m)
+    return r
+
+
+@triton.jit
+def _nextafter(x, y, T: tl.constexpr):
+    """The next value of dtype T after x toward y: the bits of x one step away from zero (or toward
+    it); from 0 the least subnormal with y's sign. Stepped in T itself, so fp16 and bf16 (computed in
+    fp32) step by their own ulp."""
+    xv = x.to(T)
+    if T.primitive_bitwidth == 16:
+        bits = xv.to(tl.int16, bitcast=True)
+    elif T.primitive_bitwidth == 32:
+        bits = xv.to(tl.int32, bitcast=True)
+    else:
+        bits = xv.to(tl.int64, bitcast=True)
+    away = (y > x) == (x > 0)
+    stepped = (bits + tl.where(away, 1, -1).to(bits.dtype)).to(T, bitcast=True).to(x.dtype)
+    least = (bits * 0 + 1).to(T, bitcast=True).to(x.dtype)
+    r = tl.where(x == 0, tl.where(y > 0, least, -least), stepped)
+    r = tl.where(x == y, y, r)
+    return tl.where((x != x) | (y != y), x + y, r)
 
 
 @triton.jit
@@ -180,12 +229,15 @@ def _unary(x, OP: tl.constexpr):
         r = 1.0 / x
     elif OP == "square":
         r = x * x
-    elif OP == "floor":
-        r = tl.floor(x)
-    elif OP == "ceil":
-        r = tl.ceil(x)
-    elif OP == "trunc":
-        r = tl.where(x < 0, tl.ceil(x), tl.floor(x))
+    elif OP == "floor" or OP == "ceil" or OP == "trunc":
+        if not x.dtype.is_floating():  # an integer is whole already (tl.floor takes floats only)
+            r = x
+        elif OP == "floor":
+            r = tl.floor(x)
+        elif OP == "ceil":
+            r = tl.ceil(x)
+        else:
+            r = tl.where(x < 0, tl.ceil(x), tl.floor(x))
     elif OP == "sign":
         r = tl.where(x > 0, 1, tl.where(x < 0, -1, x)).to(x.dtype)
     elif OP == "tan":
@@ -214,6 +266,34 @@ def _unary(x, OP: tl.constexpr):
         r = _lgamma(x)
     elif OP == "digamma":
         r = _digamma(x)
+    elif OP == "erfc":
+        r = _erfc(x)
+    elif OP == "deg2rad":
+        r = x * 0.017453292519943295
+    elif OP == "rad2deg":
+        r = x * 57.29577951308232
+    elif OP == "frac":
+        r = x - tl.where(x < 0, tl.ceil(x), tl.floor(x))
+    elif OP == "sinc":
+        px = x * 3.141592653589793
+        r = tl.where(x == 0, 1.0, tl.sin(px) / px)
+    elif OP == "i0":
+        r = _i0(x)
+    elif OP == "i1":
+        r = _i1(x)
+    elif OP == "logit":
+        r = tl.log(x / (1.0 - x))
+    elif OP == "signbit":
+        if x.dtype.is_floating():
+            r = _signbit(x)
+        else:
+            r = x < 0
+    elif OP == "isposinf":
+        r = x == float("inf")
+    elif OP == "isneginf":
+        r = x == float("-inf")
+    elif OP == "frexp_mantissa" or OP == "frexp_exponent":
+        r = _frexp(x, OP == "frexp_exponent")
     elif OP == "bitwise_not":
         r = ~x
     else:  # logical_not
@@ -284,6 +364,42 @@ def _binary(x, y, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         r = tl.where((ax == float("inf")) | (ay == float("inf")), float("inf"), r)  # even beside a NaN (C's hypot)
     elif OP == "fmod":
         r = x % y  # Triton's % is C's: the sign of x
+    elif OP == "copysign":
+        r = tl.where(_signbit(y), -tl.abs(x), tl.abs(x))
+    elif OP == "fmax":
+        r = tl.where(x != x, y, tl.where(y != y, x, tl.maximum(x, y)))
+    elif OP == "fmin":
+        r = tl.where(x != x, y, tl.where(y != y, x, tl.minimum(x, y)))
+    elif OP == "gcd" or OP == "lcm":
+        # Euclid's steps, 93 of them: enough for any int64 pair (consecutive Fibonacci numbers, the worst
+        # case, pass 2^63 at the 93rd); a finished lane (b == 0) stays put
+        a = tl.abs(x)
+        b = tl.abs(y)
+        for _ in range(93):
+            nz = b != 0
+            m = a % tl.where(nz, b, 1)
+            a = tl.where(nz, b, a)
+            b = tl.where(nz, m, b)
+        if OP == "gcd":
+            r = a
+        else:
+            r = tl.where(a == 0, 0, tl.abs(x // tl.where(a == 0, 1, a) * y))
+    elif OP == "heaviside":
+        r = tl.where(x == 0, y, (x > 0).to(y.dtype))
+    elif OP == "logaddexp" or OP == "logaddexp2":
+        m = tl.maximum(x, y)
+        if OP == "logaddexp":
+            s = m + _log1p(tl.exp(-tl.abs(x - y)))
+        else:
+            s = m + _log1p(tl.exp2(-tl.abs(x - y))) * 1.4426950408889634
+        r = tl.where((x == y) & (tl.abs(x) == float("inf")), x, s)  # inf - inf is no NaN here
+        r = tl.where((x != x) | (y != y), x + y, r)
+    elif OP == "xlogy":
+        r = tl.where(y != y, y, tl.where(x == 0, 0.0, x * tl.log(y)))
+    elif OP == "igamma":
+        r = _igamma(x, y, False)
+    elif OP == "igammac":
+        r = _igamma(x, y, True)
     elif OP == "div_trunc":
         if IS_FLOAT:
             q = x / y
@@ -381,7 +497,10 @@ def _elementwise_body(a, b, c, out, oa, ob, oc, oo, mask, scalar_bits, scalar_in
                 y = y * load_f64_scalar(scalar_bits).to(COMPUTE)
             elif B_SCALAR == 4:
                 y = y * scalar_int.to(COMPUTE)
-        r = _binary(x, y, OP, IS_FLOAT)
+        if OP == "nextafter":  # stepped in the output's own dtype
+            r = _nextafter(x, y, out.dtype.element_ty)
+        else:
+            r = _binary(x, y, OP, IS_FLOAT)
         if OP == "pow" and IS_FLOAT and not out.dtype.element_ty.is_floating():
             # Integer pow runs in float64: round, don't truncate 8.999... to 8. A negative exponent
             # gives 0 unless |x| == 1, as torch's integer pow (0 ** -1 is 0 there, not inf -> INT_MIN).
@@ -482,5 +601,5 @@ class _Layout:
         return site
 
 
-_UNARY_SET = frozenset(UNARY + BITWISE_UNARY)
+_UNARY_SET = frozenset(UNARY + BITWISE_UNARY + HIDDEN_UNARY)
 _TL_DTYPES = {name: getattr(tl, name) for name in ("float32", "float64", "int32", "int64")}

@@ -73,6 +73,34 @@ def _silu(g, x):
     return g * s * (x * (1 - s) + 1)
 
 
+def _nonzero_or_one(x):
+    """``x`` with its zeros replaced by 1: a formula's removable singularity at 0 is then evaluated
+    away from it (and selected out), so neither it nor its own derivative is ever NaN there."""
+    return _ew_where(x == 0, 1.0, x)
+
+
+def _sinc_grad(x):
+    """d/dx sin(pi x) / (pi x) = (cos(pi x) pi x - sin(pi x)) / (pi x^2), 0 at x = 0."""
+    xs = _nonzero_or_one(x)
+    px = xs * math.pi
+    return _ew_where(x == 0, 0.0, (px.cos() * px - px.sin()) / (px * xs))
+
+
+class I1(BuiltinFunction):
+    """I_1, i0's derivative (torch.special.i1; no public op here): d/dx I_1 = I_0 - I_1 / x (1/2 at 0)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _ew.i1(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        xs = _nonzero_or_one(x)
+        return g * _ew_where(x == 0, 0.5, x.i0() - I1.apply(xs) / xs)
+
+
 def _flat(g, *_):
     """Piecewise constant (floor, ceil, trunc, sign, floor_divide): a zero gradient, as in PyTorch."""
     return g * 0
@@ -118,6 +146,13 @@ UNARY_FORMULAS = {
     "erfinv": ("y", lambda g, y: g * (y * y).exp() * (math.sqrt(math.pi) / 2)),
     "lgamma": ("x", lambda g, x: g * x.digamma()),
     "digamma": ("x", lambda g, x: g * x.polygamma(1)),
+    "erfc": ("x", lambda g, x: g * (x * x * -1).exp() * (-2 / math.sqrt(math.pi))),
+    "deg2rad": (None, lambda g, _: g * (math.pi / 180)),
+    "rad2deg": (None, lambda g, _: g * (180 / math.pi)),
+    "frac": (None, lambda g, _: g),  # x - trunc(x): trunc is flat
+    "sinc": ("x", lambda g, x: g * _sinc_grad(x)),
+    "i0": ("x", lambda g, x: g * I1.apply(x)),
+    "logit": ("x", lambda g, x: g / (x * (1 - x))),
 }
 UNARY = functions_from_table(Unary, UNARY_FORMULAS, ("saves", "formula"))
 
@@ -175,6 +210,33 @@ def _pow_db(g, a, b):
     return g * y * log_a
 
 
+def _zero(g, *_):
+    return g * 0
+
+
+def _not_implemented(what, error=RuntimeError):
+    """A derivative torch does not implement: its error, raised when backward reaches it."""
+    def formula(g, a, b):
+        raise error(f"the derivative for '{what}' is not implemented.")
+    return formula
+
+
+def _copysign_ratio(a, b):
+    """d copysign(a, b) / da: +-1 as the result's sign over a's, 0 at a = 0 (torch's)."""
+    safe = _nonzero_or_one(a)
+    return _ew_where(a == 0, 0.0, safe.copysign(b) / safe)
+
+
+def _fmax_self(a, b, wins):
+    """Where fmax/fmin's result is input: it wins (ties included), or other is NaN."""
+    return wins | b.isnan()
+
+
+def _gamma_density(a, x):
+    """x^(a-1) e^-x / Gamma(a), the density of Gamma(a, 1) at x."""
+    return ((a - 1) * x.log() - x - a.lgamma()).exp()
+
+
 def _share(wins, a, b, g):
     """maximum/minimum: the chosen side's share of the gradient, split evenly on ties (PyTorch)."""
     return wins.to(g.dtype) + (a == b).to(g.dtype) * 0.5
@@ -194,6 +256,19 @@ BINARY_FORMULAS = {
     "atan2": (True, lambda g, a, b: g * b / (a * a + b * b), lambda g, a, b: -g * a / (a * a + b * b)),
     "hypot": (True, lambda g, a, b: g * a / a.hypot(b), lambda g, a, b: g * b / a.hypot(b)),
     "fmod": (True, lambda g, a, b: g, lambda g, a, b: -g * a.div(b, rounding_mode="trunc")),  # a - trunc(a/b) b
+    "copysign": (True, lambda g, a, b: g * _copysign_ratio(a, b), _zero),
+    # fmax/fmin: all of it to the side taken, a tie to input, as torch's
+    "fmax": (True, lambda g, a, b: g * _fmax_self(a, b, a >= b), lambda g, a, b: g * ~_fmax_self(a, b, a >= b)),
+    "fmin": (True, lambda g, a, b: g * _fmax_self(a, b, a <= b), lambda g, a, b: g * ~_fmax_self(a, b, a <= b)),
+    "heaviside": (False, _not_implemented("heaviside"), _not_implemented("heaviside")),
+    "logaddexp": (True, lambda g, a, b: g / ((b - a).exp() + 1), lambda g, a, b: g / ((a - b).exp() + 1)),
+    "logaddexp2": (True, lambda g, a, b: g / ((b - a).exp2() + 1), lambda g, a, b: g / ((a - b).exp2() + 1)),
+    "xlogy": (True, lambda g, a, b: g * (a != 0).xlogy(b), lambda g, a, b: g * a / b),
+    "nextafter": (False, lambda g, a, b: g, _zero),
+    # d/dx P(a, x) = x^(a-1) e^-x / Gamma(a); torch has no derivative in a either
+    "igamma": (True, _not_implemented("igamma: input", NotImplementedError), lambda g, a, b: g * _gamma_density(a, b)),
+    "igammac": (True, _not_implemented("igammac: input", NotImplementedError),
+                lambda g, a, b: -g * _gamma_density(a, b)),
 }
 BINARY = functions_from_table(Binary, BINARY_FORMULAS, ("saves", "da", "db"))
 
@@ -468,3 +543,73 @@ for _op, _fn in BINARY.items():
     RECORD.update(_recorders(_op, binary, _fn))
 RECORD.update({"div": div, "div_": div_, "polygamma": polygamma, "polygamma_": polygamma_, "lerp": _lerp,
                "lerp_": _lerp_, **_addc_recorders(Addcmul), **_addc_recorders(Addcdiv)})
+
+
+# ----- logit's eps, the checks of the two-tensor ops, clamp_min_/clamp_max_, frexp --------------------
+def logit(input, eps=None, *, out=None):
+    """The recorder of logit: runs it as the table's logit, so autograd records it (torch's logit; with eps
+    the clamp is recorded first, so the gradient is 0 outside [eps, 1 - eps])."""
+    _no_out("logit", out)
+    if eps is not None:  # the clamp recorded on its own: gradient 0 outside [eps, 1 - eps], as torch's
+        input = _ew._logit_clamp(input, eps)
+    return UNARY["logit"].apply(input)
+
+
+def logit_(input, eps=None):
+    """The recorder of logit_: runs it as logit in place, so autograd records it (torch's logit_)."""
+    check_inplace(input)
+    if eps is not None:
+        _ew._logit_clamp(input, eps, inplace=True)
+    return unary("logit", input, inplace=True)
+
+
+def _checked(op, check, has_inplace=True):
+    """``op`` and ``op_``'s recorders, running the core entry's operand checks first (the generic
+    Binary goes straight to the kernel's entry)."""
+    plain, inplace = RECORD[op], RECORD.pop(op + "_")
+
+    def record(input, other, *, out=None):
+        check(input, other)
+        return plain(input, other, out=out)
+
+    def record_(input, other):
+        check(input, other)
+        return inplace(input, other)
+
+    return {op: record, op + "_": record_} if has_inplace else {op: record}
+
+
+def _two_tensors(op):
+    return lambda input, other: _ew._tensor_operands(op, input, other)
+
+
+class Frexp(BuiltinFunction):
+    """frexp(x) -> (mantissa, exponent): the mantissa is x / 2^e, so its gradient is g / 2^e."""
+
+    @staticmethod
+    def forward(ctx, x):
+        m, e = _ew.frexp(x)
+        ctx.mark_non_differentiable(e)
+        ctx.save_for_backward(e)
+        return m, e
+
+    @staticmethod
+    def backward(ctx, g, _g_exponent):
+        (e,) = ctx.saved_tensors
+        return g * (-e.to(g.dtype)).exp2()
+
+
+def frexp(input, *, out=None):
+    """The recorder of frexp: runs it as Frexp, so autograd records it (torch's frexp; the mantissa's gradient
+    is g / 2**exponent, the exponent has none)."""
+    _no_out("frexp", out)
+    return _ew.frexp_result(*Frexp.apply(input))
+
+
+RECORD.update(logit=logit, logit_=logit_, frexp=frexp, **_checked("heaviside", _ew._heaviside_checks),
+              clamp_min_=lambda input, min: clamp_(input, min, None),
+              clamp_max_=lambda input, max: clamp_(input, None, max))
+for _op in ("nextafter", "igamma", "igammac"):
+    RECORD.update(_checked(_op, _two_tensors(_op)))
+for _op in ("fmax", "fmin", "logaddexp", "logaddexp2"):  # torch has no in-place form of these
+    RECORD.update(_checked(_op, _two_tensors(_op), has_inplace=False))

@@ -6,8 +6,10 @@ dtypes) before anything runs, and returns a new tensor; ``out=`` writes into an 
 """
 from __future__ import annotations
 
+from collections import namedtuple
 from typing import TYPE_CHECKING
 
+import math
 import numbers
 
 import numpy as np
@@ -31,6 +33,9 @@ _INT_PRESERVING = frozenset(s.name for s in _k.SPECS if s.arity == 1 and s.ints 
 _INT_TO_FLOAT = frozenset(s.name for s in _k.SPECS if s.arity == 2 and s.ints == "float")
 _INT_REFUSED = frozenset(s.name for s in _k.SPECS if s.ints == "refuse")
 _BITWISE_KERNEL = {s.name: s.torch_kernel for s in _k.SPECS if s.torch_kernel}
+# ... unary ops with a bool result (logical_not, signbit, isposinf ...); binary ops of integers only (gcd, lcm)
+_BOOL_UNARY = frozenset(s.name for s in _k.SPECS if s.arity == 1 and s.ints == "bool")
+_INT_ONLY = frozenset(s.name for s in _k.SPECS if s.ints == "only")
 
 
 def _is_scalar(x) -> bool:
@@ -100,7 +105,7 @@ def unary(op: str, x, out=None) -> Tensor:
         _check_bitwise(op, x.dtype, x.device)
         if x.dtype is dt.bool_:
             op = "logical_not"  # ~True is False, not the int32 ~1 == -2 a kernel would compute
-    if op == "logical_not":
+    if op in _BOOL_UNARY:
         result = dt.bool_
         compute = _COMPUTE[x.dtype].name
     elif x.dtype.is_floating_point or op in _INT_PRESERVING:
@@ -110,6 +115,8 @@ def unary(op: str, x, out=None) -> Tensor:
         result = x.dtype
         compute = _COMPUTE[x.dtype].name
     else:
+        if op in _INT_REFUSED:
+            raise NotImplementedError(f"\"{op}_{x.device.type}\" not implemented for '{x.dtype.type_name}'")
         result = dt.get_default_dtype()
         compute = "float32"
     if out is None:
@@ -242,6 +249,8 @@ def _plan_binary(op: str, a, b):
     promoted = dt.result_type(a, b)
     if op in _INT_REFUSED and not promoted.is_floating_point:
         raise NotImplementedError(f"\"{op}_{dev.type}\" not implemented for '{_TYPE_NAME.get(promoted, promoted.name)}'")
+    if op in _INT_ONLY and (promoted.is_floating_point or promoted is dt.bool_):
+        raise NotImplementedError(f"\"{op}_{dev.type}\" not implemented for '{promoted.type_name}'")
     if op in _INT_TO_FLOAT and not promoted.is_floating_point:
         compute_in, result = dt.get_default_dtype(), dt.get_default_dtype()
     elif op == "pow" and not promoted.is_floating_point:
@@ -579,3 +588,253 @@ def invert(input) -> Tensor:
     if not isinstance(input, TensorBase) or input.dtype.is_floating_point:
         raise TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
     return unary("bitwise_not", input)
+
+
+
+# ----- torch's further elementwise math: forms with arguments or checks of their own, and composites -----
+def logit(input, eps=None, *, out=None) -> Tensor:
+    """``log(p / (1 - p))``; with ``eps``, ``input`` clamped to [eps, 1 - eps] first (torch's), so the
+    ends stay finite."""
+    if eps is not None:
+        input = _logit_clamp(input, eps)
+    return unary("logit", input, out=out)
+
+
+def logit_(input, eps=None) -> Tensor:
+    """``Tensor.logit_``: ``log(p / (1 - p))`` in place, ``p`` clamped to [eps, 1 - eps] first when ``eps`` is
+    given."""
+    if eps is not None:
+        _logit_clamp(input, eps, inplace=True)
+    unary("logit", input, out=input)
+    input._bump_version()
+    return input
+
+
+def _logit_clamp(input, eps, inplace=False):
+    if not isinstance(input, TensorBase):
+        raise TypeError(f"logit(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    if not isinstance(eps, numbers.Real) or isinstance(eps, bool):
+        raise TypeError(f"logit(): argument 'eps' (position 2) must be float, not {type(eps).__name__}")
+    if not input.dtype.is_floating_point:  # torch's integer logit clamps in the default float, as it computes
+        input = input.to(dt.get_default_dtype())
+    # dispatched: under autograd the clamp is recorded, and its gradient is zero outside [eps, 1 - eps] as torch's
+    return input.clamp_(eps, 1 - eps) if inplace else input.clamp(eps, 1 - eps)
+
+
+def _heaviside_checks(input, values):
+    for x, name, pos in ((input, "input", 1), (values, "values", 2)):
+        if not isinstance(x, TensorBase):
+            raise TypeError(f"heaviside(): argument '{name}' (position {pos}) must be Tensor, not {type(x).__name__}")
+    if input.dtype is not values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+
+
+def heaviside(input, values, *, out=None) -> Tensor:
+    """0 where ``input`` < 0, 1 where it is > 0, ``values`` where it is 0 (one dtype for both, as torch)."""
+    _heaviside_checks(input, values)
+    return binary("heaviside", input, values, out=out)
+
+
+def heaviside_(input, values) -> Tensor:
+    """``Tensor.heaviside_``: the step function in place: 0 below zero, 1 above, ``values`` at zero."""
+    _heaviside_checks(input, values)
+    binary("heaviside", input, values, out=input)
+    input._bump_version()
+    return input
+
+
+UNARY["logit"] = (logit, logit_)
+BINARY["heaviside"] = (heaviside, heaviside_)
+# two tensors, as torch's signatures (no Number overload)
+for _op in ("fmax", "fmin", "gcd", "lcm", "logaddexp", "logaddexp2", "nextafter", "igamma", "igammac"):
+    BINARY[_op] = _two_tensor_entries(_op)
+
+
+def clamp_min_(input, min) -> Tensor:
+    """``Tensor.clamp_min_``: ``clamp_(input, min=min)``."""
+    return clamp_(input, min, None)
+
+
+def clamp_max_(input, max) -> Tensor:
+    """``Tensor.clamp_max_``: ``clamp_(input, max=max)``."""
+    return clamp_(input, None, max)
+
+
+def _tensor(x, op: str, name: str = "input", pos: int = 1):
+    if not isinstance(x, TensorBase):
+        raise TypeError(f"{op}(): argument '{name}' (position {pos}) must be Tensor, not {type(x).__name__}")
+    return x
+
+
+def positive(input) -> Tensor:
+    """``+input``: the tensor itself (torch's), refused for bool."""
+    if _tensor(input, "positive").dtype is dt.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def fill(input, value) -> Tensor:
+    """A new tensor of ``input``'s shape, dtype and device filled with ``value``: for a number a clone
+    filled in place (a zero gradient to ``input``), for a 0-d tensor that tensor cast and expanded
+    (its gradient the sum), each piece dispatched, so recorded, as torch's."""
+    if not isinstance(value, TensorBase):
+        return _tensor(input, "fill").clone().fill_(value)
+    if value.ndim != 0:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
+    return value.to(device=_tensor(input, "fill").device, dtype=input.dtype).expand(input.shape).clone()
+
+
+def zero_(input) -> Tensor:
+    """``torch.zero_(input)``: ``input.zero_()``."""
+    return _tensor(input, "zero_").zero_()
+
+
+def isreal(input) -> Tensor:
+    """True everywhere: tritensor has no complex dtypes, so every value is real (torch's, for a real
+    tensor)."""
+    out = TensorBase._empty(_tensor(input, "isreal")._shape, dt.bool_, input.device)
+    return out.fill_(True)
+
+
+def rsub(input, other, *, alpha=1) -> Tensor:
+    """``other - alpha * input`` (torch.rsub: sub with its operands swapped)."""
+    _tensor(input, "rsub")
+    if isinstance(other, TensorBase):
+        return other.sub(input, alpha=alpha)
+    _check_operand(other, "other", "rsub")
+    return (input if alpha == 1 else input.mul(alpha)).__rsub__(other)
+
+
+def float_power(input, exponent) -> Tensor:
+    """``input ** exponent`` in float64, whatever the operands' dtypes (torch's)."""
+    if not isinstance(input, TensorBase):
+        _check_operand(input, "input", "float_power")
+        return _tensor(exponent, "float_power", "exponent", 2).to(dt.float64).__rpow__(input)
+    _check_operand(exponent, "exponent", "float_power")
+    e = exponent.to(dt.float64) if isinstance(exponent, TensorBase) else exponent
+    return input.to(dt.float64).pow(e)
+
+
+def float_power_(input, exponent) -> Tensor:
+    """``Tensor.float_power_``: ``input ** exponent`` in float64, in place; torch's error unless ``input`` is
+    float64."""
+    if _tensor(input, "float_power_").dtype is not dt.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {input.dtype.type_name} but the operation's "
+                           "result requires dtype Double")
+    _check_operand(exponent, "exponent", "float_power_")
+    return input.pow_(exponent.to(dt.float64) if isinstance(exponent, TensorBase) else exponent)
+
+
+def _ldexp_scale(input, other, op):
+    """2 ** other in the result's dtype: the operands' promoted one, the default float for integers (torch's)."""
+    _tensor(input, op)
+    _tensor(other, op, "other", 2)
+    result = dt.result_type(input, other)
+    return other.__rpow__(2.0).to(result if result.is_floating_point else dt.get_default_dtype())
+
+
+def ldexp(input, other, *, out=None) -> Tensor:
+    """``input * 2 ** other`` (torch's: the product of the two, a float)."""
+    scale = _ldexp_scale(input, other, "ldexp")
+    return input.mul(scale) if out is None else input.mul(scale, out=out)
+
+
+def ldexp_(input, other) -> Tensor:
+    """``Tensor.ldexp_``: ``input * 2 ** other`` in place."""
+    return input.mul_(_ldexp_scale(input, other, "ldexp_"))
+
+
+_LOG_PI = math.log(math.pi)
+
+
+def _mvlgamma_terms(input, p, op):
+    _tensor(input, op)
+    if not isinstance(p, numbers.Integral) or isinstance(p, bool):
+        raise TypeError(f"{op}(): argument 'p' (position 2) must be int, not {type(p).__name__}")
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    if input.numel() and not bool(input.gt((p - 1) / 2).all().item()):  # one reduction and a host read
+        raise RuntimeError("All elements must be greater than (p-1)/2")
+    x = input if input.dtype.is_floating_point else input.to(dt.get_default_dtype())
+    # log Gamma_p(x) = p (p - 1) / 4 log(pi) + sum_j lgamma(x - j / 2), the p terms along a new last dim
+    offsets = x.new_tensor([-0.5 * j for j in range(p)])
+    return (x.unsqueeze(-1) + offsets).lgamma().sum(-1) + p * (p - 1) / 4 * _LOG_PI
+
+
+def mvlgamma(input, p) -> Tensor:
+    """The multivariate log-gamma function of dimension ``p`` (a composite of lgamma and a sum)."""
+    return _mvlgamma_terms(input, p, "mvlgamma")
+
+
+def mvlgamma_(input, p) -> Tensor:
+    """``Tensor.mvlgamma_``: the multivariate log-gamma of dimension ``p`` in place."""
+    return input.copy_(_mvlgamma_terms(input, p, "mvlgamma_"))
+
+
+frexp_result = namedtuple("frexp", ["mantissa", "exponent"])  # torch.return_types.frexp
+
+
+def frexp(input, *, out=None):
+    """(mantissa, exponent): ``input = mantissa * 2 ** exponent``, 0.5 <= |mantissa| < 1, the exponent
+    int32 (C's frexp, torch's); two passes of the kernel over the bits."""
+    if not _tensor(input, "frexp").dtype.is_floating_point:
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    if out is None:
+        m = TensorBase._empty(input._shape, input.dtype, input.device)
+        e = TensorBase._empty(input._shape, dt.int32, input.device)
+    else:
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise TypeError("frexp(): argument 'out' must be a tuple of 2 Tensors")
+        m = _prepare_out(out[0], input.shape, input.dtype, input.device, "frexp")
+        e = _prepare_out(out[1], input.shape, dt.int32, input.device, "frexp")
+        if m.dtype is not input.dtype or e.dtype is not dt.int32:
+            raise RuntimeError("torch.frexp() expects mantissa to have dtype " f"{input.dtype.name} and exponent "
+                               "to have dtype int32")
+        (input,) = _unalias(m, input)
+        (input,) = _unalias(e, input)
+    compute = _COMPUTE[input.dtype].name
+    _k.elementwise(_k.FREXP_EXPONENT, e, input, compute=compute)
+    _k.elementwise(_k.FREXP_MANTISSA, m, input, compute=compute)
+    return frexp_result(m, e)
+
+
+def i1(input) -> Tensor:
+    """I_1, the derivative of i0 (no public op of its own: torch has it as torch.special.i1)."""
+    return unary(_k.I1, input)
+
+
+# ----- questions about a tensor, as torch's functions (and methods where Tensor lacks them) -----
+def is_complex(input) -> bool:
+    """False: tritensor has no complex dtypes."""
+    return _tensor(input, "is_complex").dtype.is_complex
+
+
+def is_floating_point(input) -> bool:
+    """torch.is_floating_point: whether ``input``'s dtype is a floating one."""
+    return _tensor(input, "is_floating_point").dtype.is_floating_point
+
+
+def is_signed(input) -> bool:
+    """Whether the dtype holds negative values (floats and signed integers; not bool or uint8)."""
+    return _tensor(input, "is_signed").dtype.is_signed
+
+
+def is_nonzero(input) -> bool:
+    """The value of a one-element tensor as a bool; torch's errors for none or several."""
+    n = _tensor(input, "is_nonzero").numel()
+    if n == 0:
+        raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+    if n > 1:
+        raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+    return bool(input.item() != 0)
+
+
+def is_same_size(input, other) -> bool:
+    """torch.is_same_size: whether ``input`` and ``other`` have the same shape."""
+    _tensor(other, "is_same_size", "other", 2)
+    return tuple(_tensor(input, "is_same_size").shape) == tuple(other.shape)
+
+
+def numel(input) -> int:
+    """torch.numel: the number of elements of ``input``."""
+    return _tensor(input, "numel").numel()

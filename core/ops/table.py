@@ -109,10 +109,11 @@ def _add(op: Op) -> Op:
 
 
 def _with_inplace(name, impl, inplace_impl, autocast, *, function=True, aliases=(), dunders=(), rdunders=(),
-                  idunders=()):
-    """``name`` and its in-place form ``name_`` (a method only, category ``none``)."""
+                  idunders=(), inplace_function=False):
+    """``name`` and its in-place form ``name_`` (a method, and a function too where torch has one:
+    ``inplace_function``, as torch.exp_; category ``none``)."""
     _add(Op(name, impl, autocast, function=function, aliases=aliases, dunders=dunders, rdunders=rdunders))
-    _add(Op(name + "_", inplace_impl, "none", function=False, aliases=tuple(a + "_" for a in aliases),
+    _add(Op(name + "_", inplace_impl, "none", function=inplace_function, aliases=tuple(a + "_" for a in aliases),
             dunders=idunders, inplace_of=name))
 
 
@@ -122,8 +123,12 @@ def _with_inplace(name, impl, inplace_impl, autocast, *, function=True, aliases=
 def _from_spec(name, entries):
     s = _k.SPEC[name]
     d = s.dunder  # "add": __add__, and for a reflected one __radd__ and __iadd__ too
+    if not s.inplace:  # torch has no in-place form (signbit, fmax ...)
+        _add(Op(name, entries[name][0], s.autocast, aliases=s.aliases, dunders=(f"__{d}__",) if d else ()))
+        return
     _with_inplace(name, *entries[name], s.autocast, aliases=s.aliases, dunders=(f"__{d}__",) if d else (),
-                  rdunders=(f"__r{d}__",) if s.reflected else (), idunders=(f"__i{d}__",) if s.reflected else ())
+                  rdunders=(f"__r{d}__",) if s.reflected else (), idunders=(f"__i{d}__",) if s.reflected else (),
+                  inplace_function=s.inplace == "function")
 
 
 for _name in _k.UNARY:
@@ -144,9 +149,24 @@ for _name in _k.BITWISE_UNARY:
     _from_spec(_name, bitwise.UNARY)
 for _name in _k.BITWISE_BINARY:
     _from_spec(_name, bitwise.BINARY)
-_with_inplace("clamp", elementwise.clamp, elementwise.clamp_, "none", aliases=("clip",))
-_add(Op("clamp_min", elementwise.clamp_min, "none", function=False))
-_add(Op("clamp_max", elementwise.clamp_max, "none", function=False))
+_with_inplace("clamp", elementwise.clamp, elementwise.clamp_, "none", aliases=("clip",), inplace_function=True)
+for _name in ("clamp_min", "clamp_max"):
+    _with_inplace(_name, getattr(elementwise, _name), getattr(elementwise, _name + "_"), "none",
+                  inplace_function=True)
+# torch's further elementwise forms written with the ops above (core/ops/elementwise.py): each piece is
+# dispatched, so recorded; frexp runs the kernel twice and has a derivative of its own
+_add(Op("positive", elementwise.positive, "none"))
+_add(Op("fill", elementwise.fill, "none", method=False))
+_add(Op("zero_", elementwise.zero_, "none", method=False))  # Tensor.zero_ is copies' composite
+_add(Op("isreal", elementwise.isreal, "none"))
+_add(Op("rsub", elementwise.rsub, "none", method=False))
+_add(Op("frexp", elementwise.frexp, "none"))
+_with_inplace("float_power", elementwise.float_power, elementwise.float_power_, "none")
+_with_inplace("ldexp", elementwise.ldexp, elementwise.ldexp_, "none", inplace_function=True)
+_with_inplace("mvlgamma", elementwise.mvlgamma, elementwise.mvlgamma_, "none")
+# questions about a tensor, as torch's functions; methods where TensorBase has none of its own
+for _name in ("is_complex", "is_floating_point", "is_signed", "is_nonzero", "is_same_size", "numel"):
+    _add(Op(_name, getattr(elementwise, _name), "none", method=_name not in ("is_floating_point", "numel")))
 _add(Op("where", elementwise.where, "promote", self_arg=1))
 
 # ----- matmul family (core/ops/matmul.py) ----------------------------------------------------
@@ -230,7 +250,7 @@ _add(Op("transpose", views.transpose, "none", aliases=("swapaxes", "swapdims")))
 
 # ----- copies (core/ops/copies.py) --------------------------------------------------------------
 for _name in ("clone", "to", "copy_", "fill_"):
-    _add(Op(_name, getattr(copies, _name), "none", function=False))
+    _add(Op(_name, getattr(copies, _name), "none", function=_name == "fill_"))  # torch.fill_ is a function too
 
 
 # ----- joining and reshaping (core/ops/join.py, triton_kernels/join.py) --------------------------
@@ -248,8 +268,8 @@ _add(Op("unfold", views.unfold, "none", function=False))  # Tensor.unfold: windo
 
 # ----- math and comparison (core/ops/math_ops.py, einsum.py; triton_kernels/math_ops.py) -----------
 # PyTorch's CUDA lists: logsumexp, norm, linalg_vector_norm, linalg_matrix_norm run in fp32; dot promotes.
-_with_inplace("round", math_ops.round, math_ops.round_, "none")
-_with_inplace("nan_to_num", math_ops.nan_to_num, math_ops.nan_to_num_, "none")
+_with_inplace("round", math_ops.round, math_ops.round_, "none", inplace_function=True)
+_with_inplace("nan_to_num", math_ops.nan_to_num, math_ops.nan_to_num_, "none", inplace_function=True)
 for _name in ("isnan", "isinf", "isfinite", "isclose", "allclose", "equal", "outer", "trace"):
     _add(Op(_name, getattr(math_ops, _name), "none", aliases=("ger",) if _name == "outer" else ()))
 _add(Op("dot", math_ops.dot, "promote"))
