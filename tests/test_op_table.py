@@ -290,6 +290,7 @@ TESTS = {
     "unravel_index": (SHM + "test_block_diag_vander_combinations_unravel_match_numpy", None),
     "as_strided": (SHM + "test_as_strided_family_matches_numpy", SHM + "test_shape_more_gradcheck"),
     **{op: (SHM + "test_as_strided_family_matches_numpy", None) for op in ("as_strided_", "new_empty_strided")},
+    **{op: (SHM + "test_resize_and_new_follow_torch", None) for op in ("resize_", "resize_as_", "new")},
     **{op: ("test_windows.py::test_windows_match_float64_formulas", None)
        for op in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window")},
 }

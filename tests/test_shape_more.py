@@ -355,6 +355,36 @@ def test_strided_factories_follow_torch():
         tt.asarray([1, 2], copy=False)
 
 
+@pytest.mark.parametrize("dtype", [tt.float32, tt.bfloat16, tt.int32], ids=str)
+def test_resize_and_new_follow_torch(dtype):
+    base = np.arange(6).astype(NP[dtype])
+    y = tt.tensor(base)
+    assert y.resize_(2, 2) is y and tuple(y.shape) == (2, 2) and y.stride() == (2, 1)
+    assert_close(y, base[:4].reshape(2, 2), dtype, "exact")  # the storage kept: the first elements
+    y.resize_((3, 3))  # grown: a larger storage holding the old elements first
+    assert tuple(y.shape) == (3, 3) and y.is_contiguous()
+    assert_close(y.reshape(-1)[:6], base, dtype, "exact")
+    z = tt.tensor(base)[2:]  # an offset is kept
+    z.resize_(2)
+    assert_close(z, base[2:4], dtype, "exact")
+    assert tuple(tt.tensor(base).resize_(0).shape) == (0,)
+    assert tuple(tt.tensor(base).resize_as_(tt.ones(3, 1)).shape) == (3, 1)
+    if dtype.is_floating_point:
+        with pytest.raises(RuntimeError, match="cannot resize variables that require grad"):
+            tt.ones(2, dtype=dtype, requires_grad=True).resize_(3)
+    with pytest.raises(RuntimeError, match="Trying to create tensor with negative dimension -1"):
+        tt.tensor(base).resize_(-1)
+    x = tt.tensor(base)
+    assert x.new().shape == (0,) and x.new().dtype is dtype and x.new().device == x.device
+    assert tuple(x.new(2, 3).shape) == (2, 3) and x.new(2, 3).dtype is dtype
+    assert tuple(x.new(tt.Size([4])).shape) == (4,)
+    assert_close(x.new([1, 2]), np.array([1, 2]), dtype, "exact")
+    assert x.new([1, 2]).dtype is dtype
+    assert x.new(x) is not x and x.new(x).data_ptr() == x.data_ptr()
+    with pytest.raises(TypeError, match=r"expected tritensor\.(cuda\.)?\w+Tensor \(got tritensor\.(cuda\.)?DoubleTensor\)"):
+        x.new(tt.ones(2, dtype=tt.float64))
+
+
 def test_shape_more_gradcheck():
     x = tt.tensor(RNG.standard_normal((2, 4)), requires_grad=True)
     nc = tt.tensor(RNG.standard_normal((4, 2))).t().requires_grad_()

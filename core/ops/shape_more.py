@@ -22,9 +22,9 @@ import numbers
 import numpy as np
 
 from ...runtime import dtype as dt
-from ..shape import _shape_arg, contiguous_format, normalize_dim
+from ..shape import Size, _shape_arg, contiguous_format, normalize_dim
 from ..tensor_base import TensorBase
-from . import host_tensor
+from . import copy_into, host_tensor
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
     from ..tensor import Tensor
@@ -585,6 +585,75 @@ def new_empty_strided(input, size, stride, *, dtype=None, layout=None, device=No
     if requires_grad:
         out.requires_grad_(True)
     return out
+
+
+# ----- resize_, resize_as_, new ----------------------------------------------------------------------
+def resize_(input, *sizes, memory_format=None) -> Tensor:
+    """``input`` given ``sizes`` and contiguous strides, in place: its storage kept when large
+    enough, else replaced by a larger one holding the old bytes at its start (the new elements are
+    uninitialised, as torch's). Unlike torch, other tensors sharing the old storage keep the old
+    one when it is replaced (tritensor's storages do not grow in place)."""
+    _check(input, "resize_")
+    shape = tuple(int(s) for s in _shape_arg(sizes, "size"))
+    if any(s < 0 for s in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
+    if input.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    if memory_format is not None and memory_format is not contiguous_format:
+        raise RuntimeError("resize_(): only memory_format=torch.contiguous_format is supported")
+    numel = 1
+    for n in shape:
+        numel *= n
+    item = input.dtype.itemsize
+    need = (input._offset + numel) * item
+    old_bytes = input._storage.nbytes
+    if need > old_bytes:
+        grown = TensorBase._empty((input._offset + numel,), input.dtype, input.device)
+        kept = old_bytes // item
+        if kept:
+            copy_into(grown.narrow(0, 0, kept), TensorBase._result_class(input._storage, (kept,), (1,), 0,
+                                                                          input.dtype))
+        input._storage = grown._storage
+    input._shape, input._stride = Size(shape), tuple(_contiguous_strides(shape))
+    return input
+
+
+def _contiguous_strides(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return reversed(strides)
+
+
+def resize_as_(input, the_template, *, memory_format=None) -> Tensor:
+    """``resize_`` to ``the_template``'s shape."""
+    _check(input, "resize_as_")
+    _check(the_template, "resize_as_", "the_template")
+    return resize_(input, tuple(the_template.shape), memory_format=memory_format)
+
+
+def new(input, *args, device=None) -> Tensor:
+    """torch's legacy ``Tensor.new``: a tensor of ``input``'s dtype (and device): ``new()`` empty,
+    ``new(*sizes)`` uninitialised, ``new(data)`` a copy of a sequence, ``new(tensor)`` that tensor
+    when its dtype and device type are input's."""
+    _check(input, "new")
+    dev = input.device if device is None else device
+    if not args:
+        return input.new_empty((0,), device=dev)
+    if len(args) == 1 and isinstance(args[0], TensorBase):
+        data = args[0]
+        if data.dtype is not input.dtype or data.device.type != input.device.type:
+            raise TypeError(f"expected {input.type()} (got {data.type()})")
+        return data.detach()
+    if len(args) == 1 and isinstance(args[0], Size):
+        return input.new_empty(tuple(args[0]), device=dev)
+    if len(args) == 1 and isinstance(args[0], (list, tuple, np.ndarray)):  # data, as torch reads a sequence
+        return input.new_tensor(args[0], device=dev)
+    if all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
+        return input.new_empty(tuple(int(a) for a in args), device=dev)
+    raise TypeError(f"new(): expected sizes (ints), one sequence of data or a tensor, got "
+                    f"{', '.join(type(a).__name__ for a in args)}")
 
 
 # ----- the *_copy forms: the view, then a copy (its own memory, as torch's) --------------------------

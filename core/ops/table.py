@@ -365,7 +365,7 @@ for _name in ("as_strided", "as_strided_scatter"):
     _add(Op(_name, getattr(shape_more, _name), "none"))
 _add(Op("as_strided_copy", shape_more.as_strided_copy, "none", method=False))
 for _name in ("tril_", "triu_", "t_", "transpose_", "squeeze_", "unsqueeze_", "sum_to_size", "ndimension",
-              "dim_order", "as_strided_", "new_empty_strided"):
+              "dim_order", "as_strided_", "new_empty_strided", "resize_", "resize_as_", "new"):
     _add(Op(_name, getattr(shape_more, _name), "none", function=False,
             aliases=("swapaxes_", "swapdims_") if _name == "transpose_" else ()))
 # ----- statistics and products (core/ops/stats_more.py): composites of sort, gather, mm, sums, scatters ----
