@@ -429,6 +429,7 @@ class Tensor:
     def negative(self, *, out=...) -> Tensor: """Elementwise ``neg`` (kernel: triton_kernels/elementwise.py)."""
     def negative_(self) -> Tensor: """In-place elementwise ``neg``."""
     def nelement(self) -> builtins.int: """torch's Tensor.numel: the number of elements."""
+    def new(self, *args, device=...) -> Tensor: """torch's legacy ``Tensor.new``: a tensor of ``input``'s dtype (and device): ``new()`` empty,"""
     def new_empty(self, *size, dtype=..., device=...) -> Any: """``Tensor.new_empty``: an uninitialised tensor of ``size`` with this tensor's dtype and device unless"""
     def new_empty_strided(self, size, stride, *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """An uninitialised tensor of ``size``/``stride``, of ``input``'s dtype and device unless told."""
     def new_full(self, size, fill_value, dtype=..., device=...) -> Any: """``Tensor.new_full``: ``fill_value`` everywhere, of ``size``, with this tensor's dtype and device unless"""
@@ -484,6 +485,8 @@ class Tensor:
     def requires_grad_(self, requires_grad=...) -> Any: """torch's Tensor.requires_grad_: set requires_grad in place and return the tensor."""
     def reshape(self, *shape) -> Any: """torch.reshape: a view with ``shape`` when strides can express it, else a contiguous copy."""
     def reshape_as(self, other) -> 'Tensor': """``Tensor.reshape_as``: ``self.reshape(other.shape)``."""
+    def resize_(self, *sizes, memory_format=...) -> Tensor: """``input`` given ``sizes`` and contiguous strides, in place: its storage kept when large"""
+    def resize_as_(self, the_template, *, memory_format=...) -> Tensor: """``resize_`` to ``the_template``'s shape."""
     def retain_grad(self, *args, **kwargs) -> Any: ...
     @property
     def retains_grad(self) -> Any: ...
