@@ -6,6 +6,7 @@ they take the one dispatch path like every op. The rest are compositions of ops,
 torch's documentation groups them, each kind in a module of its own that this one re-exports:
 
 - ``functional_activations``: non-linear activations and the softmax family;
+- ``functional_attention``: ``multi_head_attention_forward``, MultiheadAttention's forward;
 - ``functional_dropout``: dropout, per element and per channel;
 - ``functional_normalization``: group, instance and RMS norms, ``normalize``;
 - ``functional_convolution``: 1-D and 3-D convolutions over the 2-D kernels, ``unfold``/``fold``;
@@ -23,6 +24,7 @@ from ..core.ops import table as _table
 from ..core.tensor import Tensor  # noqa: F401  (torch's F has Tensor too)
 
 from . import functional_activations as _activations
+from . import functional_attention as _attention
 from . import functional_convolution as _convolution
 from . import functional_distance as _distance
 from . import functional_dropout as _dropout
@@ -37,6 +39,7 @@ from .functional_activations import (celu, elu, elu_, gelu, glu, gumbel_softmax,
                                      log_softmax, logsigmoid, mish, prelu, relu, relu6, rrelu, selu, sigmoid, silu,
                                      softmax, softmin, softplus, softshrink, softsign, tanh, tanhshrink, threshold,
                                      threshold_)
+from .functional_attention import multi_head_attention_forward  # noqa: F401
 from .functional_convolution import conv1d, conv3d, conv_transpose1d, conv_transpose3d, fold, unfold  # noqa: F401
 from .functional_distance import cosine_similarity, pairwise_distance  # noqa: F401
 from .functional_dropout import (alpha_dropout, dropout, dropout1d, dropout2d, dropout3d,  # noqa: F401
@@ -62,8 +65,8 @@ from .functional_vision import (GRID_SAMPLE_INTERPOLATION_MODES, GRID_SAMPLE_PAD
                                 upsample_bilinear, upsample_nearest)
 
 __all__ = ["flatten", "assert_int_or_pair"]
-for _kind in (_activations, _convolution, _distance, _dropout, _linear, _losses, _normalization, _pooling, _sparse,
-              _vision):
+for _kind in (_activations, _attention, _convolution, _distance, _dropout, _linear, _losses, _normalization,
+              _pooling, _sparse, _vision):
     __all__ += _kind.__all__
 for _op in _table.OPS.values():
     if _op.functional:

@@ -596,3 +596,81 @@ def test_adaptive_log_softmax_with_loss():
         m(x, tt.tensor([0, 4, 10, 2, 7]))
     with pytest.raises(RuntimeError, match="0D or 1D target tensor expected, multi-target not supported"):
         m(x, tt.zeros(5, 1, dtype=tt.int64))
+
+
+def _mha_ref(q, k, v, w, b, ow, ob, H, bias_kv=None, zero_attn=False, mask=None, static=None):
+    """torch's multi_head_attention_forward in float64 NumPy, weights per head: (out, weights)."""
+    L, N, E = q.shape
+    Dh = E // H
+    pq, pk, pv = (x @ w[i * E:(i + 1) * E].T + (b[i * E:(i + 1) * E] if b is not None else 0)
+                  for i, x in enumerate((q, k, v)))
+    if bias_kv is not None:
+        pk = np.concatenate([pk, np.broadcast_to(bias_kv[0], (1, N, E))])
+        pv = np.concatenate([pv, np.broadcast_to(bias_kv[1], (1, N, E))])
+    heads = lambda x: x.reshape(x.shape[0], N * H, Dh).transpose(1, 0, 2)  # noqa: E731
+    qh = heads(pq)
+    kh, vh = (heads(pk), heads(pv)) if static is None else static
+    if zero_attn:
+        kh = np.concatenate([kh, np.zeros((N * H, 1, Dh))], 1)
+        vh = np.concatenate([vh, np.zeros((N * H, 1, Dh))], 1)
+    s = qh @ kh.transpose(0, 2, 1) / np.sqrt(Dh)
+    if mask is not None:
+        s = s + mask  # (N * H, L, S) or broadcastable, 0 / -inf / float
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p = p / p.sum(-1, keepdims=True)
+    out = (p @ vh).transpose(1, 0, 2).reshape(L, N, E) @ ow.T + (ob if ob is not None else 0)
+    return out, p.reshape(N, H, L, -1)
+
+
+def test_multi_head_attention_forward_matches_numpy():
+    L, S, N, E, H = 3, 4, 2, 6, 2
+    q, k, v = (RNG.standard_normal((n, N, E)) for n in (L, S, S))
+    w, b = RNG.standard_normal((3 * E, E)) * 0.3, RNG.standard_normal(3 * E) * 0.1
+    ow, ob = RNG.standard_normal((E, E)) * 0.3, RNG.standard_normal(E) * 0.1
+    bk, bv = RNG.standard_normal((1, 1, E)), RNG.standard_normal((1, 1, E))
+    am = RNG.standard_normal((L, S))
+    kpm = np.array([[False, False, True, False], [False, True, False, False]])
+    T = lambda a: tt.tensor(a)  # noqa: E731
+    # bias_k/bias_v and add_zero_attn append two keys; the masks get a zero column for each
+    full_mask = np.concatenate([am, np.zeros((L, 2))], 1)[None] + np.repeat(
+        np.where(np.concatenate([kpm, np.zeros((N, 2), bool)], 1), -np.inf, 0.0)[:, None, None, :], H, 1
+    ).reshape(N * H, 1, S + 2)
+    ref_o, ref_w = _mha_ref(q, k, v, w, b, ow, ob, H, (bk, bv), True, full_mask)
+    o, wts = F.multi_head_attention_forward(T(q), T(k), T(v), E, H, T(w), T(b), T(bk), T(bv), True, 0.0, T(ow), T(ob),
+                                            key_padding_mask=T(kpm), attn_mask=T(am), average_attn_weights=False)
+    assert_close(o, ref_o, tt.float64)
+    assert_close(wts, ref_w, tt.float64)
+    # the fused kernel (need_weights=False) gives the same output
+    kmask = np.repeat(np.where(kpm, -np.inf, 0.0)[:, None, None, :], H, 1).reshape(N * H, 1, S)
+    o2, none = F.multi_head_attention_forward(T(q), T(k), T(v), E, H, T(w), T(b), None, None, False, 0.0, T(ow), T(ob),
+                                              key_padding_mask=T(kpm), need_weights=False)
+    assert none is None
+    assert_close(o2, _mha_ref(q, k, v, w, b, ow, ob, H, mask=kmask)[0], tt.float64, "attention", k=S)
+    # unbatched, separate projection weights, no biases: the weights averaged over heads
+    o3, w3 = F.multi_head_attention_forward(T(q[:, 0]), T(k[:, 0]), T(v[:, 0]), E, H, None, None, None, None, False,
+                                            0.0, T(ow), None, use_separate_proj_weight=True, q_proj_weight=T(w[:E]),
+                                            k_proj_weight=T(w[E:2 * E]), v_proj_weight=T(w[2 * E:]))
+    r3, rw3 = _mha_ref(q[:, :1], k[:, :1], v[:, :1], w, None, ow, None, H)
+    assert_close(o3, r3[:, 0], tt.float64)
+    assert_close(w3, rw3.mean(1)[0], tt.float64)
+    # static keys and values replace the projected ones
+    sk, sv = RNG.standard_normal((N * H, 5, E // H)), RNG.standard_normal((N * H, 5, E // H))
+    o4, _ = F.multi_head_attention_forward(T(q), T(k), T(v), E, H, T(w), T(b), None, None, False, 0.0, T(ow), T(ob),
+                                           static_k=T(sk), static_v=T(sv))
+    assert_close(o4, _mha_ref(q, k, v, w, b, ow, ob, H, static=(sk, sv))[0], tt.float64)
+    with pytest.raises(AssertionError, match="was expecting embedding dimension of 8, but got 6"):
+        F.multi_head_attention_forward(T(q), T(k), T(v), 8, H, T(w), T(b), None, None, False, 0.0, T(ow), T(ob))
+    with pytest.raises(AssertionError, match="bias cannot be added to static key."):
+        F.multi_head_attention_forward(T(q), T(k), T(v), E, H, T(w), T(b), T(bk), T(bv), False, 0.0, T(ow), T(ob),
+                                       static_k=T(sk), static_v=T(sv))
+    with pytest.raises(AssertionError, match=r"expecting key_padding_mask shape of \(2, 5\), but got \(2, 4\)"):
+        F.multi_head_attention_forward(T(q), T(k), T(v), E, H, T(w), T(b), T(bk), T(bv), False, 0.0, T(ow), T(ob),
+                                       key_padding_mask=T(kpm[:, :3]))
+    with pytest.raises(RuntimeError, match=r"The shape of the 2D attn_mask is \(3, 3\), but should be \(3, 4\)."):
+        F.multi_head_attention_forward(T(q), T(k), T(v), E, H, T(w), T(b), None, None, False, 0.0, T(ow), T(ob),
+                                       attn_mask=T(am[:, :3]))
+    with pytest.raises(AssertionError, match="query should be unbatched 2D or batched 3D tensor"):
+        F.multi_head_attention_forward(T(q[0, 0]), T(k), T(v), E, H, T(w), T(b), None, None, False, 0.0, T(ow), None)
+    x = _f64(q)
+    assert gradcheck(lambda a, bb: F.multi_head_attention_forward(a, a, a, E, H, T(w), T(b), bb, bb, True, 0.0, T(ow),
+                                                                  T(ob))[0], (x, _f64(bk)), fast_mode=True)

@@ -8,7 +8,8 @@ Why it exists beside ``F.scaled_dot_product_attention``: models (and state_dicts
 PyTorch use this module, so its parameters carry PyTorch's names (``in_proj_weight``,
 ``in_proj_bias``, or ``q_proj_weight``/``k_proj_weight``/``v_proj_weight`` when kdim/vdim differ
 from embed_dim, and ``out_proj.weight``/``out_proj.bias``) and initialisation (xavier-uniform
-projections, zero biases), and its forward follows ``torch.nn.functional.multi_head_attention_forward``:
+projections, zero biases), and its forward is ``nn.functional.multi_head_attention_forward``
+(``nn/functional_attention.py``), as torch's:
 
 * inputs (L, N, E), or (N, L, E) with ``batch_first``, or unbatched (L, E);
 * ``key_padding_mask`` (N, S) and ``attn_mask`` (L, S) or (N·num_heads, L, S): boolean masks
@@ -25,13 +26,10 @@ along the sequence): ``NotImplementedError`` at construction.
 """
 from __future__ import annotations
 
-import math
 import warnings
 
 from ...core.factories import empty
-from ...core.functional import where
 from ...core.tensor import Tensor
-from ...runtime import dtype as dt
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
@@ -186,19 +184,6 @@ class Hardswish(Module):
         return F.hardswish(input, self.inplace)
 
 
-def _float_mask(mask, name, target_dtype):
-    """PyTorch's ``_canonical_mask``: a bool mask becomes 0 / -inf (True = masked) in ``target_dtype``."""
-    if mask is None:
-        return None
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"MultiheadAttention: {name} must be a Tensor or None, not {type(mask).__name__}")
-    if mask.dtype is dt.bool_:
-        return where(mask, float("-inf"), 0.0).to(target_dtype)
-    if not mask.dtype.is_floating_point:
-        raise AssertionError(f"only bool and floating types of {name} are supported")
-    return mask
-
-
 class MultiheadAttention(Module):
     """Attention over ``num_heads`` heads with torch.nn.MultiheadAttention's parameters, initialisation and forward
     (see the module docstring); ``add_bias_kv`` and ``add_zero_attn`` are refused with NotImplementedError."""
@@ -253,17 +238,6 @@ class MultiheadAttention(Module):
             init.constant_(self.in_proj_bias, 0.0)
             init.constant_(self.out_proj.bias, 0.0)
 
-    def _projections(self):
-        E = self.embed_dim
-        if self._qkv_same_embed_dim:
-            w = self.in_proj_weight
-            ws = (w[:E], w[E:2 * E], w[2 * E:])
-        else:
-            ws = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
-        b = self.in_proj_bias
-        bs = (b[:E], b[E:2 * E], b[2 * E:]) if b is not None else (None, None, None)
-        return ws, bs
-
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         for t, name in ((query, "query"), (key, "key"), (value, "value")):
@@ -279,80 +253,16 @@ class MultiheadAttention(Module):
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
-        L, N, E = query.shape
-        S = key.shape[0]
-        if E != self.embed_dim:
-            raise AssertionError(f"was expecting embedding dimension of {self.embed_dim}, but got {E}")
-        H, Dh = self.num_heads, self.head_dim
-
-        if is_causal and attn_mask is None:
-            raise RuntimeError("Need attn_mask if specifying the is_causal hint. You may use the Transformer module "
-                               "method `generate_square_subsequent_mask` to create this mask.")
-        key_padding_mask = _float_mask(key_padding_mask, "key_padding_mask", query.dtype)
-        if is_causal and key_padding_mask is None and not need_weights:
-            attn_mask = None  # the kernel masks causally by itself
-        else:
-            attn_mask = _float_mask(attn_mask, "attn_mask", query.dtype)
-            is_causal = False
-        if attn_mask is not None:
-            if attn_mask.ndim == 2:
-                if tuple(attn_mask.shape) != (L, S):
-                    raise RuntimeError(f"The shape of the 2D attn_mask is {tuple(attn_mask.shape)}, but should be {(L, S)}.")
-                attn_mask = attn_mask.unsqueeze(0)
-            elif attn_mask.ndim == 3:
-                if tuple(attn_mask.shape) != (N * H, L, S):
-                    raise RuntimeError(f"The shape of the 3D attn_mask is {tuple(attn_mask.shape)}, but should be "
-                                       f"{(N * H, L, S)}.")
-            else:
-                raise RuntimeError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
-        if key_padding_mask is not None:
-            if tuple(key_padding_mask.shape) != (N, S):
-                raise AssertionError(f"expecting key_padding_mask shape of {(N, S)}, but got "
-                                     f"{tuple(key_padding_mask.shape)}")
-            kpm = key_padding_mask.reshape(N, 1, 1, S).expand(N, H, 1, S).reshape(N * H, 1, S)
-            attn_mask = kpm if attn_mask is None else attn_mask + kpm
-
-        (wq, wk, wv), (bq, bk, bv) = self._projections()
-        q = F.linear(query, wq, bq)
-        k = F.linear(key, wk, bk)
-        v = F.linear(value, wv, bv)
-        # (L, N, E) -> (N·H, L, Dh), PyTorch's head layout
-        q = q.reshape(L, N * H, Dh).transpose(0, 1)
-        k = k.reshape(S, N * H, Dh).transpose(0, 1)
-        v = v.reshape(S, N * H, Dh).transpose(0, 1)
-        dropout_p = self.dropout if self.training else 0.0
-
-        if need_weights:
-            scores = (q * math.sqrt(1.0 / Dh)) @ k.transpose(-2, -1)
-            if attn_mask is not None:
-                scores = scores + attn_mask
-            weights = F.softmax(scores, dim=-1)
-            if dropout_p > 0.0:
-                weights = F.dropout(weights, p=dropout_p)
-            out = weights @ v  # (N·H, L, Dh)
-            out = out.transpose(0, 1).reshape(L * N, E)
-            out = F.linear(out, self.out_proj.weight, self.out_proj.bias).reshape(L, N, E)
-            weights = weights.reshape(N, H, L, S)
-            if average_attn_weights:
-                weights = weights.mean(dim=1)
-            if not batched:
-                out, weights = out.squeeze(1), weights.squeeze(0)
-            elif self.batch_first:
-                out = out.transpose(0, 1)
-            return out, weights
-
-        if attn_mask is not None:
-            rows = attn_mask.shape[1]  # L, or 1 for a key padding mask alone
-            attn_mask = attn_mask.reshape(N, H, rows, S) if attn_mask.shape[0] == N * H else attn_mask.unsqueeze(0)
-        out = F.scaled_dot_product_attention(q.reshape(N, H, L, Dh), k.reshape(N, H, S, Dh), v.reshape(N, H, S, Dh),
-                                             attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
-        out = out.permute(2, 0, 1, 3).reshape(L * N, E)
-        out = F.linear(out, self.out_proj.weight, self.out_proj.bias).reshape(L, N, E)
+        out, weights = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.bias_k,
+            self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight, self.out_proj.bias,
+            training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights, attn_mask=attn_mask,
+            use_separate_proj_weight=not self._qkv_same_embed_dim, q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights, is_causal=is_causal)
         if not batched:
-            out = out.squeeze(1)
-        elif self.batch_first:
-            out = out.transpose(0, 1)
-        return out, None
+            return out.squeeze(1), (weights.squeeze(0) if weights is not None else None)
+        return (out.transpose(0, 1) if self.batch_first else out), weights
 
     def extra_repr(self) -> str:
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
