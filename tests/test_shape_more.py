@@ -385,6 +385,19 @@ def test_resize_and_new_follow_torch(dtype):
         x.new(tt.ones(2, dtype=tt.float64))
 
 
+def test_inplace_forms_torch_has_as_functions():
+    """torch.as_strided_, resize_as_, addmv_ and index_put_ are functions as well as methods."""
+    x = tt.arange(6.)
+    assert tt.as_strided_(x, (2, 2), (1, 2), 1) is x and x.tolist() == [[1.0, 3.0], [2.0, 4.0]]
+    y = tt.ones(2)
+    assert tt.resize_as_(y, tt.ones(1, 2)) is y and tuple(y.shape) == (1, 2)
+    z = tt.zeros(2)
+    assert tt.addmv_(z, tt.ones(2, 3), tt.arange(3.), beta=0, alpha=2) is z and z.tolist() == [6.0, 6.0]
+    w = tt.zeros(4)
+    assert tt.index_put_(w, (tt.tensor([1, 1]),), tt.tensor([2.0, 3.0]), accumulate=True) is w
+    assert w.tolist() == [0.0, 5.0, 0.0, 0.0]
+
+
 def test_shape_more_gradcheck():
     x = tt.tensor(RNG.standard_normal((2, 4)), requires_grad=True)
     nc = tt.tensor(RNG.standard_normal((4, 2))).t().requires_grad_()

@@ -176,8 +176,9 @@ _add(Op("bmm", matmul.bmm, "lower"))
 _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
 # composites of mm/bmm/matmul and one add (each dispatched, so recorded); PyTorch's CUDA autocast lowers all four
 _add(Op("mv", matmul.mv, "lower"))
-for _name in ("addmv", "addmm", "baddbmm"):
-    _with_inplace(_name, getattr(matmul, _name), getattr(matmul, _name + "_"), "lower")
+for _name in ("addmv", "addmm", "baddbmm"):  # torch.addmv_ is a function too
+    _with_inplace(_name, getattr(matmul, _name), getattr(matmul, _name + "_"), "lower",
+                  inplace_function=_name == "addmv")
 
 # ----- cdist (core/ops/cdist.py, triton_kernels/cdist.py); PyTorch's CUDA autocast runs it in fp32
 _add(Op("cdist", cdist.cdist, "fp32", method=False))
@@ -231,7 +232,7 @@ _with_inplace("index_add", index.index_add, index.index_add_, "promote")
 # scatter, index_put and friends (core/ops/scatter.py, triton_kernels/scatter.py); torch's CUDA autocast promotes index_put
 for _name in ("scatter", "scatter_reduce", "index_fill", "index_copy", "masked_scatter", "index_put"):
     _with_inplace(_name, getattr(scatter, _name), getattr(scatter, _name + "_"),
-                  "promote" if _name == "index_put" else "none")
+                  "promote" if _name == "index_put" else "none", inplace_function=_name == "index_put")
 _add(Op("take_along_dim", scatter.take_along_dim, "none"))
 _add(Op("getitem", index.getitem_any, "none", method=False, function=False, dunders=("__getitem__",)))
 _add(Op("setitem", index.setitem_any, "none", method=False, function=False, dunders=("__setitem__",)))
@@ -366,7 +367,7 @@ for _name in ("as_strided", "as_strided_scatter"):
 _add(Op("as_strided_copy", shape_more.as_strided_copy, "none", method=False))
 for _name in ("tril_", "triu_", "t_", "transpose_", "squeeze_", "unsqueeze_", "sum_to_size", "ndimension",
               "dim_order", "as_strided_", "new_empty_strided", "resize_", "resize_as_", "new"):
-    _add(Op(_name, getattr(shape_more, _name), "none", function=False,
+    _add(Op(_name, getattr(shape_more, _name), "none", function=_name in ("as_strided_", "resize_as_"),
             aliases=("swapaxes_", "swapdims_") if _name == "transpose_" else ()))
 # ----- statistics and products (core/ops/stats_more.py): composites of sort, gather, mm, sums, scatters ----
 # torch's CUDA autocast lists: addr, addbmm, chain_matmul run in the autocast dtype; dist and renorm in fp32
