@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.launch import launch
-from ._common import INTERPRET, per_mode
+from ._common import per_mode
 
 _TL = {"float32": tl.float32, "float64": tl.float64}
 _BLOCK_C = per_mode(64, 32)
@@ -46,7 +46,7 @@ def _labels(tgt, off, ts, s, valid, blank):
 
 @triton.jit
 def _ctc_alpha_kernel(lp, st, sn, sc, tgt, toff, ts, in_len, tgt_len, alpha, nll, T, SP, blank,
-                      COMPUTE: tl.constexpr, BLOCK_S: tl.constexpr, SYNC: tl.constexpr):
+                      COMPUTE: tl.constexpr, BLOCK_S: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     Tb = tl.load(in_len + b)
     L = tl.load(tgt_len + b)
@@ -64,16 +64,14 @@ def _ctc_alpha_kernel(lp, st, sn, sc, tgt, toff, ts, in_len, tgt_len, alpha, nll
     x0 = tl.load(lpb + lab * sc, mask=valid & (s < 2) & started, other=float("-inf")).to(COMPUTE)
     tl.store(base + s, x0, mask=s < SP)
     for t in range(1, Tb):
-        if SYNC:
-            tl.debug_barrier()
+        tl.debug_barrier()
         row = base + (t - 1) * SP
         a0 = tl.load(row + s, mask=valid, other=float("-inf"))
         a1 = tl.load(row + s - 1, mask=valid & (s >= 1), other=float("-inf"))
         a2 = tl.load(row + s - 2, mask=skip, other=float("-inf"))
         x = tl.load(lpb + t * st + lab * sc, mask=valid, other=float("-inf")).to(COMPUTE)
         tl.store(base + t * SP + s, tl.where(valid, _lse3(a0, a1, a2) + x, float("-inf")), mask=s < SP)
-    if SYNC:
-        tl.debug_barrier()
+    tl.debug_barrier()
     row = base + tl.maximum(Tb - 1, 0) * SP
     e1 = tl.load(row + S2 - 1)
     e2 = tl.load(row + S2 - 2, mask=S2 >= 2, other=float("-inf"))
@@ -87,7 +85,7 @@ def _ctc_alpha_kernel(lp, st, sn, sc, tgt, toff, ts, in_len, tgt_len, alpha, nll
 
 @triton.jit
 def _ctc_beta_kernel(lp, st, sn, sc, tgt, toff, ts, in_len, tgt_len, beta, T, SP, blank,
-                     COMPUTE: tl.constexpr, BLOCK_S: tl.constexpr, SYNC: tl.constexpr):
+                     COMPUTE: tl.constexpr, BLOCK_S: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     Tb = tl.load(in_len + b)
     L = tl.load(tgt_len + b)
@@ -107,8 +105,7 @@ def _ctc_beta_kernel(lp, st, sn, sc, tgt, toff, ts, in_len, tgt_len, beta, T, SP
     tl.store(base + last * SP + s, xl.to(COMPUTE), mask=(s < SP) & started)
     for i in range(1, Tb):
         t = Tb - 1 - i
-        if SYNC:
-            tl.debug_barrier()
+        tl.debug_barrier()
         row = base + (t + 1) * SP
         b0 = tl.load(row + s, mask=valid, other=float("-inf"))
         b1 = tl.load(row + s + 1, mask=s + 1 < S2, other=float("-inf"))
@@ -161,7 +158,7 @@ def ctc_alpha(log_alpha, nll, lp, tgt, toff, ts: int, in_len, tgt_len, blank: in
     if N == 0:
         return
     launch(_ctc_alpha_kernel, (N,), lp, *lp.stride(), tgt, toff, ts, in_len, tgt_len, log_alpha, nll, T,
-           log_alpha.shape[2], blank, COMPUTE=_TL[compute], BLOCK_S=_block_s(max_target), SYNC=not INTERPRET)
+           log_alpha.shape[2], blank, COMPUTE=_TL[compute], BLOCK_S=_block_s(max_target))
 
 
 def ctc_grad(grad, log_alpha, log_beta, nll, gout, lp, tgt, toff, ts: int, in_len, tgt_len, blank: int,
@@ -172,7 +169,7 @@ def ctc_grad(grad, log_alpha, log_beta, nll, gout, lp, tgt, toff, ts: int, in_le
         return
     bs = _block_s(max_target)
     launch(_ctc_beta_kernel, (N,), lp, *lp.stride(), tgt, toff, ts, in_len, tgt_len, log_beta, T,
-           log_beta.shape[2], blank, COMPUTE=_TL[compute], BLOCK_S=bs, SYNC=not INTERPRET)
+           log_beta.shape[2], blank, COMPUTE=_TL[compute], BLOCK_S=bs)
     launch(_ctc_grad_kernel, (T, N), lp, *lp.stride(), tgt, toff, ts, in_len, tgt_len, log_alpha, log_beta, nll,
            gout, grad, *grad.stride(), T, log_alpha.shape[2], C, blank, ZERO_INF=bool(zero_infinity),
            COMPUTE=_TL[compute], BLOCK_S=bs, BLOCK_C=_BLOCK_C)
