@@ -30,9 +30,13 @@ def test_set_default_dtype_reaches_every_factory_and_layer(restore):
     tt.set_default_dtype(tt.float64)
     assert tt.get_default_dtype() is tt.float64
     for t in (tt.tensor([1.0]), tt.tensor(1.5), tt.zeros(2), tt.ones(2, 1), tt.empty(3), tt.arange(0., 1.),
-              tt.randn(2), tt.rand(2), tt.full((2,), 1.5), tt.hann_window(3), tt.nn.Linear(2, 3).weight,
-              tt.nn.Linear(2, 3).bias):
+              tt.randn(2), tt.rand(2), tt.full((2,), 1.5), tt.hann_window(3), tt.linspace(0, 1, 3), tt.eye(2),
+              tt.as_tensor([1.5]), tt.Tensor([1.0]), tt.scalar_tensor(2), tt.tensor([1, 2]) / 2):
         assert t.dtype is tt.float64, t
+    for layer in (tt.nn.Linear(2, 3), tt.nn.Conv2d(1, 2, 3), tt.nn.LayerNorm(3), tt.nn.Embedding(4, 2),
+                  tt.nn.BatchNorm2d(2), tt.nn.LSTM(2, 3)):
+        for t in list(layer.parameters()) + [b for b in layer.buffers() if b.dtype.is_floating_point]:
+            assert t.dtype is tt.float64, (type(layer).__name__, t.dtype)
     assert tt.arange(3).dtype is tt.int64 and tt.tensor([1]).dtype is tt.int64
     tt.set_default_dtype(tt.float16)
     assert tt.zeros(1).dtype is tt.float16
