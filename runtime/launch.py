@@ -248,9 +248,11 @@ def launch(kernel, grid, *args, **kwargs) -> None:
                         if fields is None:
                             break
                         st, offset, dtype = fields(a)
-                        if type(st) is not _CudaStorage or st.device.index != index:
-                            break  # host memory to stage, or another device's
-                        if st._block.stream is not stream:
+                        if type(st) is not _CudaStorage:
+                            break  # host memory to stage
+                        if st._block.stream is not stream:  # (a block of this stream is of its device)
+                            if st.device.index != index:
+                                break  # another device's
                             st.record_stream(stream)
                         p = values[i] = st._ptr + offset * dtype.itemsize
                         signature[i] = (_pointer_keys.get(dtype) or direct.pointer_keys(dtype))[p & 15 == 0]
