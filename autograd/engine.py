@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 
-from ..core.factories import ones_like, zeros_like
+from ..core.factories import zeros_like
+from ..core.ops import fill
 from ..core.tensor import Tensor, broadcast_shapes
 from . import graph
 from .anomaly_mode import _anomaly, apply_checked
@@ -45,7 +46,10 @@ def _make_grads(outputs, grad_outputs, create_graph):
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not out.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got {out.dtype}")
-            g = ones_like(out)
+            # ones_like(out) without the factory's argument handling (a dtype, device and shape
+            # already checked): every loss.backward() makes this gradient
+            g = Tensor._empty(out._shape, out.dtype, out.device)
+            fill(g, 1)
         elif isinstance(g, Tensor):
             if g.shape != out.shape:
                 raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] "
