@@ -29,7 +29,7 @@ def _normal(shape):
     return RNG.standard_normal(shape)
 
 
-@pytest.mark.parametrize("dtype,layout", CASES[:5], ids=str)
+@pytest.mark.parametrize("dtype,layout", [CASES[0], CASES[2], CASES[3], CASES[4]], ids=str)
 def test_quantile_nanquantile_match_numpy(dtype, layout):
     x, r = make((3, 7), dtype, layout, _normal)
     check_layout(x, layout)
