@@ -21,11 +21,11 @@ f32, f16, bf16 = tt.float32, tt.float16, tt.bfloat16
 CUDA = {
     "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "conv_transpose2d", "scaled_dot_product_attention"],
     "fp32": ["exp", "expm1", "log", "log2", "log1p", "reciprocal", "rsqrt", "pow", "sum", "prod", "cumsum",
-             "softmax", "log_softmax", "layer_norm", "cross_entropy", "nll_loss", "mse_loss"],
+             "softmax", "log_softmax", "layer_norm", "cross_entropy", "nll_loss", "mse_loss", "ctc_loss"],
 }
 CPU = {
     "lower": ["matmul", "mm", "bmm", "linear", "conv2d", "conv_transpose2d", "scaled_dot_product_attention"],
-    "fp32": ["prod", "mse_loss", "nll_loss", "cross_entropy"],
+    "fp32": ["prod", "mse_loss", "nll_loss", "cross_entropy", "ctc_loss"],
 }
 
 
@@ -54,6 +54,7 @@ CALLS = {  # op name -> fn(dtype): the op on floating inputs of that dtype
     "cross_entropy": lambda d: F.cross_entropy(_t((2, 3), d), TGT()),
     "nll_loss": lambda d: F.nll_loss(_t((2, 3), d), TGT()),
     "mse_loss": lambda d: F.mse_loss(_t((2, 3), d), _t((2, 3), d, 1)),
+    "ctc_loss": lambda d: F.ctc_loss(_t((4, 2, 3), d), tt.tensor([[1], [2]]), [4, 4], [1, 1]),
     "sin": lambda d: _t((3,), d).sin(),  # listed nowhere: runs in its input dtype
     "mean": lambda d: _t((3,), d).mean(),
 }
