@@ -127,5 +127,5 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. Got {A.ndim}D.")
 
 
-__all__ = ["vector_norm", "matrix_norm", "norm", "cross", "LinAlgError", *_LINALG, "det", "slogdet", "inv", "matrix_power",
-           "matrix_exp", "matmul", "multi_dot", "vecdot", "vander", "diagonal", "tensorinv", "tensorsolve"]
+__all__ = ["vector_norm", "matrix_norm", "norm", "cross", "LinAlgError", *_LINALG, "det", "slogdet", "inv",
+           "matrix_power", "matrix_exp", "matmul", "multi_dot", "vecdot", "vander", "diagonal", "tensorinv", "tensorsolve"]

@@ -15,10 +15,8 @@ from layouts import make
 from tolerances import assert_close
 
 L = tt.linalg
-DTYPES = [tt.float32, tt.float64]
+F32, F64 = tt.float32, tt.float64  # every test runs fp64 on each shape and fp32 on one or two
 NPD = {tt.float32: np.float32, tt.float64: np.float64}
-# (batch, n): one matrix, a batch, an empty batch, 1 x 1, odd n
-SHAPES = [(), (3,), (0,), (2, 1)]
 
 
 def _k(n):
@@ -49,9 +47,9 @@ def _matrix(batch, n, dtype, layout="contiguous", seed=0):
     return make(shape, dtype, layout, _well(shape, seed))
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("batch,n,layout", [((), 5, "transposed"), ((2,), 4, "contiguous"), ((0,), 3, "contiguous"),
-                                            ((), 1, "contiguous")])
+@pytest.mark.parametrize("dtype,batch,n,layout", [(F64, (), 5, "transposed"), (F64, (2,), 4, "contiguous"),
+                                                  (F64, (0,), 3, "contiguous"), (F64, (), 1, "contiguous"),
+                                                  (F32, (2,), 3, "transposed")])
 def test_lu_factor_and_unpack(dtype, batch, n, layout):
     """LU with partial pivoting: P L U rebuilds A, the pivots are LAPACK's, and torch.lu_unpack/lu agree."""
     A, ref = _matrix(batch, n, dtype, layout)
@@ -90,9 +88,9 @@ def test_lu_of_rectangular_and_singular_matrices(m, n):
     assert L.det(S).item() == 0.0
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("batch,n,layout", [((), 5, "transposed"), ((2,), 3, "expanded"), ((0,), 3, "contiguous"),
-                                            ((), 1, "sliced")])
+@pytest.mark.parametrize("dtype,batch,n,layout", [(F64, (), 5, "transposed"), (F64, (2,), 3, "expanded"),
+                                                  (F64, (0,), 3, "contiguous"), (F64, (), 1, "sliced"),
+                                                  (F32, (2,), 3, "sliced")])
 def test_solves_match_numpy(dtype, batch, n, layout):
     """solve_triangular (both triangles, both sides, unit diagonal), solve (matrix and vector
     right-hand sides, broadcast), lu_solve (adjoint, right side), cholesky_solve, triangular_solve."""
@@ -136,9 +134,9 @@ def test_solves_match_numpy(dtype, batch, n, layout):
     assert_close(tt.cholesky_solve(B, Lc.mT, upper=True), np.linalg.solve(S, bref), dtype, "rounded_terms", k=k)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("batch,n,layout", [((), 5, "sliced"), ((2,), 3, "contiguous"), ((0,), 3, "contiguous"),
-                                            ((), 1, "contiguous"), ((2,), 0, "contiguous")])
+@pytest.mark.parametrize("dtype,batch,n,layout", [(F64, (), 5, "sliced"), (F64, (2,), 3, "contiguous"),
+                                                  (F64, (0,), 3, "contiguous"), (F64, (), 1, "contiguous"),
+                                                  (F64, (2,), 0, "contiguous"), (F32, (2,), 3, "transposed")])
 def test_inverse_and_determinants(dtype, batch, n, layout):
     """inv/inv_ex/inverse, det/slogdet/logdet, matrix_power (negative too), matrix_exp, cholesky_inverse."""
     A, ref = _matrix(batch, n, dtype, layout)
@@ -161,8 +159,7 @@ def test_inverse_and_determinants(dtype, batch, n, layout):
     for p in (0, 1, 3, -2):
         assert_close(L.matrix_power(A, p), np.linalg.matrix_power(ref, p) if ref.size else ref, dtype,
                      "rounded_terms", k=k * 4)
-        assert_close(A.matrix_power(p), np.linalg.matrix_power(ref, p) if ref.size else ref, dtype,
-                     "rounded_terms", k=k * 4)
+    assert_close(A.matrix_power(2), ref @ ref, dtype, "rounded_terms", k=k * 4)
     if ref.size:
         import scipy.linalg
         small = ref / (2 * n)
@@ -176,8 +173,7 @@ def test_inverse_and_determinants(dtype, batch, n, layout):
                  "rounded_terms", k=k)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("batch,n", [((), 5), ((2,), 3), ((0,), 3), ((), 1)])
+@pytest.mark.parametrize("dtype,batch,n", [(F64, (), 5), (F64, (2,), 3), (F64, (0,), 3), (F64, (), 1), (F32, (2,), 4)])
 def test_cholesky(dtype, batch, n):
     """cholesky/cholesky_ex/torch.cholesky against NumPy, reading the lower triangle only; the
     upper factor; a matrix that is not positive-definite: info, and torch's LinAlgError."""
@@ -203,8 +199,8 @@ def test_cholesky(dtype, batch, n):
         L.cholesky_ex(bad, check_errors=True)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 3), (0, 3, 2), (1, 1)])
+@pytest.mark.parametrize("dtype,shape", [(F64, (5, 3)), (F64, (3, 5)), (F64, (2, 4, 3)), (F64, (0, 3, 2)),
+                                         (F64, (1, 1)), (F32, (5, 3)), (F32, (3, 5))])
 def test_qr_family(dtype, shape):
     """qr (reduced, complete, r) and torch.qr against NumPy's (the same LAPACK signs), geqrf with
     householder_product/orgqr rebuilding Q, ormqr applying it from either side."""
@@ -214,8 +210,9 @@ def test_qr_family(dtype, shape):
     k = _k(max(m, n))
     for mode in ("reduced", "complete"):
         Q, R = L.qr(A, mode=mode)
-        Qr, Rr = np.linalg.qr(ref, mode=mode) if ref.size else (np.zeros(shape[:-2] + (m, m if mode == "complete" else kk)),
-                                                                np.zeros(shape[:-2] + (m if mode == "complete" else kk, n)))
+        q_cols = m if mode == "complete" else kk
+        Qr, Rr = (np.linalg.qr(ref, mode=mode) if ref.size else
+                  (np.zeros(shape[:-2] + (m, q_cols)), np.zeros(shape[:-2] + (q_cols, n))))
         assert_close(Q, Qr, dtype, "rounded_terms", k=k)
         assert_close(R, Rr, dtype, "rounded_terms", k=k)
     Q0, R0 = L.qr(A, mode="r")
@@ -325,34 +322,19 @@ def test_linalg_factor_gradcheck():
     W = tt.tensor(rng.standard_normal((3, 2)), requires_grad=True)
     S = _spd_leaf(2)
     sym = lambda s: (s + s.mT) * 0.5  # noqa: E731
-    checks = [
-        (lambda a, b: L.solve_triangular(a, b, upper=True), (A, B)),  # A broadcast over B's batch
-        (lambda a, b: L.solve_triangular(a.mT, b.mT, upper=False, left=False, unitriangular=True), (At, B)),
-        (lambda a, b: tt.triangular_solve(b, a, upper=False, transpose=True)[0], (At, B)),
-        (lambda a, b: L.solve(a, b), (At, B)),
-        (lambda a, b: L.solve_ex(a, b[..., 0])[0], (A, B)),  # a vector per batch, A broadcast
-        (lambda a: L.inv_ex(a)[0], (A,)),
-        (lambda a: tt.inverse(a.mT), (A,)),
-        (lambda a: tt.det(a), (A,)),
-        (lambda a: tt.slogdet(a)[1], (A,)),
-        (lambda a: tt.logdet(a @ a.mT), (A,)),
-        (lambda s: L.cholesky_ex(sym(s))[0], (S,)),
-        (lambda s: L.cholesky(sym(s), upper=True), (S,)),
-        (lambda s: tt.cholesky(sym(s)), (S,)),
-        (lambda s, b: tt.cholesky_solve(b[0], L.cholesky(sym(s))), (S, B)),
-        (lambda s: tt.cholesky_inverse(L.cholesky(sym(s))), (S,)),
-        (lambda w: L.qr(w), (W,)),
-        (lambda w: L.qr(w.mT), (W,)),
-        (lambda w: tt.qr(w), (W,)),
-        (lambda a, b: L.lu_solve(*L.lu_factor(a.detach()), b), (B,)),
-        (lambda b: tt.lu_solve(b, *L.lu_factor(At.detach())), (B,)),
-        (lambda a: L.matrix_power(a, -2), (A,)),
-        (lambda a: tt.matrix_exp(a * 0.3), (A,)),
+    checks = [  # several ops per check where they share inputs: each numerical Jacobian costs launches
+        (lambda a, b: (L.solve_triangular(a, b, upper=True),  # A broadcast over B's batch
+                       L.solve_triangular(a.mT, b.mT, upper=False, left=False, unitriangular=True),
+                       tt.triangular_solve(b, a, upper=False, transpose=True)[0]), (A, B)),
+        (lambda a, b: (L.solve(a, b), L.solve_ex(a, b[..., 0])[0]), (At, B)),  # a vector per batch too
+        (lambda a: (L.inv_ex(a)[0], tt.inverse(a.mT), tt.det(a), tt.slogdet(a)[1], tt.logdet(a @ a.mT)), (A,)),
+        (lambda s: (L.cholesky_ex(sym(s))[0], L.cholesky(sym(s), upper=True), tt.cholesky(sym(s))), (S,)),
+        (lambda s, b: (tt.cholesky_solve(b[0], L.cholesky(sym(s))), tt.cholesky_inverse(L.cholesky(sym(s)))), (S, B)),
+        (lambda w: (L.qr(w), tt.qr(w.mT)), (W,)),  # tall and wide
+        (lambda b: (L.lu_solve(*L.lu_factor(At.detach()), b), tt.lu_solve(b, *L.lu_factor(At.detach()))), (B,)),
+        (lambda a: (L.matrix_power(a, -2), tt.matrix_exp(a * 0.3)), (A,)),
     ]
     for f, args in checks:
-        if len(args) == 1 and f.__code__.co_argcount == 2:  # lu_solve: the factors are constants
-            assert gradcheck(lambda b: f(At, b), args)
-        else:
-            assert gradcheck(f, args)
+        assert gradcheck(f, args)
     with pytest.raises(RuntimeError, match="mode='r'"):
         L.qr(W, mode="r")[1].sum().backward()

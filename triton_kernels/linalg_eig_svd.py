@@ -31,6 +31,12 @@ from ._common import next_pow2
 __all__ = ["MAX_SIDE", "MAX_SWEEPS", "eigh", "svd"]
 
 MAX_SIDE = 128
+
+
+def _warps(*sides) -> int:
+    """More warps for bigger register blocks, so a 128 x 128 fp64 block is not spilled per thread."""
+    b = max(sides)
+    return 4 if b <= 32 else 8 if b <= 64 else 16
 MAX_SWEEPS = 30
 _EPS = {"float32": 1.1920928955078125e-07, "float64": 2.220446049250313e-16}
 
@@ -144,7 +150,7 @@ def eigh(a, w, v, batch: int, n: int, lower: bool, vectors: bool) -> None:
     if batch == 0 or n == 0:
         return
     launch(_eigh_kernel, (batch,), a, w, v, n, LOWER=lower, VECTORS=vectors, EPS=_EPS[a.dtype.name],
-           SWEEPS=MAX_SWEEPS, BN=next_pow2(n), num_warps=4)
+           SWEEPS=MAX_SWEEPS, BN=next_pow2(n), num_warps=_warps(next_pow2(n)))
 
 
 def svd(a, u, s, v, batch: int, m: int, n: int, vectors: bool) -> None:
@@ -153,4 +159,4 @@ def svd(a, u, s, v, batch: int, m: int, n: int, vectors: bool) -> None:
     if batch == 0 or n == 0:
         return
     launch(_svd_kernel, (batch,), a, u, s, v, m, n, VECTORS=vectors, EPS=_EPS[a.dtype.name], SWEEPS=MAX_SWEEPS,
-           BM=next_pow2(m), BN=next_pow2(n), num_warps=4)
+           BM=next_pow2(m), BN=next_pow2(n), num_warps=_warps(next_pow2(m), next_pow2(n)))

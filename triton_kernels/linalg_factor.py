@@ -24,9 +24,16 @@ import triton.language as tl
 from ..runtime.launch import launch
 from ._common import next_pow2
 
-__all__ = ["MAX_SIDE", "lu_factor", "permutation", "triangular_solve", "cholesky", "geqrf", "householder_product"]
+__all__ = ["MAX_SIDE", "lu_factor", "permutation", "lu_solve", "triangular_solve", "cholesky", "geqrf",
+           "householder_product"]
 
 MAX_SIDE = 128
+
+
+def _warps(*sides) -> int:
+    """More warps for bigger register blocks, so a 128 x 128 fp64 block is not spilled per thread."""
+    b = max(sides)
+    return 4 if b <= 32 else 8 if b <= 64 else 16
 _RHS_BLOCK = 64
 
 
@@ -183,7 +190,8 @@ def lu_factor(a, piv, info, batch: int, m: int, n: int) -> None:
     ``info`` (batch,) int32."""
     if batch == 0:
         return
-    launch(_lu_kernel, (batch,), a, piv, info, m, n, min(m, n), BM=next_pow2(m), BN=next_pow2(n), num_warps=4)
+    launch(_lu_kernel, (batch,), a, piv, info, m, n, min(m, n), BM=next_pow2(m), BN=next_pow2(n),
+           num_warps=_warps(next_pow2(m), next_pow2(n)))
 
 
 def triangular_solve(t, x, batch: int, n: int, r: int, t_strides: tuple, x_strides: tuple, upper: bool,
@@ -194,21 +202,22 @@ def triangular_solve(t, x, batch: int, n: int, r: int, t_strides: tuple, x_strid
         return
     br = min(_RHS_BLOCK, next_pow2(r))
     launch(_trsm_kernel, (batch, -(-r // br)), t, x, n, r, *t_strides, *x_strides, UPPER=upper, UNIT=unit,
-           BN=next_pow2(n), BR=br, num_warps=4)
+           BN=next_pow2(n), BR=br, num_warps=_warps(next_pow2(n)))
 
 
 def cholesky(a, out, info, batch: int, n: int) -> None:
     """``out`` = the lower Cholesky factor of each (batch, n, n) contiguous ``a``; ``info`` (batch,)."""
     if batch == 0:
         return
-    launch(_cholesky_kernel, (batch,), a, out, info, n, BN=next_pow2(n), num_warps=4)
+    launch(_cholesky_kernel, (batch,), a, out, info, n, BN=next_pow2(n), num_warps=_warps(next_pow2(n)))
 
 
 def geqrf(a, tau, batch: int, m: int, n: int) -> None:
     """``a`` (batch, m, n) contiguous overwritten by geqrf's compact QR; ``tau`` (batch, min(m, n))."""
     if batch == 0:
         return
-    launch(_geqrf_kernel, (batch,), a, tau, m, n, min(m, n), BM=next_pow2(m), BN=next_pow2(n), num_warps=4)
+    launch(_geqrf_kernel, (batch,), a, tau, m, n, min(m, n), BM=next_pow2(m), BN=next_pow2(n),
+           num_warps=_warps(next_pow2(m), next_pow2(n)))
 
 
 def householder_product(v, tau, q, batch: int, m: int, nv: int, nq: int, k: int) -> None:
@@ -217,7 +226,7 @@ def householder_product(v, tau, q, batch: int, m: int, nv: int, nq: int, k: int)
     if batch == 0 or m == 0 or nq == 0:
         return
     launch(_orgqr_kernel, (batch,), v, tau, q, m, nv, nq, k, BM=next_pow2(m), BN=next_pow2(max(nv, nq)),
-           num_warps=4)
+           num_warps=_warps(next_pow2(m), next_pow2(max(nv, nq))))
 
 
 @triton.jit
@@ -243,3 +252,39 @@ def permutation(piv, perm, sign, batch: int, n: int, k: int) -> None:
     if batch == 0:
         return
     launch(_pivots_kernel, (batch,), piv, perm, sign, n, k, BN=next_pow2(max(n, 1)), num_warps=1)
+
+
+@triton.jit
+def _lu_solve_kernel(lu, perm, b, x, N, R, slb, spb, sbb, sbr, sbc, BN: tl.constexpr, BR: tl.constexpr):
+    """getrs in one program: X = U^-1 L^-1 (B's rows in ``perm`` order) for a contiguous N x N LU
+    (unit lower L below the diagonal); B any strides, X contiguous N x R."""
+    pid = tl.program_id(0).to(tl.int64)
+    lu += pid * slb
+    rows = tl.arange(0, BN)
+    rhs = tl.program_id(1) * BR + tl.arange(0, BR)
+    inside = (rows[:, None] < N) & (rhs[None, :] < R)
+    src = tl.load(perm + pid * spb + rows, mask=rows < N, other=0)
+    X = tl.load(b + pid * sbb + src[:, None] * sbr + rhs[None, :] * sbc, mask=inside, other=0)
+    for i in range(0, N):
+        l_row = tl.load(lu + i * N + rows, mask=rows < i, other=0).to(X.dtype)
+        known = tl.sum(l_row[:, None] * X, axis=0)
+        X = tl.where(rows[:, None] == i, X - known[None, :], X)
+    for step in range(0, N):
+        i = N - 1 - step
+        u_row = tl.load(lu + i * N + rows, mask=(rows > i) & (rows < N), other=0).to(X.dtype)
+        known = tl.sum(u_row[:, None] * X, axis=0)
+        b_i = tl.sum(tl.where(rows[:, None] == i, X, 0), axis=0)
+        x_i = (b_i - known) / tl.load(lu + i * N + i).to(X.dtype)
+        X = tl.where(rows[:, None] == i, x_i[None, :], X)
+    tl.store(x + pid * N * R + rows[:, None] * R + rhs[None, :], X, mask=inside)
+
+
+def lu_solve(lu, perm, b, x, batch: int, n: int, r: int, lu_batch_stride: int, perm_batch_stride: int,
+             b_strides: tuple) -> None:
+    """``x`` (batch, n, r) contiguous = the solution of A X = B from A's contiguous LU (batch stride
+    ``lu_batch_stride``: 0 broadcasts one), its row order ``perm`` (int64) and ``b`` (strides given)."""
+    if batch == 0 or n == 0 or r == 0:
+        return
+    br = min(_RHS_BLOCK, next_pow2(r))
+    launch(_lu_solve_kernel, (batch, -(-r // br)), lu, perm, b, x, n, r, lu_batch_stride, perm_batch_stride,
+           *b_strides, BN=next_pow2(n), BR=br, num_warps=_warps(next_pow2(n)))

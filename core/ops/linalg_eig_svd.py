@@ -173,7 +173,13 @@ def composites(ops: dict) -> dict:
         squares solution of a full-rank A by QR; residuals, rank and singular_values are empty,
         as torch's gels gives them."""
         check_matrix(A, "torch.linalg.lstsq", "linalg_lstsq", square=False)
-        check_matrix(B, "torch.linalg.lstsq", "linalg_lstsq", name="B", square=False, position=2)
+        if not isinstance(B, TensorBase):
+            raise TypeError(f"linalg_lstsq(): argument 'b' (position 2) must be Tensor, not {type(B).__name__}")
+        if B.ndim != A.ndim - 1:
+            check_matrix(B, "torch.linalg.lstsq", "linalg_lstsq", name="B", square=False, position=2)
+        if B.dtype is not A.dtype:
+            raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same dtype, but got "
+                               f"input's dtype {A.dtype} and other's dtype {B.dtype}")
         if driver not in (None, "gels"):
             raise RuntimeError(f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)"
                                if driver not in ("gelsy", "gelsd", "gelss") else

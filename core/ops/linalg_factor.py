@@ -301,14 +301,27 @@ def linalg_qr(A, mode: str = "reduced") -> tuple:
 
 # ----- LU-based solves, inverse, determinants (the forwards of their derivatives) ----------------
 def _lu_solve_core(lu, perm, B) -> Tensor:
-    """X with A X = B from A's LU (row permutation ``perm``), B (..., n, k) broadcast with lu."""
-    n = lu.shape[-1]
+    """X with A X = B from A's LU (row permutation ``perm``), B (..., n, k) broadcast with lu: one
+    kernel (the row order, both substitutions) per matrix."""
+    n, k = lu.shape[-1], B.shape[-1]
     batch = broadcast_shapes(tuple(lu.shape[:-2]), tuple(B.shape[:-2]))
-    Bb = B.expand(*batch, *B.shape[-2:])
-    idx = perm.expand(*batch, n).unsqueeze(-1).expand(*batch, n, B.shape[-1])
-    PB = Bb.gather(-2, idx)
-    Y = linalg_solve_triangular(lu, PB, upper=False, unitriangular=True)
-    return linalg_solve_triangular(lu, Y, upper=True)
+    b = math.prod(batch)
+    X = _empty(tuple(batch) + (n, k), B.dtype, B)
+    if b and n and k:
+        lu3 = lu.expand(*batch, n, n)
+        if lu.shape[:-2] != tuple(batch) or not lu.is_contiguous():  # a broadcast A: its one LU, stride 0
+            lu3 = lu3 if lu.is_contiguous() and math.prod(lu.shape[:-2]) == 1 else lu3.contiguous()
+        p3 = perm.expand(*batch, n)
+        p3 = p3 if math.prod(perm.shape[:-1]) == 1 or tuple(perm.shape[:-1]) == tuple(batch) else p3.contiguous()
+        Bb = B.expand(*batch, n, k)
+        try:
+            bs = _batch_strides(Bb, batch)
+        except ValueError:
+            Bb = Bb.contiguous()
+            bs = _batch_strides(Bb, batch)
+        _k.lu_solve(lu3, p3, Bb, X, b, n, k, _batch_strides(lu3, batch)[0], _batch_strides(p3.unsqueeze(-1), batch)[0],
+                    bs)
+    return X
 
 
 def _vector_rhs(A, B) -> bool:
