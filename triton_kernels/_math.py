@@ -297,7 +297,8 @@ def erfc(x0):
 def _bessel_i(x0, NU: tl.constexpr):
     """The modified Bessel function I_nu(x), nu = 0 or 1: the power series sum (x/2)^(2k+nu) / (k! (k+nu)!),
     60 terms (positive terms, converged to fp64) up to |x| = 20; above it Hankel's asymptotic series
-    e^|x| / sqrt(2 pi |x|) sum_k prod_j -(4 nu^2 - (2j-1)^2) / (j 8|x|), 20 terms. I_1 is odd. In fp64."""
+    e^|x| / sqrt(2 pi |x|) sum_k prod_j -(4 nu^2 - (2j-1)^2) / (j 8|x|), 20 terms. I_1 is odd. In fp64.
+    I_0(+-inf) is inf (NumPy's, the limit); torch's Chebyshev form gives inf / inf = NaN there."""
     x = x0.to(tl.float64)
     ax = tl.abs(x)
     small = ax <= 20.0

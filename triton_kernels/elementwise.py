@@ -238,8 +238,8 @@ def _unary(x, OP: tl.constexpr):
             r = tl.ceil(x)
         else:
             r = tl.where(x < 0, tl.ceil(x), tl.floor(x))
-    elif OP == "sign":
-        r = tl.where(x > 0, 1, tl.where(x < 0, -1, x)).to(x.dtype)
+    elif OP == "sign":  # torch's (0 < x) - (x < 0): NaN and -0.0 give +0
+        r = tl.where(x > 0, 1, tl.where(x < 0, -1, 0)).to(x.dtype)
     elif OP == "tan":
         r = tl.sin(x) / tl.cos(x)
     elif OP == "atan":
