@@ -32,6 +32,7 @@ from .functional_activations import tanh as tanh
 from .functional_activations import tanhshrink as tanhshrink
 from .functional_activations import threshold as threshold
 from .functional_activations import threshold_ as threshold_
+from .functional_attention import multi_head_attention_forward as multi_head_attention_forward
 from .functional_convolution import conv1d as conv1d
 from .functional_convolution import conv3d as conv3d
 from .functional_convolution import conv_transpose1d as conv_transpose1d
