@@ -114,8 +114,17 @@ def test_inplace_layout_and_triangle_forms(dtype):
     assert z.ndimension() == 3 and z.dim_order() == (0, 1, 2)
     assert z.permute(2, 0, 1).dim_order() == (1, 2, 0)
     leaf = tt.ones(2, 3, requires_grad=True)
-    with pytest.raises(RuntimeError, match=r"t_\(\): changing the layout of a tensor that requires grad"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place "
+                                           "operation."):
         leaf.t_()
+    with tt.no_grad():
+        assert tuple(leaf.t_().shape) == (3, 2)  # outside autograd, as torch
+    leaf = tt.ones(2, 3, requires_grad=True)
+    b = leaf * 2  # a non-leaf changes layout in place and its gradient follows back
+    b.t_()
+    b.unsqueeze_(0)
+    (b * tt.tensor([1.0, 2.0, 3.0]).reshape(1, 3, 1)).sum().backward()
+    assert leaf.grad.tolist() == [[2.0, 4.0, 6.0], [2.0, 4.0, 6.0]]
 
 
 @pytest.mark.parametrize("dtype,layout", CASES, ids=str)
@@ -414,6 +423,8 @@ def test_shape_more_gradcheck():
         lambda a: tt.put(a, idx, a[0].reshape(2, 2), accumulate=True), lambda a: tt.diagflat(a[:, :2]),
         lambda a: tt.block_diag(a, a[0]), lambda a: tt.vander(a[0], 3), lambda a: tt.combinations(a[0], 2),
         lambda a: a.clone().tril_(), lambda a: (a * 1).triu_(1), lambda a: tt.select_scatter(a, a[0] * 3, 0, 1),
+        lambda a: (a * 1).t_() * a.t(), lambda a: (a * 1).transpose_(0, 1).unsqueeze_(1).squeeze_(),
+        lambda a: (a * 1).swapaxes_(1, 0).swapdims_(0, 1).as_strided_((3, 2), (1, 2), 1),
         lambda a: tt.slice_scatter(a, a[:, :2], 1, 2, 4),
         # the copy forms and the splits, as one function of many outputs (views and copies: one check)
         lambda a: (tt.diagonal_copy(a, -1), tt.expand_copy(a[:1], (3, 4)), tt.permute_copy(a, (1, 0)),

@@ -196,14 +196,19 @@ def triu_(input, diagonal: int = 0) -> Tensor:
     return input.copy_(input.triu(diagonal))
 
 
-def _relayout_(input, view, op: str):
-    """Give ``input`` the layout of ``view`` (a view of it): the in-place view ops change the
-    tensor object's own shape and strides, never its data. A tensor autograd tracks is refused: its
-    node was recorded for the old layout, and the gradient would come back in the wrong shape."""
-    if input.requires_grad:
-        raise RuntimeError(f"{op}(): changing the layout of a tensor that requires grad in place is not supported; "
-                           f"use the out-of-place {op[:-1]}()")
+def _relayout_(input, view):
+    """Give ``input`` the layout of ``view`` (a view of it, made by a dispatched view op): the
+    in-place view ops change the tensor object's own shape and strides, never its data. When
+    autograd recorded the view, ``input`` takes its node (a view node, single-output), so its
+    gradient flows back through the view's derivative to what ``input`` was; a leaf that requires
+    grad is refused, as torch refuses every in-place op on one."""
+    if view.grad_fn is not None and input.grad_fn is None and input._base is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     input._shape, input._stride, input._offset = view._shape, view._stride, view._offset
+    if view.grad_fn is not None:
+        input.grad_fn = view.grad_fn
+        if input._autograd_meta is not None:
+            input._autograd_meta.output_nr = 0  # the view node's one output
     return input
 
 
@@ -212,25 +217,25 @@ def t_(input) -> Tensor:
     _check(input, "t_")
     if input.ndim > 2:
         raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
-    return _relayout_(input, t(input), "t_")
+    return _relayout_(input, t(input))
 
 
 def transpose_(input, dim0: int, dim1: int) -> Tensor:
     """``Tensor.transpose_``: transpose(dim0, dim1) in place."""
     _check(input, "transpose_")
-    return _relayout_(input, input.transpose(dim0, dim1), "transpose_")
+    return _relayout_(input, input.transpose(dim0, dim1))
 
 
 def squeeze_(input, dim=None) -> Tensor:
     """``Tensor.squeeze_``: squeeze(dim) in place."""
     _check(input, "squeeze_")
-    return _relayout_(input, input.squeeze() if dim is None else input.squeeze(dim), "squeeze_")
+    return _relayout_(input, input.squeeze() if dim is None else input.squeeze(dim))
 
 
 def unsqueeze_(input, dim: int) -> Tensor:
     """``Tensor.unsqueeze_``: unsqueeze(dim) in place."""
     _check(input, "unsqueeze_")
-    return _relayout_(input, input.unsqueeze(dim), "unsqueeze_")
+    return _relayout_(input, input.unsqueeze(dim))
 
 
 # ----- flat indexing -------------------------------------------------------------------------------
@@ -537,7 +542,7 @@ def as_strided_(input, size, stride, storage_offset=None) -> Tensor:
     """``input`` itself given the geometry ``as_strided`` would view it with."""
     _check(input, "as_strided_")
     size, stride, offset = _geometry(input, size, stride, storage_offset, "as_strided_")
-    return _relayout_(input, input._view(size, stride, offset), "as_strided_")
+    return _relayout_(input, input.as_strided(size, stride, offset))
 
 
 def as_strided_copy(input, size, stride, storage_offset=None) -> Tensor:
