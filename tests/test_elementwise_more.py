@@ -606,6 +606,18 @@ def test_new_inplace_gradcheck(op):
         assert gradcheck(lambda y: getattr(a * 1, op + "_")(y), (b,))
 
 
+def test_xlogy_nextafter_gradients_at_their_edges_as_torch():
+    a = tt.tensor([0.0, 0.0, 1.0, 2.0], dtype=F64, requires_grad=True)
+    b = tt.tensor([0.0, 2.0, float("nan"), 2.0], dtype=F64, requires_grad=True)
+    tt.xlogy(a, b).backward(tt.ones(4, dtype=F64))  # torch 2.13's values, recorded from it
+    assert_close(a.grad, [0.0, math.log(2.0), float("nan"), math.log(2.0)], F64)
+    assert_close(b.grad, [float("nan"), 0.0, float("nan"), 1.0], F64)
+    a.grad = b.grad = None
+    tt.nextafter(a, b).backward(tt.ones(4, dtype=F64))  # 1 where input moved, 0 where it was other already
+    assert_close(a.grad, [0.0, 1.0, 1.0, 0.0], F64)
+    assert_close(b.grad, [0.0, 0.0, 0.0, 0.0], F64)
+
+
 def test_derivatives_torch_does_not_implement():
     a, b = leaf(3), leaf(3)
     for y in (tt.heaviside(a, b), (a * 1).heaviside_(b)):

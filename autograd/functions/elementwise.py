@@ -263,8 +263,9 @@ BINARY_FORMULAS = {
     "heaviside": (False, _not_implemented("heaviside"), _not_implemented("heaviside")),
     "logaddexp": (True, lambda g, a, b: g / ((b - a).exp() + 1), lambda g, a, b: g / ((a - b).exp() + 1)),
     "logaddexp2": (True, lambda g, a, b: g / ((b - a).exp2() + 1), lambda g, a, b: g / ((a - b).exp2() + 1)),
-    "xlogy": (True, lambda g, a, b: g * (a != 0).xlogy(b), lambda g, a, b: g * a / b),
-    "nextafter": (False, lambda g, a, b: g, _zero),
+    # xlogy: log(other), but 0 where both are 0 (torch 2.13's); nextafter: 1 where it moves input, else 0 (torch's)
+    "xlogy": (True, lambda g, a, b: g * ((a != 0) | (b != 0)).xlogy(b), lambda g, a, b: g * a / b),
+    "nextafter": (True, lambda g, a, b: g * (a != b), _zero),
     # d/dx P(a, x) = x^(a-1) e^-x / Gamma(a); torch has no derivative in a either
     "igamma": (True, _not_implemented("igamma: input", NotImplementedError), lambda g, a, b: g * _gamma_density(a, b)),
     "igammac": (True, _not_implemented("igammac: input", NotImplementedError),
