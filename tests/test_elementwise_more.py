@@ -407,6 +407,9 @@ def test_clamp_min_max_in_place_and_as_functions():
     z.clamp_min_(bound)
     assert_close(z, np.maximum(x, [0.0, 1.0, 2.0]), tt.float32)
     assert_close(tt.clip_(tt.tensor(x), -1, 1), np.clip(x, -1, 1), tt.float32)
+    for fn, leaf_ in ((tt.clamp_min, False), (tt.clamp_max_, False), (tt.clamp_min, True)):
+        with pytest.raises(TypeError, match="argument '(min|max)' \\(position 2\\) must be Number or Tensor, not NoneType"):
+            fn(tt.tensor(x, requires_grad=leaf_), None)
 
 
 def test_comparison_aliases():

@@ -536,8 +536,8 @@ def _lerp_(input, end, weight):
 
 RECORD = {"where": where, "clamp_": clamp_,
           "clamp": lambda input, min=None, max=None: Clamp.apply(input, min, max),
-          "clamp_min": lambda input, min: Clamp.apply(input, min, None),
-          "clamp_max": lambda input, max: Clamp.apply(input, None, max)}
+          "clamp_min": lambda input, min: Clamp.apply(input, _ew.clamp_bound("clamp_min", "min", min), None),
+          "clamp_max": lambda input, max: Clamp.apply(input, None, _ew.clamp_bound("clamp_max", "max", max))}
 for _op, _fn in UNARY.items():
     RECORD.update(_recorders(_op, unary, _fn))
 for _op, _fn in BINARY.items():
@@ -608,8 +608,8 @@ def frexp(input, *, out=None):
 
 
 RECORD.update(logit=logit, logit_=logit_, frexp=frexp, **_checked("heaviside", _ew._heaviside_checks),
-              clamp_min_=lambda input, min: clamp_(input, min, None),
-              clamp_max_=lambda input, max: clamp_(input, None, max))
+              clamp_min_=lambda input, min: clamp_(input, _ew.clamp_bound("clamp_min_", "min", min), None),
+              clamp_max_=lambda input, max: clamp_(input, None, _ew.clamp_bound("clamp_max_", "max", max)))
 for _op in ("nextafter", "igamma", "igammac"):
     RECORD.update(_checked(_op, _two_tensors(_op)))
 for _op in ("fmax", "fmin", "logaddexp", "logaddexp2"):  # torch has no in-place form of these

@@ -572,14 +572,22 @@ def clamp_(input, min=None, max=None) -> Tensor:
     return input
 
 
+def clamp_bound(op: str, name: str, value):
+    """clamp_min/clamp_max's one bound: a number or a tensor, never None (torch's TypeError; clamp itself
+    takes None for the bound it leaves out)."""
+    if not (isinstance(value, TensorBase) or _is_scalar(value)):
+        raise TypeError(f"{op}(): argument '{name}' (position 2) must be Number or Tensor, not {type(value).__name__}")
+    return value
+
+
 def clamp_min(input, min) -> Tensor:
     """``Tensor.clamp_min``: ``clamp(input, min=min)``."""
-    return clamp(input, min, None)
+    return clamp(input, clamp_bound("clamp_min", "min", min), None)
 
 
 def clamp_max(input, max) -> Tensor:
     """``Tensor.clamp_max``: ``clamp(input, max=max)``."""
-    return clamp(input, None, max)
+    return clamp(input, None, clamp_bound("clamp_max", "max", max))
 
 
 def invert(input) -> Tensor:
@@ -652,12 +660,12 @@ for _op in ("fmax", "fmin", "gcd", "lcm", "logaddexp", "logaddexp2", "nextafter"
 
 def clamp_min_(input, min) -> Tensor:
     """``Tensor.clamp_min_``: ``clamp_(input, min=min)``."""
-    return clamp_(input, min, None)
+    return clamp_(input, clamp_bound("clamp_min_", "min", min), None)
 
 
 def clamp_max_(input, max) -> Tensor:
     """``Tensor.clamp_max_``: ``clamp_(input, max=max)``."""
-    return clamp_(input, None, max)
+    return clamp_(input, None, clamp_bound("clamp_max_", "max", max))
 
 
 def _tensor(x, op: str, name: str = "input", pos: int = 1):
