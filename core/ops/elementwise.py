@@ -742,8 +742,10 @@ def _ldexp_scale(input, other, op):
 
 
 def ldexp(input, other, *, out=None) -> Tensor:
-    """``input * 2 ** other`` (torch's: the product of the two, a float). Its gradient is ``2 ** other``
-    for every ``other``; torch 2.13's is 0 where an integer ``other`` is negative (its integer pow)."""
+    """``input * 2 ** other`` (torch's: the product of the two, a float).
+
+    Its gradient is ``2 ** other`` for every ``other``; torch 2.13's is 0 where an integer ``other`` is
+    negative (its integer pow)."""
     scale = _ldexp_scale(input, other, "ldexp")
     return input.mul(scale) if out is None else input.mul(scale, out=out)
 
