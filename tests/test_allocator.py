@@ -6,6 +6,7 @@ streams and ``record_stream``, torch's statistics, ``empty_cache``, out-of-memor
 pools, no growth over 1,000 training-like steps, threads, bad input. ``tritensor.cuda``'s memory
 functions in CPU mode are at the end; test_cuda.py checks them on a device.
 """
+import random
 import threading
 
 import pytest
@@ -227,8 +228,6 @@ def test_every_peak_is_the_largest_current_value_seen(fake):
     # malloc compares fewer statistics with their peaks while no block is pending (active is then
     # allocated): a random walk of mallocs, frees, record_streams, completed events and peak resets
     # checks every peak against the largest current value observed after each step.
-    import random
-
     backend, alloc, s = fake
     side = FakeStream("side")
     rng = random.Random(7)

@@ -26,6 +26,7 @@ from tritensor.runtime import direct
 from tritensor.runtime import dtype as dt
 from tritensor.runtime import launch as launch_mod
 from tritensor.runtime import mode
+from tritensor.triton_kernels import elementwise as ek
 
 INTS = [0, 1, 2, 15, 16, 17, 32, -1, -15, -16, -17, 2**31 - 16, 2**31 - 1, 2**31, 2**31 + 16, 2**32, 2**32 + 1,
         -2**31, -2**31 - 1, -2**31 - 16, 2**63 - 16, 2**63 - 1, -2**63, 2**63, 2**64 - 16]
@@ -232,16 +233,12 @@ sim_only = pytest.mark.skipif(not mode.SIM, reason="the plan path runs on the GP
 
 
 def test_a_site_refuses_unhashable_keywords_when_it_is_made():
-    from tritensor.triton_kernels import elementwise as ek
-
     with pytest.raises(TypeError, match="unhashable"):
         launch_mod.Site(ek._elementwise_kernel, OP=["add"])
 
 
 @sim_only
 def test_a_site_runs_the_kernels_own_plans_and_none_once_the_kernel_is_off(monkeypatch):
-    from tritensor.triton_kernels import elementwise as ek
-
     a, b = tt.arange(5.0, device="cuda"), tt.ones(5, device="cuda")
     for _ in range(4):  # two checked launches, then the plan
         c = a + b
@@ -264,8 +261,6 @@ def test_a_site_runs_the_kernels_own_plans_and_none_once_the_kernel_is_off(monke
 
 @sim_only
 def test_a_broadcast_or_strided_operand_takes_the_strided_kernel():
-    from tritensor.triton_kernels import elementwise as ek
-
     x, b = tt.arange(6.0, device="cuda").reshape(2, 3), tt.ones(3, device="cuda")
     for _ in range(3):
         y = x + b
