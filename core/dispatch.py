@@ -18,7 +18,8 @@ The fast path: each layer also says, cheaply, whether it has anything to do with
 (``needed(op, args, kwargs)``: autograd, the op is Tensor autograd API or an input requires grad
 with grad mode on), or names a *flag* it keeps up to date, read without a Python call (autocast:
 a region is enabled in this thread; every op asks, and a call per op is what the host pays for
-it on a GPU). A call no layer needs goes
+it on a GPU; a call that goes through the layers for another one's sake passes a flag-gated
+layer whose flag is off without calling it). A call no layer needs goes
 straight to the core entry, which is what almost every op of an inference step, or of code
 under ``no_grad``, is.
 """
@@ -45,6 +46,11 @@ def _chain(i: int):
     if i == len(ORDER):
         return core
     layer, below = _layers[ORDER[i]], _chain(i + 1)
+    flag = _flags_by_name.get(ORDER[i])
+    if flag is not None:  # a flag-gated layer has nothing to do while its flag is off: straight below
+        obj, attribute = flag
+        return lambda op, args, kwargs: (layer(op, args, kwargs, below) if getattr(obj, attribute)
+                                         else below(op, args, kwargs))
     return lambda op, args, kwargs: layer(op, args, kwargs, below)
 
 
