@@ -21,9 +21,10 @@ matrix_norm = function(table.OPS["linalg_matrix_norm"], "matrix_norm")
 cross = function(table.OPS["linalg_cross"], "cross")
 _LINALG = ("lu_factor_ex", "lu_factor", "lu", "lu_solve", "solve_triangular", "solve", "solve_ex", "inv_ex",
            "cholesky", "cholesky_ex", "qr", "householder_product", "eigh", "eigvalsh", "svd", "svdvals", "pinv",
-           "matrix_rank", "cond", "lstsq")
+           "matrix_rank", "cond", "lstsq", "ldl_factor", "ldl_factor_ex", "ldl_solve")
 lu_factor_ex, lu_factor, lu, lu_solve, solve_triangular, solve, solve_ex, inv_ex, cholesky, cholesky_ex, qr, \
-    householder_product, eigh, eigvalsh, svd, svdvals, pinv, matrix_rank, cond, lstsq = (
+    householder_product, eigh, eigvalsh, svd, svdvals, pinv, matrix_rank, cond, lstsq, ldl_factor, ldl_factor_ex, \
+    ldl_solve = (
         function(table.OPS["linalg_" + _n], _n) for _n in _LINALG)
 det = function(table.OPS["det"], "det")
 slogdet = function(table.OPS["slogdet"], "slogdet")

@@ -338,3 +338,49 @@ def test_linalg_factor_gradcheck():
         assert gradcheck(f, args)
     with pytest.raises(RuntimeError, match="mode='r'"):
         L.qr(W, mode="r")[1].sum().backward()
+
+
+# Bunch-Kaufman needs 2x2 blocks on these (small diagonals); LD and pivots as torch 2.13 (LAPACK's
+# dsytrf) gives them, rounded to 12 digits
+LDL_A = [[[-0.001, -0.16, 0.72, 2.5, 2.28], [-0.16, -0.063, -0.82, 0.78, 0.66], [0.72, -0.82, -0.191, 1.1, -1.41],
+          [2.5, 0.78, 1.1, -0.006, 0.5], [2.28, 0.66, -1.41, 0.5, -0.061]],
+         [[-0.059, 0.54, -0.98, 1.18, -0.99], [0.54, -0.063, -0.36, -1.92, -0.53], [-0.98, -0.36, -0.053, 1.04, -0.11],
+          [1.18, -1.92, 1.04, -0.013, 0.24], [-0.99, -0.53, -0.11, 0.24, 0.055]]]
+LDL_LD = [[[-0.001, 0.0, 0.0, 0.0, 0.0], [2.5, -0.006, 0.0, 0.0, 0.0],
+           [0.440691623064, 0.288176276649, -0.82529187292, 0.0, 0.0],
+           [0.311846699373, -0.06387526132, -2.55886503891, -0.97803134435, 0.0],
+           [0.202188994101, 0.912080875598, -0.157484253925, 0.431534017692, -0.108482929115]],
+          [[-0.059, 0.0, 0.0, 0.0, 0.0], [1.18, -0.013, 0.0, 0.0, 0.0],
+           [0.872686979972, -0.786874125578, 1.620582330974, 0.0, 0.0],
+           [-1.622970998819, 0.376478568703, -1.445189945325, -1.848462894516, 0.0],
+           [0.19425380111, -0.829270360792, 0.581772294003, 0.467716587443, 0.302203007228]]]
+LDL_PIVOTS = [[-4, -4, -5, -5, 5], [-4, -4, 3, 4, 5]]
+
+
+@pytest.mark.parametrize("dtype", [F64, F32])
+def test_ldl_factor_and_solve(dtype):
+    """ldl_factor(_ex) as LAPACK's sytrf (torch's LD and pivots, 2x2 blocks included; only the lower
+    triangle read), ldl_solve against NumPy's solve, an empty batch, 1 x 1, a singular D."""
+    a = np.array(LDL_A)
+    junk = np.triu(np.full(a.shape, 9.0), 1)
+    A = tt.tensor((np.tril(a) + junk).astype(NPD[dtype]))
+    LD, piv, info = L.ldl_factor_ex(A)
+    assert_close(LD, np.array(LDL_LD), dtype, "rounded_terms", k=_k(5))
+    assert piv.dtype is tt.int32 and piv.tolist() == LDL_PIVOTS and info.tolist() == [0, 0]
+    LD2, piv2 = L.ldl_factor(A, hermitian=True)
+    assert piv2.tolist() == LDL_PIVOTS
+    B, bref = make((2, 5, 3), dtype, "contiguous", _well((5, 3), 9))
+    assert_close(L.ldl_solve(LD, piv, B), np.linalg.solve(a, bref), dtype, "rounded_terms", k=_k(5))
+    S = _spd(4, (3,))
+    Ld, p = L.ldl_factor(tt.tensor(S.astype(NPD[dtype])))
+    assert (p.cpu().numpy() == np.arange(1, 5)).all()  # positive definite: 1x1 blocks, no interchange
+    assert_close(L.ldl_solve(Ld, p, B[:1, :4]), np.linalg.solve(S, bref[:1, :4]), dtype, "rounded_terms", k=_k(4))
+    assert L.ldl_factor(tt.ones(0, 3, 3, dtype=dtype))[1].shape == (0, 3)
+    one = L.ldl_factor(tt.tensor([[4.0]], dtype=dtype))
+    assert one.pivots.tolist() == [1] and one.LD.item() == 4.0
+    _, _, info = L.ldl_factor_ex(tt.zeros(2, 2, dtype=dtype))
+    assert info.item() == 1
+    with pytest.raises(L.LinAlgError, match="D is exactly singular"):
+        L.ldl_factor(tt.zeros(2, 2, dtype=dtype))
+    with pytest.raises(NotImplementedError, match="\"ldl_factor_kernel_c(pu|uda)\" not implemented for 'Half'"):
+        L.ldl_factor(tt.ones(2, 2, dtype=tt.float16))

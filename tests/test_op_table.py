@@ -340,6 +340,7 @@ _LINALG = [
     (_LE + "test_spectral_composites", _LE + "test_linalg_eig_svd_gradcheck",
      ("linalg_pinv", "pinverse", "linalg_cond", "linalg_lstsq")),
     (_LE + "test_spectral_composites", None, ("linalg_matrix_rank",)),
+    (_LF + "test_ldl_factor_and_solve", None, ("linalg_ldl_factor_ex", "linalg_ldl_factor", "linalg_ldl_solve")),
 ]
 TESTS.update({op: (forward, grad) for forward, grad, ops in _LINALG for op in ops})
 # recorded through the derivatives of solve_triangular, solve_ex, inv_ex, slogdet, cholesky_ex, qr, eigh, svd

@@ -25,7 +25,7 @@ from ..runtime.launch import launch
 from ._common import next_pow2
 
 __all__ = ["MAX_SIDE", "lu_factor", "permutation", "lu_solve", "triangular_solve", "cholesky", "geqrf",
-           "householder_product"]
+           "householder_product", "ldl_factor", "ldl_solve"]
 
 MAX_SIDE = 128
 
@@ -288,3 +288,169 @@ def lu_solve(lu, perm, b, x, batch: int, n: int, r: int, lu_batch_stride: int, p
     br = min(_RHS_BLOCK, next_pow2(r))
     launch(_lu_solve_kernel, (batch, -(-r // br)), lu, perm, b, x, n, r, lu_batch_stride, perm_batch_stride,
            *b_strides, BN=next_pow2(n), BR=br, num_warps=_warps(next_pow2(n)))
+
+
+@triton.jit
+def _swap_rows(X, rows, i, j):
+    row_i = tl.sum(tl.where(rows[:, None] == i, X, 0), axis=0)
+    row_j = tl.sum(tl.where(rows[:, None] == j, X, 0), axis=0)
+    return tl.where(rows[:, None] == i, row_j[None, :], tl.where(rows[:, None] == j, row_i[None, :], X))
+
+
+@triton.jit
+def not_(x):
+    """Logical not of a scalar condition (the interpreter's ``~`` on a bool is bitwise on ints)."""
+    return x == 0
+
+
+@triton.jit
+def _ldl_kernel(a, ld, piv, info, N, BN: tl.constexpr):
+    """sytf2 (lower): Bunch-Kaufman L D L^T of one symmetric N x N matrix read from its lower
+    triangle; LD gets L below the diagonal and D (1x1 and 2x2 blocks) on and beside it, pivots are
+    LAPACK's (k for a 1x1 block, -k twice for a 2x2 one, 1-based), info the first zero block."""
+    b = tl.program_id(0).to(tl.int64)
+    rows = tl.arange(0, BN)
+    cols = tl.arange(0, BN)
+    inside = (rows[:, None] < N) & (cols[None, :] < N)
+    low = tl.load(a + b * N * N + rows[:, None] * N + cols[None, :], mask=inside, other=0)
+    up = tl.load(a + b * N * N + cols[None, :] * N + rows[:, None], mask=inside, other=0)
+    A = tl.where(rows[:, None] >= cols[None, :], low, up)
+    pivots = tl.zeros([BN], tl.int32)
+    bad = tl.program_id(0) * 0
+    k = tl.program_id(0) * 0
+    while k < N:
+        col = tl.sum(tl.where(cols[None, :] == k, A, 0), axis=1)
+        absakk = tl.abs(tl.sum(tl.where(rows == k, col, 0), 0))
+        below = tl.where((rows > k) & (rows < N), tl.abs(col), -1.0)
+        colmax = tl.maximum(tl.max(below, 0), 0.0)
+        imax = tl.min(tl.where(below == tl.max(below, 0), rows, BN), 0)
+        row_i = tl.sum(tl.where(rows[:, None] == imax, A, 0), axis=0)
+        col_i = tl.sum(tl.where(cols[None, :] == imax, A, 0), axis=1)
+        rowmax = tl.maximum(tl.max(tl.where((cols >= k) & (cols < imax), tl.abs(row_i), 0.0), 0),
+                            tl.max(tl.where((rows > imax) & (rows < N), tl.abs(col_i), 0.0), 0))
+        aii = tl.abs(tl.sum(tl.where(rows == imax, col_i, 0), 0))
+        zero = (tl.maximum(absakk, colmax) == 0) | (absakk != absakk)
+        keep = zero | (absakk >= 0.6403882032022076 * colmax)  # alpha = (1 + sqrt(17)) / 8
+        keep = keep | (absakk >= 0.6403882032022076 * colmax * (colmax / tl.where(rowmax == 0, 1.0, rowmax)))
+        two = (not_(keep)) & (aii < 0.6403882032022076 * rowmax)
+        kp = tl.where(keep, k, imax)
+        kk = tl.where(two, k + 1, k)
+        bad = tl.where(bad == 0, tl.where(zero, k + 1, 0), bad)
+        # interchange kk and kp within the trailing block (the columns of L before k stay)
+        row_kk = tl.sum(tl.where(rows[:, None] == kk, A, 0), axis=0)
+        row_kp = tl.sum(tl.where(rows[:, None] == kp, A, 0), axis=0)
+        trail_c = (cols >= k)[None, :]
+        A = tl.where((rows[:, None] == kk) & trail_c, row_kp[None, :],
+                     tl.where((rows[:, None] == kp) & trail_c, row_kk[None, :], A))
+        col_kk = tl.sum(tl.where(cols[None, :] == kk, A, 0), axis=1)
+        col_kp = tl.sum(tl.where(cols[None, :] == kp, A, 0), axis=1)
+        trail_r = (rows >= k)[:, None]
+        A = tl.where((cols[None, :] == kk) & trail_r, col_kp[:, None],
+                     tl.where((cols[None, :] == kp) & trail_r, col_kk[:, None], A))
+        # a 1x1 block: A22 -= x x^T / d, L = x / d
+        col = tl.sum(tl.where(cols[None, :] == k, A, 0), axis=1)
+        d = tl.sum(tl.where(rows == k, col, 0), 0)
+        x = tl.where((rows > k) & (rows < N), col, 0)
+        d11 = 1 / tl.where(zero | two, 1.0, d)
+        one_step = tl.where((rows[:, None] > k) & (cols[None, :] > k), A + x[:, None] * (-d11 * x)[None, :], A)
+        one_step = tl.where((cols[None, :] == k) & (rows[:, None] > k), (x * d11)[:, None], one_step)
+        # a 2x2 block (LAPACK's arithmetic)
+        col1 = tl.sum(tl.where(cols[None, :] == k + 1, A, 0), axis=1)
+        d21 = tl.sum(tl.where(rows == k + 1, col, 0), 0)
+        d21 = tl.where(two, d21, 1.0)
+        e11 = tl.sum(tl.where(rows == k + 1, col1, 0), 0) / d21
+        e22 = d / d21
+        t = 1 / tl.where(two, e11 * e22 - 1, 1.0)
+        d21 = t / d21
+        ak = tl.where((rows > k + 1) & (rows < N), col, 0)
+        ak1 = tl.where((rows > k + 1) & (rows < N), col1, 0)
+        wk = d21 * (e11 * ak - ak1)
+        wkp1 = d21 * (e22 * ak1 - ak)
+        two_step = tl.where((rows[:, None] > k + 1) & (cols[None, :] > k + 1),
+                            A - ak[:, None] * wk[None, :] - ak1[:, None] * wkp1[None, :], A)
+        two_step = tl.where((cols[None, :] == k) & (rows[:, None] > k + 1), wk[:, None], two_step)
+        two_step = tl.where((cols[None, :] == k + 1) & (rows[:, None] > k + 1), wkp1[:, None], two_step)
+        A = tl.where(zero, A, tl.where(two, two_step, one_step))
+        A = tl.where(rows[:, None] >= cols[None, :], A, tl.trans(A))  # symmetric again, from the lower triangle
+        pivots = tl.where(rows == k, tl.where(two, -(kp + 1), kp + 1), pivots)
+        pivots = tl.where((rows == k + 1) & two, -(kp + 1), pivots)
+        k = tl.where(two, k + 2, k + 1)
+    tl.store(ld + b * N * N + rows[:, None] * N + cols[None, :], tl.where(rows[:, None] >= cols[None, :], A, 0),
+             mask=inside)
+    tl.store(piv + b * N + rows, pivots, mask=rows < N)
+    tl.store(info + b, bad)
+
+
+@triton.jit
+def _ldl_solve_kernel(ld, piv, x, N, R, BN: tl.constexpr, BR: tl.constexpr):
+    """sytrs (lower): X = (P L D L^T P^T)^-1 B in place of B (contiguous N x R) from sytf2's LD and pivots."""
+    b = tl.program_id(0).to(tl.int64)
+    ld += b * N * N
+    piv += b * N
+    rows = tl.arange(0, BN)
+    rhs = tl.program_id(1) * BR + tl.arange(0, BR)
+    inside = (rows[:, None] < N) & (rhs[None, :] < R)
+    ptrs = x + b * N * R + rows[:, None] * R + rhs[None, :]
+    X = tl.load(ptrs, mask=inside, other=0)
+    k = tl.program_id(0) * 0
+    while k < N:  # L D Y = P^T B
+        p = tl.load(piv + k)
+        two = p < 0
+        kp = tl.where(two, -p - 1, p - 1)
+        X = _swap_rows(X, rows, tl.where(two, k + 1, k), kp)
+        lk = tl.load(ld + rows * N + k, mask=rows < N, other=0).to(X.dtype)
+        lk1 = tl.load(ld + rows * N + tl.minimum(k + 1, N - 1), mask=rows < N, other=0).to(X.dtype)
+        lk1 = tl.where(two, lk1, 0)
+        xk = tl.sum(tl.where(rows[:, None] == k, X, 0), axis=0)
+        xk1 = tl.sum(tl.where(rows[:, None] == k + 1, X, 0), axis=0)
+        first = tl.where(two, k + 1, k)
+        lk = tl.where(rows > first, lk, 0)
+        lk1 = tl.where(rows > first, lk1, 0)
+        X = X - lk[:, None] * xk[None, :] - lk1[:, None] * tl.where(two, xk1, 0)[None, :]
+        dkk = tl.load(ld + k * N + k).to(X.dtype)
+        k1 = tl.minimum(k + 1, N - 1)
+        d21 = tl.where(two, tl.load(ld + k1 * N + k).to(X.dtype), 1)
+        d22 = tl.where(two, tl.load(ld + k1 * N + k1).to(X.dtype), 1)
+        akm1 = dkk / d21
+        ak = d22 / d21
+        denom = tl.where(two, akm1 * ak - 1, 1.0)
+        bkm1 = xk / d21
+        bk = xk1 / d21
+        new_k = tl.where(two, (ak * bkm1 - bk) / denom, xk / dkk)
+        new_k1 = (akm1 * bk - bkm1) / denom
+        X = tl.where(rows[:, None] == k, new_k[None, :], X)
+        X = tl.where((rows[:, None] == k + 1) & two, new_k1[None, :], X)
+        k = tl.where(two, k + 2, k + 1)
+    k = N - 1 + tl.program_id(0) * 0
+    while k >= 0:  # L^T P^T X = Y
+        p = tl.load(piv + k)
+        two = p < 0
+        tail = rows > k
+        lk = tl.load(ld + rows * N + k, mask=tail & (rows < N), other=0).to(X.dtype)
+        lkm1 = tl.load(ld + rows * N + tl.maximum(k - 1, 0), mask=tail & (rows < N), other=0).to(X.dtype)
+        lkm1 = tl.where(two, lkm1, 0)
+        xk = tl.sum(tl.where(rows[:, None] == k, X, 0), axis=0) - tl.sum(lk[:, None] * X, axis=0)
+        xkm1 = tl.sum(tl.where(rows[:, None] == k - 1, X, 0), axis=0) - tl.sum(lkm1[:, None] * X, axis=0)
+        X = tl.where(rows[:, None] == k, xk[None, :], X)
+        X = tl.where((rows[:, None] == k - 1) & two, xkm1[None, :], X)
+        kp = tl.where(two, -p - 1, p - 1)
+        X = _swap_rows(X, rows, k, kp)
+        k = tl.where(two, k - 2, k - 1)
+    tl.store(ptrs, X, mask=inside)
+
+
+def ldl_factor(a, ld, piv, info, batch: int, n: int) -> None:
+    """``ld`` (batch, n, n), ``piv`` (batch, n) int32 and ``info`` (batch,) from the lower
+    triangles of ``a`` (batch, n, n), all contiguous."""
+    if batch == 0 or n == 0:
+        return
+    launch(_ldl_kernel, (batch,), a, ld, piv, info, n, BN=next_pow2(n), num_warps=_warps(next_pow2(n)))
+
+
+def ldl_solve(ld, piv, x, batch: int, n: int, r: int) -> None:
+    """Overwrite ``x`` (batch, n, r) contiguous with the solution from ``ldl_factor``'s output."""
+    if batch == 0 or n == 0 or r == 0:
+        return
+    br = min(_RHS_BLOCK, next_pow2(r))
+    launch(_ldl_solve_kernel, (batch, -(-r // br)), ld, piv, x, n, r, BN=next_pow2(n), BR=br,
+           num_warps=_warps(next_pow2(n)))

@@ -45,6 +45,8 @@ slogdet_result = namedtuple("slogdet", ["sign", "logabsdet"])
 geqrf_result = namedtuple("geqrf", ["a", "tau"])
 qr_result = namedtuple("qr", ["Q", "R"])
 triangular_solve_result = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
+ldl_factor_ex_result = namedtuple("linalg_ldl_factor_ex", ["LD", "pivots", "info"])
+ldl_factor_result = namedtuple("linalg_ldl_factor", ["LD", "pivots"])
 
 
 class LinAlgError(RuntimeError):
@@ -299,6 +301,58 @@ def linalg_qr(A, mode: str = "reduced") -> tuple:
     return qr_result(Q, R)
 
 
+# ----- LDL^T (Bunch-Kaufman) ---------------------------------------------------------------------
+def linalg_ldl_factor_ex(A, *, hermitian: bool = False, check_errors: bool = False) -> tuple:
+    """``torch.linalg.ldl_factor_ex``: (LD, pivots, info) of LAPACK's sytrf on A's lower triangle:
+    L below the diagonal, D's 1x1 and 2x2 blocks on and beside it, pivots 1-based (negative twice
+    for a 2x2 block), info the first exactly zero block of D. Real matrices: ``hermitian`` changes nothing."""
+    check_matrix(A, "torch.linalg.ldl_factor_ex", "ldl_factor_kernel")
+    n = A.shape[-1]
+    a, batch = _batched(A)
+    ld = _empty((batch, n, n), A.dtype, A)
+    piv = _empty((batch, n), dt.int32, A)
+    info = _empty((batch,), dt.int32, A)
+    fill(info, 0)
+    if n:
+        _k.ldl_factor(a, ld, piv, info, batch, n)
+    shape = tuple(A.shape[:-2])
+    ld, piv, info = ld.view(A.shape), piv.view(shape + (n,)), info.view(shape)
+    if check_errors:
+        _raise_info(info, "torch.linalg.ldl_factor_ex", _ldl_singular)
+    return ldl_factor_ex_result(ld, piv, info)
+
+
+def _ldl_singular(c) -> str:
+    return (f"The factorization completed, but the block diagonal matrix D is exactly singular: its block at "
+            f"{c} is zero.")
+
+
+def linalg_ldl_solve(LD, pivots, B, *, hermitian: bool = False) -> Tensor:
+    """``torch.linalg.ldl_solve``: X with A X = B from ``ldl_factor``'s (LD, pivots) (sytrs)."""
+    fn = "torch.linalg.ldl_solve"
+    check_matrix(LD, fn, "ldl_solve", name="LD")
+    check_matrix(B, fn, "ldl_solve", name="B", square=False, position=3)
+    if not isinstance(pivots, TensorBase) or pivots.dtype is not dt.int32:
+        got = torch_name(pivots.dtype) if isinstance(pivots, TensorBase) else type(pivots).__name__
+        raise RuntimeError(f"{fn}: Expected pivots to be integers. Got {got}")
+    if LD.dtype is not B.dtype:
+        raise RuntimeError(f"{fn}: Expected LD and B to have the same dtype, but got LD with dtype "
+                           f"{torch_name(LD.dtype)} and B with dtype {torch_name(B.dtype)}")
+    n = LD.shape[-1]
+    if tuple(pivots.shape) != tuple(LD.shape[:-1]):
+        raise RuntimeError(f"{fn}: Expected LD.shape[:-1] and pivots.shape to be the same, but got pivots with "
+                           f"shape {tuple(pivots.shape)} instead")
+    batch = _solve_shapes(LD, B, fn, True)
+    b = math.prod(batch)
+    X = _empty(tuple(batch) + tuple(B.shape[-2:]), B.dtype, B)
+    if X.numel():
+        copy_into(X, B.expand(*X.shape))
+        ld = LD.expand(*batch, n, n).contiguous()
+        piv = pivots.expand(*batch, n).contiguous()
+        _k.ldl_solve(ld, piv, X, b, n, B.shape[-1])
+    return X
+
+
 # ----- LU-based solves, inverse, determinants (the forwards of their derivatives) ----------------
 def _lu_solve_core(lu, perm, B) -> Tensor:
     """X with A X = B from A's LU (row permutation ``perm``), B (..., n, k) broadcast with lu: one
@@ -425,6 +479,13 @@ def composites(ops: dict) -> dict:
                 raise RuntimeError(f"torch.linalg.lu_factor: U[{c},{c}] is zero and using it on lu_solve would result "
                                    "in a division by zero. If you still want to perform the factorization, consider "
                                    "calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)")
+
+    def linalg_ldl_factor(A, *, hermitian: bool = False) -> tuple:
+        """``torch.linalg.ldl_factor``: (LD, pivots); an exactly singular D is a ``LinAlgError`` (torch 2.13
+        trips an internal assert there instead)."""
+        ld, piv, info = op("linalg_ldl_factor_ex")(A, hermitian=hermitian)
+        _raise_info(info, "torch.linalg.ldl_factor", _ldl_singular)
+        return ldl_factor_result(ld, piv)
 
     def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool = True) -> tuple:
         """``torch.lu_unpack``: (P, L, U) with A = P L U from ``lu_factor``'s output."""
@@ -592,6 +653,6 @@ def composites(ops: dict) -> dict:
             R = matmul(R, R)
         return R
 
-    return {f.__name__: f for f in (linalg_lu_factor, lu_unpack, linalg_lu, linalg_lu_solve, lu_solve, lu,
+    return {f.__name__: f for f in (linalg_lu_factor, linalg_ldl_factor, lu_unpack, linalg_lu, linalg_lu_solve, lu_solve, lu,
                                     triangular_solve, linalg_solve, inverse, logdet, linalg_cholesky, cholesky,
                                     cholesky_solve, cholesky_inverse, qr, orgqr, ormqr, matrix_power, matrix_exp)}

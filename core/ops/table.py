@@ -338,7 +338,7 @@ _composite(join, "rot90")
 # functions (core/linalg.py, named without the prefix) and torch's older torch.*/Tensor names. None is on
 # torch's CUDA autocast lists. The composites are written over this table's ops (each piece dispatched).
 for _name in ("linalg_lu_factor_ex", "linalg_solve_triangular", "linalg_cholesky_ex", "linalg_householder_product",
-              "linalg_qr", "linalg_solve_ex", "linalg_inv_ex"):
+              "linalg_qr", "linalg_solve_ex", "linalg_inv_ex", "linalg_ldl_factor_ex", "linalg_ldl_solve"):
     _add(Op(_name, getattr(linalg_factor, _name), "none", method=False, function=False))
 for _name in ("geqrf", "det", "slogdet"):
     _add(Op(_name, getattr(linalg_factor, _name), "none"))
