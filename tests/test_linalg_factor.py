@@ -333,9 +333,13 @@ def test_linalg_factor_gradcheck():
         (lambda w: (L.qr(w), tt.qr(w.mT)), (W,)),  # tall and wide
         (lambda b: (L.lu_solve(*L.lu_factor(At.detach()), b), tt.lu_solve(b, *L.lu_factor(At.detach()))), (B,)),
         (lambda a: (L.matrix_power(a, -2), tt.matrix_exp(a * 0.3)), (A,)),
+        (lambda a: (lambda lu_, piv, info: (lu_, tt.lu_unpack(lu_, piv)[1], L.lu(a)[2], tt.lu(a)[0]))(
+            *L.lu_factor_ex(a)), (At,)),
     ]
     for f, args in checks:
         assert gradcheck(f, args)
+    with pytest.raises(NotImplementedError, match="rectangular LU"):
+        L.lu_factor(W)[0].sum().backward()
     with pytest.raises(RuntimeError, match="mode='r'"):
         L.qr(W, mode="r")[1].sum().backward()
 

@@ -326,13 +326,15 @@ MENTIONS = {"invert": ("~",), "getitem": ("[",), "setitem": ("] =",), "clone": (
 # ----- linear algebra: forward test, gradcheck (None: no gradient), the ops they cover -----
 _LF, _LE = "test_linalg_factor.py::", "test_linalg_eig_svd.py::"
 _LINALG = [
-    (_LF + "test_lu_factor_and_unpack", None, ("linalg_lu_factor_ex", "linalg_lu_factor", "linalg_lu", "lu_unpack", "lu")),
+    (_LF + "test_lu_factor_and_unpack", _LF + "test_linalg_factor_gradcheck",
+     ("linalg_lu_factor_ex", "linalg_lu_factor", "linalg_lu", "lu_unpack", "lu")),
     (_LF + "test_solves_match_numpy", _LF + "test_linalg_factor_gradcheck",
      ("linalg_solve_triangular", "triangular_solve", "linalg_solve_ex", "linalg_solve", "linalg_lu_solve", "lu_solve",
       "cholesky_solve")),
     (_LF + "test_inverse_and_determinants", _LF + "test_linalg_factor_gradcheck",
      ("linalg_inv_ex", "inverse", "det", "slogdet", "logdet", "matrix_power", "matrix_exp", "cholesky_inverse")),
-    (_LF + "test_cholesky", _LF + "test_linalg_factor_gradcheck", ("linalg_cholesky_ex", "linalg_cholesky", "cholesky")),
+    (_LF + "test_cholesky", _LF + "test_linalg_factor_gradcheck",
+     ("linalg_cholesky_ex", "linalg_cholesky", "cholesky")),
     (_LF + "test_qr_family", None, ("geqrf", "linalg_householder_product", "orgqr", "ormqr")),
     (_LF + "test_qr_family", _LF + "test_linalg_factor_gradcheck", ("linalg_qr", "qr")),
     (_LE + "test_eigh_matches_numpy", _LE + "test_linalg_eig_svd_gradcheck", ("linalg_eigh", "linalg_eigvalsh")),
@@ -343,10 +345,12 @@ _LINALG = [
     (_LF + "test_ldl_factor_and_solve", None, ("linalg_ldl_factor_ex", "linalg_ldl_factor", "linalg_ldl_solve")),
 ]
 TESTS.update({op: (forward, grad) for forward, grad, ops in _LINALG for op in ops})
-# recorded through the derivatives of solve_triangular, solve_ex, inv_ex, slogdet, cholesky_ex, qr, eigh, svd
-COMPOSITES |= {"linalg_solve", "inverse", "logdet", "linalg_cholesky", "cholesky", "cholesky_solve", "cholesky_inverse",
-               "qr", "linalg_lu_solve", "lu_solve", "triangular_solve", "matrix_power", "matrix_exp", "linalg_eigvalsh",
-               "linalg_svdvals", "svd", "linalg_pinv", "pinverse", "linalg_cond", "linalg_lstsq"}
+# recorded through the derivatives of lu_factor_ex, solve_triangular, solve_ex, inv_ex, slogdet, cholesky_ex, qr,
+# eigh, svd
+COMPOSITES |= {"linalg_lu_factor", "linalg_lu", "lu_unpack", "lu", "linalg_solve", "inverse", "logdet",
+               "linalg_cholesky", "cholesky", "cholesky_solve", "cholesky_inverse", "qr", "linalg_lu_solve", "lu_solve",
+               "triangular_solve", "matrix_power", "matrix_exp", "linalg_eigvalsh", "linalg_svdvals", "svd",
+               "linalg_pinv", "pinverse", "linalg_cond", "linalg_lstsq"}
 # tritensor.linalg's functions are named without the prefix: the tests call L.<name>(
 MENTIONS.update({op: ("L." + op[len("linalg_"):] + "(",) for _, _, ops in _LINALG for op in ops
                  if op.startswith("linalg_")})

@@ -1,13 +1,12 @@
 """Derivatives of the factorization family (core entries: ``core/ops/linalg_factor.py``; kernels:
-``triton_kernels/linalg_factor.py``): triangular solve, Cholesky, QR, det, slogdet, inverse, solve.
+``triton_kernels/linalg_factor.py``): LU, triangular solve, Cholesky, QR, det, slogdet, inverse, solve.
 
-The formulas are torch's (``FunctionsManual.cpp``: ``linalg_solve_triangular_backward``-style
+The formulas are torch's (``FunctionsManual.cpp``: ``linalg_lu_backward``, ``linalg_solve_triangular``'s
 adjoint solves, ``cholesky_backward``, ``linalg_qr_backward``, ``linalg_det_backward`` for an
 invertible A, ``slogdet_backward``, ``linalg_solve_backward``), written with dispatched ops, so they
 are recorded in turn and double backward works. The composites of the family (``solve``, ``inv``,
-``lu_solve``, ``cholesky_solve`` ...) are recorded through these. ``lu_factor`` has no derivative
-here (torch's would need the LU's own backward): its users that need gradients go through solve,
-inv, det, slogdet, which have theirs.
+``lu_solve``, ``cholesky_solve``, ``lu``, ``lu_unpack`` ...) are recorded through these. ``lu_factor``'s
+derivative is torch's for square matrices (a rectangular LU's is not implemented).
 """
 from __future__ import annotations
 
@@ -32,6 +31,35 @@ def _triangle(g, upper: bool, unit: bool):
     if upper:
         return g.triu(1 if unit else 0)
     return g.tril(-1 if unit else 0)
+
+
+class LuFactorEx(BuiltinFunction):
+    """torch's linalg_lu_backward for a square A = P L U (the packed LU's gradient split into gL below
+    the diagonal and gU on and above it): gA = P L^-T [tril(L^T gL, -1) + triu(gU U^T)] U^-T."""
+
+    @staticmethod
+    def forward(ctx, A, pivot, check_errors):
+        LU, piv, info = _lf.linalg_lu_factor_ex(A, pivot=pivot, check_errors=check_errors)
+        ctx.save_for_backward(LU, piv)
+        ctx.mark_non_differentiable(piv, info)
+        return LU, piv, info
+
+    @staticmethod
+    def backward(ctx, gLU, gpiv=None, ginfo=None):
+        LU, piv = ctx.saved_tensors
+        m, n = LU.shape[-2:]
+        if m != n:
+            raise NotImplementedError("linalg.lu_factor: the derivative of a rectangular LU is not implemented in "
+                                      "tritensor (square matrices only)")
+        eye = _lf.eye_like(LU, n)
+        L, U = LU.tril(-1).add(eye), LU.triu()
+        phi = L.mT.matmul(gLU.tril(-1)).tril(-1).add(gLU.triu().matmul(U.mT).triu())
+        gR = _la.solve_triangular(L.mT, phi, upper=True, unitriangular=True)
+        gA = _la.solve_triangular(U.mT, gR, upper=False, left=False)
+        perm, _ = _lf.lu_permutation(piv, n)
+        # P X: row perm[i] of the result is row i of X
+        inv = perm.argsort(-1)
+        return gA.gather(-2, inv.unsqueeze(-1).expand(*gA.shape)), None, None
 
 
 class SolveTriangular(BuiltinFunction):
@@ -202,6 +230,8 @@ class SolveEx(BuiltinFunction):
 
 
 RECORD = {
+    "linalg_lu_factor_ex": lambda A, *, pivot=True, check_errors=False: _lf.lu_factor_ex_result(*LuFactorEx.apply(
+        A, pivot, check_errors)),
     "linalg_solve_triangular": lambda A, B, *, upper, left=True, unitriangular=False: SolveTriangular.apply(
         A, B, upper, left, unitriangular),
     "linalg_cholesky_ex": lambda A, *, upper=False, check_errors=False: _lf.cholesky_ex_result(*CholeskyEx.apply(
