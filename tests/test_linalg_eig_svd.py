@@ -82,7 +82,7 @@ def test_svd_matches_numpy(dtype, shape, layout):
 
 
 def test_spectral_composites():
-    """pinv/pinverse (hermitian too), matrix_rank (tolerances, rank-deficient), cond (p None, 2, -2,
+    """pinv/pinverse (hermitian too), matrix_rank (tolerances, rank-deficient; svd's U there), cond (p None, 2, -2,
     'fro', 1, inf), lstsq (tall: least squares; wide: minimum norm); fp64 (fp32 is svd's and eigh's)."""
     dtype = F64
     rng = np.random.default_rng(3)
@@ -97,6 +97,11 @@ def test_spectral_composites():
                  k=k * 16)
     deficient = ref[0] @ np.diag([1.0, 1.0, 0.0]) @ ref[0, :3].T  # 4 x 3 of rank 2
     assert L.matrix_rank(tt.tensor(deficient.astype(a.dtype))).item() == 2
+    for full in (False, True):  # U stays orthonormal where a singular value is 0 (as torch's)
+        U, S, Vh = L.svd(tt.tensor(deficient), full_matrices=full)
+        _orthonormal_columns(U, dtype, 4)
+        u = U.cpu().numpy()[:, :3]
+        assert_close(u * S.cpu().numpy() @ Vh.cpu().numpy(), deficient, dtype, "rounded_terms", k=k)
     assert L.matrix_rank(A).tolist() == [3, 3]
     assert L.matrix_rank(A, atol=1e6).tolist() == [0, 0]
     assert L.matrix_rank(tt.tensor(sym.astype(a.dtype)), hermitian=True).item() == 3
@@ -104,6 +109,9 @@ def test_spectral_composites():
     S = tt.tensor(sq.astype(a.dtype))
     for p in (None, 2, -2, "fro", 1, float("inf")):
         assert_close(L.cond(S, p), np.linalg.cond(sq, p), dtype, "rounded_terms", k=k * 4)
+    assert_close(L.cond(A), np.linalg.cond(ref), dtype, "rounded_terms", k=k * 4)  # rectangular: from the SVD
+    with pytest.raises(RuntimeError, match="A must be batches of square matrices"):
+        L.cond(A, "fro")
     B = rng.standard_normal((2, 4, 2))
     X = L.lstsq(A, tt.tensor(B.astype(a.dtype)))
     assert_close(X.solution, np.stack([np.linalg.lstsq(ref[i], B[i], rcond=None)[0] for i in range(2)]), dtype,

@@ -17,8 +17,9 @@ Sweeps stop when a sweep rotates nothing (|a_pq| or the columns' cosine below th
 epsilon), or after :data:`MAX_SWEEPS`. Results are sorted in the kernel (eigenvalues ascending,
 singular values descending, as torch) by ranking the values and storing each vector at its rank.
 Both sides are bounded by :data:`MAX_SIDE` (128), as the factorizations in ``linalg_factor.py``.
-A column of U whose singular value is exactly 0 is left zero (torch completes it to an orthonormal
-basis): U is orthonormal for full-rank inputs only.
+A column of U whose singular value is negligible (at most the largest times N epsilon) is stored
+as zeros; the core entry completes those columns (the last ones: they are sorted) to an
+orthonormal basis with a Householder QR, as torch's U is orthonormal for every input.
 """
 from __future__ import annotations
 
@@ -139,7 +140,10 @@ def _svd_kernel(a, u, s, v, M, N, VECTORS: tl.constexpr, EPS: tl.constexpr, SWEE
     rank = tl.sum(tl.where(after & (vrows[:, None] < N), 1, 0), axis=0)
     tl.store(s + b * N + rank, sig, mask=cols < N)
     if VECTORS:
-        U = U / tl.where(sig == 0, 1, sig)[None, :]
+        # a column whose singular value is (relative to the largest) at rounding level holds no
+        # direction: it is left zero for the core entry to complete to an orthonormal basis
+        dead = sig <= tl.max(sig, 0) * EPS * N
+        U = tl.where(dead[None, :], 0, U / tl.where(dead, 1, sig)[None, :])
         tl.store(u + b * M * N + rows[:, None] * N + rank[None, :], U, mask=inside)
         tl.store(v + b * N * N + vrows[:, None] * N + rank[None, :], V, mask=v_inside)
 

@@ -6,8 +6,8 @@ Why it exists: the spectral half of ``tritensor.linalg``, on the GPU path withou
 sorted as torch's (eigenvalues ascending, singular values descending). Eigenvectors and singular
 vectors are defined only up to sign (and up to rotation within a repeated value), in torch as
 here: the signs may differ from torch's/LAPACK's; ``A = V diag(w) V^T`` and ``A = U diag(S) Vh``
-hold and the vectors are orthonormal. A column of U (or of V) belonging to a zero singular value
-is left zero, so U is orthonormal for full-rank inputs only. Matrices are at most 128 on a side.
+hold and the vectors are orthonormal (U's columns for zero singular values completed by a QR).
+Matrices are at most 128 on a side.
 """
 from __future__ import annotations
 
@@ -80,7 +80,19 @@ def linalg_svd(A, full_matrices: bool = True, *, driver=None) -> tuple:
     _k.svd(a, u, s, v, batch, m, n, True)
     bshape = tuple(A.shape[:-2])
     U, S, V = u.view(bshape + (m, k)), s.view(bshape + (k,)), v.view(bshape + (k, k))
-    if full_matrices and m > n:  # U's last m - n columns: the complete QR's (A's column space's complement)
+    if U.numel():
+        # the kernel leaves zero the columns of negligible singular values (the last ones); U's QR keeps
+        # the others (up to R's diagonal signs) and fills those with directions orthogonal to them
+        Q, R = _qr(U, "complete" if full_matrices and m > n else "reduced")
+        signs = R.diagonal(0, -2, -1).lt(0).to(U.dtype).mul(-2.0).add(1.0)
+        Qk = Q.narrow(-1, 0, k)
+        U = Qk.mul(signs.unsqueeze(-2))
+        if full_matrices and m > n:
+            full = _empty(bshape + (m, m), A.dtype, A)
+            copy_into(full.narrow(-1, 0, k), U)
+            copy_into(full.narrow(-1, k, m - k), Q.narrow(-1, k, m - k))
+            return svd_result(full, S, V.mT)
+    if full_matrices and m > n:  # an empty batch
         Q = _qr(A, "complete")[0]
         full = _empty(bshape + (m, m), A.dtype, A)
         copy_into(full.narrow(-1, 0, k), U)
@@ -114,14 +126,15 @@ def composites(ops: dict) -> dict:
             return torch_svd_result(U.mul(0.0), S, Vh.mT.mul(0.0))
         return torch_svd_result(U, S, Vh.mT)
 
-    def _tolerance(S, atol, rtol, fn):
-        """torch's cutoff max(atol, rtol * largest singular value), per matrix."""
+    def _tolerance(S, atol, rtol, fn, A):
+        """torch's cutoff max(atol, rtol * largest singular value), per matrix; rtol's default is
+        eps * max(m, n) when atol is not given (or 0), else 0."""
         if atol is not None and not isinstance(atol, (numbers.Real, TensorBase)):
             raise TypeError(f"{fn}(): argument 'atol' must be float or Tensor, not {type(atol).__name__}")
         smax = S.amax(-1, keepdim=True) if S.shape[-1] else S.sum(-1, keepdim=True)
         if rtol is None:
             rtol = 0.0 if (atol is not None and (not isinstance(atol, numbers.Real) or atol > 0)) else (
-                _EPS[S.dtype.name] * max(1, S.shape[-1]) if S.dtype.name in _EPS else 0.0)
+                _EPS[S.dtype.name] * max(A.shape[-2:]))
         tol = smax.mul(rtol)
         if atol is not None:
             tol = tol.clamp_min(atol) if isinstance(atol, numbers.Real) else tol.maximum(
@@ -133,11 +146,11 @@ def composites(ops: dict) -> dict:
         check_matrix(A, "linalg.pinv", "linalg_pinv", square=False)
         if hermitian:
             w, V = eigh(A)
-            tol = _tolerance(w.abs(), atol, rtol, "linalg_pinv")
+            tol = _tolerance(w.abs(), atol, rtol, "linalg_pinv", A)
             inv = w.reciprocal().where(w.abs().gt(tol), 0.0)
             return matmul(V.mul(inv.unsqueeze(-2)), V.mT)
         U, S, Vh = svd_op(A, False)
-        tol = _tolerance(S, atol, rtol, "linalg_pinv")
+        tol = _tolerance(S, atol, rtol, "linalg_pinv", A)
         inv = S.reciprocal().where(S.gt(tol), 0.0)
         return matmul(Vh.mT.mul(inv.unsqueeze(-2)), U.mT)
 
@@ -149,13 +162,13 @@ def composites(ops: dict) -> dict:
         """``torch.linalg.matrix_rank``: how many singular values exceed torch's cutoff (int64)."""
         check_matrix(A, "linalg.matrix_rank", "linalg_matrix_rank", square=False)
         S = eigh(A)[0].abs() if hermitian else svd_op(A, False)[1]
-        tol = _tolerance(S, atol, rtol, "linalg_matrix_rank")
+        tol = _tolerance(S, atol, rtol, "linalg_matrix_rank", A)
         return S.gt(tol).sum(-1)
 
     def linalg_cond(A, p=None) -> Tensor:
         """``torch.linalg.cond``: ||A||_p ||A^-1||_p; p None/2/-2 from the singular values, the
         other norms ('fro', 'nuc', inf, -inf, 1, -1) from the inverse."""
-        check_matrix(A, "linalg.cond", "linalg_cond", square=p in (None, 2, -2))
+        check_matrix(A, "linalg.cond", "linalg_cond", square=p not in (None, 2, -2))
         if p in (None, 2, -2):
             S = svd_op(A, False)[1]
             hi, lo = S.narrow(-1, 0, 1).squeeze(-1), S.narrow(-1, S.shape[-1] - 1, 1).squeeze(-1)
