@@ -388,3 +388,14 @@ def test_ldl_factor_and_solve(dtype):
         L.ldl_factor(tt.zeros(2, 2, dtype=dtype))
     with pytest.raises(NotImplementedError, match="\"ldl_factor_kernel_c(pu|uda)\" not implemented for 'Half'"):
         L.ldl_factor(tt.ones(2, 2, dtype=tt.float16))
+
+
+def test_matrix_exp_is_one_op_under_autocast():
+    """torch's matrix_exp is a native op, so autocast leaves it (and its products) in fp32, unlike
+    composites such as matrix_power whose matmuls autocast lowers in torch too."""
+    A, ref = _matrix((), 3, F32)
+    with tt.autocast(A.device.type):
+        E = L.matrix_exp(A / 6)
+    assert E.dtype is F32
+    import scipy.linalg
+    assert_close(E, scipy.linalg.expm(ref / 6), F32, "rounded_terms", k=_k(3))

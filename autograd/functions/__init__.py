@@ -37,7 +37,7 @@ Where an op's derivative lives:
   rnn.py          _thnn_fused_lstm_cell _thnn_fused_gru_cell (fused cell backward kernels)
   cdist.py        cdist (its direct kernel's backward kernel; the p = 2 product form is recorded op by op)
   linalg_factor.py  linalg_lu_factor_ex linalg_solve_triangular linalg_cholesky_ex linalg_qr det slogdet
-                    linalg_inv_ex linalg_solve_ex
+                    linalg_inv_ex linalg_solve_ex matrix_exp
   linalg_eig_svd.py linalg_eigh linalg_svd (torch's formulas, written with recorded ops)
   shape_more.py   as_strided (the other shape functions are recorded piece by piece)
   ctc.py          ctc_loss (the beta and gradient kernels; the reduction is recorded op by op)

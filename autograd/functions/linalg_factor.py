@@ -2,7 +2,7 @@
 ``triton_kernels/linalg_factor.py``): LU, triangular solve, Cholesky, QR, det, slogdet, inverse, solve.
 
 The formulas are torch's (``FunctionsManual.cpp``: ``linalg_lu_backward``, ``linalg_solve_triangular``'s
-adjoint solves, ``cholesky_backward``, ``linalg_qr_backward``, ``linalg_det_backward`` for an
+adjoint solves, ``cholesky_backward``, ``linalg_qr_backward``, ``matrix_exp_backward``, ``linalg_det_backward`` for an
 invertible A, ``slogdet_backward``, ``linalg_solve_backward``), written with dispatched ops, so they
 are recorded in turn and double backward works. The composites of the family (``solve``, ``inv``,
 ``lu_solve``, ``cholesky_solve``, ``lu``, ``lu_unpack`` ...) are recorded through these. ``lu_factor``'s
@@ -186,6 +186,23 @@ class Slogdet(BuiltinFunction):
         return _la.inv_ex(A)[0].mT.mul(glogabs.unsqueeze(-1).unsqueeze(-1))
 
 
+class MatrixExp(BuiltinFunction):
+    """torch's matrix_exp backward: gA = the upper right block of exp([[A^T, G], [0, A^T]])."""
+
+    @staticmethod
+    def forward(ctx, A):
+        ctx.save_for_backward(A)
+        return _lf.matrix_exp(A)
+
+    @staticmethod
+    def backward(ctx, g):
+        (A,) = ctx.saved_tensors
+        n = A.shape[-1]
+        At = A.mT.expand(*g.shape)
+        M = _la._cat([_la._cat([At, g], -1), _la._cat([g.mul(0.0), At], -1)], -2)
+        return _la.matrix_exp(M).narrow(-2, 0, n).narrow(-1, n, n)
+
+
 class InvEx(BuiltinFunction):
     """X = A^-1: gA = -X^T G X^T."""
 
@@ -238,6 +255,7 @@ RECORD = {
         A, upper, check_errors)),
     "linalg_qr": lambda A, mode="reduced": _lf.qr_result(*Qr.apply(A, mode)),
     "det": lambda A: Det.apply(A),
+    "matrix_exp": lambda A: MatrixExp.apply(A),
     "slogdet": lambda A: _lf.slogdet_result(*Slogdet.apply(A)),
     "linalg_inv_ex": lambda A, *, check_errors=False: _lf.inv_ex_result(*InvEx.apply(A, check_errors)),
     "linalg_solve_ex": lambda A, B, *, left=True, check_errors=False: _lf.solve_ex_result(*SolveEx.apply(

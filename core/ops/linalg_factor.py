@@ -28,6 +28,7 @@ from .. import dispatch
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
 from . import copy_into, fill
+from . import matmul as _mm
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
     from ..tensor import Tensor
@@ -452,6 +453,40 @@ def slogdet(A) -> tuple:
     return slogdet_result(s, d.abs().log().sum(-1))
 
 
+def matrix_exp(A) -> Tensor:
+    """``torch.linalg.matrix_exp``: scaling and squaring with a [13/13] Pade approximant (Higham 2005).
+    Its products are matmul's core entry, not the dispatched op: torch's matrix_exp is one native
+    op, so autocast leaves it in the input's dtype (its derivative is its own, in autograd)."""
+    check_matrix(A, "linalg.matrix_exp", "matrix_exp")
+    n = A.shape[-1]
+    if A.numel() == 0:
+        return A.clone()
+    b = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800., 129060195264000.,
+         10559470521600., 670442572800., 33522128640., 1323241920., 40840800., 960960., 16380., 182., 1.)
+    norm1 = A.abs().sum(-2).amax(-1)
+    # one scaling for the whole batch (the largest 1-norm's): a host read, as torch's CPU kernel makes
+    theta = 5.371920351148152
+    top = float(norm1.amax().item())
+    s = max(0, int(math.ceil(math.log2(top / theta)))) if top > theta and math.isfinite(top) else 0
+    X = A.mul(2.0 ** -s) if s else A
+    I = eye_like(A, n)
+    mm = _mm.matmul
+    X2 = mm(X, X)
+    X4 = mm(X2, X2)
+    X6 = mm(X4, X2)
+    U = mm(X, mm(X6, X6.mul(b[13]).add(X4.mul(b[11])).add(X2.mul(b[9])))
+           .add(X6.mul(b[7])).add(X4.mul(b[5])).add(X2.mul(b[3])).add(I.mul(b[1])))
+    V = mm(X6, X6.mul(b[12]).add(X4.mul(b[10])).add(X2.mul(b[8]))).add(X6.mul(b[6])).add(
+        X4.mul(b[4])).add(X2.mul(b[2])).add(I.mul(b[0]))
+    P = V.sub(U)
+    lu, piv, _ = linalg_lu_factor_ex(P)
+    perm, _ = lu_permutation(piv, n)
+    R = _lu_solve_core(lu, perm, V.add(U))
+    for _ in range(s):
+        R = mm(R, R)
+    return R
+
+
 # ----- composites: each piece a dispatched op (recorded), built over the table's ops -------------
 def composites(ops: dict) -> dict:
     """The composite core entries (name -> function), written with the dispatched ops of ``ops``
@@ -626,33 +661,6 @@ def composites(ops: dict) -> dict:
         return eye_like(input, input.shape[-1], input.shape[:-2]) if result is None else (
             result.clone() if result is input else result)
 
-    def matrix_exp(A) -> Tensor:
-        """``torch.linalg.matrix_exp``: scaling and squaring with a [13/13] Pade approximant (Higham 2005)."""
-        check_matrix(A, "linalg.matrix_exp", "matrix_exp")
-        n = A.shape[-1]
-        if A.numel() == 0:
-            return A.clone()
-        b = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800., 129060195264000.,
-             10559470521600., 670442572800., 33522128640., 1323241920., 40840800., 960960., 16380., 182., 1.)
-        norm1 = A.abs().sum(-2).amax(-1)
-        # one scaling for the whole batch (the largest norm's): a host read, as torch's CPU kernel does
-        theta = 5.371920351148152
-        top = float(norm1.amax().item())
-        s = max(0, int(math.ceil(math.log2(top / theta)))) if top > theta and math.isfinite(top) else 0
-        X = A.mul(2.0 ** -s) if s else A
-        I = eye_like(A, n)
-        X2 = matmul(X, X)
-        X4 = matmul(X2, X2)
-        X6 = matmul(X4, X2)
-        U = matmul(X, matmul(X6, X6.mul(b[13]).add(X4.mul(b[11])).add(X2.mul(b[9])))
-                   .add(X6.mul(b[7])).add(X4.mul(b[5])).add(X2.mul(b[3])).add(I.mul(b[1])))
-        V = matmul(X6, X6.mul(b[12]).add(X4.mul(b[10])).add(X2.mul(b[8]))).add(X6.mul(b[6])).add(
-            X4.mul(b[4])).add(X2.mul(b[2])).add(I.mul(b[0]))
-        R = linalg_solve(V.sub(U), V.add(U))
-        for _ in range(s):
-            R = matmul(R, R)
-        return R
-
     return {f.__name__: f for f in (linalg_lu_factor, linalg_ldl_factor, lu_unpack, linalg_lu, linalg_lu_solve, lu_solve, lu,
                                     triangular_solve, linalg_solve, inverse, logdet, linalg_cholesky, cholesky,
-                                    cholesky_solve, cholesky_inverse, qr, orgqr, ormqr, matrix_power, matrix_exp)}
+                                    cholesky_solve, cholesky_inverse, qr, orgqr, ormqr, matrix_power)}

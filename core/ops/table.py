@@ -340,7 +340,7 @@ _composite(join, "rot90")
 for _name in ("linalg_lu_factor_ex", "linalg_solve_triangular", "linalg_cholesky_ex", "linalg_householder_product",
               "linalg_qr", "linalg_solve_ex", "linalg_inv_ex", "linalg_ldl_factor_ex", "linalg_ldl_solve"):
     _add(Op(_name, getattr(linalg_factor, _name), "none", method=False, function=False))
-for _name in ("geqrf", "det", "slogdet"):
+for _name in ("geqrf", "det", "slogdet", "matrix_exp"):
     _add(Op(_name, getattr(linalg_factor, _name), "none"))
 for _name in ("linalg_eigh", "linalg_svd"):
     _add(Op(_name, getattr(linalg_eig_svd, _name), "none", method=False, function=False))
