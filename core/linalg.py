@@ -129,4 +129,5 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
 
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "cross", "LinAlgError", *_LINALG, "det", "slogdet", "inv",
-           "matrix_power", "matrix_exp", "matmul", "multi_dot", "vecdot", "vander", "diagonal", "tensorinv", "tensorsolve"]
+           "matrix_power", "matrix_exp", "matmul", "multi_dot", "vecdot", "vander", "diagonal", "tensorinv",
+           "tensorsolve"]

@@ -390,12 +390,14 @@ def test_ldl_factor_and_solve(dtype):
         L.ldl_factor(tt.ones(2, 2, dtype=tt.float16))
 
 
-def test_matrix_exp_is_one_op_under_autocast():
-    """torch's matrix_exp is a native op, so autocast leaves it (and its products) in fp32, unlike
-    composites such as matrix_power whose matmuls autocast lowers in torch too."""
+def test_native_ops_keep_their_dtype_under_autocast():
+    """torch's matrix_exp, ormqr and lstsq are native ops, so autocast leaves them (and their
+    products) in fp32, unlike composites such as matrix_power whose matmuls autocast lowers in torch too."""
     A, ref = _matrix((), 3, F32)
     with tt.autocast(A.device.type):
         E = L.matrix_exp(A / 6)
+        h, tau = tt.geqrf(A)
+        assert tt.ormqr(h, tau, A).dtype is F32 and L.lstsq(A, A).solution.dtype is F32
     assert E.dtype is F32
     import scipy.linalg
     assert_close(E, scipy.linalg.expm(ref / 6), F32, "rounded_terms", k=_k(3))

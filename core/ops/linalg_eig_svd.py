@@ -21,7 +21,7 @@ from ...triton_kernels import linalg_eig_svd as _k
 from .. import dispatch
 from ..tensor_base import TensorBase
 from . import copy_into
-from .linalg_factor import check_matrix, linalg_qr as _qr
+from .linalg_factor import check_matrix, exact_product, linalg_qr as _qr
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
     from ..tensor import Tensor
@@ -204,10 +204,10 @@ def composites(ops: dict) -> dict:
             raise RuntimeError(f"torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
         if m >= n:
             Q, R = qr_op(A, "reduced")
-            X = solve_tri(R, matmul(Q.mT, Bm), upper=True)
+            X = solve_tri(R, exact_product(Q.mT, Bm), upper=True)  # torch's lstsq is one op: no autocast inside
         else:  # minimum-norm solution of the underdetermined system: A^T = Q R, X = Q R^-T B
             Q, R = qr_op(A.mT, "reduced")
-            X = matmul(Q, solve_tri(R.mT, Bm, upper=False))
+            X = exact_product(Q, solve_tri(R.mT, Bm, upper=False))
         X = X.squeeze(-1) if vector else X
         empty = _empty((0,), A.dtype, A)
         return lstsq_result(X, empty, _empty((0,), dt.int64, A), empty)

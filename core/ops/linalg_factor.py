@@ -487,6 +487,14 @@ def matrix_exp(A) -> Tensor:
     return R
 
 
+def exact_product(a, b) -> Tensor:
+    """a @ b as a broadcast product summed over the shared dimension: recorded like matmul (each piece
+    dispatched), but in the inputs' dtype under autocast, whose "lower" category would otherwise send
+    matmul to fp16/bf16 inside ops that are single native ops in torch (ormqr, lstsq). For the small
+    matrices of this family."""
+    return a.unsqueeze(-1).mul(b.unsqueeze(-3)).sum(-2)
+
+
 # ----- composites: each piece a dispatched op (recorded), built over the table's ops -------------
 def composites(ops: dict) -> dict:
     """The composite core entries (name -> function), written with the dispatched ops of ``ops``
@@ -641,7 +649,7 @@ def composites(ops: dict) -> dict:
             copy_into(full.narrow(-1, 0, k), input.narrow(-1, 0, k))
         Q = hh(full, tau)
         Q = Q.mT if transpose else Q
-        return matmul(Q, other) if left else matmul(other, Q)
+        return exact_product(Q, other) if left else exact_product(other, Q)
 
     def matrix_power(input, n) -> Tensor:
         """``torch.linalg.matrix_power``: A^n by repeated squaring; a negative n inverts first."""
@@ -661,6 +669,6 @@ def composites(ops: dict) -> dict:
         return eye_like(input, input.shape[-1], input.shape[:-2]) if result is None else (
             result.clone() if result is input else result)
 
-    return {f.__name__: f for f in (linalg_lu_factor, linalg_ldl_factor, lu_unpack, linalg_lu, linalg_lu_solve, lu_solve, lu,
-                                    triangular_solve, linalg_solve, inverse, logdet, linalg_cholesky, cholesky,
-                                    cholesky_solve, cholesky_inverse, qr, orgqr, ormqr, matrix_power)}
+    return {f.__name__: f for f in (linalg_lu_factor, linalg_ldl_factor, lu_unpack, linalg_lu, linalg_lu_solve,
+                                    lu_solve, lu, triangular_solve, linalg_solve, inverse, logdet, linalg_cholesky,
+                                    cholesky, cholesky_solve, cholesky_inverse, qr, orgqr, ormqr, matrix_power)}
