@@ -122,6 +122,16 @@ def test_spectral_composites():
                  "rounded_terms", k=k * 4)
 
 
+def test_a_33_by_33_spectrum():
+    """One odd size past a power of two (a zero player pads the round-robin rotations)."""
+    A, ref = make((33, 33), tt.float64, "contiguous", _normal(33))
+    assert_close(L.svdvals(A), np.linalg.svd(ref, compute_uv=False), tt.float64, "rounded_terms", k=_k(33))
+    w, V = L.eigh(A)
+    sym = np.tril(ref) + np.tril(ref, -1).T
+    assert_close(w, np.linalg.eigvalsh(sym), tt.float64, "rounded_terms", k=_k(33))
+    _orthonormal_columns(V, tt.float64, 33)
+
+
 def test_errors_name_the_argument_as_torch():
     with pytest.raises(NotImplementedError, match=r"\"linalg_eigh_c(pu|uda)\" not implemented for 'Half'"):
         L.eigh(tt.ones(2, 2, dtype=tt.float16))

@@ -1,17 +1,23 @@
 """Symmetric eigendecomposition and singular value decomposition of small batched matrices by
 cyclic Jacobi sweeps.
 
-Why it exists: ``tritensor.linalg.eigh``/``svd`` (and what is built on them: ``pinv``,
-``matrix_rank``, ``cond``, the spectral norms) run on the GPU path without NumPy or a vendor
-library, and Jacobi's method is the one that fits a single program per matrix: every rotation is a
-few masked whole-block operations on the matrix held in registers, needs no shifts or deflation
-logic, and is accurate to the last bits (it converges quadratically once the off-diagonal is small).
+Why it exists: the spectral half of ``tritensor.linalg`` (``eigh``/``svd`` and what is built on them:
+``pinv``, ``matrix_rank``, ``cond``, the spectral norms) runs on the GPU path without NumPy or a
+vendor library, and Jacobi's method fits a single program per matrix: it needs no shifts or
+deflation logic and is accurate to the last bits (it converges quadratically once the off-diagonal
+is small).
 
-* ``eigh``: two-sided cyclic Jacobi (Golub and Van Loan, Algorithm 8.5.2) on the symmetric matrix
-  built from the triangle ``UPLO`` names, accumulating the rotations into V.
+* ``eigh``: two-sided Jacobi (Golub and Van Loan, 8.5) on the symmetric matrix built from the
+  triangle ``UPLO`` names: A = J^T A J, V = V J.
 * ``svd``: one-sided Jacobi (Hestenes) on the columns of an M x N matrix with M >= N (the core
-  entry transposes a wide one): columns p, q are rotated until orthogonal; then the singular
-  values are the column norms, U the normalised columns, V the accumulated rotations.
+  entry transposes a wide one): columns are rotated pairwise until orthogonal; the singular values
+  are then the column norms, U the normalised columns, V the accumulated rotations.
+
+Both use the parallel (round-robin, "circle method") ordering: a sweep is N' - 1 rounds (N' = N
+rounded up to even, a zero column standing in for the last when N is odd), each rotating N' / 2
+disjoint pairs at once, the partners' columns gathered with a one-hot matrix product (``tl.dot``,
+IEEE precision: no TF32), so a sweep is O(N) block steps rather than O(N^2) single rotations.
+Blocks are at least 16 wide (``tl.dot``'s smallest tile).
 
 Sweeps stop when a sweep rotates nothing (|a_pq| or the columns' cosine below the dtype's
 epsilon), or after :data:`MAX_SWEEPS`. Results are sorted in the kernel (eigenvalues ascending,
@@ -57,37 +63,38 @@ def _eigh_kernel(a, w, v, N, LOWER: tl.constexpr, VECTORS: tl.constexpr, EPS: tl
     else:
         A = tl.where(rows[:, None] <= cols[None, :], direct, mirrored)
     V = tl.where((rows[:, None] == cols[None, :]) & inside, 1, 0).to(A.dtype)
+    # round-robin ordering as the SVD's (below): N' / 2 disjoint rotations a round, A = J^T A J
+    last = N + (N % 2) - 1
     sweep = 0
     rotated = 1
     while (sweep < SWEEPS) & (rotated > 0):
         rotated = 0
-        for p in range(0, N - 1):
-            for q in range(p + 1, N):
-                row_p = tl.sum(tl.where(rows[:, None] == p, A, 0), axis=0)
-                row_q = tl.sum(tl.where(rows[:, None] == q, A, 0), axis=0)
-                a_pp = tl.sum(tl.where(cols == p, row_p, 0), 0)
-                a_pq = tl.sum(tl.where(cols == q, row_p, 0), 0)
-                a_qq = tl.sum(tl.where(cols == q, row_q, 0), 0)
-                small = tl.abs(a_pq) <= EPS * tl.sqrt(tl.abs(a_pp * a_qq))
-                small = small | (a_pq == 0)
-                tau = (a_qq - a_pp) / (2 * tl.where(small, 1, a_pq))
-                t = tl.where(tau >= 0, 1.0, -1.0) / (tl.abs(tau) + tl.sqrt(1 + tau * tau))
-                c = 1 / tl.sqrt(1 + t * t)
-                s = t * c
-                c = tl.where(small, 1, c)
-                s = tl.where(small, 0, s)
-                rotated += tl.where(small, 0, 1)
-                A = tl.where(rows[:, None] == p, (c * row_p - s * row_q)[None, :],
-                             tl.where(rows[:, None] == q, (s * row_p + c * row_q)[None, :], A))
-                col_p = tl.sum(tl.where(cols[None, :] == p, A, 0), axis=1)
-                col_q = tl.sum(tl.where(cols[None, :] == q, A, 0), axis=1)
-                A = tl.where(cols[None, :] == p, (c * col_p - s * col_q)[:, None],
-                             tl.where(cols[None, :] == q, (s * col_p + c * col_q)[:, None], A))
-                if VECTORS:
-                    v_p = tl.sum(tl.where(cols[None, :] == p, V, 0), axis=1)
-                    v_q = tl.sum(tl.where(cols[None, :] == q, V, 0), axis=1)
-                    V = tl.where(cols[None, :] == p, (c * v_p - s * v_q)[:, None],
-                                 tl.where(cols[None, :] == q, (s * v_p + c * v_q)[:, None], V))
+        for r in range(0, last):
+            y = (2 * r - cols + last) % last
+            partner = tl.where(cols < last, tl.where(y == cols, last, y), tl.where(cols == last, r, cols))
+            P = (rows[:, None] == partner[None, :]).to(A.dtype)
+            diag = tl.sum(tl.where(rows[:, None] == cols[None, :], A, 0), axis=0)
+            d_partner = tl.sum(P * diag[:, None], axis=0)
+            a_pq = tl.sum(P * A, axis=0)  # A[partner[j], j]
+            first = cols < partner
+            a_pp = tl.where(first, diag, d_partner)
+            a_qq = tl.where(first, d_partner, diag)
+            small = (tl.abs(a_pq) <= EPS * tl.sqrt(tl.abs(a_pp * a_qq))) | (a_pq == 0) | (partner == cols)
+            tau = (a_qq - a_pp) / (2 * tl.where(small, 1, a_pq))
+            t = tl.where(tau >= 0, 1.0, -1.0) / (tl.abs(tau) + tl.sqrt(1 + tau * tau))
+            c = 1 / tl.sqrt(1 + t * t)
+            sn = t * c
+            c = tl.where(small, 1, c)
+            sn = tl.where(small, 0, sn)
+            # both columns of a pair use the first one's rotation (bit for bit: J stays orthogonal)
+            c = tl.where(first, c, tl.sum(P * c[:, None], axis=0))
+            sn = tl.where(first, sn, tl.sum(P * sn[:, None], axis=0))
+            rotated += tl.sum(tl.where(small | (~first), 0, 1), 0)
+            J = tl.where(rows[:, None] == cols[None, :], c[None, :],
+                         tl.where(rows[:, None] == partner[None, :], tl.where(first, -sn, sn)[None, :], 0))
+            A = tl.dot(tl.trans(J), tl.dot(A, J, input_precision="ieee"), input_precision="ieee")
+            if VECTORS:
+                V = tl.dot(V, J, input_precision="ieee")
         sweep += 1
     vals = tl.sum(tl.where(rows[:, None] == cols[None, :], A, 0), axis=1)
     # rank of value j: how many valid values come before it (ascending, ties by index)
@@ -109,31 +116,36 @@ def _svd_kernel(a, u, s, v, M, N, VECTORS: tl.constexpr, EPS: tl.constexpr, SWEE
     U = tl.load(a + b * M * N + rows[:, None] * N + cols[None, :], mask=inside, other=0)
     v_inside = (vrows[:, None] < N) & (cols[None, :] < N)
     V = tl.where((vrows[:, None] == cols[None, :]) & v_inside, 1, 0).to(U.dtype)
+    # round-robin ordering (the circle method): N' = N rounded up to even players (a zero column
+    # stands in for the last when N is odd), N' - 1 rounds a sweep, N' / 2 disjoint pairs a round,
+    # all rotated at once; a pair's columns are gathered with a one-hot product
+    last = N + (N % 2) - 1
     sweep = 0
     rotated = 1
     while (sweep < SWEEPS) & (rotated > 0):
         rotated = 0
-        for p in range(0, N - 1):
-            for q in range(p + 1, N):
-                u_p = tl.sum(tl.where(cols[None, :] == p, U, 0), axis=1)
-                u_q = tl.sum(tl.where(cols[None, :] == q, U, 0), axis=1)
-                alpha = tl.sum(u_p * u_p, 0)
-                beta = tl.sum(u_q * u_q, 0)
-                gamma = tl.sum(u_p * u_q, 0)
-                small = (tl.abs(gamma) <= EPS * tl.sqrt(alpha * beta)) | (gamma == 0)
-                zeta = (beta - alpha) / (2 * tl.where(small, 1, gamma))
-                t = tl.where(zeta >= 0, 1.0, -1.0) / (tl.abs(zeta) + tl.sqrt(1 + zeta * zeta))
-                c = 1 / tl.sqrt(1 + t * t)
-                sn = c * t
-                c = tl.where(small, 1, c)
-                sn = tl.where(small, 0, sn)
-                rotated += tl.where(small, 0, 1)
-                U = tl.where(cols[None, :] == p, (c * u_p - sn * u_q)[:, None],
-                             tl.where(cols[None, :] == q, (sn * u_p + c * u_q)[:, None], U))
-                v_p = tl.sum(tl.where(cols[None, :] == p, V, 0), axis=1)
-                v_q = tl.sum(tl.where(cols[None, :] == q, V, 0), axis=1)
-                V = tl.where(cols[None, :] == p, (c * v_p - sn * v_q)[:, None],
-                             tl.where(cols[None, :] == q, (sn * v_p + c * v_q)[:, None], V))
+        for r in range(0, last):
+            y = (2 * r - cols + last) % last
+            partner = tl.where(cols < last, tl.where(y == cols, last, y), tl.where(cols == last, r, cols))
+            P = (vrows[:, None] == partner[None, :]).to(U.dtype)
+            Up = tl.dot(U, P, input_precision="ieee")
+            Vp = tl.dot(V, P, input_precision="ieee")
+            own = tl.sum(U * U, axis=0)
+            other = tl.sum(Up * Up, axis=0)
+            gamma = tl.sum(U * Up, axis=0)
+            first = cols < partner
+            alpha = tl.where(first, own, other)
+            beta = tl.where(first, other, own)
+            small = (tl.abs(gamma) <= EPS * tl.sqrt(alpha * beta)) | (gamma == 0) | (partner == cols)
+            zeta = (beta - alpha) / (2 * tl.where(small, 1, gamma))
+            t = tl.where(zeta >= 0, 1.0, -1.0) / (tl.abs(zeta) + tl.sqrt(1 + zeta * zeta))
+            c = 1 / tl.sqrt(1 + t * t)
+            sn = c * t
+            c = tl.where(small, 1, c)
+            sn = tl.where(small, 0, sn)
+            rotated += tl.sum(tl.where(small, 0, 1), 0)
+            U = tl.where(first[None, :], c[None, :] * U - sn[None, :] * Up, sn[None, :] * Up + c[None, :] * U)
+            V = tl.where(first[None, :], c[None, :] * V - sn[None, :] * Vp, sn[None, :] * Vp + c[None, :] * V)
         sweep += 1
     sig = tl.sqrt(tl.sum(U * U, axis=0))
     after = ((sig[:, None] > sig[None, :]) | ((sig[:, None] == sig[None, :]) & (vrows[:, None] < cols[None, :])))
@@ -153,8 +165,9 @@ def eigh(a, w, v, batch: int, n: int, lower: bool, vectors: bool) -> None:
     as columns, of the symmetric matrices whose ``lower`` (else upper) triangle ``a`` holds."""
     if batch == 0 or n == 0:
         return
+    bn = max(16, next_pow2(n + n % 2))  # tl.dot's smallest tile is 16; an odd n gets a zero player
     launch(_eigh_kernel, (batch,), a, w, v, n, LOWER=lower, VECTORS=vectors, EPS=_EPS[a.dtype.name],
-           SWEEPS=MAX_SWEEPS, BN=next_pow2(n), num_warps=_warps(next_pow2(n)))
+           SWEEPS=MAX_SWEEPS, BN=bn, num_warps=_warps(bn))
 
 
 def svd(a, u, s, v, batch: int, m: int, n: int, vectors: bool) -> None:
@@ -162,5 +175,6 @@ def svd(a, u, s, v, batch: int, m: int, n: int, vectors: bool) -> None:
     ``vectors``, ``u`` (batch, m, n) and ``v`` (batch, n, n) (V, not V^T) with a = u diag(s) v^T."""
     if batch == 0 or n == 0:
         return
+    bm, bn = max(16, next_pow2(m)), max(16, next_pow2(n + n % 2))  # tl.dot's smallest tile is 16
     launch(_svd_kernel, (batch,), a, u, s, v, m, n, VECTORS=vectors, EPS=_EPS[a.dtype.name], SWEEPS=MAX_SWEEPS,
-           BM=next_pow2(m), BN=next_pow2(n), num_warps=_warps(next_pow2(m), next_pow2(n)))
+           BM=bm, BN=bn, num_warps=_warps(bm, bn))
