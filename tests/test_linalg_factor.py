@@ -338,6 +338,9 @@ def test_linalg_factor_gradcheck():
     ]
     for f, args in checks:
         assert gradcheck(f, args)
+    singular = tt.tensor([[1.0, 2.0], [2.0, 4.0]], dtype=tt.float64, requires_grad=True)
+    tt.det(singular).backward()  # the cofactor matrix, as torch's SVD-based formula gives
+    assert_close(singular.grad, np.array([[4.0, -2.0], [-2.0, 1.0]]), F64, "rounded_terms", k=_k(2))
     with pytest.raises(NotImplementedError, match="rectangular LU"):
         L.lu_factor(W)[0].sum().backward()
     with pytest.raises(RuntimeError, match="mode='r'"):

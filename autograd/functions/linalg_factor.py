@@ -2,9 +2,10 @@
 ``triton_kernels/linalg_factor.py``): LU, triangular solve, Cholesky, QR, det, slogdet, inverse, solve.
 
 The formulas are torch's (``FunctionsManual.cpp``: ``linalg_lu_backward``, ``linalg_solve_triangular``'s
-adjoint solves, ``cholesky_backward``, ``linalg_qr_backward``, ``matrix_exp_backward``, ``linalg_det_backward`` for an
-invertible A, ``slogdet_backward``, ``linalg_solve_backward``), written with dispatched ops, so they
-are recorded in turn and double backward works. The composites of the family (``solve``, ``inv``,
+adjoint solves, ``cholesky_backward``, ``linalg_qr_backward``, ``matrix_exp_backward``,
+``linalg_det_backward`` (by the SVD, singular A included), ``slogdet_backward``,
+``linalg_solve_backward``), written with dispatched ops, so they are recorded in turn and double
+backward works. The composites of the family (``solve``, ``inv``,
 ``lu_solve``, ``cholesky_solve``, ``lu``, ``lu_unpack`` ...) are recorded through these. ``lu_factor``'s
 derivative is torch's for square matrices (a rectangular LU's is not implemented).
 """
@@ -153,19 +154,27 @@ def _qr_square_or_tall(Q, R, gQ, gR):
 
 
 class Det(BuiltinFunction):
-    """d det = det tr(A^-1 dA): gA = g det A^-T (an invertible A; a singular one gives inf/NaN)."""
+    """torch's linalg_det_backward by the SVD, so a singular A gets its true gradient (the cofactor
+    matrix) rather than inf/NaN: A = U S Vh, det = det(U) det(Vh) prod(S), and
+    gA = g det(U) det(Vh) U diag(prod_{j != i} S_j) Vh (products over the others, without division)."""
 
     @staticmethod
     def forward(ctx, A):
         d = _lf.det(A)
-        ctx.save_for_backward(A, d)
+        ctx.save_for_backward(A)
         return d
 
     @staticmethod
     def backward(ctx, g):
-        A, d = ctx.saved_tensors
-        inv = _la.inv_ex(A)[0]
-        return inv.mT.mul(g.mul(d).unsqueeze(-1).unsqueeze(-1))
+        (A,) = ctx.saved_tensors
+        if A.shape[-1] == 0:
+            return A.mul(0.0)
+        U, S, Vh = _la.svd(A)
+        one = S.narrow(-1, 0, 1).mul(0.0).add(1.0)
+        before = _la._cat([one, S.narrow(-1, 0, S.shape[-1] - 1)], -1).cumprod(-1)
+        after = _la._cat([S.narrow(-1, 1, S.shape[-1] - 1), one], -1).flip(-1).cumprod(-1).flip(-1)
+        scale = g.mul(_la.det(U)).mul(_la.det(Vh)).unsqueeze(-1)
+        return U.mul(before.mul(after).mul(scale).unsqueeze(-2)).matmul(Vh)
 
 
 class Slogdet(BuiltinFunction):
