@@ -59,6 +59,7 @@ TORCH_NAME = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloa
 
 
 def torch_name(d) -> str:
+    """A dtype as torch's "not implemented for 'Half'" messages spell it."""
     return TORCH_NAME.get(d.name, d.name)
 
 
@@ -79,6 +80,7 @@ def check_matrix(A, fn: str, kernel: str, name: str = "A", square: bool = True, 
 
 
 def check_dtype(A, fn: str, kernel: str) -> None:
+    """Refuse fp16/bf16 with torch's message: the factorizations run in fp32 and fp64 only."""
     if A.dtype in (dt.float16, dt.bfloat16):
         dev = "cuda" if A.device.type == "cuda" else "cpu"
         raise NotImplementedError(f'"{kernel}_{dev}" not implemented for \'{torch_name(A.dtype)}\'')
