@@ -73,9 +73,9 @@ def _value(value, name="value") -> bytes:
 # ---------------------------------------------------------------------------------- client
 
 
-# Letters, digits, '-', '.', '_' (host names as resolvers accept them), ':' and '%' (IPv6 and its
-# scope), '[' and ']' (a bracketed IPv6 literal).
-_HOST_CHARS = re.compile(r"[A-Za-z0-9._:%\[\]-]+")
+# No whitespace or control characters (a NUL among them); anything else goes to the resolver, which
+# encodes non-ASCII names (IDNA) and refuses what it cannot encode (the UnicodeError below).
+_HOST_CHARS = re.compile(r"[^\s\x00-\x1f\x7f]+")
 
 
 def _check_host(host_name: str, port: int) -> None:
