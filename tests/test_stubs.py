@@ -46,3 +46,21 @@ def test_mypy_finds_no_error_in_the_examples(tmp_path):
                            "--ignore-missing-imports", "--allow-redefinition", "--cache-dir", str(tmp_path / "cache")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+
+
+def test_a_property_getter_with_an_unannotated_signature_takes_the_class_annotation(monkeypatch):
+    # Tensor.shape's getter is operator.attrgetter: most Python builds give it no signature, but
+    # the H200 machine's Python 3.12 gave it one without an annotation, and the stub said
+    # ``shape -> Any`` there. Both cases must fall back to the class's annotation.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_stubs_tool", ROOT / "tools" / "stubs.py")
+    stubs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stubs)
+
+    class Box:
+        size: "int"
+
+    monkeypatch.setattr(stubs, "KNOWN", set(stubs.KNOWN) | {"int"})
+    assert stubs._property_type(Box, "size", property(lambda self: 3)) == "builtins.int"
+    assert stubs._property_type(Box, "size", property(__import__("operator").attrgetter("x"))) == "builtins.int"

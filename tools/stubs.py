@@ -73,16 +73,21 @@ def _annotation(a) -> str | None:
 
 def _property_type(cls, name: str, prop: property) -> str | None:
     """A property's type: its getter's return annotation, or, for a getter written in C
-    (``operator.attrgetter``, which has no signature), the class's annotation of the name."""
+    (``operator.attrgetter``), the class's annotation of the name. Whether a C getter has a
+    signature at all depends on the Python release (some 3.12 builds give attrgetter one with no
+    annotation, others none), so an unannotated signature falls back the same way as a missing one."""
     if prop.fget is None:
         return None
     try:
-        return _annotation(inspect.signature(prop.fget).return_annotation)
+        ret = _annotation(inspect.signature(prop.fget).return_annotation)
     except (TypeError, ValueError):
-        for k in cls.__mro__:
-            if name in getattr(k, "__annotations__", {}):
-                return _annotation(k.__annotations__[name])
-        return None
+        ret = None
+    if ret is not None:
+        return ret
+    for k in cls.__mro__:
+        if name in getattr(k, "__annotations__", {}):
+            return _annotation(k.__annotations__[name])
+    return None
 
 
 def _params(sig: inspect.Signature, method: bool) -> str:
