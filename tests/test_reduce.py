@@ -163,10 +163,12 @@ def test_max_min_with_dim_return_values_and_indices(op, dtype, layout):
 # --------------------------------------------------------------------------------------------
 # Longer than one chunk; the split + combine path
 # --------------------------------------------------------------------------------------------
-# (shape, dim): 4 rows x > MAX_BLOCK_N runs the chunk loop in one program per row; 3 rows x 5000
-# and whole-tensor reductions take the split path (rows < SPLIT_MAX_ROWS, extent >= SPLIT_MIN_LEN);
+# (shape, dim): 4 rows x > MAX_BLOCK_N runs the chunk loop in one program per row; 3 rows x SPLIT
+# (5000 in the interpreter, 33672 on a GPU, whose thresholds are larger) and whole-tensor
+# reductions take the split path (rows < SPLIT_MAX_ROWS, extent >= SPLIT_MIN_LEN);
 # (37, 1100) over dim 0 has more rows than KEPT_CONTIG_BLOCK_M, each reduced in several chunks.
-LONG = [((4, _k.MAX_BLOCK_N + 232), 1), ((3, 5000), 1), ((3, 5000), None), ((70, 83), None), ((5003, 3), 0),
+SPLIT = _k.SPLIT_MIN_LEN + 904
+LONG = [((4, _k.MAX_BLOCK_N + 232), 1), ((3, SPLIT), 1), ((3, SPLIT), None), ((70, 83), None), ((5003, 3), 0),
         ((37, _k.KEPT_CONTIG_BLOCK_M + 76), 0)]
 
 
@@ -204,7 +206,7 @@ def test_split_path_is_taken_only_for_few_long_rows(monkeypatch):
         assert launched == (["_reduce_kernel", "_combine_kernel"] if expect_split else ["_reduce_kernel"]), shape
         schedules.add(expect_split)
     assert schedules == {True, False}
-    x = tt.zeros(3, 5000)
+    x = tt.zeros(3, SPLIT)
     launched.clear()
     x.argmax(1)
     assert launched == ["_reduce_kernel", "_combine_kernel"]
@@ -300,7 +302,7 @@ def test_all_any_on_floats(dtype):
 # NaN, inf
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-@pytest.mark.parametrize("shape", [(3, 7), (3, 5000)], ids=["one-chunk", "split"])
+@pytest.mark.parametrize("shape", [(3, 7), (3, SPLIT)], ids=["one-chunk", "split"])
 def test_nan_propagates_and_wins_extremes(dtype, shape):
     a = RNG.standard_normal(shape)
     a[1, 2] = np.nan
@@ -388,7 +390,7 @@ def test_var_std_correction_and_unbiased(dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=str)
-@pytest.mark.parametrize("shape,dim", [((3, 7), 1), ((3, 5000), 1), ((5, 3), 0)], ids=["one-chunk", "split", "dim0"])
+@pytest.mark.parametrize("shape,dim", [((3, 7), 1), ((3, SPLIT), 1), ((5, 3), 0)], ids=["one-chunk", "split", "dim0"])
 def test_variance_of_constant_rows_is_exactly_zero(dtype, shape, dim):
     """Welford gives exactly 0 for a constant row (PyTorch's result); sum/n of 0.1 copies is not 0.1."""
     x = tt.full(shape, 0.1, dtype=dtype)
