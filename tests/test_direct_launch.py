@@ -69,8 +69,14 @@ def _workload():
     """The launches a small mixed workload makes: (kernel, grid, converted args, kwargs)."""
     seen = []
     real = launch_mod._final
-    launch_mod._final = lambda kernel, grid, args, kwargs, stream: seen.append((kernel, args, kwargs)) or \
+
+    def record(kernel, grid, args, kwargs, stream):
         real(kernel, grid, args, kwargs, stream)
+        # An Autotuner's launch leaves out the tuned meta-parameters; both binders get them from
+        # the configuration it picked (on a GPU; the interpreter passes them in kwargs itself).
+        config = getattr(kernel, "best_config", None)
+        seen.append((kernel, args, {**kwargs, **config.all_kwargs()} if config is not None else kwargs))
+    launch_mod._final = record
     try:
         a = tt.arange(12, dtype=tt.float32).reshape(3, 4)
         (a * 2 + 1).relu().sum(dim=0)
