@@ -14,6 +14,7 @@ import warnings
 import pytest
 
 import tritensor as tt
+from tritensor.runtime import mode
 from tritensor.runtime import allocator, mode
 from tritensor.runtime.allocator import CachingAllocator, OutOfMemoryError
 
@@ -189,17 +190,28 @@ def test_memory_submodule_is_torchs_path():
 # ----- the GPU path (the simulated device in CI) ------------------------------------------------------
 @gpu
 def test_mem_get_info_counts_what_the_allocator_reserves():
+    # The driver's free memory is the whole device's: on a real GPU other processes (the GPU run's
+    # other test files among them) allocate and free at the same time, so the exact equalities hold
+    # only on the simulated device, which this process has alone; the allocator's own count holds
+    # everywhere.
     tt.cuda.empty_cache()
     free0, total = tt.cuda.mem_get_info()
+    reserved0 = tt.cuda.memory_reserved()
     assert total == tt.cuda.get_device_properties().total_memory and 0 < free0 <= total
     x = tt.empty(4 * MiB, dtype=tt.uint8, device="cuda")
     free1, _ = tt.cuda.mem_get_info("cuda:0")
-    assert free0 - free1 >= 4 * MiB
+    assert tt.cuda.memory_reserved() - reserved0 >= 4 * MiB
+    if mode.SIM:
+        assert free0 - free1 >= 4 * MiB
     del x  # cached by the allocator: still not free for the driver
-    assert tt.cuda.mem_get_info()[0] == free1
+    assert tt.cuda.memory_reserved() - reserved0 >= 4 * MiB
+    if mode.SIM:
+        assert tt.cuda.mem_get_info()[0] == free1
     tt.cuda.empty_cache()
     tt.cuda.synchronize()
-    assert tt.cuda.mem_get_info()[0] == free0
+    assert tt.cuda.memory_reserved() == reserved0
+    if mode.SIM:
+        assert tt.cuda.mem_get_info()[0] == free0
 
 
 @gpu
