@@ -70,7 +70,11 @@ def test_parameters_and_registry():
         parse_rendezvous_endpoint("h:99999", 1)
 
 
-def test_static_two_nodes():
+def test_static_two_nodes(monkeypatch):
+    # A job's launcher hands every node the secret before any starts. Without it, the two threads
+    # here race: node 1 may try to join before node 0's store has generated the secret into this
+    # process's environment (the H200 run, 15 test files at once, saw node 1 win).
+    monkeypatch.setenv("TRITENSOR_COMM_SECRET", "static-two-nodes")
     port = _free_port()
     hs = [get_rendezvous_handler(RendezvousParameters("static", f"127.0.0.1:{port}", "s", 2, 2, rank=r))
           for r in (0, 1)]
