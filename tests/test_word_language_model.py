@@ -124,17 +124,14 @@ def test_transformer_learns_reloads_and_samples(tmp_path):
     _generate(tmp_path)  # the Transformer branch of generate.py: torch.Tensor([[word_idx]]), torch.cat
 
 
-def test_generate_samples_from_the_whole_model_checkpoint(tmp_path):
+def test_generate_samples_from_the_whole_model_checkpoint_whose_classes_must_be_allowed(tmp_path):
+    """generate.py samples from main.py's whole-model checkpoint (the recurrent branch: the hidden
+    state carried from word to word). And torch 2.6+'s default: ``torch.load`` of that checkpoint
+    without ``safe_globals`` names the first class it met and how to allow it, and builds nothing.
+    One test, because training is most of this file's time in CPU mode."""
     with pytest.warns(UserWarning, match="non-zero dropout"):
         _train(tmp_path, "GRU", epochs=1)
-    _generate(tmp_path)  # the recurrent branch: the hidden state carried from word to word
-
-
-def test_a_whole_model_checkpoint_needs_its_classes_allowed(tmp_path):
-    """torch 2.6+'s default: ``torch.load`` of a whole model without ``safe_globals`` names the
-    first class it met and how to allow it, and builds nothing."""
-    with pytest.warns(UserWarning, match="non-zero dropout"):
-        _train(tmp_path, "RNN_TANH", epochs=1)
+    _generate(tmp_path)
     sys.path.insert(0, str(EXAMPLE))
     try:
         with pytest.raises(pickle.UnpicklingError, match=r"model\.RNNModel.*add_safe_globals"):
@@ -146,7 +143,7 @@ def test_a_whole_model_checkpoint_needs_its_classes_allowed(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:dropout option adds dropout")
-@pytest.mark.parametrize("model", ["RNN_RELU"])
+@pytest.mark.parametrize("model", ["RNN_RELU", "RNN_TANH"])
 def test_other_recurrent_models_learn(tmp_path, model):
     _train(tmp_path, model)
 
