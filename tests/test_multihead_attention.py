@@ -313,3 +313,36 @@ def test_transformer_matches_numpy_and_trains():
             return super().forward(src, tgt).mean()
 
     assert Custom(8, 2, 1, 1, 16, dtype=f64)(T(src[:, :, :8].transpose(1, 0, 2)), T(tgt.transpose(1, 0, 2))).ndim == 0
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_packed_in_projection_for_self_and_key_value_attention(batch_first, monkeypatch):
+    """As torch's _in_projection_packed: query is key is value projects once with the whole weight,
+    key is value projects k and v together, distinct tensors once each; every way gives the NumPy
+    reference's output and the same gradients."""
+    from tritensor.nn import functional_attention as fa
+
+    rng = np.random.default_rng(7)
+    m = nn.MultiheadAttention(8, 2, batch_first=batch_first, dtype=f64)
+    x_np, y_np = rng.standard_normal((3, 2, 8)), rng.standard_normal((4, 2, 8))  # (L, N, E)
+    if batch_first:
+        x_np, y_np = x_np.transpose(1, 0, 2), y_np.transpose(1, 0, 2)
+    real, calls = fa._linear, []
+    monkeypatch.setattr(fa, "_linear", lambda *a: calls.append(a[1].shape[0]) or real(*a))
+    grads = []
+    for case in ("self", "kv", "distinct"):
+        calls.clear()
+        m.zero_grad()
+        x, y = T(x_np, requires_grad=True), T(y_np)
+        q, k, v = {"self": (x, x, x), "kv": (x, y, y), "distinct": (x, y, y.clone())}[case]
+        out, _ = m(q, k, v, need_weights=False)
+        assert calls == {"self": [24, 8], "kv": [8, 16, 8], "distinct": [8, 8, 8, 8]}[case]
+        def tm(a):
+            return a.transpose(1, 0, 2) if batch_first else a
+        qn, kn = tm(x_np), tm(x_np if case == "self" else y_np)
+        assert_close(out.detach(), tm(np_mha(m, qn, kn, kn)[0]), f64)
+        out.square().sum().backward()
+        grads.append([m.in_proj_weight.grad.numpy(), m.in_proj_bias.grad.numpy()])
+    # the same weights get gradients in every case; kv and distinct see the same inputs
+    for a, b in zip(grads[1], grads[2]):
+        assert_close(T(a), b, f64)

@@ -247,10 +247,12 @@ class MultiheadAttention(Module):
         if query.ndim not in (2, 3) or key.ndim != query.ndim or value.ndim != query.ndim:
             raise AssertionError(f"query, key and value should be 2-D (unbatched) or 3-D (batched) tensors of the same "
                                  f"rank, but got query {query.ndim}-D, key {key.ndim}-D and value {value.ndim}-D")
+        # As torch's: a self-attention call (query is key is value) stays one tensor through the
+        # layout changes, so the functional projects it once with the packed weight.
         if self.batch_first and batched:
-            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+            query, key, value = _same_views(query, key, value, lambda t: t.transpose(0, 1))
         if not batched:
-            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            query, key, value = _same_views(query, key, value, lambda t: t.unsqueeze(1))
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.unsqueeze(0)
         out, weights = F.multi_head_attention_forward(
@@ -266,6 +268,15 @@ class MultiheadAttention(Module):
 
     def extra_repr(self) -> str:
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
+
+
+def _same_views(query, key, value, view):
+    """``view`` of each of query, key and value, made once per distinct tensor, so that arguments that
+    were the same tensor stay the same tensor."""
+    q = view(query)
+    k = q if key is query else view(key)
+    v = k if value is key else (q if value is query else view(value))
+    return q, k, v
 
 
 # ----- the activations over nn/functional_activations.py: torch's constructors and reprs ------------------
