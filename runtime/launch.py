@@ -92,11 +92,24 @@ class AddressTable:
         return sum(-(-n // self.block) for n in self._sizes)
 
     def entries(self, addresses) -> np.ndarray:
-        """The table's int64 values given each buffer's address as the kernel sees it."""
+        """The table's int64 values given each buffer's address as the kernel sees it. Built by
+        NumPy: a model's parameters make tens of thousands of rows, one per block."""
         if self.block is None:
             return np.asarray(addresses, dtype=np.int64)
-        rows = [(a, s, n) for a, n in zip(addresses, self._sizes) for s in range(0, n, self.block)]
-        return np.asarray(rows, dtype=np.int64).reshape(-1)
+        sizes = np.asarray(self._sizes, dtype=np.int64)
+        counts = -(-sizes // self.block)
+        total = int(counts.sum())
+        first = np.repeat(np.cumsum(counts) - counts, counts)  # each row's buffer's first row
+        rows = np.empty((total, 3), dtype=np.int64)
+        rows[:, 0] = np.repeat(np.asarray(addresses, dtype=np.int64), counts)
+        rows[:, 1] = (np.arange(total, dtype=np.int64) - first) * self.block
+        rows[:, 2] = np.repeat(sizes, counts)
+        return rows.reshape(-1)
+
+    def key(self, addresses) -> tuple:
+        """What the table's values depend on, short: the device cache looks a table up by it
+        without building the values."""
+        return (self.block, tuple(addresses), tuple(self._sizes))
 
 
 def _host_table(table: AddressTable) -> HostArg:
@@ -112,9 +125,10 @@ _device_tables: collections.OrderedDict = collections.OrderedDict()  # (device i
 _tables_lock = threading.Lock()
 
 
-def _device_table(values: np.ndarray, stream):
-    """GPU mode: device memory holding ``values``; the same bytes give the same (cached) storage,
-    so a stable parameter list pays one host-to-device copy, at its first step.
+def _device_table(table: AddressTable, addresses, stream):
+    """GPU mode: device memory holding ``table``'s values over ``addresses``; the same buffers give
+    the same (cached) storage, so a stable parameter list pays one host-to-device copy, at its
+    first step, and later steps build no values (looked up by :meth:`AddressTable.key`).
 
     A table first seen while ``stream`` captures a graph (the gradients of a step whose
     ``zero_grad(set_to_none=True)`` lets backward allocate them from the graph's pool) is copied
@@ -122,7 +136,7 @@ def _device_table(values: np.ndarray, stream):
     into memory of the graph's pool: it is in place from the first replay on. It is not cached for
     eager launches, whose work would read it before any replay wrote it."""
     dev = _default_cuda()
-    key = (dev.index, values.tobytes())
+    key = (dev.index, table.key(addresses))
     graph = memory.capturing.get(id(stream)) if memory.capturing else None
     with _tables_lock:
         st = _device_tables.get(key)
@@ -131,13 +145,17 @@ def _device_table(values: np.ndarray, stream):
     if st is None and graph is not None:
         st = graph.tables.get(key)
         if st is None:
+            values = table.entries(addresses)
             st = graph.tables[key] = memory.CudaStorage(values.nbytes, dev, stream)
             memory.captured_host_to_device(
                 st.data_ptr(), values.view(np.uint8), stream, graph, "the address table of a multi-tensor kernel "
                 "(GradScaler's unscale, clip_grad_norm_, the optimizers' step counts)")
     elif st is None:
+        values = table.entries(addresses)
         st = memory.CudaStorage(values.nbytes, dev, stream)
-        memory.host_to_device(st.data_ptr(), values.view(np.uint8), stream)
+        # Not waited for: a step whose gradients moved makes a new table every time, and a wait
+        # would drain the GPU's queue at each such step.
+        memory.host_to_device_async(st.data_ptr(), values.view(np.uint8), stream)
         with _tables_lock:
             _device_tables[key] = st
             while len(_device_tables) > _TABLES_KEPT:
@@ -371,7 +389,7 @@ def _device_launch(kernel, grid, args, kwargs, stream) -> None:
         return _DevArg(st.data_ptr() + offset * dtype.itemsize, dtype)
 
     def dev_table(a):
-        return _device_table(a.entries([_with_base(b, dev_arg).data_ptr() for b in a.buffers]), stream)
+        return _device_table(a, [_with_base(b, dev_arg).data_ptr() for b in a.buffers], stream)
 
     conv = _convert(args, dev_arg, dev_table)
     _final(kernel, grid, conv, kwargs, stream)

@@ -125,7 +125,7 @@ class Capture:
         self.stream, self.pool, self.mode = stream, pool, mode
         self.keep = [] if keep is None else keep
         self.thread = threading.get_ident()
-        self.tables: dict = {}  # bytes -> the device copy of an address table first seen in this capture
+        self.tables: dict = {}  # table key -> the device copy of an address table first seen in this capture
 
 
 # Streams capturing a CUDA graph now: id(stream) -> Capture. Allocations on such a stream come
@@ -314,6 +314,42 @@ def _pinned(nbytes: int):
         buf = mr.allocate(max(nbytes, 1 << 20))
         _pinned_local.buf = buf
     return int(buf.handle)
+
+
+# Pinned staging for copies the host does not wait for (the address tables of multi-tensor
+# kernels, which change whenever the gradients move): each copy takes a buffer no copy still
+# reads, found by the event recorded after its last copy, as PyTorch's caching host allocator
+# reuses pinned blocks. A buffer is lent to one copy at a time; at most _ASYNC_KEPT are kept.
+_async_staging: list = []  # [pinned buffer, its capacity, the event after its last copy or None]
+_async_lock = threading.Lock()
+_ASYNC_KEPT = 32
+
+
+def host_to_device_async(dst_ptr: int, src: np.ndarray, stream) -> None:
+    """Copy a C-contiguous host array to device memory, ordered on ``stream``; returns at once.
+    Work later queued on ``stream`` sees the bytes; the host may change ``src`` right away."""
+    n = src.nbytes
+    if n == 0:
+        return
+    refuse_while_capturing(stream, "a host-to-device copy", "its staging buffer is reused after it")
+    with _async_lock:
+        entry = next((e for e in _async_staging if e[1] >= n and (e[2] is None or e[2].is_done)), None)
+        if entry is None and len(_async_staging) >= _ASYNC_KEPT:
+            entry = _async_staging[0]  # every buffer is in flight: wait for the oldest copy
+            entry[2].sync()
+            if entry[1] < n:
+                entry[0].close()
+                entry[0], entry[1] = drv.LegacyPinnedMemoryResource().allocate(n), n
+        if entry is None:
+            cap = max(n, 1 << 16)
+            entry = [drv.LegacyPinnedMemoryResource().allocate(cap), cap, None]
+        else:
+            _async_staging.remove(entry)
+        pin = int(entry[0].handle)
+        ctypes.memmove(pin, src.ctypes.data, n)
+        _check(drv.driver.cuMemcpyHtoDAsync(dst_ptr, pin, n, stream.cuda_stream))
+        entry[2] = stream._cu.record()
+        _async_staging.append(entry)  # the most recently used last: the first is the oldest
 
 
 def _check(result):
