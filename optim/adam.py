@@ -13,9 +13,12 @@ tensor on the parameter's device, and the kernel takes ``GradScaler``'s found-in
 on inf/NaN nothing changes (the count neither), otherwise the gradient is unscaled inside the
 update. No value is read back on the host.
 
-``foreach`` is accepted and stored and changes nothing: torch chooses between a per-tensor loop
-and multi-tensor kernels giving the same numbers; here each parameter's step is one fused kernel
-either way. ``differentiable=True`` raises ``NotImplementedError`` (the step runs under no_grad).
+``foreach``: as torch's default on a GPU (``None``) and with ``True``, the multi-tensor update:
+one launch for the parameters of a group that share a device, a dtype and a step count (tables of
+their addresses, ``triton_kernels/optim.py: adam_multi_step``), instead of one launch each; a
+transformer layer has a dozen parameters. ``foreach=False`` is torch's per-tensor loop. Both
+give the same bits: the kernels share their update. ``differentiable=True`` raises
+``NotImplementedError`` (the step runs under no_grad).
 
 ``capturable=True`` (PyTorch's, for CUDA graphs): the step count lives on the device as with
 ``fused``, advanced and read by kernels only, so a captured step replays with the right bias
@@ -87,14 +90,30 @@ class Adam(Optimizer):
                     by_device.setdefault(p.device, []).append(state["step"])
                 for dev, steps in by_device.items():
                     _core.advance_steps_(steps, amp_inputs(dev)[0])
-            for p, g, state in todo:
-                found_inf, grad_scale = amp_inputs(p.device)
-                _core.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"], lr=group["lr"],
-                                 beta1=beta1, beta2=beta2, eps=group["eps"], weight_decay=group["weight_decay"],
-                                 decoupled=group.get("decoupled_weight_decay", False), maximize=group["maximize"],
-                                 max_exp_avg_sq=state["max_exp_avg_sq"] if group["amsgrad"] else None,
-                                 found_inf=found_inf, grad_scale=grad_scale)
-                self._write_back(p, g, grad_scale)
+            hyper = dict(lr=group["lr"], beta1=beta1, beta2=beta2, eps=group["eps"],
+                         weight_decay=group["weight_decay"], decoupled=group.get("decoupled_weight_decay", False),
+                         maximize=group["maximize"])
+            if group.get("foreach") is False:  # torch's per-tensor loop
+                for p, g, state in todo:
+                    found_inf, grad_scale = amp_inputs(p.device)
+                    _core.adam_step_(p, g, state["exp_avg"], state["exp_avg_sq"], step=state["step"],
+                                     max_exp_avg_sq=state["max_exp_avg_sq"] if group["amsgrad"] else None,
+                                     found_inf=found_inf, grad_scale=grad_scale, **hyper)
+            else:  # multi-tensor: one call per device (and per step count on the host path)
+                batches: dict = {}
+                for item in todo:
+                    state = item[2]
+                    batches.setdefault((item[0].device, None if on_device else state["step"]), []).append(item)
+                for (dev, count), items in batches.items():
+                    found_inf, grad_scale = amp_inputs(dev)
+                    states = [state for _, _, state in items]
+                    _core.adam_multi_step_(
+                        [p for p, _, _ in items], [g for _, g, _ in items], [s["exp_avg"] for s in states],
+                        [s["exp_avg_sq"] for s in states], step=[s["step"] for s in states] if on_device else count,
+                        max_exp_avg_sqs=[s["max_exp_avg_sq"] for s in states] if group["amsgrad"] else None,
+                        found_inf=found_inf, grad_scale=grad_scale, **hyper)
+            for p, g, _ in todo:
+                self._write_back(p, g, amp_inputs(p.device)[1])
                 p._bump_version()
         return loss
 

@@ -139,10 +139,10 @@ def test_fused_step_reads_nothing_on_the_host_and_launches(monkeypatch):
     scaler.step(opt)
     scaler.update()
     monkeypatch.undo()
-    # one read-only check over both grads, one launch advancing both step counts, one update per
-    # parameter, the scale update
-    assert launches == [("_unscale_kernel", False), ("_advance_steps_kernel", None), ("_adam_kernel", None),
-                        ("_adam_kernel", None), ("_update_scale_kernel", None)]
+    # one read-only check over both grads, one launch advancing both step counts, one multi-tensor
+    # update of both parameters, the scale update
+    assert launches == [("_unscale_kernel", False), ("_advance_steps_kernel", None), ("_adam_multi_kernel", None),
+                        ("_update_scale_kernel", None)]
     assert not hasattr(opt, "grad_scale") and not hasattr(opt, "found_inf")
 
 

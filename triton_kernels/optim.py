@@ -31,7 +31,11 @@ import triton.language as tl
 
 from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import AddressTable, launch
-from ._common import cdiv, elementwise_block, grid_1d, next_pow2
+from ._common import cdiv, elementwise_block, grid_1d, next_pow2, per_mode
+
+# A program's lanes in the multi-tensor update: as many as the per-tensor kernel's block on a GPU
+# (2048 lanes on 4 warps spilled the fp64 amsgrad update: 255 registers and 40 bytes of stack).
+MULTI_BLOCK = per_mode(8192, 1024)
 
 
 @triton.jit
@@ -76,13 +80,13 @@ def _sgd_kernel(p, g, buf, found_inf, grad_scale, n, lr: tl.float64, weight_deca
 
 
 @triton.jit
-def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scale, step, n, lr: tl.float64,
-                 beta1: tl.float64, beta2: tl.float64, eps: tl.float64, weight_decay: tl.float64,
-                 step_size: tl.float64, bias_c2_sqrt: tl.float64, log_beta1: tl.float64, log_beta2: tl.float64,
+def _adam_update(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scale, step, offs, n, lr, beta1, beta2,
+                 eps, weight_decay, step_size, bias_c2_sqrt, log_beta1, log_beta2,
                  DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
                  HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, STEP_ON_DEVICE: tl.constexpr,
-                 F: tl.constexpr, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                 F: tl.constexpr):
+    """The update of the lanes ``offs`` (< ``n``) of one parameter: the single-tensor kernel and the
+    multi-tensor one share it, so both give the same bits."""
     mask, d = _amp_inputs(g, offs, n, found_inf, grad_scale, F, HAS_FOUND_INF, HAS_GRAD_SCALE)
     if STEP_ON_DEVICE:  # lr / (1 - b1^t) and sqrt(1 - b2^t) in fp64, as the host computes them
         t = tl.load(step).to(tl.float64)
@@ -107,6 +111,50 @@ def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scal
         tl.store(max_exp_avg_sq + offs, v.to(max_exp_avg_sq.dtype.element_ty), mask=mask)
     denom = tl.sqrt(v) / bias_c2_sqrt + eps
     tl.store(p + offs, (w - step_size * m / denom).to(p.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _adam_kernel(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scale, step, n, lr: tl.float64,
+                 beta1: tl.float64, beta2: tl.float64, eps: tl.float64, weight_decay: tl.float64,
+                 step_size: tl.float64, bias_c2_sqrt: tl.float64, log_beta1: tl.float64, log_beta2: tl.float64,
+                 DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
+                 HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, STEP_ON_DEVICE: tl.constexpr,
+                 F: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    _adam_update(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, found_inf, grad_scale, step, offs, n, lr, beta1, beta2,
+                 eps, weight_decay, step_size, bias_c2_sqrt, log_beta1, log_beta2, DECOUPLED, MAXIMIZE, AMSGRAD,
+                 HAS_FOUND_INF, HAS_GRAD_SCALE, STEP_ON_DEVICE, F)
+
+
+@triton.jit
+def _adam_multi_kernel(tp, tg, tm, tv, tmax, tstep, found_inf, grad_scale, lr: tl.float64, beta1: tl.float64,
+                       beta2: tl.float64, eps: tl.float64, weight_decay: tl.float64, step_size: tl.float64,
+                       bias_c2_sqrt: tl.float64, log_beta1: tl.float64, log_beta2: tl.float64,
+                       P_T: tl.constexpr, G_T: tl.constexpr, S_T: tl.constexpr,
+                       DECOUPLED: tl.constexpr, MAXIMIZE: tl.constexpr, AMSGRAD: tl.constexpr,
+                       HAS_FOUND_INF: tl.constexpr, HAS_GRAD_SCALE: tl.constexpr, STEP_ON_DEVICE: tl.constexpr,
+                       F: tl.constexpr, BLOCK: tl.constexpr):
+    # One program per row of the block tables (address, block start, element count): the rows of
+    # the parameter's, gradient's and states' tables line up, as the tensors have equal sizes.
+    row = tl.program_id(0).to(tl.int64) * 3
+    start = tl.load(tp + row + 1)
+    n = tl.load(tp + row + 2)
+    offs = start + tl.arange(0, BLOCK).to(tl.int64)
+    p = tl.load(tp + row).to(tl.pointer_type(P_T))
+    g = tl.load(tg + row).to(tl.pointer_type(G_T))
+    m = tl.load(tm + row).to(tl.pointer_type(S_T))
+    v = tl.load(tv + row).to(tl.pointer_type(S_T))
+    if AMSGRAD:
+        mx = tl.load(tmax + row).to(tl.pointer_type(S_T))
+    else:
+        mx = v
+    if STEP_ON_DEVICE:  # one step count per row: its parameter's
+        step = tl.load(tstep + tl.program_id(0).to(tl.int64)).to(tl.pointer_type(tl.float32))
+    else:
+        step = tl.load(tstep + row).to(tl.pointer_type(P_T))  # unused
+    _adam_update(p, g, m, v, mx, found_inf, grad_scale, step, offs, n, lr, beta1, beta2, eps, weight_decay,
+                 step_size, bias_c2_sqrt, log_beta1, log_beta2, DECOUPLED, MAXIMIZE, AMSGRAD, HAS_FOUND_INF,
+                 HAS_GRAD_SCALE, STEP_ON_DEVICE, F)
 
 
 @triton.jit
@@ -177,6 +225,45 @@ def adam_step(p, g, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps, weight_
            float(step_size), float(bias_c2_sqrt), float(log_b1), float(log_b2),
            DECOUPLED=bool(decoupled), MAXIMIZE=bool(maximize), AMSGRAD=ams, HAS_FOUND_INF=found_inf is not None,
            HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, F=acc, BLOCK=block)
+
+
+def adam_multi_step(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2, eps, weight_decay, decoupled,
+                    maximize, max_exp_avg_sqs=None, found_inf=None, grad_scale=None) -> None:
+    """:func:`adam_step` of many parameters in one launch (torch's multi-tensor "foreach" Adam):
+    one device; parameters of one dtype, gradients of one dtype, states of one dtype; all
+    contiguous. ``step``: one int for all of them (the bias corrections are the launch's), or a
+    list of each parameter's fp32 device count."""
+    rows = [(p, g, m, v, mx, st) for p, g, m, v, mx, st in
+            zip(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs or [None] * len(params),
+                step if isinstance(step, list) else [None] * len(params)) if p.numel() > 0]
+    if not rows:
+        return
+    p0, g0, m0 = rows[0][0], rows[0][1], rows[0][2]
+    on_device = isinstance(step, list)
+    if on_device:
+        step_size = bias_c2_sqrt = 1.0
+    else:
+        step_size = lr / (1.0 - beta1 ** step)
+        bias_c2_sqrt = (1.0 - beta2 ** step) ** 0.5
+    log_b1 = math.log(beta1) if beta1 > 0 else -math.inf
+    log_b2 = math.log(beta2) if beta2 > 0 else -math.inf
+    ams = max_exp_avg_sqs is not None
+    tp = AddressTable([r[0] for r in rows], MULTI_BLOCK)
+    tv = AddressTable([r[3] for r in rows], MULTI_BLOCK)
+    if on_device:  # each row's parameter's count: one address per row
+        tstep = AddressTable([r[5] for r in rows for _ in range(-(-r[0].numel() // MULTI_BLOCK))])
+    else:
+        tstep = tp
+    acc = getattr(tl, FLOAT_COMPUTE_NAME[p0.dtype.name])
+    launch(_adam_multi_kernel, (len(tp),), tp, AddressTable([r[1] for r in rows], MULTI_BLOCK),
+           AddressTable([r[2] for r in rows], MULTI_BLOCK), tv,
+           AddressTable([r[4] for r in rows], MULTI_BLOCK) if ams else tv, tstep,
+           p0 if found_inf is None else found_inf, p0 if grad_scale is None else grad_scale,
+           float(lr), float(beta1), float(beta2), float(eps), float(weight_decay), float(step_size),
+           float(bias_c2_sqrt), float(log_b1), float(log_b2), P_T=getattr(tl, p0.dtype.name),
+           G_T=getattr(tl, g0.dtype.name), S_T=getattr(tl, m0.dtype.name), DECOUPLED=bool(decoupled),
+           MAXIMIZE=bool(maximize), AMSGRAD=ams, HAS_FOUND_INF=found_inf is not None,
+           HAS_GRAD_SCALE=grad_scale is not None, STEP_ON_DEVICE=on_device, F=acc, BLOCK=MULTI_BLOCK)
 
 
 # ----- RMSprop and Adagrad, torch's update rules in one pass each --------------------------------------

@@ -88,6 +88,54 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps,
                  found_inf=found_inf, grad_scale=grad_scale)
 
 
+def adam_multi_step_(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, beta2, eps, weight_decay, decoupled,
+                     maximize, max_exp_avg_sqs=None, found_inf=None, grad_scale=None) -> None:
+    """:func:`adam_step_` of every parameter of ``params`` (one device), as torch's multi-tensor
+    ("foreach") Adam: one launch per dtype among the contiguous ones, the same bits as one launch
+    each. ``step``: one int for all of them, or a list of each parameter's one-element fp32 device
+    count. A channels_last parameter (dense, not contiguous) takes its own launch."""
+    params = list(params)
+    lists = {"grads": list(grads), "exp_avgs": list(exp_avgs), "exp_avg_sqs": list(exp_avg_sqs)}
+    if max_exp_avg_sqs is not None:
+        lists["max_exp_avg_sqs"] = list(max_exp_avg_sqs)
+    on_device = isinstance(step, (list, tuple))
+    if on_device:
+        lists["step"] = list(step)
+    for name, values in lists.items():
+        if len(values) != len(params):
+            raise ValueError(f"adam_multi_step_: '{name}' has {len(values)} entries for {len(params)} parameters")
+    _finite("adam_multi_step_", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+    if not on_device:
+        if not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 1:
+            raise ValueError(f"adam_multi_step_: 'step' must be an int counting from 1 or a list of device tensors, "
+                             f"got {step!r}")
+        step = int(step)
+    batches: dict = {}
+    for i, p in enumerate(params):
+        mx = lists["max_exp_avg_sqs"][i] if max_exp_avg_sqs is not None else None
+        _check("adam_multi_step_", p, grad=lists["grads"][i], exp_avg=lists["exp_avgs"][i],
+               exp_avg_sq=lists["exp_avg_sqs"][i], max_exp_avg_sq=mx)
+        _check_scalar("adam_multi_step_", p, found_inf=found_inf, grad_scale=grad_scale,
+                      step=lists["step"][i] if on_device else None)
+        if i and p.device != params[0].device:
+            raise ValueError(f"adam_multi_step_: 'params[{i}]' is on {p.device}, 'params[0]' on {params[0].device}: "
+                             "one device per call")
+        batches.setdefault(p.dtype if p.is_contiguous() else i, []).append(i)
+    hyper = dict(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, decoupled=decoupled,
+                 maximize=maximize, found_inf=found_inf, grad_scale=grad_scale)
+    for key, idx in batches.items():
+        pick = {name: [values[i] for i in idx] for name, values in lists.items()}
+        steps = pick["step"] if on_device else step
+        if isinstance(key, int):  # a channels_last parameter, walked in its own memory order
+            i = idx[0]
+            _k.adam_step(params[i], pick["grads"][0], pick["exp_avgs"][0], pick["exp_avg_sqs"][0],
+                         step=steps[0] if on_device else step,
+                         max_exp_avg_sq=pick["max_exp_avg_sqs"][0] if max_exp_avg_sqs is not None else None, **hyper)
+            continue
+        _k.adam_multi_step([params[i] for i in idx], pick["grads"], pick["exp_avgs"], pick["exp_avg_sqs"], step=steps,
+                           max_exp_avg_sqs=pick.get("max_exp_avg_sqs"), **hyper)
+
+
 def advance_steps_(steps, found_inf=None) -> None:
     """``+= 1`` in place on every one-element fp32 count in ``steps`` (one device), unless
     ``found_inf`` (same device) is set: one launch for all of them, through a table of addresses."""
