@@ -142,6 +142,14 @@ class ByteTensor: ...
 class CharTensor: ...
 class DoubleTensor: ...
 class FloatTensor: ...
+from .nn.functional_rnn import gru as gru
+from .nn.functional_rnn import gru_cell as gru_cell
+from .nn.functional_rnn import lstm as lstm
+from .nn.functional_rnn import lstm_cell as lstm_cell
+from .nn.functional_rnn import rnn_relu as rnn_relu
+from .nn.functional_rnn import rnn_relu_cell as rnn_relu_cell
+from .nn.functional_rnn import rnn_tanh as rnn_tanh
+from .nn.functional_rnn import rnn_tanh_cell as rnn_tanh_cell
 class HalfTensor: ...
 class IntTensor: ...
 class LongTensor: ...
@@ -226,6 +234,13 @@ channels_last: memory_format
 def cholesky(input, upper=...) -> Tensor: """``torch.cholesky`` (deprecated): ``linalg.cholesky``."""
 def cholesky_inverse(input, upper=...) -> Tensor: """``torch.cholesky_inverse``: A^-1 from A's Cholesky factor."""
 def cholesky_solve(input, input2, upper=...) -> Tensor: """``torch.cholesky_solve``: X with A X = B, given B (``input``) and A's factor (``input2``)."""
+def batch_norm_backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count) -> Any: """The input's gradient from the reduced sums over every process (``count``: each one's element count"""
+def batch_norm_backward_reduce(grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g) -> Any: """``(sum_dy, sum_dy_xmu, grad_weight, grad_bias)`` per channel: the sums the input's gradient needs"""
+def batch_norm_elemt(input, weight, bias, mean, invstd, eps) -> Any: """``(input - mean) * invstd * weight + bias`` per channel, in the input's dtype (``eps`` is unused, as"""
+def batch_norm_gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, count) -> Any: """:func:`batch_norm_gather_stats_with_counts` with every batch of ``count`` elements per channel."""
+def batch_norm_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts) -> Any: """The statistics of the union of W batches from each one's (C,) ``mean``/``invstd`` (rows of (W, C)) and"""
+def batch_norm_stats(input, eps) -> Any: """``(mean, invstd)`` per channel: the batch mean and ``1 / sqrt(var + eps)`` of the biased variance."""
+def batch_norm_update_stats(input, running_mean, running_var, momentum) -> Any: """``(mean, var)`` per channel (the biased variance), and the running statistics updated in place with"""
 def chunk(input, chunks, dim=...) -> Any: """``torch.chunk``: ``input.chunk(chunks, dim)``."""
 def clamp(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def clamp_(input, min=..., max=...) -> Tensor: """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""

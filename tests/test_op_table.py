@@ -89,6 +89,13 @@ SHAPE_MORE = {
         "sum_to_size"),
     "test_as_strided_family_matches_numpy": ("as_strided_scatter", "as_strided_copy", "as_strided_"),
 }
+BNS = "test_batch_norm_stats.py::"
+BN_STATS = {
+    "test_stats_elemt_update_match_numpy": ("batch_norm_stats", "batch_norm_elemt", "batch_norm_update_stats"),
+    "test_gathered_stats_equal_the_whole_batch": ("batch_norm_gather_stats", "batch_norm_gather_stats_with_counts"),
+    "test_backward_reduce_and_elemt_give_batch_norm_s_gradient": ("batch_norm_backward_reduce",
+                                                                  "batch_norm_backward_elemt"),
+}
 STATS_MORE = {
     "test_quantile_nanquantile_match_numpy": ("quantile", "nanquantile"),
     "test_cov_corrcoef_match_numpy": ("cov", "corrcoef"),
@@ -293,6 +300,8 @@ TESTS = {
     **{op: (SHM + "test_resize_and_new_follow_torch", None) for op in ("resize_", "resize_as_", "new")},
     **{op: ("test_windows.py::test_windows_match_float64_formulas", None)
        for op in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window")},
+    # batch-norm statistics (SyncBatchNorm's pieces): composites of per-channel sums and elementwise ops
+    **{op: (BNS + test, BNS + "test_composites_gradcheck") for test, ops in BN_STATS.items() for op in ops},
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
 COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select",
@@ -306,9 +315,10 @@ COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross
               "fill", "rsub", "float_power", "float_power_", "ldexp", "ldexp_", "mvlgamma", "mvlgamma_"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage;
 # einsum is planned into diagonals, sums, permutes and bmm, each dispatched as an op of its own).
-NO_KERNEL = {"views", "einsum", "shape_more", "stats_more"}
+NO_KERNEL = {"views", "einsum", "shape_more", "stats_more", "batch_norm_stats"}
 # issue 33: composites of recorded ops (shape_more: views, copies, index ops; stats_more: sort, gather, mm ...)
 COMPOSITES |= {op for ops in list(SHAPE_MORE.values()) + list(STATS_MORE.values()) for op in ops}
+COMPOSITES |= {op for ops in BN_STATS.values() for op in ops}  # per-channel sums, elementwise ops
 # Where a family's kernels are imported when not by its core module: the copy and fill that every
 # op needs (contiguous(), .to(), ...) live in core/ops/__init__.py, beside the device moves.
 KERNEL_IMPORTER = {"copies": "__init__"}

@@ -95,6 +95,34 @@ def _run_direction(mode, gates, batch_sizes, offsets, h0, c0, w_hh, b_hh, w_hr, 
     return outs, h, c
 
 
+def stacked_layers(mode, data, batch_sizes, h0, c0, weights, num_layers, bidirectional, dropout, train):
+    """The stacked layers over packed ``data`` (sum(batch_sizes), input_size). ``weights[k]`` is layer-direction
+    k's ``(w_ih, w_hh, b_ih, b_hh, w_hr)`` (None where absent); ``h0``/``c0`` are (layers * directions, B, .)
+    (``c0`` None but for LSTM). Returns (output, h_n, c_n)."""
+    lstm = mode == "LSTM"
+    offsets, total = [], 0
+    for bs in batch_sizes:
+        offsets.append(total)
+        total += bs
+    num_directions = 2 if bidirectional else 1
+    h_n, c_n = [], []
+    for layer in range(num_layers):
+        outputs = []
+        for direction in range(num_directions):
+            k = layer * num_directions + direction
+            w_ih, w_hh, b_ih, b_hh, w_hr = weights[k]
+            gates = F.linear(data, w_ih, b_ih)  # every step's input projection: one matmul
+            steps, h, c = _run_direction(mode, gates, batch_sizes, offsets, h0.select(0, k),
+                                         c0.select(0, k) if lstm else None, w_hh, b_hh, w_hr, direction == 1)
+            outputs.append(_tf.cat(steps, 0))
+            h_n.append(h)
+            c_n.append(c)
+        data = outputs[0] if num_directions == 1 else _tf.cat(outputs, 1)
+        if dropout and train and layer < num_layers - 1:
+            data = F.dropout(data, dropout, True)
+    return data, _tf.stack(h_n, 0), (_tf.stack(c_n, 0) if lstm else None)
+
+
 def _check_size(name: str, value, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} should be of type int, got: {type(value).__name__}")
@@ -317,32 +345,10 @@ class RNNBase(Module):
 
     def _layers(self, data, batch_sizes, state):
         """The stacked layers over packed ``data`` (sum(batch_sizes), input_size): (output, h_n, c_n)."""
-        h0, c0 = state
-        lstm = self.mode == "LSTM"
-        offsets, total = [], 0
-        for bs in batch_sizes:
-            offsets.append(total)
-            total += bs
-        num_directions = 2 if self.bidirectional else 1
-        h_n, c_n = [], []
-        for layer in range(self.num_layers):
-            outputs = []
-            for direction in range(num_directions):
-                k = layer * num_directions + direction
-                params = self.all_weights[k]
-                w_ih, w_hh = params[0], params[1]
-                b_ih, b_hh = (params[2], params[3]) if self.bias else (None, None)
-                w_hr = params[-1] if self.proj_size > 0 else None
-                gates = F.linear(data, w_ih, b_ih)  # every step's input projection: one matmul
-                steps, h, c = _run_direction(self.mode, gates, batch_sizes, offsets, h0.select(0, k),
-                                             c0.select(0, k) if lstm else None, w_hh, b_hh, w_hr, direction == 1)
-                outputs.append(_tf.cat(steps, 0))
-                h_n.append(h)
-                c_n.append(c)
-            data = outputs[0] if num_directions == 1 else _tf.cat(outputs, 1)
-            if self.dropout and self.training and layer < self.num_layers - 1:
-                data = F.dropout(data, self.dropout, True)
-        return data, _tf.stack(h_n, 0), (_tf.stack(c_n, 0) if lstm else None)
+        weights = [(p[0], p[1], *((p[2], p[3]) if self.bias else (None, None)), p[-1] if self.proj_size > 0 else None)
+                   for p in self.all_weights]
+        return stacked_layers(self.mode, data, batch_sizes, state[0], state[1], weights, self.num_layers,
+                              self.bidirectional, self.dropout, self.training)
 
 
 class RNN(RNNBase):
