@@ -4,11 +4,13 @@ from .autocast_mode import (autocast, clear_autocast_cache, get_autocast_dtype, 
                             is_autocast_enabled)
 from .custom import custom_bwd, custom_fwd
 from .grad_scaler import GradScaler, OptState
-from .lists import DEVICE_TYPES as _AUTOCAST_DEVICE_TYPES
-
+from .autocast_mode import (autocast_decrement_nesting, autocast_increment_nesting, get_autocast_cpu_dtype,
+                            get_autocast_gpu_dtype, is_autocast_cpu_enabled, set_autocast_cache_enabled,
+                            set_autocast_cpu_dtype, set_autocast_cpu_enabled, set_autocast_dtype, set_autocast_enabled,
+                            set_autocast_gpu_dtype)
 # Every device type torch's device strings name, in torch's order (its message lists them).
-_TORCH_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia",
-                       "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+from .autocast_mode import _TORCH_DEVICE_TYPES
+from .lists import DEVICE_TYPES as _AUTOCAST_DEVICE_TYPES
 
 
 def is_autocast_available(device_type: str) -> bool:

@@ -80,6 +80,122 @@ def clear_autocast_cache() -> None:
     _state.cache.clear()
 
 
+# ----- torch's root-level autocast state functions (torch.set_autocast_enabled ...) -----------------
+# torch exposes its C++ autocast state at the root: the autocast class is written with them in torch, and
+# code that manages regions by hand (compilers, custom context managers) calls them. They read and write
+# the same thread-local record the ``autocast`` class uses. The cpu/gpu-named forms are deprecated in
+# torch and warn as torch's do.
+_TORCH_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip", "ve", "fpga", "maia",
+                       "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia", "privateuseone")
+
+
+def _torch_device_type(device_type, where: str) -> str:
+    """torch's check of a device-type string: its RuntimeError for a name torch does not know; tritensor keeps
+    state for cuda and cpu only, so torch's other known types are refused with a clear error too."""
+    if not isinstance(device_type, str):
+        raise TypeError(f"{where}(): argument 'device_type' (position 1) must be str, not {type(device_type).__name__}")
+    if device_type not in _TORCH_DEVICE_TYPES:
+        raise RuntimeError(f"Expected one of {', '.join(_TORCH_DEVICE_TYPES)} device type at start of device string: "
+                           f"{device_type}")
+    if device_type not in lists.DEVICE_TYPES:
+        raise RuntimeError(f"{where}(): autocast has no state for device type {device_type!r} in tritensor "
+                           f"(only {', '.join(lists.DEVICE_TYPES)})")
+    return device_type
+
+
+def _bool_arg(value, where: str, name: str, position: int) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{where}(): argument '{name}' (position {position}) must be bool, not {type(value).__name__}")
+    return value
+
+
+def _dtype_arg(value) -> dt.dtype:
+    if not isinstance(value, dt.dtype):
+        raise TypeError(f"dtype must be a torch.dtype (got {type(value).__name__})")
+    return value
+
+
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"torch.{old} is deprecated. Please use torch.{new} instead.", DeprecationWarning, stacklevel=3)
+
+
+def set_autocast_enabled(device_type, enabled=None) -> None:
+    """``torch.set_autocast_enabled(device_type, enabled)`` (or the legacy one-argument form, for cuda): turns
+    autocast on or off for ``device_type`` in this thread, outside any ``autocast`` region's bookkeeping."""
+    if enabled is None:  # the legacy form set_autocast_enabled(enabled) steers cuda
+        device_type, enabled = "cuda", _bool_arg(device_type, "set_autocast_enabled", "enabled", 1)
+    else:
+        device_type = _torch_device_type(device_type, "set_autocast_enabled")
+        _bool_arg(enabled, "set_autocast_enabled", "enabled", 2)
+    _state.enabled[device_type] = enabled
+    _state.any = any(_state.enabled.values())
+
+
+def set_autocast_dtype(device_type, dtype) -> None:
+    """``torch.set_autocast_dtype(device_type, dtype)``: the low dtype of ``device_type``'s autocast in this
+    thread (what ``get_autocast_dtype`` returns)."""
+    _state.dtype[_torch_device_type(device_type, "set_autocast_dtype")] = _dtype_arg(dtype)
+
+
+def set_autocast_cache_enabled(enabled) -> None:
+    """``torch.set_autocast_cache_enabled(enabled)``: whether autocast caches the casts of leaf tensors."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool (got {type(enabled).__name__})")
+    _state.cache_enabled = enabled
+
+
+def autocast_increment_nesting() -> int:
+    """``torch.autocast_increment_nesting()``: one region deeper; returns the new depth (the cast cache lives
+    until the depth goes back to 0)."""
+    _state.depth += 1
+    return _state.depth
+
+
+def autocast_decrement_nesting() -> int:
+    """``torch.autocast_decrement_nesting()``: one region shallower; returns the new depth, which torch lets go
+    below 0 (it counts, it does not check). The cast cache is dropped at depth 0, as on leaving a region."""
+    _state.depth -= 1
+    if _state.depth == 0:
+        _state.cache.clear()
+    return _state.depth
+
+
+def get_autocast_cpu_dtype():
+    """Deprecated ``torch.get_autocast_cpu_dtype()``: ``get_autocast_dtype('cpu')``."""
+    _deprecated("get_autocast_cpu_dtype()", "get_autocast_dtype('cpu')")
+    return _state.dtype["cpu"]
+
+
+def get_autocast_gpu_dtype():
+    """Deprecated ``torch.get_autocast_gpu_dtype()``: ``get_autocast_dtype('cuda')``."""
+    _deprecated("get_autocast_gpu_dtype()", "get_autocast_dtype('cuda')")
+    return _state.dtype["cuda"]
+
+
+def is_autocast_cpu_enabled() -> bool:
+    """Deprecated ``torch.is_autocast_cpu_enabled()``: ``is_autocast_enabled('cpu')``."""
+    _deprecated("is_autocast_cpu_enabled()", "is_autocast_enabled('cpu')")
+    return _state.enabled["cpu"]
+
+
+def set_autocast_cpu_enabled(enabled) -> None:
+    """Deprecated ``torch.set_autocast_cpu_enabled(enabled)``: ``set_autocast_enabled('cpu', enabled)``."""
+    _deprecated("set_autocast_cpu_enabled(enabled)", "set_autocast_enabled('cpu', enabled)")
+    set_autocast_enabled("cpu", _bool_arg(enabled, "set_autocast_cpu_enabled", "enabled", 1))
+
+
+def set_autocast_cpu_dtype(dtype) -> None:
+    """Deprecated ``torch.set_autocast_cpu_dtype(dtype)``: ``set_autocast_dtype('cpu', dtype)``."""
+    _deprecated("set_autocast_cpu_dtype(dtype)", "set_autocast_dtype('cpu', dtype)")
+    set_autocast_dtype("cpu", dtype)
+
+
+def set_autocast_gpu_dtype(dtype) -> None:
+    """Deprecated ``torch.set_autocast_gpu_dtype(dtype)``: ``set_autocast_dtype('cuda', dtype)``."""
+    _deprecated("set_autocast_gpu_dtype(dtype)", "set_autocast_dtype('cuda', dtype)")
+    set_autocast_dtype("cuda", dtype)
+
+
 class autocast:
     """``autocast(device_type, dtype=None, enabled=True, cache_enabled=None)``: context manager and decorator."""
 

@@ -6,7 +6,8 @@ backwards), ``functions/`` (each op's derivative), ``layer.py`` (the dispatcher 
 records ops, registered on import), ``gradcheck.py``.
 """
 from . import layer  # noqa: F401  (registers the autograd layer with core/dispatch.py)
-from .anomaly_mode import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
+from .anomaly_mode import (detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_anomaly_enabled,
+                           set_detect_anomaly)
 from .engine import backward, grad
 from . import functional  # torch.autograd.functional: jacobian, hessian, vjp, jvp, hvp, vhp
 from .function import Function, FunctionCtx

@@ -21,7 +21,7 @@ import os
 import traceback
 import warnings
 
-__all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]
+__all__ = ["detect_anomaly", "set_detect_anomaly", "set_anomaly_enabled", "is_anomaly_enabled", "is_anomaly_check_nan_enabled"]
 
 
 class _AnomalyState:
@@ -86,6 +86,18 @@ class set_detect_anomaly:
 
     def __exit__(self, *args) -> None:
         _anomaly.enabled, _anomaly.check_nan = self.prev, self.prev_check_nan
+
+
+def set_anomaly_enabled(enabled, check_nan=True) -> None:
+    """``torch.set_anomaly_enabled(enabled, check_nan=True)``: turns anomaly detection on or off for good (what
+    ``set_detect_anomaly`` does when made, without restoring anything later and without a warning)."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_anomaly_enabled(): argument 'enabled' (position 1) must be bool, not "
+                        f"{type(enabled).__name__}")
+    if not isinstance(check_nan, bool):
+        raise TypeError(f"set_anomaly_enabled(): argument 'check_nan' (position 2) must be bool, not "
+                        f"{type(check_nan).__name__}")
+    _anomaly.enabled, _anomaly.check_nan = enabled, check_nan
 
 
 def record_forward(node) -> None:
