@@ -63,6 +63,15 @@ from . import distributed  # tritensor.comm under torch's name, through module_a
 from . import futures  # torch.futures; tritensor.comm.Future is the same class
 from . import accelerator, distributions, jit, profiler, testing  # torch.accelerator, .distributions, .jit ...
 from .autograd import is_anomaly_check_nan_enabled, is_anomaly_enabled
+from .autograd import set_anomaly_enabled
+from .amp import (autocast_decrement_nesting, autocast_increment_nesting, clear_autocast_cache,  # torch's C++ state
+                  get_autocast_cpu_dtype, get_autocast_gpu_dtype, is_autocast_cache_enabled, is_autocast_cpu_enabled,
+                  set_autocast_cache_enabled, set_autocast_cpu_dtype, set_autocast_cpu_enabled, set_autocast_dtype,
+                  set_autocast_enabled, set_autocast_gpu_dtype)
+from .core.root_odds import (AcceleratorError, FatalError, from_file, get_device_module, has_lapack, has_mkl,
+                             has_openmp, has_spectral, init_num_threads, is_distributed, is_inference,
+                             thread_safe_generator)
+from .core.vmap import vmap  # torch.vmap: runs the function once per slice (core/vmap.py says why)
 from . import utils  # tritensor.utils.data: datasets, samplers, DataLoader (its DistributedSampler sits on comm)
 
 half, float, double, long, int = float16, float32, float64, int64, int32

@@ -24,11 +24,25 @@ from . import testing as testing
 from . import triton_kernels as triton_kernels
 from . import utils as utils
 from .amp.autocast_mode import autocast as autocast
+from .amp.autocast_mode import autocast_decrement_nesting as autocast_decrement_nesting
+from .amp.autocast_mode import autocast_increment_nesting as autocast_increment_nesting
+from .amp.autocast_mode import clear_autocast_cache as clear_autocast_cache
+from .amp.autocast_mode import get_autocast_cpu_dtype as get_autocast_cpu_dtype
 from .amp.autocast_mode import get_autocast_dtype as get_autocast_dtype
+from .amp.autocast_mode import get_autocast_gpu_dtype as get_autocast_gpu_dtype
+from .amp.autocast_mode import is_autocast_cache_enabled as is_autocast_cache_enabled
+from .amp.autocast_mode import is_autocast_cpu_enabled as is_autocast_cpu_enabled
 from .amp.autocast_mode import is_autocast_enabled as is_autocast_enabled
+from .amp.autocast_mode import set_autocast_cache_enabled as set_autocast_cache_enabled
+from .amp.autocast_mode import set_autocast_cpu_dtype as set_autocast_cpu_dtype
+from .amp.autocast_mode import set_autocast_cpu_enabled as set_autocast_cpu_enabled
+from .amp.autocast_mode import set_autocast_dtype as set_autocast_dtype
+from .amp.autocast_mode import set_autocast_enabled as set_autocast_enabled
+from .amp.autocast_mode import set_autocast_gpu_dtype as set_autocast_gpu_dtype
 from .amp.grad_scaler import GradScaler as GradScaler
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled as is_anomaly_check_nan_enabled
 from .autograd.anomaly_mode import is_anomaly_enabled as is_anomaly_enabled
+from .autograd.anomaly_mode import set_anomaly_enabled as set_anomaly_enabled
 from .autograd.grad_mode import enable_grad as enable_grad
 from .autograd.grad_mode import inference_mode as inference_mode
 from .autograd.grad_mode import is_grad_enabled as is_grad_enabled
@@ -92,6 +106,14 @@ from .core.ops.elementwise import can_cast as can_cast
 from .core.printing import get_printoptions as get_printoptions
 from .core.printing import printoptions as printoptions
 from .core.printing import set_printoptions as set_printoptions
+from .core.root_odds import AcceleratorError as AcceleratorError
+from .core.root_odds import FatalError as FatalError
+from .core.root_odds import from_file as from_file
+from .core.root_odds import get_device_module as get_device_module
+from .core.root_odds import init_num_threads as init_num_threads
+from .core.root_odds import is_distributed as is_distributed
+from .core.root_odds import is_inference as is_inference
+from .core.root_odds import thread_safe_generator as thread_safe_generator
 from .core.shape import Size as Size
 from .core.shape import broadcast_shapes as broadcast_shapes
 from .core.shape import layout
@@ -116,9 +138,18 @@ from .core.switches import set_warn_always as set_warn_always
 from .core.switches import typename as typename
 from .core.switches import use_deterministic_algorithms as use_deterministic_algorithms
 from .core.tensor import Tensor as Tensor
+from .core.vmap import vmap as vmap
 from .futures import Future as Future
 from .gpu.streams import GenericEvent as Event
 from .gpu.streams import GenericStream as Stream
+from .nn.functional_rnn import gru as gru
+from .nn.functional_rnn import gru_cell as gru_cell
+from .nn.functional_rnn import lstm as lstm
+from .nn.functional_rnn import lstm_cell as lstm_cell
+from .nn.functional_rnn import rnn_relu as rnn_relu
+from .nn.functional_rnn import rnn_relu_cell as rnn_relu_cell
+from .nn.functional_rnn import rnn_tanh as rnn_tanh
+from .nn.functional_rnn import rnn_tanh_cell as rnn_tanh_cell
 from .runtime.allocator import OutOfMemoryError as OutOfMemoryError
 from .runtime.device import device as device
 from .runtime.device import get_default_device as get_default_device
@@ -142,14 +173,6 @@ class ByteTensor: ...
 class CharTensor: ...
 class DoubleTensor: ...
 class FloatTensor: ...
-from .nn.functional_rnn import gru as gru
-from .nn.functional_rnn import gru_cell as gru_cell
-from .nn.functional_rnn import lstm as lstm
-from .nn.functional_rnn import lstm_cell as lstm_cell
-from .nn.functional_rnn import rnn_relu as rnn_relu
-from .nn.functional_rnn import rnn_relu_cell as rnn_relu_cell
-from .nn.functional_rnn import rnn_tanh as rnn_tanh
-from .nn.functional_rnn import rnn_tanh_cell as rnn_tanh_cell
 class HalfTensor: ...
 class IntTensor: ...
 class LongTensor: ...
@@ -211,6 +234,13 @@ def atanh_(input) -> Tensor: """In-place elementwise ``atanh``."""
 def avg_pool2d(input, kernel_size, stride=..., padding=..., ceil_mode=..., count_include_pad=..., divisor_override=...) -> Tensor: """torch.nn.functional.avg_pool2d."""
 def baddbmm(input, batch1, batch2, *, beta=..., alpha=...) -> Tensor: """beta * input + alpha * (batch1 @ batch2), batched (b, n, m) @ (b, m, p)."""
 def bartlett_window(window_length, periodic=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """The triangle ``1 - |2k / N - 1|``."""
+def batch_norm_backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count) -> Any: """The input's gradient from the reduced sums over every process (``count``: each one's element count"""
+def batch_norm_backward_reduce(grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g) -> Any: """``(sum_dy, sum_dy_xmu, grad_weight, grad_bias)`` per channel: the sums the input's gradient needs"""
+def batch_norm_elemt(input, weight, bias, mean, invstd, eps) -> Any: """``(input - mean) * invstd * weight + bias`` per channel, in the input's dtype (``eps`` is unused, as"""
+def batch_norm_gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, count) -> Any: """:func:`batch_norm_gather_stats_with_counts` with every batch of ``count`` elements per channel."""
+def batch_norm_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts) -> Any: """The statistics of the union of W batches from each one's (C,) ``mean``/``invstd`` (rows of (W, C)) and"""
+def batch_norm_stats(input, eps) -> Any: """``(mean, invstd)`` per channel: the batch mean and ``1 / sqrt(var + eps)`` of the biased variance."""
+def batch_norm_update_stats(input, running_mean, running_var, momentum) -> Any: """``(mean, var)`` per channel (the biased variance), and the running statistics updated in place with"""
 def bernoulli(input, p=..., *, generator=...) -> Tensor: """1 with probability ``input`` (elementwise), else 0, in ``input``'s dtype; with a float ``p``,"""
 bfloat16: dtype
 def bincount(input, weights=..., minlength=...) -> Tensor: """How often each value 0..max(input) occurs in a 1-D non-negative integer tensor (summing"""
@@ -234,13 +264,6 @@ channels_last: memory_format
 def cholesky(input, upper=...) -> Tensor: """``torch.cholesky`` (deprecated): ``linalg.cholesky``."""
 def cholesky_inverse(input, upper=...) -> Tensor: """``torch.cholesky_inverse``: A^-1 from A's Cholesky factor."""
 def cholesky_solve(input, input2, upper=...) -> Tensor: """``torch.cholesky_solve``: X with A X = B, given B (``input``) and A's factor (``input2``)."""
-def batch_norm_backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count) -> Any: """The input's gradient from the reduced sums over every process (``count``: each one's element count"""
-def batch_norm_backward_reduce(grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g) -> Any: """``(sum_dy, sum_dy_xmu, grad_weight, grad_bias)`` per channel: the sums the input's gradient needs"""
-def batch_norm_elemt(input, weight, bias, mean, invstd, eps) -> Any: """``(input - mean) * invstd * weight + bias`` per channel, in the input's dtype (``eps`` is unused, as"""
-def batch_norm_gather_stats(input, mean, invstd, running_mean, running_var, momentum, eps, count) -> Any: """:func:`batch_norm_gather_stats_with_counts` with every batch of ``count`` elements per channel."""
-def batch_norm_gather_stats_with_counts(input, mean, invstd, running_mean, running_var, momentum, eps, counts) -> Any: """The statistics of the union of W batches from each one's (C,) ``mean``/``invstd`` (rows of (W, C)) and"""
-def batch_norm_stats(input, eps) -> Any: """``(mean, invstd)`` per channel: the batch mean and ``1 / sqrt(var + eps)`` of the biased variance."""
-def batch_norm_update_stats(input, running_mean, running_var, momentum) -> Any: """``(mean, var)`` per channel (the biased variance), and the running statistics updated in place with"""
 def chunk(input, chunks, dim=...) -> Any: """``torch.chunk``: ``input.chunk(chunks, dim)``."""
 def clamp(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def clamp_(input, min=..., max=...) -> Tensor: """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""
@@ -342,6 +365,10 @@ def gt(input, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcast
 half: dtype
 def hamming_window(window_length, periodic=..., alpha=..., beta=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """``alpha - beta cos(2 pi k / N)``."""
 def hann_window(window_length, periodic=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """``0.5 - 0.5 cos(2 pi k / N)``."""
+has_lapack: builtins.bool
+has_mkl: builtins.bool
+has_openmp: builtins.bool
+has_spectral: builtins.bool
 def heaviside(input, values, *, out=...) -> Tensor: """0 where ``input`` < 0, 1 where it is > 0, ``values`` where it is 0 (one dtype for both, as torch)."""
 def histc(input, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
 def histogram(input, bins=..., *, range=..., weight=..., density=...) -> Any: """Counts (or ``weight`` sums) of ``input``'s elements in ``bins`` equal bins over ``range``"""

@@ -105,6 +105,7 @@ class Tensor:
     def amin(self, dim=..., keepdim=...) -> Tensor: """torch.amin: the minimum over ``dim`` (all dims when empty), without indices; NaN propagates."""
     def aminmax(self, *, dim=..., keepdim=...) -> Any: """``(min, max)`` over ``dim`` (all dims without one)."""
     def any(self, dim=..., keepdim=...) -> Tensor: """torch.any: whether any element over ``dim`` (all dims by default) is nonzero, as bool."""
+    def apply_(self, callable) -> Any: """torch's Tensor.apply_(callable): every element replaced by ``callable(element)``, in place (CPU only,"""
     def arccos(self, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
     def arccos_(self) -> Tensor: """In-place elementwise ``acos``."""
     def arccosh(self, *, out=...) -> Tensor: """Elementwise ``acosh`` (kernel: triton_kernels/elementwise.py)."""
@@ -126,6 +127,7 @@ class Tensor:
     def as_strided(self, size, stride, storage_offset=...) -> Tensor: """A view of ``input``'s storage with ``size``, ``stride`` and ``storage_offset`` (input's own"""
     def as_strided_(self, size, stride, storage_offset=...) -> Tensor: """``input`` itself given the geometry ``as_strided`` would view it with."""
     def as_strided_scatter(self, src, size, stride, storage_offset=...) -> Tensor: """A copy of ``input`` (contiguous) with ``src`` written where ``as_strided(size, stride,"""
+    def as_subclass(self, cls) -> Any: """torch's Tensor.as_subclass(cls): a ``cls`` instance viewing the same memory, still attached to the"""
     def asin(self, *, out=...) -> Tensor: """Elementwise ``asin`` (kernel: triton_kernels/elementwise.py)."""
     def asin_(self) -> Tensor: """In-place elementwise ``asin``."""
     def asinh(self, *, out=...) -> Tensor: """Elementwise ``asinh`` (kernel: triton_kernels/elementwise.py)."""
@@ -175,6 +177,7 @@ class Tensor:
     def clip(self, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
     def clip_(self, min=..., max=...) -> Tensor: """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""
     def clone(self, *, memory_format=...) -> Any: """A copy with its own storage: laid out as ``memory_format`` says (``preserve_format``, the"""
+    def const_data_ptr(self) -> builtins.int: """torch's Tensor.const_data_ptr: the address of the first element, for reading (``data_ptr``'s value)."""
     def contiguous(self, memory_format=...) -> 'Tensor': """Itself when dense in ``memory_format``'s order (row-major by default), else a copy that is."""
     def copy_(self, src, non_blocking=...) -> Any: """Write ``src`` into this tensor in place: broadcasts, casts and crosses devices."""
     def copysign(self, other, *, out=...) -> Tensor: """Elementwise ``copysign`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -315,13 +318,18 @@ class Tensor:
     def is_cpu(self) -> builtins.bool: ...
     @property
     def is_cuda(self) -> builtins.bool: ...
+    def is_distributed(self) -> builtins.bool: """torch's Tensor.is_distributed: False, as for every dense tensor in torch."""
     def is_floating_point(self) -> builtins.bool: """torch's Tensor.is_floating_point: whether the dtype is a floating one."""
     def is_inference(self) -> builtins.bool: """True for a tensor made inside ``tritensor.inference_mode()``."""
     @property
     def is_leaf(self) -> builtins.bool: ...
+    @property
+    def is_meta(self) -> builtins.bool: ...
     def is_nonzero(self) -> builtins.bool: """The value of a one-element tensor as a bool; torch's errors for none or several."""
     def is_pinned(self) -> builtins.bool: """``Tensor.is_pinned``: whether this is a CPU tensor in page-locked host memory."""
     def is_same_size(self, other) -> builtins.bool: """torch.is_same_size: whether ``input`` and ``other`` have the same shape."""
+    def is_set_to(self, tensor) -> builtins.bool: """torch's Tensor.is_set_to(tensor): whether both view the same storage with the same offset, sizes and"""
+    def is_shared(self) -> builtins.bool: """torch's Tensor.is_shared: whether the memory can be handed to another process without a copy. CUDA"""
     def is_signed(self) -> builtins.bool: """Whether the dtype holds negative values (floats and signed integers; not bool or uint8)."""
     def isclose(self, other, rtol=..., atol=..., equal_nan=...) -> Tensor: """``|input - other| <= atol + rtol * |other|`` elementwise (or exactly equal), broadcast."""
     def isfinite(self) -> Tensor: """torch.isfinite: a bool tensor, True where an element is neither inf nor NaN (always for integers)."""
@@ -335,6 +343,8 @@ class Tensor:
     def itemsize(self) -> builtins.int: ...
     def kron(self, other) -> Tensor: """The Kronecker product: block (i, j, ...) is ``input[i, j, ...] * other`` (dtypes promote)."""
     def kthvalue(self, k, dim=..., keepdim=...) -> Any: """The ``k``-th smallest element along ``dim`` (k counts from 1) and its index."""
+    @property
+    def layout(self) -> Any: ...
     def lcm(self, other, *, out=...) -> Tensor: """Elementwise ``lcm`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def lcm_(self, other) -> Tensor: """In-place elementwise ``lcm``."""
     def ldexp(self, other, *, out=...) -> Tensor: """``input * 2 ** other`` (torch's: the product of the two, a float)."""
@@ -380,6 +390,8 @@ class Tensor:
     def lu_solve(self, LU_data, LU_pivots) -> Tensor: """``torch.lu_solve`` (deprecated for ``linalg.lu_solve``): X with A X = b."""
     @property
     def mT(self) -> 'Tensor': ...
+    def map2_(self, x, y, callable) -> Any: """torch's Tensor.map2_(x, y, callable): ``self[i] = callable(self[i], x[i], y[i])`` in place, ``x`` and"""
+    def map_(self, tensor, callable) -> Any: """torch's Tensor.map_(tensor, callable): ``self[i] = callable(self[i], tensor[i])`` in place, ``tensor``"""
     def masked_fill(self, mask, value) -> Tensor: """A copy of ``input`` with ``value`` where ``mask`` (broadcast to input's shape) is True."""
     def masked_fill_(self, mask, value) -> Tensor: """``Tensor.masked_fill_``: ``value`` where ``mask`` (bool, broadcast to self) is True, in place."""
     def masked_scatter(self, mask, source) -> Tensor: """A copy of ``input`` with the first elements of ``source``, in order, where ``mask`` is True."""
@@ -409,6 +421,8 @@ class Tensor:
     def mv(self, vec) -> Tensor: """torch.mv: matrix (n, m) times vector (m,)."""
     def mvlgamma(self, p) -> Tensor: """The multivariate log-gamma function of dimension ``p`` (a composite of lgamma and a sum)."""
     def mvlgamma_(self, p) -> Tensor: """``Tensor.mvlgamma_``: the multivariate log-gamma of dimension ``p`` in place."""
+    @property
+    def name(self) -> Any: ...
     def nan_to_num(self, nan=..., posinf=..., neginf=...) -> Tensor: """NaN -> ``nan``, +inf -> ``posinf``, -inf -> ``neginf`` (default: the dtype's largest/lowest finite value)."""
     def nan_to_num_(self, nan=..., posinf=..., neginf=...) -> Tensor: """``Tensor.nan_to_num_``: NaN, +inf and -inf replaced in place (by 0 and the dtype's largest and smallest"""
     def nanmean(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """``mean`` of the elements that are not NaN (NaN where none is)."""
@@ -448,6 +462,8 @@ class Tensor:
     def orgqr(self, tau) -> Tensor: """``torch.orgqr``: ``linalg.householder_product``."""
     def ormqr(self, tau, other, left=..., transpose=...) -> Tensor: """``torch.ormqr``: op(Q) @ other (``left``) or other @ op(Q), Q the m x m product of the"""
     def outer(self, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
+    @property
+    def output_nr(self) -> builtins.int: ...
     def permute(self, *dims) -> Any: """torch.permute: a view with the dims in the order ``dims``."""
     def pin_memory(self) -> 'Tensor': """A copy of this CPU tensor in page-locked host memory (GPU mode), as torch."""
     def pinverse(self, rcond=...) -> Tensor: """``torch.pinverse``: ``linalg.pinv`` with ``rtol=rcond``."""
@@ -508,6 +524,7 @@ class Tensor:
     def sgn_(self) -> Tensor: """In-place elementwise ``sign``."""
     @property
     def shape(self) -> Size: ...
+    def share_memory_(self) -> Any: """torch's Tensor.share_memory_: tritensor's tensors cross processes by value (pickling copies the"""
     def short(self) -> Any: ...
     def sigmoid(self, *, out=...) -> Tensor: """Elementwise ``sigmoid`` (kernel: triton_kernels/elementwise.py)."""
     def sigmoid_(self) -> Tensor: """In-place elementwise ``sigmoid``."""

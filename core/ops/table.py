@@ -31,6 +31,7 @@ from . import cdist, ctc, histc
 from . import linalg_eig_svd, linalg_factor
 from . import shape_more, stats_more, windows
 from . import batch_norm_stats
+from . import tensor_odds
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
                loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
                views)
@@ -352,6 +353,8 @@ for _name, _fn in {**linalg_factor.composites(OPS), **linalg_eig_svd.composites(
 _composite(copies, "contiguous", "type_as", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "zero_",
            "pin_memory", "is_pinned")
 COMPOSITE_METHODS.update(cuda=copies.to_cuda, cpu=copies.to_cpu, type=copies.to_type, **copies.DTYPE_METHODS)
+# ----- what a tensor is, sharing, as_subclass and the host-only Python maps (core/ops/tensor_odds.py) ----
+_composite(tensor_odds, *tensor_odds.__all__)
 
 # ----- more shape functions (core/ops/shape_more.py): composites of views, copies, flips, index ops ----
 for _name in ("hsplit", "vsplit", "dsplit", "fliplr", "flipud", "ravel", "take", "put", "put_", "diagflat",

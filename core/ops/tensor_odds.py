@@ -1,0 +1,180 @@
+"""Tensor's odd attributes that are no op and belong to no family: torch's predicates and properties about
+what a tensor is (``layout``, ``is_meta``, ``name``, ``output_nr``, ``const_data_ptr``, ``is_set_to``,
+``is_distributed``), sharing (``share_memory_``, ``is_shared``), ``as_subclass``, and the host-only
+Python-callable maps ``apply_`` / ``map_`` / ``map2_``. The op table lists them in ``COMPOSITE_METHODS``.
+
+``apply_`` and friends call a Python function per element, so they exist for CPU tensors only, as in
+torch; they read the elements on the host, call the function, and write the results back with
+``copy_``, so views and the version counter see the write as any in-place op's.
+"""
+from __future__ import annotations
+
+import builtins
+import numbers
+
+import numpy as np
+
+from ...runtime import dtype as dt
+from . import host_tensor
+from ..shape import strided
+from ..tensor_base import TensorBase
+
+__all__ = ["layout", "is_meta", "name", "output_nr", "const_data_ptr", "is_set_to", "is_distributed",
+           "share_memory_", "is_shared", "as_subclass", "apply_", "map_", "map2_"]
+
+
+def _layout(self):
+    """torch's Tensor.layout: ``torch.strided``, the only layout tritensor has."""
+    return strided
+
+
+def _is_meta(self) -> bool:
+    """torch's Tensor.is_meta: False (tritensor has no meta device; every tensor has memory)."""
+    return False
+
+
+def _name(self):
+    """torch's Tensor.name: the name autograd's Python bindings give a tensor, None for every tensor a user
+    makes (torch sets it only on internal tensors of its graph)."""
+    return None
+
+
+def _output_nr(self) -> int:
+    """torch's Tensor.output_nr: which output of its ``grad_fn`` this tensor is (0 for leaves and for
+    tensors outside autograd)."""
+    meta = self._autograd_meta
+    return 0 if meta is None else int(getattr(meta, "output_nr", 0))
+
+
+layout = property(_layout)
+is_meta = property(_is_meta)
+name = property(_name)
+output_nr = property(_output_nr)
+
+
+def const_data_ptr(self) -> int:
+    """torch's Tensor.const_data_ptr: the address of the first element, for reading (``data_ptr``'s value)."""
+    return self.data_ptr()
+
+
+def is_set_to(self, tensor) -> bool:
+    """torch's Tensor.is_set_to(tensor): whether both view the same storage with the same offset, sizes and
+    strides."""
+    if not isinstance(tensor, TensorBase):
+        raise TypeError(f"is_set_to(): argument 'tensor' (position 1) must be Tensor, not {type(tensor).__name__}")
+    return (self._storage is tensor._storage and self._offset == tensor._offset and self._shape == tensor._shape
+            and self._stride == tensor._stride)
+
+
+def is_distributed(self) -> bool:
+    """torch's Tensor.is_distributed: False, as for every dense tensor in torch."""
+    return False
+
+
+def is_shared(self) -> bool:
+    """torch's Tensor.is_shared: whether the memory can be handed to another process without a copy. CUDA
+    memory is (torch says True for CUDA tensors); host memory is not until ``share_memory_`` moves it."""
+    return self.device.type == "cuda"
+
+
+def share_memory_(self):
+    """torch's Tensor.share_memory_: tritensor's tensors cross processes by value (pickling copies the
+    bytes; ``tritensor.multiprocessing`` says so), so there is no shared segment to move the storage
+    into. It returns ``self`` unchanged for CUDA tensors, as torch, and refuses host tensors rather than
+    claim a sharing that a write in another process would not see."""
+    if self.device.type == "cuda":
+        return self
+    raise RuntimeError("share_memory_: tritensor has no shared-memory host storages: tensors sent to another "
+                       "process are copied by value (see tritensor.multiprocessing)")
+
+
+def as_subclass(self, cls):
+    """torch's Tensor.as_subclass(cls): a ``cls`` instance viewing the same memory, still attached to the
+    autograd graph (a recorded alias of ``self``)."""
+    result_class = TensorBase._result_class
+    if not isinstance(cls, type) or not issubclass(cls, result_class):
+        raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor is not "
+                        "possible. Make sure your class inherits from Tensor.")
+    alias = self.view_as(self)
+    if cls is type(alias):
+        return alias
+    # A Python subclass adds a __dict__, so the alias cannot change class: a new instance takes its fields
+    out = object.__new__(cls)
+    for slot in TensorBase.__slots__:
+        if slot != "__weakref__":
+            setattr(out, slot, getattr(alias, slot))
+    return out
+
+
+def _host_only(self, where: str) -> None:
+    if self.device.type != "cpu":
+        raise RuntimeError(f"{where} is only implemented on CPU tensors")
+    if self.requires_grad:
+        raise RuntimeError(f"Can't call {where}() on Variable that requires grad. Use var.detach().{where}() "
+                           "instead.")
+
+
+def _scalar(value, d):
+    if d is dt.bool_:
+        return bool(value)
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"must be real number, not {type(value).__name__}")
+    return float(value) if d.is_floating_point else int(value)
+
+
+def _same_type(self, other, argname: str, where: str):
+    if not isinstance(other, TensorBase):
+        raise TypeError(f"{where}(): argument '{argname}' must be Tensor, not {type(other).__name__}")
+    if other.dtype is not self.dtype:
+        raise TypeError(f"{where}: expected {dt.tensor_type_name(self.dtype)} for '{argname}' (got "
+                        f"{dt.tensor_type_name(other.dtype)})")
+    host = other._to_host_array()
+    try:
+        return np.broadcast_to(host, tuple(self.shape))
+    except ValueError:
+        raise RuntimeError(f"The expanded size of the tensor ({list(self.shape)[-1] if self.dim() else 1}) must "
+                           f"match the existing size ({list(other.shape)[-1] if other.dim() else 1}) at non-singleton "
+                           f"dimension {self.dim() - 1}.  Target sizes: {list(self.shape)}.  Tensor sizes: "
+                           f"{list(other.shape)}") from None
+
+
+def _write_back(self, values: list):
+    host = np.array(values, dtype=self.dtype.np).reshape(tuple(self.shape))
+    self.copy_(host_tensor(host, self.device))
+    return self
+
+
+def apply_(self, callable):
+    """torch's Tensor.apply_(callable): every element replaced by ``callable(element)``, in place (CPU only,
+    slow: one Python call per element)."""
+    _host_only(self, "apply_")
+    if not builtins.callable(callable):
+        raise TypeError(f"'{type(callable).__name__}' object is not callable")
+    d = self.dtype
+    return _write_back(self, [_scalar(callable(v), d) for v in self._to_host_array().reshape(-1).tolist()])
+
+
+def map_(self, tensor, callable):
+    """torch's Tensor.map_(tensor, callable): ``self[i] = callable(self[i], tensor[i])`` in place, ``tensor``
+    broadcast to self's shape (CPU only)."""
+    _host_only(self, "map_")
+    other = _same_type(self, tensor, "other", "map_")
+    if not builtins.callable(callable):
+        raise TypeError(f"'{type(callable).__name__}' object is not callable")
+    d = self.dtype
+    pairs = zip(self._to_host_array().reshape(-1).tolist(), other.reshape(-1).tolist())
+    return _write_back(self, [_scalar(callable(a, b), d) for a, b in pairs])
+
+
+def map2_(self, x, y, callable):
+    """torch's Tensor.map2_(x, y, callable): ``self[i] = callable(self[i], x[i], y[i])`` in place, ``x`` and
+    ``y`` broadcast to self's shape (CPU only)."""
+    _host_only(self, "map2_")
+    a = _same_type(self, x, "x", "map2_")
+    b = _same_type(self, y, "y", "map2_")
+    if not builtins.callable(callable):
+        raise TypeError(f"'{type(callable).__name__}' object is not callable")
+    d = self.dtype
+    triples = zip(self._to_host_array().reshape(-1).tolist(), a.reshape(-1).tolist(), b.reshape(-1).tolist())
+    return _write_back(self, [_scalar(callable(s, p, q), d) for s, p, q in triples])
+
