@@ -501,7 +501,9 @@ class Tensor:
     def requires_grad_(self, requires_grad=...) -> Any: """torch's Tensor.requires_grad_: set requires_grad in place and return the tensor."""
     def reshape(self, *shape) -> Any: """torch.reshape: a view with ``shape`` when strides can express it, else a contiguous copy."""
     def reshape_as(self, other) -> 'Tensor': """``Tensor.reshape_as``: ``self.reshape(other.shape)``."""
+    def resize(self, *sizes) -> Any: """torch's deprecated Tensor.resize(*sizes): the tensor with a new shape of the same number of elements"""
     def resize_(self, *sizes, memory_format=...) -> Tensor: """``input`` given ``sizes`` and contiguous strides, in place: its storage kept when large"""
+    def resize_as(self, tensor) -> Any: """torch's deprecated Tensor.resize_as(tensor): ``resize`` to ``tensor``'s shape."""
     def resize_as_(self, the_template, *, memory_format=...) -> Tensor: """``resize_`` to ``the_template``'s shape."""
     def retain_grad(self, *args, **kwargs) -> Any: ...
     @property

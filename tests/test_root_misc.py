@@ -156,6 +156,23 @@ def test_tensor_predicates():
     assert x.is_shared() is (x.device.type == "cuda")
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_resize_and_resize_as_are_deprecated_reshapes(layout):
+    x, ref = make((2, 3), tt.float32, layout, lambda shape: rng.standard_normal(shape))
+    with pytest.warns(UserWarning, match="non-inplace resize is deprecated"):
+        got = x.resize(3, 2)
+    np.testing.assert_array_equal(got.numpy(), ref.reshape(3, 2))
+    with pytest.warns(UserWarning, match="non-inplace resize_as is deprecated"):
+        assert x.resize_as(tt.ones(6)).shape == (6,)
+    with pytest.raises(RuntimeError, match=r"requested resize to 4 \(4 elements in total\), but the given tensor "
+                                           r"has a size of 2x3 \(6 elements\)"):
+        x.resize(4)
+    w = tt.ones(2, 3, requires_grad=True)
+    with pytest.warns(UserWarning):
+        (w.resize(6) * tt.arange(6.0)).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.arange(6.0).reshape(2, 3))
+
+
 def test_share_memory_refuses_host_tensors():
     x = tt.ones(2)
     if x.device.type == "cuda":

@@ -10,17 +10,19 @@ torch; they read the elements on the host, call the function, and write the resu
 from __future__ import annotations
 
 import builtins
+import math
 import numbers
+import warnings
 
 import numpy as np
 
 from ...runtime import dtype as dt
 from . import host_tensor
-from ..shape import strided
+from ..shape import _shape_arg, strided
 from ..tensor_base import TensorBase
 
 __all__ = ["layout", "is_meta", "name", "output_nr", "const_data_ptr", "is_set_to", "is_distributed",
-           "share_memory_", "is_shared", "as_subclass", "apply_", "map_", "map2_"]
+           "share_memory_", "is_shared", "as_subclass", "apply_", "map_", "map2_", "resize", "resize_as"]
 
 
 def _layout(self):
@@ -104,6 +106,30 @@ def as_subclass(self, cls):
         if slot != "__weakref__":
             setattr(out, slot, getattr(alias, slot))
     return out
+
+
+def _resize(self, shape: tuple, where: str):
+    numel = math.prod(shape)
+    if numel != self.numel():
+        raise RuntimeError(f"requested resize to {'x'.join(str(n) for n in shape)} ({numel} elements in total), but "
+                           f"the given tensor has a size of {'x'.join(str(n) for n in self.shape)} ({self.numel()} "
+                           "elements). autograd's resize can only change the shape of a given tensor, while "
+                           "preserving the number of elements. ")
+    warnings.warn(f"non-inplace {where} is deprecated", UserWarning, stacklevel=3)
+    return self.reshape(shape)
+
+
+def resize(self, *sizes):
+    """torch's deprecated Tensor.resize(*sizes): the tensor with a new shape of the same number of elements
+    (a recorded reshape, so it stays in the graph); warns as torch does."""
+    return _resize(self, tuple(int(n) for n in _shape_arg(sizes, "size")), "resize")
+
+
+def resize_as(self, tensor):
+    """torch's deprecated Tensor.resize_as(tensor): ``resize`` to ``tensor``'s shape."""
+    if not isinstance(tensor, TensorBase):
+        raise TypeError(f"resize_as(): argument 'tensor' (position 1) must be Tensor, not {type(tensor).__name__}")
+    return _resize(self, tuple(tensor.shape), "resize_as")
 
 
 def _host_only(self, where: str) -> None:
