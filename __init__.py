@@ -54,6 +54,7 @@ from .nn.functional_rnn import (gru, gru_cell, lstm, lstm_cell, rnn_relu, rnn_re
 from . import amp  # registers the autocast layer with core/dispatch.py
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .serialization import load, save
+from .serialization.zip_container import PyTorchFileReader, PyTorchFileWriter  # torch.save's zip container
 from . import compiler  # torch.compiler: reset()
 from .compiler import compile  # torch.compile(mode="reduce-overhead"): a step captured into CUDA graphs
 from . import comm  # usable as `import tritensor.comm as dist`

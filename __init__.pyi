@@ -164,6 +164,8 @@ from .runtime.dtype import result_type as result_type
 from .runtime.dtype import set_default_dtype as set_default_dtype
 from .serialization import load as load
 from .serialization import save as save
+from .serialization.zip_container import PyTorchFileReader as PyTorchFileReader
+from .serialization.zip_container import PyTorchFileWriter as PyTorchFileWriter
 from typing import Any
 import builtins
 

@@ -2,7 +2,9 @@
 the autocast state functions of amp/autocast_mode.py, set_anomaly_enabled): values, state round trips and
 torch 2.13's errors (messages printed by torch 2.13). vmap is checked against the same function applied
 slice by slice in NumPy, over in_dims/out_dims, float dtypes and layouts, with its gradient."""
+import io
 import os
+import pathlib
 import warnings
 
 import numpy as np
@@ -310,3 +312,50 @@ def test_vmap_errors():
         tt.vmap(tt.sin)(3)
     with pytest.raises(ValueError, match="can not return a BatchedTensor when out_dim is None"):
         tt.vmap(lambda a: a, out_dims=None)(x + tt.arange(2.0).unsqueeze(1))
+
+
+# ----- torch.save's zip container --------------------------------------------------------------
+TORCH_FILE = pathlib.Path(__file__).parent / "fixtures" / "torch_files" / "dtype_float32.pt"  # torch.save's
+
+
+def test_file_reader_reads_a_torch_checkpoint():
+    r = tt.PyTorchFileReader(str(TORCH_FILE))
+    records = r.get_all_records()
+    assert {"data.pkl", "data/0", "version", "byteorder", ".data/serialization_id"} <= set(records)
+    assert r.has_record("data/0") and not r.has_record("nope")
+    assert r.get_record("byteorder") == b"little" and len(r.serialization_id()) > 0
+    for name in records:  # torch's writer aligns every record to 64 bytes
+        offset = r.get_record_offset(name)
+        assert offset % 64 == 0
+        assert offset == r.get_record_offset_no_read(r.get_record_header_offset(name), name, r.get_record_size(name), 64)
+    t = r.get_storage_from_record("data/0", 6, tt.float32)
+    np.testing.assert_array_equal(t.numpy(), [0.5, -1.25, 3.0, 7.0, -0.0, 96.0])
+    with pytest.raises(RuntimeError, match=r"record size \(24 bytes\) does not match expected size \(8 bytes = 2 "
+                                           r"elements \* 4 bytes/element\) for dtype Float"):
+        r.get_storage_from_record("data/0", 2, tt.float32)
+    with pytest.raises(RuntimeError, match="PytorchStreamReader failed locating file nope: file not found"):
+        r.get_record("nope")
+    with pytest.raises(RuntimeError, match="failed finding central directory"):
+        tt.PyTorchFileReader(io.BytesIO(b"notzip"))
+
+
+def test_file_writer_round_trip(tmp_path):
+    buf = io.BytesIO()
+    w = tt.PyTorchFileWriter(buf)
+    assert w.archive_name() == "archive" and w.serialization_id() == ""
+    payload = np.arange(5, dtype=np.int32)
+    w.write_record("data.pkl", b"abc", 3)
+    w.write_record("data/0", payload.tobytes(), payload.nbytes)
+    with pytest.raises(RuntimeError, match="Tried to serialize file twice: archive/data/0"):
+        w.write_record("data/0", b"x", 1)
+    w.write_end_of_file()
+    assert w.get_all_written_records() == {"data.pkl", "data/0", "version", "byteorder", ".data/serialization_id"}
+    r = tt.PyTorchFileReader(io.BytesIO(buf.getvalue()))
+    assert r.get_record("version") == b"3\n" and r.serialization_id() == w.serialization_id() != ""
+    assert r.get_record_offset("data/0") % 64 == 0
+    np.testing.assert_array_equal(r.get_storage_from_record("data/0", 5, tt.int32).numpy(), payload)
+    path = tmp_path / "ckpt.pt"
+    w = tt.PyTorchFileWriter(str(path))
+    assert w.archive_name() == "ckpt"
+    w.write_end_of_file()
+    assert tt.PyTorchFileReader(str(path)).has_record("byteorder")
