@@ -16,6 +16,7 @@ saved tensors right after it ran.
 from __future__ import annotations
 
 import math
+import sys
 
 from ..core.factories import zeros_like
 from ..core.ops import fill
@@ -155,6 +156,38 @@ def _capture(node, buf, captures, needed, inputs, results, accumulate) -> bool:
     return not any(e and e[0] in needed for e in node._edges)
 
 
+class _Probe:
+    __slots__ = ("held",)
+
+
+def _sole_count() -> int:
+    """What ``sys.getrefcount`` says of an object one slot refers to (2 on most CPython releases;
+    measured, since a release may count its own argument differently)."""
+    probe = _Probe()
+    probe.held = object()
+    return sys.getrefcount(probe.held)
+
+
+_SOLE = _sole_count()
+
+
+def _owned(g, node, buf, grads) -> bool:
+    """Whether ``g``, a gradient ``node`` just made, is the engine's alone: a builtin derivative made
+    it (a user's Function may return a tensor it keeps), it is none of the node's incoming gradients
+    (passed through) nor given to another edge too, and its memory is its own (no view, no other
+    tensor on its storage). Such a gradient may become a leaf's ``.grad`` without a copy."""
+    fwd = getattr(node, "_forward_cls", None)
+    if fwd is None or not fwd._builtin or g._base is not None or sys.getrefcount(g._storage) > _SOLE:
+        return False
+    for b in buf:
+        if b is g:
+            return False
+    seen = 0
+    for x in grads:
+        seen += x is g
+    return seen <= 1
+
+
 def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None, accumulate=True):
     """Run one graph task. With ``accumulate`` leaves' ``.grad`` (or only ``inputs``') is summed
     into; otherwise the gradients of ``inputs`` are returned (``grad()``)."""
@@ -171,6 +204,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
     results = [None] * (len(inputs) if inputs is not None else 0)
 
     buffers = {}
+    # Gradients waiting in an accumulator's buffer that are the engine's alone, by id (holding them
+    # keeps an id from being reused while it is here).
+    owned = {}
     for (node, nr), g in zip(root_edges, grad_outputs):
         buf = buffers.get(node)
         if buf is None:
@@ -212,6 +248,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                         arrived = any(g is not None for g in buf)
             if not arrived:
                 grads = (None,) * len(node._edges)
+            elif node._is_accumulator and owned and owned.pop(id(buf[0]), None) is buf[0] \
+                    and node.variable._hooks is None and not _anomaly.enabled:
+                grads = node.apply(buf[0], owned=True)
             else:
                 grads = apply_checked(node, buf) if _anomaly.enabled else node.apply(*buf)
                 if node._hooks:
@@ -240,7 +279,16 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     if cbuf is None:
                         cbuf = buffers[child] = [None] * child._n_outputs
                     old = cbuf[nr]
-                    cbuf[nr] = g if old is None else old + g
+                    if old is None:
+                        cbuf[nr] = g
+                        # (a leaf that has a .grad sums into it: only a first gradient may be kept)
+                        if child._is_accumulator and not create_graph and child.variable.grad is None \
+                                and _owned(g, node, buf, grads):
+                            owned[id(g)] = g
+                    else:
+                        cbuf[nr] = g = old + g
+                        if child._is_accumulator and not create_graph and child.variable.grad is None:
+                            owned[id(g)] = g  # a new sum, nobody else's
                 deps[child] -= 1
                 if deps[child] == 0:
                     ready.append(child)

@@ -269,13 +269,20 @@ class AccumulateGrad(Node):
         """The leaf's own gradient hooks (register_hook), run on the gradient before it is accumulated."""
         return self.variable._hooks
 
-    def apply(self, grad):
+    def apply(self, grad, owned: bool = False):
         """Add the incoming gradient into the leaf's .grad (set it on the first call; under create_graph, keep
-        the graph), under a lock, then run post-accumulate hooks."""
+        the graph), under a lock, then run post-accumulate hooks. ``owned``: the engine made ``grad`` and
+        nothing else refers to it or its memory, so a first gradient laid out as the leaf is becomes
+        ``.grad`` itself instead of a copy (torch's AccumulateGrad steals such a buffer too)."""
         v = self.variable
         with _accumulate_lock:
             if v.grad is None:
-                v.grad = grad if _state.enabled else detached(grad).clone()
+                if _state.enabled:
+                    v.grad = grad
+                elif owned and grad._stride == v._stride and grad._offset == 0 and grad.dtype is v.dtype:
+                    v.grad = detached(grad)
+                else:
+                    v.grad = detached(grad).clone()
             elif _state.enabled:  # create_graph: keep the graph of the sum
                 v.grad = v.grad + grad
             else:
