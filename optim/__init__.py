@@ -1,8 +1,10 @@
 """tritensor.optim: ``Optimizer``, ``SGD``, ``Adam``, ``AdamW``, ``RMSprop``, ``Adagrad``, ``LBFGS``,
 ``NAdam``, ``RAdam``, ``Adamax``, ``Adadelta``, ``ASGD``, ``Rprop`` and ``lr_scheduler``.
 
-``SGD``, ``Adam``/``AdamW``, ``RMSprop`` and ``Adagrad`` run one fused Triton kernel per parameter
-per ``step()`` (``triton_kernels/optim.py``).
+``SGD``, ``RMSprop`` and ``Adagrad`` run one fused Triton kernel per parameter per ``step()``
+(``triton_kernels/optim.py``); ``Adam``/``AdamW`` one for all of a group's parameters that share
+a device, dtype and step count (torch's multi-tensor ``foreach`` path; ``foreach=False`` is one
+per parameter).
 Parameters and states must be contiguous (``nn.Module`` parameters are). ``fused=True`` is
 PyTorch's fused path: the kernels take ``GradScaler``'s found-inf flag and scale on the device.
 ``LBFGS`` is a sequence of tensor ops over all parameters as one flat vector (``lbfgs.py``).
