@@ -410,6 +410,7 @@ class Tensor:
     def minimum_(self, other) -> Tensor: """In-place elementwise ``minimum``."""
     def mm(self, mat2) -> Tensor: """torch.mm: 2-D by 2-D, no broadcasting."""
     def mode(self, dim=..., keepdim=...) -> Any: """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the index of"""
+    def module_load(self, other, assign=...) -> Any: """torch's Tensor.module_load(other, assign=False): how ``load_state_dict`` turns a state-dict value into"""
     def moveaxis(self, source, destination) -> Tensor: """A view with the dims ``source`` moved to the positions ``destination`` (alias: moveaxis)."""
     def movedim(self, source, destination) -> Tensor: """A view with the dims ``source`` moved to the positions ``destination`` (alias: moveaxis)."""
     def msort(self) -> Tensor: """``sort(input, dim=0).values``."""
@@ -522,6 +523,7 @@ class Tensor:
     def scatter_reduce_(self, dim, index, src, reduce, *, include_self=...) -> Tensor: """``Tensor.scatter_reduce_``: ``src`` combined into ``self`` at ``index`` along ``dim`` by ``reduce``"""
     def select(self, dim, index) -> Any: """torch.select: a view of slice ``index`` of dim ``dim``, that dim removed."""
     def select_scatter(self, src, dim, index) -> Tensor: """A copy of ``input`` with ``src`` written at ``index`` of ``dim``."""
+    def set_(self, source=..., storage_offset=..., size=..., stride=...) -> Any: """torch's Tensor.set_: make ``self`` view other memory, in place. ``set_()`` gives it an empty storage;"""
     def sgn(self, *, out=...) -> Tensor: """Elementwise ``sign`` (kernel: triton_kernels/elementwise.py)."""
     def sgn_(self) -> Tensor: """In-place elementwise ``sign``."""
     @property

@@ -17,12 +17,14 @@ import warnings
 import numpy as np
 
 from ...runtime import dtype as dt
+from ...runtime import memory
 from . import host_tensor
 from ..shape import _shape_arg, strided
-from ..tensor_base import TensorBase
+from ..tensor_base import TensorBase, Version
 
 __all__ = ["layout", "is_meta", "name", "output_nr", "const_data_ptr", "is_set_to", "is_distributed",
-           "share_memory_", "is_shared", "as_subclass", "apply_", "map_", "map2_", "resize", "resize_as"]
+           "share_memory_", "is_shared", "as_subclass", "apply_", "map_", "map2_", "resize", "resize_as",
+           "set_", "module_load"]
 
 
 def _layout(self):
@@ -130,6 +132,102 @@ def resize_as(self, tensor):
     if not isinstance(tensor, TensorBase):
         raise TypeError(f"resize_as(): argument 'tensor' (position 1) must be Tensor, not {type(tensor).__name__}")
     return _resize(self, tuple(tensor.shape), "resize_as")
+
+
+def module_load(self, other, assign=False):
+    """torch's Tensor.module_load(other, assign=False): how ``load_state_dict`` turns a state-dict value into
+    what replaces ``self``: ``other.detach()`` when assigning, else ``self.copy_(other).detach()``."""
+    if not isinstance(other, TensorBase):
+        raise TypeError(f"module_load(): argument 'other' must be Tensor, not {type(other).__name__}")
+    return other.detach() if assign else self.copy_(other).detach()
+
+
+_STORAGES = (memory.HostStorage, memory.CudaStorage)
+_SET_SIGNATURES = (" * ()\n * (torch.Storage source)\n * (torch.Storage source, int storage_offset, tuple of ints size, "
+                   "tuple of ints stride = None)\n * (Tensor source)\n * (Tensor source, int storage_offset, tuple of "
+                   "ints size, tuple of ints stride = None)")
+
+
+def set_(self, source=None, storage_offset=None, size=None, stride=None):
+    """torch's Tensor.set_: make ``self`` view other memory, in place. ``set_()`` gives it an empty storage;
+    ``set_(tensor)`` shares the tensor's storage, offset, sizes and strides (and its version counter);
+    ``set_(storage[, storage_offset, size, stride])`` views a storage (all of it as 1-D when only the
+    storage is given; contiguous strides when ``stride`` is None). tritensor's storages do not grow in
+    place, so a view past the storage's end is refused (torch's message for a storage it cannot resize)."""
+    if self.requires_grad:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation."
+                           if self.grad_fn is None else
+                           "set_: tritensor does not record set_ for autograd; call it on a tensor that does not "
+                           "require grad")
+    if source is None:
+        if storage_offset is not None or size is not None or stride is not None:
+            raise TypeError("set_() received an invalid combination of arguments: storage_offset, size and stride "
+                            "need a source")
+        self._storage = memory.HostStorage(0) if self.device.type == "cpu" else _empty_like_storage(self)
+        self._shape, self._stride, self._offset = type(self._shape)((0,)), (1,), 0
+    elif isinstance(source, TensorBase) or isinstance(source, _STORAGES):
+        if isinstance(source, TensorBase):
+            if source.dtype is not self.dtype:
+                raise RuntimeError(f"Could not set tensor of type {self.dtype.c_name} to a tensor of type "
+                                   f"{source.dtype.c_name}")
+            if source.requires_grad:
+                raise RuntimeError("set_: the source requires grad; tritensor does not record set_ for autograd "
+                                   "(pass source.detach())")
+            storage = source._storage
+            if storage_offset is None:
+                self._storage, self._offset, self._shape, self._stride = (source._storage, source._offset,
+                                                                           source._shape, source._stride)
+                self.device = source.device
+                self._version_counter = source._version_counter
+                self._base = None
+                self._version_counter.value += 1
+                return self
+        else:
+            storage = source
+        if storage_offset is None:
+            storage_offset, size, stride = 0, (storage.nbytes // self.dtype.itemsize,), (1,)
+        _view_storage(self, storage, storage_offset, size, stride)
+    else:
+        raise TypeError(f"set_() received an invalid combination of arguments - got ({type(source).__name__}), but "
+                        f"expected one of:\n{_SET_SIGNATURES}")
+    self._base = None
+    self._version_counter = Version()
+    self._version_counter.value += 1
+    return self
+
+
+def _empty_like_storage(self):
+    return TensorBase._empty((0,), self.dtype, self.device)._storage
+
+
+def _view_storage(self, storage, storage_offset, size, stride) -> None:
+    if not isinstance(storage_offset, int) or isinstance(storage_offset, bool):
+        raise TypeError(f"set_(): argument 'storage_offset' must be int, not {type(storage_offset).__name__}")
+    if storage_offset < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {storage_offset}")
+    if size is None:
+        raise TypeError("set_(): argument 'size' must be tuple of ints, not NoneType")
+    shape = tuple(int(n) for n in _shape_arg((size,), "size"))
+    if any(n < 0 for n in shape):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(shape)}: {list(shape)}")
+    if stride is None:
+        strides, acc = [], 1
+        for n in reversed(shape):
+            strides.append(acc)
+            acc *= max(n, 1)
+        strides = tuple(reversed(strides))
+    else:
+        strides = tuple(int(n) for n in _shape_arg((stride,), "stride"))
+        if len(strides) != len(shape):
+            raise RuntimeError(f"unequal size length ({len(shape)}) and stride length ({len(strides)})")
+    item = self.dtype.itemsize
+    span = 0 if 0 in shape else storage_offset + 1 + sum((n - 1) * st for n, st in zip(shape, strides))
+    if span * item > storage.nbytes:
+        raise RuntimeError(f"setStorage: sizes {list(shape)}, strides {list(strides)}, storage offset "
+                           f"{storage_offset}, and itemsize {item} requiring a storage size of {span * item} are out "
+                           f"of bounds for storage of size {storage.nbytes}")
+    self._storage, self._offset, self._shape, self._stride = storage, storage_offset, type(self._shape)(shape), strides
+    self.device = storage.device
 
 
 def _host_only(self, where: str) -> None:

@@ -1,0 +1,76 @@
+"""Tensor.set_ and is_set_to, and Tensor.module_load (core/ops/tensor_odds.py): which memory a tensor views after
+set_ over a tensor, a storage or nothing, against NumPy views of the same bytes, with torch 2.13's errors
+(messages printed by torch 2.13)."""
+import numpy as np
+import pytest
+
+import tritensor as tt
+from layouts import LAYOUTS, check_layout, make
+from tolerances import NP
+
+rng = np.random.default_rng(9)
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int32])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_set_to_a_tensor_shares_its_view(dtype, layout):
+    src, ref = make((2, 3), dtype, layout, lambda shape: rng.integers(-8, 8, shape).astype(np.float64))
+    check_layout(src, layout)
+    x = tt.zeros(5, dtype=dtype)
+    assert x.set_(src) is x
+    assert x.is_set_to(src) and x.shape == src.shape and x.stride() == src.stride()
+    assert x.storage_offset() == src.storage_offset() and x.data_ptr() == src.data_ptr()
+    np.testing.assert_array_equal(x.numpy().astype(np.float64), ref)
+    if layout == "expanded":  # an expanded view has one element per row behind it: not writable
+        return
+    before = src._version
+    x.add_(1)  # one memory, one version counter
+    assert src._version > before
+    np.testing.assert_array_equal(src.numpy().astype(np.float64), ref + 1)
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.int64, tt.float16])
+def test_set_to_a_storage(dtype):
+    a = tt.arange(12, dtype=dtype)
+    host = a.numpy().astype(np.float64)
+    x = tt.empty(0, dtype=dtype)
+    x.set_(a.untyped_storage(), 1, (2, 3), (4, 1))
+    expected = np.lib.stride_tricks.as_strided(host[1:], (2, 3), (4 * 8, 8))
+    np.testing.assert_array_equal(x.numpy().astype(np.float64), expected)
+    x.set_(a.untyped_storage(), 2, (2, 2))  # contiguous strides by default
+    assert x.stride() == (2, 1)
+    np.testing.assert_array_equal(x.numpy().astype(np.float64), host[2:6].reshape(2, 2))
+    x.set_(a.untyped_storage())  # the whole storage as 1-D
+    np.testing.assert_array_equal(x.numpy().astype(np.float64), host)
+    x.set_()
+    assert x.shape == (0,) and x.numel() == 0
+
+
+def test_set_errors():
+    a = tt.arange(6.0)
+    with pytest.raises(RuntimeError, match="Could not set tensor of type float to a tensor of type int64_t"):
+        tt.zeros(2).set_(a.long())
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation"):
+        tt.zeros(2, requires_grad=True).set_(a)
+    with pytest.raises(TypeError, match=r"set_\(\) received an invalid combination of arguments - got \(int\)"):
+        tt.zeros(2).set_(3)
+    with pytest.raises(RuntimeError, match="Tensor: invalid storage offset -1"):
+        tt.zeros(2).set_(a.untyped_storage(), -1, (2,))
+    with pytest.raises(RuntimeError, match=r"unequal size length \(1\) and stride length \(2\)"):
+        tt.zeros(2).set_(a.untyped_storage(), 0, (2,), (1, 2))
+    with pytest.raises(RuntimeError, match=r"requiring a storage size of 40 are out of bounds for storage of size 24"):
+        tt.zeros(2).set_(a.untyped_storage(), 0, (10,))
+    x = tt.zeros(2)
+    assert not x.is_set_to(a) and not a.is_set_to(a[1:])
+
+
+def test_module_load():
+    dst = tt.zeros(3)
+    other = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    out = dst.module_load(other)
+    assert out is not dst and out is not other and not out.requires_grad
+    assert dst.tolist() == [1.0, 2.0, 3.0] and out.data_ptr() == dst.data_ptr()
+    assigned = dst.module_load(other, assign=True)
+    assert assigned.data_ptr() == other.data_ptr() and not assigned.requires_grad
+    with pytest.raises(TypeError, match="argument 'other' must be Tensor"):
+        dst.module_load(3)
