@@ -39,6 +39,9 @@ from .process_group import (Backend, GroupMember, ProcessGroup, ReduceOp, defaul
                             is_available, is_initialized, new_group)
 from .store import PrefixStore, Store, TCPStore
 from .work import Work
+import sys as _sys
+
+from ..nn.modules._functions import register_distributed as _register_sync_batch_norm
 
 __all__ = [
     "SECRET_ENV", "AuthenticationError",
@@ -51,3 +54,7 @@ __all__ = [
     "get_world_size", "group", "init_process_group", "is_available", "is_initialized", "new_group",
     "PrefixStore", "Store", "TCPStore", "Work", "GradBucket", "algorithms",
 ]
+
+# nn.SyncBatchNorm synchronizes through this package, as torch's through torch.distributed; nn sits below comm and
+# cannot import it, so comm hands itself over
+_register_sync_batch_norm(_sys.modules[__name__])

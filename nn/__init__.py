@@ -68,3 +68,5 @@ __all__ += ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d
             "UninitializedBuffer"]
 __all__ += ["CTCLoss"]
 __all__ += ["AdaptiveLogSoftmaxWithLoss"]
+from .modules import SyncBatchNorm  # noqa: E402
+__all__ += ["SyncBatchNorm"]

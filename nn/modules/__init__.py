@@ -77,3 +77,5 @@ __all__ += ["LazyBatchNorm1d", "LazyBatchNorm2d", "LazyBatchNorm3d", "LazyConv1d
             "LazyInstanceNorm2d", "LazyInstanceNorm3d", "LazyModuleMixin", "LazyLinear"]
 __all__ += ["CTCLoss"]
 __all__ += ["AdaptiveLogSoftmaxWithLoss"]
+from .batchnorm import SyncBatchNorm  # noqa: E402
+__all__ += ["SyncBatchNorm"]

@@ -2,7 +2,9 @@
 ``running_var``, ``num_batches_tracked``; ``momentum=None`` for a cumulative average;
 ``track_running_stats=False`` to always use batch statistics) over ``F.batch_norm``, whose kernel
 normalizes and updates the running statistics in one launch. torch 2.13's ``bias=False`` keeps the
-affine weight and drops its bias (``bias`` is then None, and absent from ``state_dict``)."""
+affine weight and drops its bias (``bias`` is then None, and absent from ``state_dict``).
+``SyncBatchNorm`` (at the end) takes its statistics over a process group's ranks, through
+``_functions.py``."""
 from __future__ import annotations
 
 from ...autograd.grad_mode import no_grad
@@ -13,6 +15,7 @@ from .. import init
 from .module import Module
 from ..parameter import Parameter, UninitializedBuffer, UninitializedParameter
 from .lazy import LazyModuleMixin
+from . import _functions  # SyncBatchNorm's Function and the process-group seam
 
 
 class _BatchNorm(Module):
@@ -151,3 +154,66 @@ class LazyBatchNorm3d(_LazyNormBase, BatchNorm3d):
     """A BatchNorm3d whose ``num_features`` comes from its first input, as torch.nn.LazyBatchNorm3d."""
 
     cls_to_become = BatchNorm3d
+
+
+class SyncBatchNorm(_BatchNorm):
+    """Batch norm over (N, C, ...) inputs with the statistics of the whole batch across ``process_group``'s
+    ranks (the default group when None)."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
+                 track_running_stats: bool = True, process_group=None, device=None, dtype=None, *, bias: bool = True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device=device, dtype=dtype,
+                         bias=bias)
+        self.process_group = process_group
+
+    def _check_input_dim(self, input) -> None:
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def _check_non_zero_input_channels(self, input) -> None:
+        if input.size(1) == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
+
+    def forward(self, input):
+        self._check_input_dim(input)
+        self._check_non_zero_input_channels(input)
+        dist = _functions.distributed()
+        # batch statistics over the ranks in training only; eval, one rank or no process group: BatchNorm
+        if not (self.training and dist is not None and dist.is_initialized()):
+            return super().forward(input)
+        if input.device.type != "cuda":
+            raise ValueError("SyncBatchNorm expected input tensor to be on GPU or XPU or privateuseone")
+        process_group = self.process_group or dist.group.WORLD
+        world_size = dist.get_world_size(process_group)
+        if world_size <= 1:
+            return super().forward(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.track_running_stats:
+            self.num_batches_tracked.add_(1)
+            factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
+        running_mean, running_var = (self.running_mean, self.running_var) if self.track_running_stats else (None, None)
+        return _functions.SyncBatchNorm.apply(input, self.weight, self.bias, running_mean, running_var, self.eps,
+                                              factor, process_group, world_size)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module, process_group=None):
+        """Every ``BatchNorm*d`` of ``module`` replaced by a SyncBatchNorm sharing its parameters and buffers
+        (a new module when ``module`` itself is one), as torch's."""
+        output = module
+        if isinstance(module, _BatchNorm):
+            output = SyncBatchNorm(module.num_features, module.eps, module.momentum, module.affine,
+                                   module.track_running_stats, process_group, bias=module.bias is not None)
+            if module.affine:
+                with no_grad():
+                    output.weight = module.weight
+                    output.bias = module.bias
+            output.running_mean = module.running_mean
+            output.running_var = module.running_var
+            output.num_batches_tracked = module.num_batches_tracked
+            output.training = module.training
+            if hasattr(module, "qconfig"):
+                output.qconfig = module.qconfig
+        for name, child in module.named_children():
+            output.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        del module
+        return output
