@@ -5,6 +5,7 @@
 it; ``import tritensor`` does, after comm, and ``from tritensor.nn.parallel import ...`` always
 works."""
 from . import functional, init
+from . import grad  # torch.nn.grad: a convolution's input and weight gradients
 from . import attention, utils
 # every layer's home is the file torch keeps it in, under nn/modules/
 from .modules import (GRU, LSTM, RNN, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, BatchNorm1d, BatchNorm2d, BCELoss,
