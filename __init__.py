@@ -85,6 +85,7 @@ for _sub in ("memory", "random", "streams", "graphs", "nvtx", "profiler"):  # to
     _sys.modules[f"{__name__}.cuda.{_sub}"] = getattr(cuda, _sub)
 from .gpu.streams import GenericEvent as Event, GenericStream as Stream  # torch.Stream/torch.Event: any device's
 from .runtime.allocator import OutOfMemoryError  # torch.OutOfMemoryError is torch.cuda.OutOfMemoryError
+from .runtime.memory import UntypedStorage  # torch.UntypedStorage: what Tensor.untyped_storage() returns
 from .futures import Future  # torch.Future: torch.futures.Future
 from .amp import GradScaler  # torch.GradScaler: torch.amp.GradScaler
 from .core import linalg  # tritensor.linalg (torch.linalg): vector_norm, matrix_norm

@@ -162,6 +162,7 @@ from .runtime.dtype import iinfo as iinfo
 from .runtime.dtype import promote_types as promote_types
 from .runtime.dtype import result_type as result_type
 from .runtime.dtype import set_default_dtype as set_default_dtype
+from .runtime.memory import UntypedStorage as UntypedStorage
 from .serialization import load as load
 from .serialization import save as save
 from .serialization.zip_container import PyTorchFileReader as PyTorchFileReader

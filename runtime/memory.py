@@ -36,7 +36,150 @@ class _Borrowed:
         self.__array_interface__ = {"version": 3, "shape": (nbytes,), "typestr": "|u1", "data": (ptr, False)}
 
 
-class HostStorage:
+class _ByteCount(int):
+    """A storage's size in bytes: an int (the runtime reads ``storage.nbytes`` as one everywhere) that can
+    also be called, as torch's ``UntypedStorage.nbytes()`` is a method."""
+
+    __slots__ = ()
+
+    def __call__(self) -> int:
+        return int(self)
+
+
+class _UntypedStorageType(type):
+    """Calling ``UntypedStorage`` itself makes a host storage (``torch.UntypedStorage(size)``); its subclasses
+    are constructed as usual."""
+
+    def __call__(cls, *args, **kwargs):
+        if cls is UntypedStorage:
+            return _new_untyped(*args, **kwargs)
+        return super().__call__(*args, **kwargs)
+
+
+class UntypedStorage(metaclass=_UntypedStorageType):
+    """torch.UntypedStorage: the bytes behind tensors, what ``Tensor.untyped_storage()`` returns (HostStorage
+    or CudaStorage). torch's methods are written here once for both, over the subclass's ``nbytes``,
+    ``data_ptr()`` and byte access (``_read``/``_write``): a CUDA storage's reads and writes are copies
+    ordered on the stream it was allocated on."""
+
+    __slots__ = ()
+
+    def size(self) -> int:
+        """The size in bytes (torch's ``UntypedStorage.size()``)."""
+        return int(self.nbytes)
+
+    def __len__(self) -> int:
+        return int(self.nbytes)
+
+    def element_size(self) -> int:
+        """1: an untyped storage's elements are bytes."""
+        return 1
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def is_pinned(self, device="cuda") -> bool:
+        return bool(getattr(self, "pinned", False))
+
+    def is_shared(self) -> bool:
+        """True for CUDA storages (handed to other processes by IPC in torch), False for host storages:
+        tritensor has no shared-memory host storages."""
+        return self.is_cuda
+
+    def share_memory_(self):
+        if self.is_cuda:
+            return self
+        raise RuntimeError("share_memory_: tritensor has no shared-memory host storages: tensors sent to another "
+                           "process are copied by value (see tritensor.multiprocessing)")
+
+    def _index(self, idx) -> int:
+        if not isinstance(idx, int) or isinstance(idx, bool):
+            raise TypeError(f"can't index a {type(self).__name__} with {type(idx).__name__}")
+        n = int(self.nbytes)
+        if not -n <= idx < n:
+            raise IndexError(f"index {idx} out of range for storage of size {n}")
+        return idx % n
+
+    def _range(self, key: slice) -> tuple:
+        start, stop, step = key.indices(int(self.nbytes))
+        if step != 1:
+            raise RuntimeError("slices with steps are not supported by UntypedStorage")
+        return start, max(stop, start)
+
+    def __getitem__(self, key):
+        """A byte (int index) or a storage sharing bytes ``start:stop`` (a slice), as torch's."""
+        if isinstance(key, slice):
+            start, stop = self._range(key)
+            return self._slice(start, stop)
+        i = self._index(key)
+        return int(self._read(i, 1)[0])
+
+    def __setitem__(self, key, value) -> None:
+        if isinstance(key, slice):
+            start, stop = self._range(key)
+        else:
+            start = self._index(key)
+            stop = start + 1
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < 256:
+            raise TypeError(f"UntypedStorage: a byte value is an int in [0, 256), got {value!r}")
+        self._write(start, np.full(stop - start, value, dtype=np.uint8))
+
+    def tolist(self) -> list:
+        """The bytes, as a list of ints."""
+        return self._read(0, int(self.nbytes)).tolist()
+
+    def fill_(self, value):
+        self[:] = value
+        return self
+
+    def copy_(self, source, non_blocking=None):
+        """Copy ``source``'s bytes (a storage of the same size, on any device) into this storage."""
+        if not isinstance(source, UntypedStorage):
+            raise TypeError(f"copy_(): argument 'source' must be UntypedStorage, not {type(source).__name__}")
+        if int(source.nbytes) != int(self.nbytes):
+            raise RuntimeError(f"size mismatch, got {int(self.nbytes)} and {int(source.nbytes)} bytes")
+        if source is not self:
+            self._write(0, source._read(0, int(source.nbytes)))
+        return self
+
+    def clone(self):
+        """A new storage on the same device holding a copy of the bytes."""
+        out = self._new(int(self.nbytes))
+        return out.copy_(self)
+
+    def __repr__(self) -> str:
+        body = "\n".join(f" {b}" for b in self.tolist())
+        return f"{body}\n[{type(self).__module__}.UntypedStorage(device={self.device}) of size {int(self.nbytes)}]"
+
+    @classmethod
+    def from_buffer(cls, buffer, byte_order="native", count=-1, offset=0, dtype=None):
+        """A host storage holding a copy of ``buffer``'s bytes (from ``offset``, ``count`` bytes or all)."""
+        data = np.frombuffer(buffer, dtype=np.uint8, offset=offset, count=count)
+        out = HostStorage(data.nbytes)
+        out.bytes_view()[:] = data
+        return out
+
+
+def _new_untyped(size=0, *, device=None):
+    """``torch.UntypedStorage(size)`` / ``UntypedStorage(sequence of bytes)``: a new host storage (a CUDA one
+    comes from a tensor: ``torch.empty(n, dtype=torch.uint8, device="cuda").untyped_storage()``)."""
+    if device is not None and (device if isinstance(device, str) else str(device)).split(":")[0] != "cpu":
+        raise RuntimeError("UntypedStorage(device=...): tritensor makes storages on the host here; a CUDA storage "
+                           "comes from a CUDA tensor's untyped_storage()")
+    if isinstance(size, int) and not isinstance(size, bool):
+        if size < 0:
+            raise RuntimeError(f"Storage size must be non-negative, got {size}")
+        return HostStorage(size)
+    data = np.asarray(list(size), dtype=np.int64)
+    if data.size and (data.min() < 0 or data.max() > 255):
+        raise RuntimeError("UntypedStorage: every value of a byte sequence must be in [0, 256)")
+    out = HostStorage(data.size)
+    out.bytes_view()[:] = data.astype(np.uint8)
+    return out
+
+
+class HostStorage(UntypedStorage):
     """Host memory: an owned, aligned NumPy byte buffer, or a view of a caller's array.
 
     ``bytes_view()`` is the one array every NumPy view of the storage derives from, and its
@@ -51,7 +194,7 @@ class HostStorage:
     def __init__(self, nbytes: int, owner=None, ptr: int | None = None):
         """``owner``/``ptr``: borrow ``nbytes`` at ``ptr`` from ``owner``, an object holding that
         memory (from_numpy passes the caller's array and the address of its lowest element)."""
-        self.nbytes = int(nbytes)
+        self.nbytes = _ByteCount(nbytes)
         if owner is None:
             raw = np.empty(self.nbytes + _ALIGN, dtype=np.uint8)
             address = ctypes.addressof(_char_at(raw))  # a fifth of what ``raw.ctypes.data`` costs
@@ -76,9 +219,29 @@ class HostStorage:
         interpreter calls)."""
         return self
 
-    def copy_(self, other):
-        """Nothing to copy: kernels run in the interpreter read and write this memory in place, so its copy
-        back is a no-op."""
+    # torch's storage methods: byte access for UntypedStorage's (host memory is read in place)
+    def _read(self, start: int, n: int) -> np.ndarray:
+        return self._bytes[start:start + n].copy()
+
+    def _write(self, start: int, data: np.ndarray) -> None:
+        self._bytes[start:start + len(data)] = data
+
+    def _slice(self, start: int, stop: int):
+        return HostStorage(stop - start, owner=self._bytes, ptr=self._ptr + start)
+
+    def _new(self, nbytes: int):
+        return HostStorage(nbytes)
+
+    def resize_(self, size: int):
+        """torch's UntypedStorage.resize_: new memory of ``size`` bytes holding the old bytes at its start (the
+        rest uninitialised). Tensors over this storage see the new memory; arrays handed out before keep the
+        old one."""
+        if not isinstance(size, int) or size < 0:
+            raise RuntimeError(f"resize_: size must be a non-negative int, got {size!r}")
+        new = HostStorage(size)
+        keep = min(size, int(self.nbytes))
+        new._bytes[:keep] = self._bytes[:keep]
+        self.nbytes, self._bytes, self._ptr = new.nbytes, new._bytes, new._ptr
         return self
 
     def record_stream(self, stream) -> None:  # host memory is not stream-ordered
@@ -254,7 +417,7 @@ def device_allocator(index: int) -> CachingAllocator:
     return a
 
 
-class CudaStorage:
+class CudaStorage(UntypedStorage):
     """Device memory: a block of the device's caching allocator (``runtime/allocator.py``).
 
     The block is ordered on the stream current at allocation time. If the memory is used on
@@ -266,16 +429,41 @@ class CudaStorage:
     __slots__ = ("nbytes", "device", "_block", "_ptr", "_allocator", "__weakref__")
 
     def __init__(self, nbytes: int, dev: device, stream):
-        self.nbytes = int(nbytes)
+        self.nbytes = _ByteCount(nbytes)
         self.device = dev
         self._allocator = alloc = _allocators.get(dev.index) or device_allocator(dev.index)
         graph = capturing.get(id(stream)) if capturing else None  # a capture: the graph's private pool
-        self._block = alloc.malloc(self.nbytes, stream, graph.pool if graph is not None else 0)
+        self._block = alloc.malloc(int(nbytes), stream, graph.pool if graph is not None else 0)
         self._ptr = self._block.ptr
 
     def data_ptr(self) -> int:
         """The device address of the first byte of this allocation."""
         return self._ptr
+
+    # torch's storage methods: byte access for UntypedStorage's, copies ordered on the allocation's stream
+    def _read(self, start: int, n: int) -> np.ndarray:
+        out = np.empty(n, dtype=np.uint8)
+        device_to_host(out, self._ptr + start, self._block.stream)
+        return out
+
+    def _write(self, start: int, data: np.ndarray) -> None:
+        host_to_device(self._ptr + start, np.ascontiguousarray(data, dtype=np.uint8), self._block.stream)
+
+    def _slice(self, start: int, stop: int):
+        raise RuntimeError("slicing a CUDA storage is not supported in tritensor: slice a tensor over it instead")
+
+    def _new(self, nbytes: int):
+        return CudaStorage(nbytes, self.device, self._block.stream)
+
+    def cpu(self):
+        """A host storage holding a copy of the bytes (torch's UntypedStorage.cpu)."""
+        out = HostStorage(int(self.nbytes))
+        out._bytes[:] = self._read(0, int(self.nbytes))
+        return out
+
+    def resize_(self, size: int):
+        raise RuntimeError("resize_: tritensor's CUDA storages do not grow in place (their block belongs to the "
+                           "caching allocator); copy into a new tensor instead")
 
     def __reduce__(self):
         raise TypeError("a CUDA storage cannot be pickled or copied on its own (it is a device address); "

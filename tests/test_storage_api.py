@@ -1,4 +1,5 @@
-"""Tensor.set_ and is_set_to, and Tensor.module_load (core/ops/tensor_odds.py): which memory a tensor views after
+"""torch.UntypedStorage (runtime/memory.py: the base of host and CUDA storages), Tensor.set_ and is_set_to, and
+Tensor.module_load (core/ops/tensor_odds.py): which memory a tensor views after
 set_ over a tensor, a storage or nothing, against NumPy views of the same bytes, with torch 2.13's errors
 (messages printed by torch 2.13)."""
 import numpy as np
@@ -74,3 +75,52 @@ def test_module_load():
     assert assigned.data_ptr() == other.data_ptr() and not assigned.requires_grad
     with pytest.raises(TypeError, match="argument 'other' must be Tensor"):
         dst.module_load(3)
+
+
+# ----- UntypedStorage ----------------------------------------------------------------------------
+def test_untyped_storage_is_what_tensors_view():
+    a = tt.tensor(np.array([1.5, -2.0, 3.25], dtype=np.float32))
+    s = a.untyped_storage()
+    assert isinstance(s, tt.UntypedStorage)
+    assert s.size() == len(s) == s.nbytes() == s.nbytes == 12 and s.element_size() == 1
+    raw = np.array([1.5, -2.0, 3.25], dtype=np.float32).view(np.uint8)
+    assert s.tolist() == raw.tolist() and s[4] == raw[4] and s[-1] == raw[-1]
+    assert s.is_cuda is (a.device.type == "cuda") and s.data_ptr() == a.data_ptr()
+    assert s.is_shared() is s.is_cuda
+    c = s.clone()
+    assert c.data_ptr() != s.data_ptr() and c.tolist() == s.tolist()
+    s[0:4] = 0  # the first float's bytes
+    assert a.tolist()[0] == 0.0
+    s.fill_(0)
+    assert a.tolist() == [0.0, 0.0, 0.0]
+    s.copy_(c)
+    assert a.tolist() == [1.5, -2.0, 3.25]
+    with pytest.raises(IndexError, match="index 12 out of range for storage of size 12"):
+        s[12]
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        s.copy_(tt.UntypedStorage(3))
+    with pytest.raises(TypeError, match=r"a byte value is an int in \[0, 256\)"):
+        s[0] = 256
+
+
+def test_host_storage_construction_slices_and_resize():
+    s = tt.UntypedStorage(4)
+    assert isinstance(s, tt.UntypedStorage) and s.device.type == "cpu" and s.size() == 4
+    assert tt.UntypedStorage([1, 2, 255]).tolist() == [1, 2, 255]
+    assert tt.UntypedStorage.from_buffer(b"abc", offset=1).tolist() == [98, 99]
+    s.fill_(7)
+    view = s[1:3]  # shares the bytes
+    view[0] = 1
+    assert s.tolist() == [7, 1, 7, 7] and view.tolist() == [1, 7]
+    t = tt.empty(0, dtype=tt.uint8, device="cpu").set_(s)
+    s.resize_(6)  # new memory, the old bytes first; the tensor over it sees the new memory
+    assert s.size() == 6 and s.tolist()[:4] == [7, 1, 7, 7]
+    s[5] = 3
+    assert t.set_(s).tolist()[5] == 3
+    assert s.cpu() is s and s.is_pinned() is False
+    with pytest.raises(RuntimeError, match="no shared-memory host storages"):
+        s.share_memory_()
+    with pytest.raises(RuntimeError, match="Storage size must be non-negative"):
+        tt.UntypedStorage(-1)
+    with pytest.raises(RuntimeError, match="a CUDA storage comes from a CUDA tensor"):
+        tt.UntypedStorage(2, device="cuda")
