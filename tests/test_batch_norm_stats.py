@@ -3,7 +3,8 @@ batch_norm_gather_stats batch_norm_gather_stats_with_counts batch_norm_backward_
 batch_norm_backward_elemt batch_norm_update_stats``, against float64 NumPy formulas of torch's CUDA
 kernels over the four float dtypes and non-contiguous layouts; together they must give what
 batch norm over the whole batch gives (statistics split over "ranks" and gathered, the gradient
-from the reduced sums); the gradients of the composites by gradcheck; argument errors first.
+from the reduced sums); the gradients of the composites by gradcheck, and torch's error at backward
+through the three that run the batch-norm kernels; argument errors first.
 """
 import zlib
 
@@ -135,14 +136,10 @@ def test_against_batch_norm_and_empty_batch(rng):
 def test_composites_gradcheck(rng):
     x = tt.tensor(rng.standard_normal((3, 2, 2)), requires_grad=True)
     w, b = (tt.tensor(rng.standard_normal(2), requires_grad=True) for _ in range(2))
-    assert gradcheck(lambda x: tt.batch_norm_stats(x, EPS), (x,), fast_mode=True)
-    m, i = (t.detach().requires_grad_(True) for t in tt.batch_norm_stats(x.detach(), EPS))
-    assert gradcheck(lambda x, w, b, m, i: tt.batch_norm_elemt(x, w, b, m, i, EPS), (x, w, b, m, i), fast_mode=True)
+    m, i = tt.batch_norm_stats(x.detach(), EPS)
     g = tt.tensor(rng.standard_normal((3, 2, 2)), requires_grad=True)
-    assert gradcheck(lambda g, x: tt.batch_norm_backward_reduce(g, x, m.detach(), i.detach(), w.detach(), True, True,
-                                                                True), (g, x), fast_mode=True)
     sdy, sdyx = (tt.tensor(rng.standard_normal(2), requires_grad=True) for _ in range(2))
-    assert gradcheck(lambda g, x, s1, s2: tt.batch_norm_backward_elemt(g, x, m.detach(), i.detach(), w.detach(), s1,
+    assert gradcheck(lambda g, x, s1, s2: tt.batch_norm_backward_elemt(g, x, m, i, w.detach(), s1,
                                                                        s2, tt.tensor([6])), (g, x, sdy, sdyx),
                      fast_mode=True)
     means = tt.tensor(rng.standard_normal((2, 2)), requires_grad=True)
@@ -153,6 +150,23 @@ def test_composites_gradcheck(rng):
     assert gradcheck(lambda a, c: tt.batch_norm_gather_stats(x.detach(), a, c, None, None, 0.1, EPS, 3),
                      (means, invstds), fast_mode=True)
     assert gradcheck(lambda x: tt.batch_norm_update_stats(x, None, None, 0.1), (x,), fast_mode=True)
+
+
+def test_kernel_ops_have_no_derivative_as_torch(rng):
+    """batch_norm_stats, batch_norm_elemt and batch_norm_backward_reduce join the graph; backward through
+    them raises torch's error instead of leaving a gradient short."""
+    x = tt.tensor(rng.standard_normal((3, 2, 2)), requires_grad=True)
+    v = tt.ones(2, dtype=F64, requires_grad=True)
+    for out in (tt.batch_norm_stats(x, EPS)[1], tt.batch_norm_elemt(x, v, None, v, v, EPS),
+                tt.batch_norm_backward_reduce(x, x, v, v, None, False, False, True)[3]):
+        assert out.grad_fn is not None
+        with pytest.raises(RuntimeError, match=r"derivative for aten::batch_norm_\w+ is not implemented"):
+            (out.sum() + x.sum()).backward()
+    # without grad the results are plain tensors, and backward_reduce leaves out what was not asked for
+    got = tt.batch_norm_backward_reduce(x.detach(), x.detach(), v.detach(), v.detach(), None, False, True, False)
+    assert [t is None for t in got] == [True, True, False, True] and got[2].grad_fn is None
+    got = tt.batch_norm_backward_reduce(x, x, v, v, None, True, False, True)  # recorded: the same outputs
+    assert [t is None for t in got] == [False, False, True, False]
 
 
 def _err(fn, exc, match):

@@ -96,6 +96,7 @@ BN_STATS = {
     "test_backward_reduce_and_elemt_give_batch_norm_s_gradient": ("batch_norm_backward_reduce",
                                                                   "batch_norm_backward_elemt"),
 }
+BN_STATS_KERNEL = ("batch_norm_stats", "batch_norm_elemt", "batch_norm_backward_reduce")  # the others: composites
 STATS_MORE = {
     "test_quantile_nanquantile_match_numpy": ("quantile", "nanquantile"),
     "test_cov_corrcoef_match_numpy": ("cov", "corrcoef"),
@@ -300,8 +301,9 @@ TESTS = {
     **{op: (SHM + "test_resize_and_new_follow_torch", None) for op in ("resize_", "resize_as_", "new")},
     **{op: ("test_windows.py::test_windows_match_float64_formulas", None)
        for op in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window")},
-    # batch-norm statistics (SyncBatchNorm's pieces): composites of per-channel sums and elementwise ops
-    **{op: (BNS + test, BNS + "test_composites_gradcheck") for test, ops in BN_STATS.items() for op in ops},
+    # batch-norm statistics (SyncBatchNorm's pieces): the batch-norm kernels (no derivative, as torch) or composites
+    **{op: (BNS + test, BNS + ("test_kernel_ops_have_no_derivative_as_torch" if op in BN_STATS_KERNEL else
+                               "test_composites_gradcheck")) for test, ops in BN_STATS.items() for op in ops},
 }
 # Ops that are differentiable without a derivative of their own: made of recorded ops.
 COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "masked_select",
@@ -315,10 +317,10 @@ COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross
               "fill", "rsub", "float_power", "float_power_", "ldexp", "ldexp_", "mvlgamma", "mvlgamma_"}
 # Families whose ops have no kernel of their own (a view is new strides on the same storage;
 # einsum is planned into diagonals, sums, permutes and bmm, each dispatched as an op of its own).
-NO_KERNEL = {"views", "einsum", "shape_more", "stats_more", "batch_norm_stats"}
+NO_KERNEL = {"views", "einsum", "shape_more", "stats_more"}
 # issue 33: composites of recorded ops (shape_more: views, copies, index ops; stats_more: sort, gather, mm ...)
 COMPOSITES |= {op for ops in list(SHAPE_MORE.values()) + list(STATS_MORE.values()) for op in ops}
-COMPOSITES |= {op for ops in BN_STATS.values() for op in ops}  # per-channel sums, elementwise ops
+COMPOSITES |= {op for ops in BN_STATS.values() for op in ops if op not in BN_STATS_KERNEL}  # sums, elementwise
 # Where a family's kernels are imported when not by its core module: the copy and fill that every
 # op needs (contiguous(), .to(), ...) live in core/ops/__init__.py, beside the device moves.
 KERNEL_IMPORTER = {"copies": "__init__"}
@@ -326,7 +328,7 @@ KERNEL_IMPORTER = {"copies": "__init__"}
 # core module imports core/ops/<other>.py): embedding's forward is index_select's gather and its
 # derivative index_add's scatter-add (triton_kernels/index.py); select's nonzero/argwhere are the
 # index family's stream compaction and bincount its index_add (masked_fill is the elementwise where).
-KERNEL_FAMILY = {"embedding": "index", "select": "index", "bitwise": "elementwise"}
+KERNEL_FAMILY = {"embedding": "index", "select": "index", "bitwise": "elementwise", "batch_norm_stats": "batch_norm"}
 # The text a test must contain when it differs from the op's name (operators are used, not named).
 MENTIONS = {"invert": ("~",), "getitem": ("[",), "setitem": ("] =",), "clone": ("clone", "contiguous"),
             "matmul": ("matmul", "@"), "max_pool2d_with_indices": ("max_pool2d",),

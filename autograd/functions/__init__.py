@@ -27,6 +27,7 @@ Where an op's derivative lives:
   attention.py    scaled_dot_product_attention (fused FlashAttention-2 backward kernels)
   embedding.py    embedding
   batch_norm.py   batch_norm
+  batch_norm_stats.py  batch_norm_stats batch_norm_elemt batch_norm_backward_reduce (no derivative, as torch)
   join.py         cat stack hstack vstack flip roll repeat tile tril triu diag movedim
   math_ops.py     round nan_to_num dot
   scan.py         cumsum cumprod logcumsumexp cummax cummin
@@ -46,13 +47,14 @@ from __future__ import annotations
 
 from . import linalg_eig_svd, linalg_factor
 from . import shape_more
+from . import batch_norm_stats
 from . import (attention, batch_norm, cdist, conv, ctc, copies, elementwise, embedding, index, join, layer_norm, loss,
                math_ops, matmul, pool, random, reduce, rnn, scan, scatter, select, softmax, sort, views)
 
 DERIVATIVES: dict = {}
 for _module in (elementwise, views, copies, reduce, softmax, layer_norm, matmul, conv, pool, loss, index, attention,
                 embedding, batch_norm, join, math_ops, scan, sort, select, scatter, random, rnn, cdist, ctc,
-                linalg_factor, linalg_eig_svd, shape_more):
+                linalg_factor, linalg_eig_svd, shape_more, batch_norm_stats):
     for _name, _record in _module.RECORD.items():
         if _name in DERIVATIVES:
             raise ValueError(f"op {_name} has two derivatives ({_module.__name__})")

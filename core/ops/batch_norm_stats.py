@@ -3,9 +3,16 @@
 batch_norm_elemt batch_norm_gather_stats batch_norm_gather_stats_with_counts
 batch_norm_backward_reduce batch_norm_backward_elemt batch_norm_update_stats``.
 
-Why no kernel: each is one or two per-channel reductions (``mean``, ``var``, ``sum`` over every dim
-but the channel one, run by the reduce family's kernels) or one elementwise chain over the input
-with per-channel vectors broadcast, the passes the fused batch-norm kernel makes too; each piece is
+The three that pass over the input run the batch-norm family's kernels (``core/ops/batch_norm.py``,
+``triton_kernels/batch_norm.py``): ``batch_norm_stats`` is the training forward's Welford pass (its
+normalized output unused), ``batch_norm_elemt`` the eval forward with ``invstd`` given as the
+variance ``invstd^-2`` and eps 0 (one pass), ``batch_norm_backward_reduce`` the backward's per-channel
+sums (``sum(dy * xhat) / invstd`` is ``sum(dy * (x - mean))``). As torch's, these three have no
+derivative (autograd/functions/batch_norm_stats.py raises torch's error at backward).
+
+Why the others have no kernel: the gathers and the update of the running statistics work on
+(world_size, C) and (C,) vectors, and ``batch_norm_update_stats`` / ``batch_norm_backward_elemt``
+are a reduction and an elementwise chain with per-channel vectors broadcast; each piece is
 dispatched, so autograd records them. The statistics are in the input's accumulation dtype (fp32
 for fp16/bf16/fp32, fp64 for fp64), as torch's CUDA kernels' ``acc_type``. Per-process
 statistics combine as torch's ``batch_norm_reduce_statistics_kernel``: a count-weighted mean and
@@ -18,6 +25,7 @@ import numbers
 
 from ...runtime.dtype_policy import FLOAT_COMPUTE
 from ..tensor_base import TensorBase
+from . import batch_norm as _bn
 
 
 def _tensor(t, op: str, name: str, *, optional: bool = False):
@@ -74,12 +82,8 @@ def batch_norm_stats(input, eps):
     op = "batch_norm_stats"
     _input(input, op)
     eps = _number(eps, op, "eps")
-    x = input.to(_acc(input))
-    dims = _dims(input)
-    mean = x.mean(dims)
-    if input.numel() == 0:  # no samples: NaN statistics (0 / 0), without var's degrees-of-freedom warning
-        return mean, mean.clone()
-    return mean, (x.var(dims, correction=0) + eps).rsqrt()
+    _, mean, invstd = _bn.native_batch_norm(input, None, None, None, None, True, 0.0, eps)
+    return mean, invstd  # no samples: NaN, as 0 / 0
 
 
 def batch_norm_elemt(input, weight, bias, mean, invstd, eps):
@@ -93,11 +97,10 @@ def batch_norm_elemt(input, weight, bias, mean, invstd, eps):
     mean, invstd = _channel(mean, op, "mean", C, input), _channel(invstd, op, "invstd", C, input)
     _number(eps, op, "eps")
     acc = _acc(input)
-    scale = invstd.to(acc) if weight is None else invstd.to(acc) * weight.to(acc)
-    out = (input.to(acc) - _bcast(mean.to(acc), input)) * _bcast(scale, input)
-    if bias is not None:
-        out = out + _bcast(bias.to(acc), input)
-    return out.to(input.dtype)
+    # the eval forward normalizes by 1 / sqrt(var + eps): invstd as the variance invstd^-2 with eps 0
+    variance = invstd.reshape(-1).to(acc).pow(-2)
+    return _bn.native_batch_norm(input, weight, bias, mean.reshape(-1).to(acc).contiguous(), variance, False, 0.0,
+                                 0.0)[0]
 
 
 def _update_running(running_mean, running_var, momentum, mean, unbiased_var):
@@ -159,14 +162,15 @@ def batch_norm_backward_reduce(grad_out, input, mean, invstd, weight, input_g, w
     C = input.shape[1]
     mean, invstd = _channel(mean, op, "mean", C, input), _channel(invstd, op, "invstd", C, input)
     weight = _channel(weight, op, "weight", C, input, optional=True)
-    acc, dims = _acc(input), _dims(input)
-    dy = grad_out.to(acc)
-    sum_dy = dy.sum(dims)
-    sum_dy_xmu = (dy * (input.to(acc) - _bcast(mean.to(acc), input))).sum(dims)
+    acc = _acc(input)
+    istd = invstd.reshape(-1).to(acc).contiguous()
+    # the training backward's per-channel sums: sum(dy * xhat) (its weight gradient) and sum(dy)
+    _, dy_xhat, sum_dy = _bn.batch_norm_backward(grad_out, input, None, mean.reshape(-1).to(acc).contiguous(), istd,
+                                                 True)
+    sum_dy_xmu = dy_xhat / istd
     wdtype = weight.dtype if weight is not None else input.dtype
     return (sum_dy if input_g else None, sum_dy_xmu if input_g else None,
-            (sum_dy_xmu * invstd.to(acc)).to(wdtype) if weight_g else None,
-            sum_dy.to(wdtype) if bias_g else None)
+            dy_xhat.to(wdtype) if weight_g else None, sum_dy.to(wdtype) if bias_g else None)
 
 
 def batch_norm_backward_elemt(grad_out, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count):

@@ -386,8 +386,8 @@ for _name in ("chain_matmul", "trapezoid", "trapz", "cumulative_trapezoid"):
 # ----- window functions (core/ops/windows.py, triton_kernels/windows.py): factories, no tensor argument
 for _name in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"):
     _add(Op(_name, getattr(windows, _name), "none", method=False))
-# ----- batch-norm statistics (core/ops/batch_norm_stats.py): SyncBatchNorm's pieces, composites of per-channel
-# sums and elementwise ops; torch.* functions only, none on torch's autocast lists
+# ----- batch-norm statistics (core/ops/batch_norm_stats.py): SyncBatchNorm's pieces, on the batch-norm kernels
+# or composites of per-channel sums and elementwise ops; torch.* functions only, none on torch's autocast lists
 for _name in ("batch_norm_stats", "batch_norm_elemt", "batch_norm_gather_stats", "batch_norm_gather_stats_with_counts",
               "batch_norm_backward_reduce", "batch_norm_backward_elemt", "batch_norm_update_stats"):
     _add(Op(_name, getattr(batch_norm_stats, _name), "none", method=False))
