@@ -557,6 +557,7 @@ class Tensor:
     def squeeze(self, dim=...) -> Any: """torch.squeeze: a view without the size-1 dims (only those of ``dim``, an int or a tuple, when given)."""
     def squeeze_(self, dim=...) -> Tensor: """``Tensor.squeeze_``: squeeze(dim) in place."""
     def std(self, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """torch.std: the standard deviation over ``dim``, with ``correction`` (Bessel's by default;"""
+    def storage(self) -> Any: """torch's deprecated Tensor.storage(): the tensor's storage as a TypedStorage of its dtype (warns, as"""
     def storage_offset(self) -> builtins.int: """torch's Tensor.storage_offset: the first element's offset in the storage, in elements."""
     def stride(self, dim=...) -> Any: """torch's Tensor.stride: the strides in elements, or the stride of dim ``dim``."""
     def sub(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``sub`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""

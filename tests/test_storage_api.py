@@ -124,3 +124,33 @@ def test_host_storage_construction_slices_and_resize():
         tt.UntypedStorage(-1)
     with pytest.raises(RuntimeError, match="a CUDA storage comes from a CUDA tensor"):
         tt.UntypedStorage(2, device="cuda")
+
+
+# ----- TypedStorage: Tensor.storage() ---------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int32, tt.bool])
+def test_typed_storage_reads_and_writes_elements(dtype):
+    values = np.array([1, 0, 3, 4]).astype(NP[dtype])
+    a = tt.tensor(values)
+    with pytest.warns(UserWarning, match="TypedStorage is deprecated"):
+        s = a[1:].storage()  # the whole storage, as torch's
+    assert isinstance(s, tt.TypedStorage) and s.dtype is dtype and s.device == a.device
+    assert s.size() == len(s) == 4 and s.element_size() == dtype.itemsize and s.nbytes() == 4 * dtype.itemsize
+    assert s.untyped() is a.untyped_storage() and s.data_ptr() == a.data_ptr()
+    np.testing.assert_array_equal(np.array(s.tolist(), dtype=NP[dtype]), values)
+    assert s[2] == values[2] and s[-1] == values[-1]
+    s[0] = values[2]
+    assert a.tolist()[0] == values[2].item()
+    s.fill_(values[3])
+    np.testing.assert_array_equal(a.numpy(), np.full(4, values[3]))
+    with pytest.raises(IndexError, match="index 4 out of range for storage of size 4"):
+        s[4]
+
+
+def test_set_over_a_typed_storage():
+    a = tt.arange(6.0)
+    with pytest.warns(UserWarning):
+        s = a.storage()
+    x = tt.zeros(1).set_(s, 1, (2, 2))
+    np.testing.assert_array_equal(x.numpy(), [[1.0, 2.0], [3.0, 4.0]])
+    with pytest.raises(RuntimeError, match="Expected a Storage of type int64_t but got type float"):
+        tt.zeros(1, dtype=tt.int64).set_(s, 0, (2,))

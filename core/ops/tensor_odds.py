@@ -20,11 +20,12 @@ from ...runtime import dtype as dt
 from ...runtime import memory
 from . import host_tensor
 from ..shape import _shape_arg, strided
+from ..storage import TypedStorage, warn_typed_storage
 from ..tensor_base import TensorBase, Version
 
 __all__ = ["layout", "is_meta", "name", "output_nr", "const_data_ptr", "is_set_to", "is_distributed",
            "share_memory_", "is_shared", "as_subclass", "apply_", "map_", "map2_", "resize", "resize_as",
-           "set_", "module_load"]
+           "set_", "module_load", "storage"]
 
 
 def _layout(self):
@@ -134,6 +135,13 @@ def resize_as(self, tensor):
     return _resize(self, tuple(tensor.shape), "resize_as")
 
 
+def storage(self):
+    """torch's deprecated Tensor.storage(): the tensor's storage as a TypedStorage of its dtype (warns, as
+    torch's; ``untyped_storage()`` is the bytes themselves)."""
+    warn_typed_storage()
+    return TypedStorage(wrap_storage=self._storage, dtype=self.dtype)
+
+
 def module_load(self, other, assign=False):
     """torch's Tensor.module_load(other, assign=False): how ``load_state_dict`` turns a state-dict value into
     what replaces ``self``: ``other.detach()`` when assigning, else ``self.copy_(other).detach()``."""
@@ -142,7 +150,7 @@ def module_load(self, other, assign=False):
     return other.detach() if assign else self.copy_(other).detach()
 
 
-_STORAGES = (memory.HostStorage, memory.CudaStorage)
+_STORAGES = (memory.UntypedStorage, TypedStorage)
 _SET_SIGNATURES = (" * ()\n * (torch.Storage source)\n * (torch.Storage source, int storage_offset, tuple of ints size, "
                    "tuple of ints stride = None)\n * (Tensor source)\n * (Tensor source, int storage_offset, tuple of "
                    "ints size, tuple of ints stride = None)")
@@ -182,6 +190,11 @@ def set_(self, source=None, storage_offset=None, size=None, stride=None):
                 self._base = None
                 self._version_counter.value += 1
                 return self
+        elif isinstance(source, TypedStorage):
+            if source.dtype is not self.dtype:
+                raise RuntimeError(f"Expected a Storage of type {self.dtype.c_name} but got type "
+                                   f"{source.dtype.c_name} for argument #1 'source'")
+            storage = source.untyped()
         else:
             storage = source
         if storage_offset is None:
