@@ -8,7 +8,9 @@ with its messages: ``in_dims``/``out_dims`` against the structure of the inputs 
 lists and dicts, as torch's pytrees), the mapped sizes, ``chunk_size``, and ``randomness``. For
 ``randomness="error"`` a random op is caught by the default generator's state moving during the first
 slice; ``"same"`` replays the generator's state for every slice, so each draws the same numbers;
-``"different"`` lets each slice draw its own. A mapped size of 0 runs the function once on a slice of
+``"different"`` lets each slice draw its own. ``chunk_size`` is checked as torch checks it and has nothing
+more to do: torch uses it to bound the memory of one batched call, and the loop already runs one slice
+at a time. A mapped size of 0 runs the function once on a slice of
 zeros only to learn the output's shape, and returns empty results of that shape.
 
 Where the loop is looser than torch: a function may call ``.item()`` or branch on a slice's values,

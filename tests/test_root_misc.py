@@ -41,6 +41,11 @@ def test_is_inference_and_is_distributed_functions():
 
 def test_get_device_module():
     assert tt.get_device_module("cuda") is tt.cuda and tt.get_device_module(tt.device("cuda")) is tt.cuda
+    if tt.cuda.is_available():  # no device given: the accelerator's module
+        assert tt.get_device_module() is tt.cuda
+    else:  # the CPU's, which tritensor has no module for
+        with pytest.raises(RuntimeError, match="Device 'cpu' does not have a corresponding module"):
+            tt.get_device_module()
     with pytest.raises(RuntimeError, match="Invalid value of device '1', expect torch.device, str, or None"):
         tt.get_device_module(1)
     with pytest.raises(RuntimeError, match="does not have a corresponding module"):
