@@ -18,6 +18,8 @@ from .modules import (GRU, LSTM, RNN, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, B
                       TransformerDecoder, TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer, Unfold,
                       Upsample)
 from .parameter import Buffer, Parameter
+from .functional_linear_ce import LinearCrossEntropyOptions
+from .modules.linear_cross_entropy import LinearCrossEntropyLoss
 from .modules import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d,
                       LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
                       LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear)
@@ -49,6 +51,7 @@ __all__ = ["Module", "Parameter", "Linear", "Conv2d", "ReLU", "GELU", "MaxPool2d
            "ConvTranspose1d", "ConvTranspose2d", "RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell",
            "LSTMCell", "GRUCell"]
 __all__ += ["Buffer"]
+__all__ += ["LinearCrossEntropyLoss", "LinearCrossEntropyOptions"]
 __all__ += ["ReLU6", "PReLU", "Hardtanh", "SELU", "CELU", "Hardsigmoid", "Hardshrink", "Softshrink", "Tanhshrink",
             "Softsign", "LogSigmoid", "Threshold", "GLU", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
             "Dropout1d", "Dropout2d", "AlphaDropout", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveAvgPool1d",

@@ -29,6 +29,7 @@ from . import functional_convolution as _convolution
 from . import functional_distance as _distance
 from . import functional_dropout as _dropout
 from . import functional_linear as _linear
+from . import functional_linear_ce as _linear_ce
 from . import functional_losses as _losses
 from . import functional_normalization as _normalization
 from . import functional_pooling as _pooling
@@ -45,6 +46,7 @@ from .functional_distance import cosine_similarity, pairwise_distance  # noqa: F
 from .functional_dropout import (alpha_dropout, dropout, dropout1d, dropout2d, dropout3d,  # noqa: F401
                                  feature_alpha_dropout)
 from .functional_linear import bilinear  # noqa: F401
+from .functional_linear_ce import linear_cross_entropy  # noqa: F401
 from .functional_losses import (cosine_embedding_loss, gaussian_nll_loss, huber_loss,  # noqa: F401
                                 hinge_embedding_loss, margin_ranking_loss, multi_margin_loss, multilabel_margin_loss,
                                 multilabel_soft_margin_loss, poisson_nll_loss, soft_margin_loss, triplet_margin_loss,
@@ -65,7 +67,7 @@ from .functional_vision import (GRID_SAMPLE_INTERPOLATION_MODES, GRID_SAMPLE_PAD
                                 upsample_bilinear, upsample_nearest)
 
 __all__ = ["flatten", "assert_int_or_pair"]
-for _kind in (_activations, _attention, _convolution, _distance, _dropout, _linear, _losses, _normalization,
+for _kind in (_activations, _attention, _convolution, _distance, _dropout, _linear, _linear_ce, _losses, _normalization,
               _pooling, _sparse, _vision):
     __all__ += _kind.__all__
 for _op in _table.OPS.values():
