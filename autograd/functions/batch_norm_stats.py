@@ -17,8 +17,8 @@ class NotImplementedBackward(BuiltinFunction):
     def forward(ctx, name, impl, *args):
         ctx.name = name
         outs = impl(*args)
-        # backward_reduce leaves out what was not asked for (None); the graph holds the tensors
-        ctx.absent = [i for i, t in enumerate(outs) if t is None] if isinstance(outs, tuple) else []
+        # backward_reduce leaves out what was not asked for (None): the graph holds the tensors, the recorder
+        # puts the Nones back
         return tuple(t for t in outs if t is not None) if isinstance(outs, tuple) else outs
 
     @staticmethod
