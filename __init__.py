@@ -51,6 +51,7 @@ from .autograd import inference_mode, is_inference_mode_enabled
 from . import nn, optim
 from .nn.functional_rnn import (gru, gru_cell, lstm, lstm_cell, rnn_relu, rnn_relu_cell, rnn_tanh,  # torch's
                                  rnn_tanh_cell)  # native recurrent functions: what nn.LSTM/GRU/RNN run
+from .nn.functional_root import *  # noqa: F401,F403  (torch's root forms of nn ops: torch.conv1d, torch.embedding ...)
 from . import amp  # registers the autocast layer with core/dispatch.py
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .serialization import load, save

@@ -253,7 +253,7 @@ _add(Op("transpose", views.transpose, "none", aliases=("swapaxes", "swapdims")))
 
 # ----- copies (core/ops/copies.py) --------------------------------------------------------------
 for _name in ("clone", "to", "copy_", "fill_"):
-    _add(Op(_name, getattr(copies, _name), "none", function=_name == "fill_"))  # torch.fill_ is a function too
+    _add(Op(_name, getattr(copies, _name), "none", function=_name in ("fill_", "clone")))  # torch.fill_/clone too
 
 
 # ----- joining and reshaping (core/ops/join.py, triton_kernels/join.py) --------------------------
@@ -407,4 +407,4 @@ API = ("backward", "detach", "detach_", "register_hook", "register_post_accumula
        "retains_grad", "get_data", "set_data")
 for _name in API:
     _add(Op(_name, _needs_autograd(_name), "none", method=_name not in ("retains_grad", "get_data", "set_data"),
-            function=False, kernel=False))
+            function=_name in ("detach", "detach_"), kernel=False))  # torch.detach/detach_ are functions too
