@@ -29,15 +29,19 @@ RETAIN_GRAPH_MSG = (
 _accumulate_lock = threading.Lock()  # .grad of a leaf shared between threads is summed under it
 
 
+SAME_DTYPE = object()  # Tensor.grad_dtype's default: the gradient has the leaf's own dtype
+
+
 class AutogradMeta:
     """Per-tensor autograd extras, created only for the tensors that need them."""
 
-    __slots__ = ("output_nr", "grad_accumulator", "retains_grad")
+    __slots__ = ("output_nr", "grad_accumulator", "retains_grad", "grad_dtype")
 
     def __init__(self):
         self.output_nr = 0
         self.grad_accumulator = None  # the leaf's AccumulateGrad (strong: a leaf's node lives with it)
         self.retains_grad = False
+        self.grad_dtype = SAME_DTYPE  # a leaf's Tensor.grad_dtype: its own dtype unless set
 
 
 def meta(t: Tensor) -> AutogradMeta:
@@ -275,6 +279,10 @@ class AccumulateGrad(Node):
         nothing else refers to it or its memory, so a first gradient laid out as the leaf is becomes
         ``.grad`` itself instead of a copy (torch's AccumulateGrad steals such a buffer too)."""
         v = self.variable
+        m = v._autograd_meta
+        if m is not None and m.grad_dtype is not SAME_DTYPE and m.grad_dtype is not None \
+                and grad.dtype is not m.grad_dtype:  # Tensor.grad_dtype: gradients arrive cast to it
+            grad, owned = grad.to(m.grad_dtype), True
         with _accumulate_lock:
             if v.grad is None:
                 if _state.enabled:

@@ -1,5 +1,5 @@
 """Tensor's autograd API: ``backward``, ``detach``, ``detach_``, ``register_hook``,
-``register_post_accumulate_grad_hook``, ``retain_grad``, ``retains_grad``, ``data``.
+``register_post_accumulate_grad_hook``, ``retain_grad``, ``retains_grad``, ``data``, ``grad_dtype``.
 
 Core's Tensor cannot import autograd, so these are entries of the op table (``core/ops/table.py``,
 ``API``) whose calls the autograd layer of the dispatcher answers from :data:`TENSOR_API`
@@ -95,6 +95,24 @@ def _set_data(self, value: Tensor) -> None:
     self.dtype, self.device = value.dtype, value.device
 
 
+def _get_grad_dtype(self):
+    """torch's Tensor.grad_dtype: the dtype a leaf's gradient is cast to on accumulation (its own dtype by
+    default; None accepts any)."""
+    if self.grad_fn is not None:
+        raise RuntimeError("grad_dtype can only be accessed on leaf tensors.")
+    m = self._autograd_meta
+    return self.dtype if m is None or m.grad_dtype is graph.SAME_DTYPE else m.grad_dtype
+
+
+def _set_grad_dtype(self, value) -> None:
+    if self.grad_fn is not None:
+        raise RuntimeError("grad_dtype can only be set on leaf tensors.")
+    if value is not None and not isinstance(value, type(self.dtype)):
+        raise RuntimeError(f"grad_dtype must be a torch.dtype or None, but got {type(value).__name__}")
+    graph.meta(self).grad_dtype = value
+
+
 TENSOR_API = {"backward": backward, "detach": detach, "detach_": detach_, "register_hook": register_hook,
               "register_post_accumulate_grad_hook": register_post_accumulate_grad_hook, "retain_grad": retain_grad,
-              "retains_grad": retains_grad, "get_data": _get_data, "set_data": _set_data}
+              "retains_grad": retains_grad, "get_data": _get_data, "set_data": _set_data,
+              "get_grad_dtype": _get_grad_dtype, "set_grad_dtype": _set_grad_dtype}

@@ -107,6 +107,7 @@ class Tensor(TensorComposites, TensorOps, TensorBase, results=True):
     # ----- autograd API (answered by the autograd layer; see core/dispatch.py) ------------------
     data = property(_api("get_data"), _api("set_data"))
     retains_grad = property(_api("retains_grad"))
+    grad_dtype = property(_api("get_grad_dtype"), _api("set_grad_dtype"))
 
     # ----- Python protocol ------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -278,6 +278,10 @@ class Tensor:
     def geqrf(self) -> builtins.tuple: """``torch.geqrf``: LAPACK's compact QR (a, tau): R on and above the diagonal, the Householder"""
     def ger(self, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
     def get_device(self) -> builtins.int: """The CUDA device index, -1 on the CPU (torch's)."""
+    @property
+    def grad_dtype(self) -> Any: ...
+    @grad_dtype.setter
+    def grad_dtype(self, value: Any) -> None: ...
     def greater(self, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def greater_(self, other) -> Tensor: """In-place elementwise ``gt``."""
     def greater_equal(self, other, *, out=...) -> Tensor: """Elementwise ``ge`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""

@@ -364,3 +364,39 @@ def test_file_writer_round_trip(tmp_path):
     assert w.archive_name() == "ckpt"
     w.write_end_of_file()
     assert tt.PyTorchFileReader(str(path)).has_record("byteorder")
+
+
+# ----- Tensor.grad_dtype -----------------------------------------------------------------------
+@pytest.mark.parametrize("dtype, grad_dtype", [(tt.float32, tt.float64), (tt.bfloat16, tt.float32),
+                                               (tt.float16, tt.float32), (tt.float64, tt.float32)])
+def test_grad_dtype_casts_accumulated_gradients(dtype, grad_dtype):
+    values = rng.standard_normal(3)
+    x = tt.tensor(values, dtype=dtype, requires_grad=True)
+    assert x.grad_dtype is dtype  # the default: the leaf's own dtype
+    x.grad_dtype = grad_dtype
+    assert x.grad_dtype is grad_dtype
+    (x * x).sum().backward()
+    assert x.grad.dtype is grad_dtype
+    expected = 2 * x.detach().double().numpy()
+    # computed in the leaf's dtype, then cast: the coarser of the two dtypes bounds the error
+    coarser = dtype if dtype.itemsize <= grad_dtype.itemsize else grad_dtype
+    assert_close(x.grad, expected, coarser)
+    (x * x).sum().backward()  # a second backward adds in grad_dtype
+    assert x.grad.dtype is grad_dtype
+    assert_close(x.grad, 2 * expected, coarser)
+
+
+def test_grad_dtype_none_and_errors():
+    y = tt.ones(2, requires_grad=True)
+    y.grad_dtype = None
+    assert y.grad_dtype is None
+    (y * 2).sum().backward()
+    assert y.grad.dtype is tt.float32 and y.grad.tolist() == [2.0, 2.0]
+    w = tt.ones(2, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match="grad_dtype can only be set on leaf tensors."):
+        w.grad_dtype = tt.float64
+    with pytest.raises(RuntimeError, match="grad_dtype can only be accessed on leaf tensors."):
+        w.grad_dtype
+    with pytest.raises(RuntimeError, match="grad_dtype must be a torch.dtype or None, but got int"):
+        y.grad_dtype = 3
+    assert tt.ones(2, dtype=tt.int64).grad_dtype is tt.int64

@@ -404,7 +404,8 @@ def _needs_autograd(name):
 
 
 API = ("backward", "detach", "detach_", "register_hook", "register_post_accumulate_grad_hook", "retain_grad",
-       "retains_grad", "get_data", "set_data")
+       "retains_grad", "get_data", "set_data", "get_grad_dtype", "set_grad_dtype")
+_API_PROPERTIES = ("retains_grad", "get_data", "set_data", "get_grad_dtype", "set_grad_dtype")  # core/tensor.py's
 for _name in API:
-    _add(Op(_name, _needs_autograd(_name), "none", method=_name not in ("retains_grad", "get_data", "set_data"),
+    _add(Op(_name, _needs_autograd(_name), "none", method=_name not in _API_PROPERTIES,
             function=_name in ("detach", "detach_"), kernel=False))  # torch.detach/detach_ are functions too
