@@ -17,6 +17,7 @@ import warnings
 from ..core.factories import rand, zeros
 from ..core.functional import function as _function
 from ..core.ops import table as _table
+from ..core.ops.activation_methods import hardshrink, prelu  # Tensor methods too: defined in core
 from ..core.tensor import Tensor
 from .functional_checks import _check_input, _check_number, _tensor
 
@@ -237,13 +238,6 @@ def hardsigmoid(input, inplace: bool = False):
     return _out(input, (input + 3.0).clamp(0.0, 6.0) / 6.0, inplace)
 
 
-def hardshrink(input, lambd: float = 0.5):
-    """x where |x| > lambd, else 0."""
-    _check(input, "hardshrink")
-    lam = _number(lambd, "hardshrink", "lambd")
-    return _where(input.abs() > lam, input, 0.0)
-
-
 def softshrink(input, lambd: float = 0.5):
     """x - lambd where x > lambd, x + lambd where x < -lambd, else 0."""
     _check(input, "softshrink")
@@ -303,19 +297,3 @@ def glu(input, dim: int = -1):
         raise RuntimeError(f"Halving dimension must be even, but dimension {d} is size {n}")
     a, b = input.narrow(d, 0, n // 2), input.narrow(d, n // 2, n // 2)
     return a * b.sigmoid()
-
-
-def prelu(input, weight):
-    """max(0, x) + weight * min(0, x), ``weight`` one value or one per channel (dim 1)."""
-    _check(input, "prelu")
-    if not isinstance(weight, Tensor):
-        raise TypeError(f"prelu(): argument 'weight' (position 2) must be Tensor, not {type(weight).__name__}")
-    if weight.ndim > 1:
-        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}")
-    n = weight.numel()
-    channels = input.shape[1] if input.ndim >= 2 else 1
-    if n != 1 and (input.ndim == 0 or n != channels):
-        raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = {n} "
-                           f"and channel size = {channels}.")
-    w = weight.reshape((1, n) + (1,) * (input.ndim - 2)) if n != 1 and input.ndim >= 2 else weight.reshape(())
-    return _where(input > 0, input, input * w)

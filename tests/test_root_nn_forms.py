@@ -191,6 +191,20 @@ def test_root_signatures_are_positional_as_torchs(rng):
     same(tt.feature_alpha_dropout(x, 0.0, True), x)
 
 
+def test_hardshrink_and_prelu_are_tensor_methods_too(rng):
+    x, w = T(rng, 2, 3, 4), T(rng, 3)
+    ref = x.cpu().numpy()
+    assert_close(x.hardshrink(0.3), np.where(np.abs(ref) > 0.3, ref, 0.0), tt.float32, "exact")
+    assert_close(x.hardshrink(), np.where(np.abs(ref) > 0.5, ref, 0.0), tt.float32, "exact")
+    wn = w.cpu().numpy()[None, :, None]
+    assert_close(x.prelu(w), np.where(ref > 0, ref, ref * wn), tt.float32)
+    same(x.prelu(w), tt.prelu(x, w))
+    with pytest.raises(TypeError, match="argument 'lambd'"):
+        x.hardshrink("0.5")
+    with pytest.raises(RuntimeError, match="Mismatch of parameter numbers and input channel size"):
+        x.prelu(T(rng, 4))
+
+
 def test_clone_detach_at_the_root(rng):
     x = T(rng, 2, 3).requires_grad_()
     y = tt.clone(x * 2, memory_format=tt.contiguous_format)

@@ -32,6 +32,7 @@ from . import linalg_eig_svd, linalg_factor
 from . import shape_more, stats_more, windows
 from . import batch_norm_stats
 from . import tensor_odds
+from . import activation_methods
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
                loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
                views)
@@ -355,6 +356,8 @@ _composite(copies, "contiguous", "type_as", "new_empty", "new_zeros", "new_ones"
 COMPOSITE_METHODS.update(cuda=copies.to_cuda, cpu=copies.to_cpu, type=copies.to_type, **copies.DTYPE_METHODS)
 # ----- what a tensor is, sharing, as_subclass and the host-only Python maps (core/ops/tensor_odds.py) ----
 _composite(tensor_odds, *tensor_odds.__all__)
+# ----- the activations torch has as Tensor methods too (core/ops/activation_methods.py): recorded where/compare ----
+_composite(activation_methods, *activation_methods.__all__)
 
 # ----- more shape functions (core/ops/shape_more.py): composites of views, copies, flips, index ops ----
 for _name in ("hsplit", "vsplit", "dsplit", "fliplr", "flipud", "ravel", "take", "put", "put_", "diagflat",
