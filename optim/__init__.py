@@ -8,7 +8,7 @@ per parameter).
 Parameters and states must be contiguous (``nn.Module`` parameters are). ``fused=True`` is
 PyTorch's fused path: the kernels take ``GradScaler``'s found-inf flag and scale on the device.
 ``LBFGS`` is a sequence of tensor ops over all parameters as one flat vector (``lbfgs.py``).
-``NAdam``, ``RAdam``, ``Adamax``, ``Adadelta``, ``ASGD``, ``Rprop`` and ``Adafactor`` are torch's
+``NAdam``, ``RAdam``, ``Adamax``, ``Adadelta``, ``ASGD``, ``Rprop``, ``Adafactor`` and ``Muon`` are torch's
 single-tensor rules written with tensor ops, a few launches per parameter (``_tensor_ops.py``).
 ``swa_utils`` averages a model's weights (SWA, EMA).
 """
@@ -25,8 +25,9 @@ from .adadelta import Adadelta
 from .asgd import ASGD
 from .rprop import Rprop
 from .adafactor import Adafactor
+from .muon import Muon
 from . import lr_scheduler  # torch.optim.lr_scheduler: a submodule, as in torch
 from . import swa_utils  # torch.optim.swa_utils: AveragedModel, SWALR, update_bn and the averaging rules
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS", "NAdam", "RAdam", "Adamax", "Adadelta",
-           "ASGD", "Rprop", "Adafactor", "lr_scheduler", "swa_utils"]
+           "ASGD", "Rprop", "Adafactor", "Muon", "lr_scheduler", "swa_utils"]
