@@ -35,7 +35,8 @@ _cross_entropy = _function(_OPS["cross_entropy"], "cross_entropy", numpy_names=F
 
 _ACC_DTYPES = (dt.float16, dt.bfloat16, dt.float32, dt.float64)
 # torch's per-(device type, dtype) picks; other pairs take the fallback
-_AUTO_DEFAULTS = {("cuda", dt.bfloat16): ("compact", "aspect_ratio:2"), ("cuda", dt.float16): ("compact", "aspect_ratio:2"),
+_AUTO_DEFAULTS = {("cuda", dt.bfloat16): ("compact", "aspect_ratio:2"),
+                  ("cuda", dt.float16): ("compact", "aspect_ratio:2"),
                   ("cpu", dt.bfloat16): ("accurate", "aspect_ratio"), ("cpu", dt.float16): ("accurate", "aspect_ratio")}
 _AUTO_FALLBACK = ("compact", "aspect_ratio:2")
 

@@ -98,7 +98,8 @@ def test_unbatched_input_no_bias_explicit_ignore_index_and_empty():
         assert_close(out, ref(xr, Wr, None, t, None, "mean", -100, 0.0)[0], tt.float64)
     x, xr, W, Wr, _, _, t = _data(6, 5, 7, tt.float64, ignore=False)
     t[2] = 3
-    out = F.linear_cross_entropy(x, W, tt.tensor(t), ignore_index=3, reduction="sum", options=Options(batch_chunk_size=4))
+    out = F.linear_cross_entropy(x, W, tt.tensor(t), ignore_index=3, reduction="sum",
+                                 options=Options(batch_chunk_size=4))
     assert_close(out, ref(xr, Wr, None, t, None, "sum", 3, 0.0)[0], tt.float64)
     empty = F.linear_cross_entropy(tt.zeros(0, 5, dtype=tt.float64), W, tt.zeros(0, dtype=tt.int64),
                                    reduction="none", options=Options(batch_chunk_size=2))
