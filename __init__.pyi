@@ -151,6 +151,69 @@ from .nn.functional_rnn import rnn_relu as rnn_relu
 from .nn.functional_rnn import rnn_relu_cell as rnn_relu_cell
 from .nn.functional_rnn import rnn_tanh as rnn_tanh
 from .nn.functional_rnn import rnn_tanh_cell as rnn_tanh_cell
+from .nn.functional_root import adaptive_avg_pool1d as adaptive_avg_pool1d
+from .nn.functional_root import adaptive_max_pool1d as adaptive_max_pool1d
+from .nn.functional_root import affine_grid_generator as affine_grid_generator
+from .nn.functional_root import alpha_dropout as alpha_dropout
+from .nn.functional_root import alpha_dropout_ as alpha_dropout_
+from .nn.functional_root import avg_pool1d as avg_pool1d
+from .nn.functional_root import batch_norm as batch_norm
+from .nn.functional_root import bilinear as bilinear
+from .nn.functional_root import binary_cross_entropy_with_logits as binary_cross_entropy_with_logits
+from .nn.functional_root import celu as celu
+from .nn.functional_root import celu_ as celu_
+from .nn.functional_root import channel_shuffle as channel_shuffle
+from .nn.functional_root import constant_pad_nd as constant_pad_nd
+from .nn.functional_root import conv1d as conv1d
+from .nn.functional_root import conv3d as conv3d
+from .nn.functional_root import conv_tbc as conv_tbc
+from .nn.functional_root import conv_transpose1d as conv_transpose1d
+from .nn.functional_root import conv_transpose3d as conv_transpose3d
+from .nn.functional_root import convolution as convolution
+from .nn.functional_root import cosine_embedding_loss as cosine_embedding_loss
+from .nn.functional_root import cosine_similarity as cosine_similarity
+from .nn.functional_root import ctc_loss as ctc_loss
+from .nn.functional_root import dropout as dropout
+from .nn.functional_root import dropout_ as dropout_
+from .nn.functional_root import embedding as embedding
+from .nn.functional_root import embedding_renorm_ as embedding_renorm_
+from .nn.functional_root import feature_alpha_dropout as feature_alpha_dropout
+from .nn.functional_root import feature_alpha_dropout_ as feature_alpha_dropout_
+from .nn.functional_root import feature_dropout as feature_dropout
+from .nn.functional_root import feature_dropout_ as feature_dropout_
+from .nn.functional_root import frobenius_norm as frobenius_norm
+from .nn.functional_root import grid_sampler as grid_sampler
+from .nn.functional_root import grid_sampler_2d as grid_sampler_2d
+from .nn.functional_root import group_norm as group_norm
+from .nn.functional_root import hardshrink as hardshrink
+from .nn.functional_root import hinge_embedding_loss as hinge_embedding_loss
+from .nn.functional_root import instance_norm as instance_norm
+from .nn.functional_root import kl_div as kl_div
+from .nn.functional_root import margin_ranking_loss as margin_ranking_loss
+from .nn.functional_root import max_pool1d as max_pool1d
+from .nn.functional_root import max_pool1d_with_indices as max_pool1d_with_indices
+from .nn.functional_root import max_pool3d as max_pool3d
+from .nn.functional_root import native_batch_norm as native_batch_norm
+from .nn.functional_root import native_channel_shuffle as native_channel_shuffle
+from .nn.functional_root import native_dropout as native_dropout
+from .nn.functional_root import native_group_norm as native_group_norm
+from .nn.functional_root import native_norm as native_norm
+from .nn.functional_root import norm_except_dim as norm_except_dim
+from .nn.functional_root import nuclear_norm as nuclear_norm
+from .nn.functional_root import pairwise_distance as pairwise_distance
+from .nn.functional_root import pdist as pdist
+from .nn.functional_root import pixel_shuffle as pixel_shuffle
+from .nn.functional_root import pixel_unshuffle as pixel_unshuffle
+from .nn.functional_root import poisson_nll_loss as poisson_nll_loss
+from .nn.functional_root import prelu as prelu
+from .nn.functional_root import rms_norm as rms_norm
+from .nn.functional_root import rrelu as rrelu
+from .nn.functional_root import rrelu_ as rrelu_
+from .nn.functional_root import selu as selu
+from .nn.functional_root import selu_ as selu_
+from .nn.functional_root import threshold as threshold
+from .nn.functional_root import threshold_ as threshold_
+from .nn.functional_root import triplet_margin_loss as triplet_margin_loss
 from .runtime.allocator import OutOfMemoryError as OutOfMemoryError
 from .runtime.device import device as device
 from .runtime.device import get_default_device as get_default_device
@@ -277,6 +340,7 @@ def clamp_min(input, min) -> Tensor: """``Tensor.clamp_min``: ``clamp(input, min
 def clamp_min_(input, min) -> Tensor: """``Tensor.clamp_min_``: ``clamp_(input, min=min)``."""
 def clip(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def clip_(input, min=..., max=...) -> Tensor: """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""
+def clone(input, *, memory_format=...) -> Any: """A copy with its own storage: laid out as ``memory_format`` says (``preserve_format``, the"""
 def column_stack(tensors) -> Tensor: """The tensors side by side as columns: ``hstack`` of 1-D (and 0-d) tensors made (n, 1)."""
 def combinations(input, r=..., with_replacement=...) -> Tensor: """The length-``r`` combinations of the 1-D ``input``'s elements, as rows (itertools' order):"""
 def concat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
@@ -302,6 +366,8 @@ default_generator: Generator
 def deg2rad(input, *, out=...) -> Tensor: """Elementwise ``deg2rad`` (kernel: triton_kernels/elementwise.py)."""
 def deg2rad_(input) -> Tensor: """In-place elementwise ``deg2rad``."""
 def det(A) -> Tensor: """``torch.linalg.det`` (``torch.det``): the product of U's diagonal times the pivots' sign."""
+def detach(*args, **kwargs) -> Any: ...
+def detach_(*args, **kwargs) -> Any: ...
 def detach_copy(input, *args, **kwargs) -> Any: """``detach``'s result in memory of its own (no view of ``input``)."""
 def diag(input, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
 def diag_embed(input, offset=..., dim1=..., dim2=...) -> Tensor: """Each last-dim vector of ``input`` on the ``offset``-th diagonal of a new (dim1, dim2) plane of zeros"""

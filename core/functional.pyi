@@ -106,6 +106,7 @@ def clamp_min(input, min) -> Tensor: """``Tensor.clamp_min``: ``clamp(input, min
 def clamp_min_(input, min) -> Tensor: """``Tensor.clamp_min_``: ``clamp_(input, min=min)``."""
 def clip(input, min=..., max=...) -> Tensor: """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
 def clip_(input, min=..., max=...) -> Tensor: """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""
+def clone(input, *, memory_format=...) -> Any: """A copy with its own storage: laid out as ``memory_format`` says (``preserve_format``, the"""
 def column_stack(tensors) -> Tensor: """The tensors side by side as columns: ``hstack`` of 1-D (and 0-d) tensors made (n, 1)."""
 def combinations(input, r=..., with_replacement=...) -> Tensor: """The length-``r`` combinations of the 1-D ``input``'s elements, as rows (itertools' order):"""
 def concat(tensors, dim=...) -> Tensor: """Concatenate along an existing ``dim``; dtypes promote. 1-D empty tensors are skipped (torch's legacy rule)."""
@@ -129,6 +130,8 @@ def cumulative_trapezoid(y, x=..., *, dx=..., dim=...) -> Tensor: """The running
 def deg2rad(input, *, out=...) -> Tensor: """Elementwise ``deg2rad`` (kernel: triton_kernels/elementwise.py)."""
 def deg2rad_(input) -> Tensor: """In-place elementwise ``deg2rad``."""
 def det(A) -> Tensor: """``torch.linalg.det`` (``torch.det``): the product of U's diagonal times the pivots' sign."""
+def detach(*args, **kwargs) -> Any: ...
+def detach_(*args, **kwargs) -> Any: ...
 def detach_copy(input, *args, **kwargs) -> Any: """``detach``'s result in memory of its own (no view of ``input``)."""
 def diag(input, diagonal=...) -> Tensor: """1-D input: a square matrix with ``input`` on its ``diagonal``-th diagonal. 2-D: that diagonal, copied."""
 def diag_embed(input, offset=..., dim1=..., dim2=...) -> Tensor: """Each last-dim vector of ``input`` on the ``offset``-th diagonal of a new (dim1, dim2) plane of zeros"""

@@ -289,6 +289,7 @@ class Tensor:
     def gt(self, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def gt_(self, other) -> Tensor: """In-place elementwise ``gt``."""
     def half(self) -> Any: ...
+    def hardshrink(self, lambd=...) -> Any: """x where |x| > lambd, else 0."""
     def heaviside(self, values, *, out=...) -> Tensor: """0 where ``input`` < 0, 1 where it is > 0, ``values`` where it is 0 (one dtype for both, as torch)."""
     def heaviside_(self, values) -> Tensor: """``Tensor.heaviside_``: the step function in place: 0 below zero, 1 above, ``values`` at zero."""
     def histc(self, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
@@ -477,6 +478,7 @@ class Tensor:
     def positive(self) -> Tensor: """``+input``: the tensor itself (torch's), refused for bool."""
     def pow(self, other, *, out=...) -> Tensor: """Elementwise ``pow`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def pow_(self, other) -> Tensor: """In-place elementwise ``pow``."""
+    def prelu(self, weight) -> Any: """max(0, x) + weight * min(0, x), ``weight`` one value or one per channel (dim 1)."""
     def prod(self, dim=..., keepdim=..., *, dtype=...) -> Tensor: """torch.prod: the product over ``dim`` (all dims by default); integers and bool give int64, as torch."""
     def put(self, index, source, accumulate=...) -> Tensor: """``put_`` into a copy of ``input``."""
     def put_(self, index, source, accumulate=...) -> Tensor: """``input`` as if flat, written at ``index`` from ``source`` (added when ``accumulate``)."""
