@@ -176,6 +176,7 @@ from .nn.functional_root import ctc_loss as ctc_loss
 from .nn.functional_root import dropout as dropout
 from .nn.functional_root import dropout_ as dropout_
 from .nn.functional_root import embedding as embedding
+from .nn.functional_root import embedding_bag as embedding_bag
 from .nn.functional_root import embedding_renorm_ as embedding_renorm_
 from .nn.functional_root import feature_alpha_dropout as feature_alpha_dropout
 from .nn.functional_root import feature_alpha_dropout_ as feature_alpha_dropout_

@@ -14,12 +14,12 @@ import numbers
 
 from ..autograd import no_grad
 from ..core.creation import triu_indices
-from ..core.factories import ones, rand
-from ..core.functional import cdist
+from ..core.factories import arange, full, ones, rand, zeros
+from ..core.functional import cat, cdist, searchsorted
 from ..core.linalg import svdvals, vector_norm as linalg_vector_norm
 from ..core.ops.embedding import _host_indices, renorm_
 from ..core.tensor import Tensor
-from ..runtime.dtype import bool_, float32, float64
+from ..runtime.dtype import bool_, float32, float64, int64
 from . import functional as F
 
 __all__ = [
@@ -27,7 +27,7 @@ __all__ = [
     "avg_pool1d", "batch_norm", "bilinear", "binary_cross_entropy_with_logits", "celu", "celu_", "channel_shuffle",
     "constant_pad_nd", "conv1d", "conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose3d", "convolution",
     "cosine_embedding_loss", "cosine_similarity", "ctc_loss", "dropout", "dropout_", "embedding",
-    "embedding_renorm_", "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_",
+    "embedding_bag", "embedding_renorm_", "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_",
     "frobenius_norm", "grid_sampler", "grid_sampler_2d", "group_norm", "hardshrink", "hinge_embedding_loss",
     "instance_norm", "kl_div", "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices", "max_pool3d",
     "native_batch_norm", "native_channel_shuffle", "native_dropout", "native_group_norm", "native_norm",
@@ -461,6 +461,54 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
     _tensor(indices, "embedding", "indices", 2)
     pad = None if padding_idx is None or padding_idx < 0 else padding_idx
     return F.embedding(indices, weight, pad, scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+_BAG_MODES = ("sum", "mean", "max")  # ATen's EmbeddingBagMode, by value
+
+
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False, per_sample_weights=None,
+                  include_last_offset=False, padding_idx=None):
+    """torch.embedding_bag(weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+    include_last_offset, padding_idx) -> (output, offset2bag, bag_size, max_indices): the weight first,
+    ``mode`` an int (0 sum, 1 mean, 2 max), 1-D ``indices`` cut into bags by ``offsets``. The three
+    bookkeeping tensors are torch's CPU ones: offset2bag (each index's bag; empty for a plain sum),
+    bag_size (non-padding indices per bag; zeros for sum), max_indices (the weight row of each max for
+    max, bag_size for mean, zeros for sum), in the indices' dtype."""
+    fn = "embedding_bag"
+    _tensor(weight, fn, "weight")
+    _tensor(indices, fn, "indices", 2)
+    _tensor(offsets, fn, "offsets", 3)
+    if isinstance(mode, bool) or not isinstance(mode, numbers.Integral) or not 0 <= mode <= 2:
+        raise ValueError(f"embedding_bag(): mode must be 0 (sum), 1 (mean) or 2 (max), but got {mode!r}")
+    if indices.ndim != 1:
+        raise RuntimeError(f"embedding_bag(): expected 1-D indices with offsets, but got indices of dimension "
+                           f"{indices.ndim}")
+    pad = None if padding_idx is None or padding_idx < 0 else padding_idx
+    out = F.embedding_bag(indices, weight, offsets, scale_grad_by_freq=scale_grad_by_freq, mode=_BAG_MODES[mode],
+                          sparse=sparse, per_sample_weights=per_sample_weights,
+                          include_last_offset=include_last_offset, padding_idx=pad)
+    B, n, it = out.shape[0], indices.shape[0], indices.dtype
+    with no_grad():
+        bag = (searchsorted(offsets, arange(n, dtype=offsets.dtype, device=indices.device), right=True) - 1)
+        bag = bag.clamp(0, max(B - 1, 0)).to(int64)
+        offset2bag = bag.to(it) if (mode != 0 or pad is not None) else indices.new_zeros((0,))
+        if mode == 0:
+            zeros_b = zeros((B,), dtype=it, device=indices.device)
+            return out, offset2bag, zeros_b, zeros_b.clone()
+        valid = (indices != pad) if pad is not None else ones((n,), dtype=bool_, device=indices.device)
+        bag_size = zeros((B,), dtype=int64, device=indices.device).index_add(0, bag, valid.to(int64)).to(it)
+        if mode == 1:
+            return out, offset2bag, bag_size, bag_size.clone()
+        # max: the first index of each bag whose row reaches the bag's maximum, per column
+        D = weight.shape[1]
+        rows = weight.detach().index_select(0, indices.to(int64))
+        hit = (rows == out.detach().index_select(0, bag)) & valid.unsqueeze(1)
+        pos = arange(n, dtype=int64, device=indices.device).unsqueeze(1).expand(n, D)
+        first = full((B, D), n, dtype=int64, device=indices.device).scatter_reduce(
+            0, bag.unsqueeze(1).expand(n, D), pos.where(hit, n), "amin")
+        padded = cat([indices.to(int64), zeros((1,), dtype=int64, device=indices.device)])  # an empty bag: 0
+        max_indices = padded.index_select(0, first.reshape(-1)).reshape((B, D)).to(it)
+    return out, offset2bag, bag_size, max_indices
 
 
 def embedding_renorm_(weight, indices, max_norm, norm_type):

@@ -386,6 +386,48 @@ def test_native_and_feature_dropout_masks(rng):
         tt.native_dropout(x, 1.5, True)
 
 
+def _np_bags(idx, offsets, n_bags):
+    """Each index's bag: the last offset at or before its position (include_last_offset's extra
+    indices join the last bag)."""
+    return np.minimum(np.searchsorted(offsets, np.arange(idx.size), side="right") - 1, n_bags - 1)
+
+
+@pytest.mark.parametrize("last", [False, True])
+@pytest.mark.parametrize("pad", [None, 1])
+def test_embedding_bag_returns_torchs_four_tensors(last, pad, rng):
+    w = T(rng, 6, 3, dtype=F64)
+    # with include_last_offset the last offset closes the last bag: torch leaves indices past it undefined
+    idx_np, off_np = np.array([0, 1, 2, 3, 4, 5, 1]), np.array([0, 2, 2, 7 if last else 5])
+    idx, off = tt.tensor(idx_np), tt.tensor(off_np)
+    B = 3 if last else 4
+    bag = _np_bags(idx_np, off_np, B)
+    valid = idx_np != pad if pad is not None else np.ones(idx_np.size, bool)
+    size = np.bincount(bag[valid], minlength=B)
+    rows = w.cpu().numpy()[idx_np]
+    for mode, name in enumerate(("sum", "mean", "max")):
+        out, o2b, bag_size, max_idx = tt.embedding_bag(w, idx, off, False, mode, False, None, last, pad)
+        same(out, F.embedding_bag(idx, w, off, mode=name, include_last_offset=last, padding_idx=pad))
+        assert o2b.dtype == bag_size.dtype == max_idx.dtype == tt.int64
+        if mode == 0:  # torch's CPU sum keeps no bookkeeping (offset2bag only with a padding_idx)
+            assert_close(o2b, bag if pad is not None else np.zeros(0), tt.int64)
+            assert_close(bag_size, np.zeros(B), tt.int64)
+            assert_close(max_idx, np.zeros(B), tt.int64)
+            continue
+        assert_close(o2b, bag, tt.int64)
+        assert_close(bag_size, size, tt.int64)
+        if mode == 1:
+            assert_close(max_idx, size, tt.int64)
+            continue
+        expect = np.zeros((B, 3), np.int64)
+        for b in range(B):
+            members = np.flatnonzero((bag == b) & valid)
+            if members.size:
+                expect[b] = idx_np[members[rows[members].argmax(0)]]
+        assert_close(max_idx, expect, tt.int64)
+    with pytest.raises(ValueError, match="mode must be 0 \\(sum\\), 1 \\(mean\\) or 2 \\(max\\)"):
+        tt.embedding_bag(w, idx, off, False, "sum")
+
+
 def test_embedding_renorm_(rng):
     w = T(rng, 5, 3, dtype=F64) * 3
     ref = w.cpu().numpy().copy()
