@@ -33,6 +33,7 @@ from . import shape_more, stats_more, windows
 from . import batch_norm_stats
 from . import tensor_odds
 from . import activation_methods
+from . import grouped_mm
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
                loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
                views)
@@ -177,6 +178,7 @@ _add(Op("matmul", matmul.matmul, "lower", dunders=("__matmul__",), rdunders=("__
 _add(Op("mm", matmul.mm, "lower"))
 _add(Op("bmm", matmul.bmm, "lower"))
 _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
+_add(Op("grouped_mm", grouped_mm.grouped_mm, "none", method=False, function=False, functional=True))
 # composites of mm/bmm/matmul and one add (each dispatched, so recorded); PyTorch's CUDA autocast lowers all four
 _add(Op("mv", matmul.mv, "lower"))
 for _name in ("addmv", "addmm", "baddbmm"):  # torch.addmv_ is a function too
