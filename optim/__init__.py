@@ -26,8 +26,10 @@ from .asgd import ASGD
 from .rprop import Rprop
 from .adafactor import Adafactor
 from .muon import Muon
+from ._stateless import swap_in_optimizer_params_and_state
 from . import lr_scheduler  # torch.optim.lr_scheduler: a submodule, as in torch
 from . import swa_utils  # torch.optim.swa_utils: AveragedModel, SWALR, update_bn and the averaging rules
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS", "NAdam", "RAdam", "Adamax", "Adadelta",
-           "ASGD", "Rprop", "Adafactor", "Muon", "lr_scheduler", "swa_utils"]
+           "ASGD", "Rprop", "Adafactor", "Muon", "lr_scheduler", "swa_utils",
+           "swap_in_optimizer_params_and_state"]
