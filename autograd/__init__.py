@@ -14,6 +14,7 @@ from .function import Function, FunctionCtx
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
                         set_grad_enabled)
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .grad_layout import enforce_grad_layout_policy
 from .graph import Node
 from .multithreading import set_multithreading_enabled
 from .variable import Variable, variable  # torch's legacy names: the class, and the deprecated function
@@ -21,4 +22,5 @@ from .variable import Variable, variable  # torch's legacy names: the class, and
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "Node", "no_grad", "enable_grad", "set_grad_enabled",
            "inference_mode", "is_inference_mode_enabled",
            "is_grad_enabled", "gradcheck", "GradcheckError", "gradgradcheck", "detect_anomaly", "set_detect_anomaly",
-           "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_multithreading_enabled", "Variable", "variable"]
+           "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_multithreading_enabled", "Variable", "variable",
+           "enforce_grad_layout_policy"]

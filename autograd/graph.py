@@ -15,9 +15,11 @@ from __future__ import annotations
 import itertools
 import threading
 
+from ..core.factories_more import empty_strided
 from ..core.ops import elementwise as _ew
 from ..core.tensor import Tensor
 from ..runtime import dtype as dt
+from .grad_layout import is_grad_layout_enforced
 from .grad_mode import _state
 
 RETAIN_GRAPH_MSG = (
@@ -287,8 +289,14 @@ class AccumulateGrad(Node):
             if v.grad is None:
                 if _state.enabled:
                     v.grad = grad
-                elif owned and grad._stride == v._stride and grad._offset == 0 and grad.dtype is v.dtype:
+                elif owned and grad._offset == 0 and grad.dtype is v.dtype and (
+                        grad._stride == v._stride or (not is_grad_layout_enforced() and grad.is_contiguous())):
+                    # with the layout policy relaxed, a dense gradient is taken in its own layout
                     v.grad = detached(grad)
+                elif is_grad_layout_enforced():
+                    # torch's layout contract: .grad strided as its (dense) leaf, so an optimizer
+                    # walks both alike; empty_like falls back to contiguous for an overlapping leaf
+                    v.grad = _in_leaf_layout(grad, v)
                 else:
                     v.grad = detached(grad).clone()
             elif _state.enabled:  # create_graph: keep the graph of the sum
@@ -300,6 +308,21 @@ class AccumulateGrad(Node):
             for hook in list(v._post_acc_hooks.values()):
                 hook(v)
         return ()
+
+
+def _in_leaf_layout(grad: Tensor, v: Tensor) -> Tensor:
+    """A copy of ``grad`` strided as the leaf ``v`` when ``v`` is dense and non-overlapping (torch's
+    gradient layout contract), else contiguous."""
+    order = sorted(range(len(v._shape)), key=lambda d: v._stride[d])
+    expect = 1
+    for d in order:
+        if v._shape[d] == 1:
+            continue
+        if v._stride[d] != expect:
+            return detached(grad).clone()  # a copy, laid out as grad's clone is
+        expect *= v._shape[d]
+    out = empty_strided(tuple(v._shape), tuple(v._stride), dtype=grad.dtype, device=grad.device)
+    return out.copy_(detached(grad))
 
 
 def grad_accumulator(t: Tensor) -> AccumulateGrad:
