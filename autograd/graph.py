@@ -295,7 +295,7 @@ class AccumulateGrad(Node):
                     v.grad = detached(grad)
                 elif is_grad_layout_enforced():
                     # torch's layout contract: .grad strided as its (dense) leaf, so an optimizer
-                    # walks both alike; empty_like falls back to contiguous for an overlapping leaf
+                    # walks both alike (an overlapping leaf has no layout to follow: a plain copy)
                     v.grad = _in_leaf_layout(grad, v)
                 else:
                     v.grad = detached(grad).clone()
@@ -312,7 +312,7 @@ class AccumulateGrad(Node):
 
 def _in_leaf_layout(grad: Tensor, v: Tensor) -> Tensor:
     """A copy of ``grad`` strided as the leaf ``v`` when ``v`` is dense and non-overlapping (torch's
-    gradient layout contract), else contiguous."""
+    gradient layout contract), else a plain copy."""
     order = sorted(range(len(v._shape)), key=lambda d: v._stride[d])
     expect = 1
     for d in order:
