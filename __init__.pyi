@@ -185,6 +185,7 @@ from .nn.functional_root import feature_dropout_ as feature_dropout_
 from .nn.functional_root import frobenius_norm as frobenius_norm
 from .nn.functional_root import grid_sampler as grid_sampler
 from .nn.functional_root import grid_sampler_2d as grid_sampler_2d
+from .nn.functional_root import grid_sampler_3d as grid_sampler_3d
 from .nn.functional_root import group_norm as group_norm
 from .nn.functional_root import hardshrink as hardshrink
 from .nn.functional_root import hinge_embedding_loss as hinge_embedding_loss

@@ -28,7 +28,7 @@ __all__ = [
     "constant_pad_nd", "conv1d", "conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose3d", "convolution",
     "cosine_embedding_loss", "cosine_similarity", "ctc_loss", "dropout", "dropout_", "embedding",
     "embedding_bag", "embedding_renorm_", "feature_alpha_dropout", "feature_alpha_dropout_", "feature_dropout", "feature_dropout_",
-    "frobenius_norm", "grid_sampler", "grid_sampler_2d", "group_norm", "hardshrink", "hinge_embedding_loss",
+    "frobenius_norm", "grid_sampler", "grid_sampler_2d", "grid_sampler_3d", "group_norm", "hardshrink", "hinge_embedding_loss",
     "instance_norm", "kl_div", "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices", "max_pool3d",
     "native_batch_norm", "native_channel_shuffle", "native_dropout", "native_group_norm", "native_norm",
     "norm_except_dim", "nuclear_norm", "pairwise_distance", "pdist", "pixel_shuffle", "pixel_unshuffle",
@@ -585,6 +585,16 @@ def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners
     _tensor(input, "grid_sampler_2d")
     if input.ndim != 4:
         raise RuntimeError(f"grid_sampler_2d(): expected 4D input, but got input with sizes {list(input.shape)}")
+    return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners):
+    """torch.grid_sampler_3d: grid_sampler of a 5-D input (bilinear is trilinear there)."""
+    _tensor(input, "grid_sampler_3d")
+    if input.ndim != 5:
+        raise RuntimeError(f"grid_sampler(): expected 5D input and grid with same number of dimensions, but got "
+                           f"input with sizes {list(input.shape)} and grid with sizes "
+                           f"{list(getattr(grid, 'shape', ()))}")
     return grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
 
 

@@ -9,6 +9,7 @@ on the grid's values, so they are computed on the device and never read back.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
@@ -295,8 +296,9 @@ def _source_index(coord, n: int, padding_mode: str, align: bool):
 
 
 def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros", align_corners=None):
-    """Sample (N, C, H, W) ``input`` at the normalized (x, y) of (N, Ho, Wo, 2) ``grid``: bilinear
-    (four gathered corners, weighted) or nearest (round half to even), out-of-range corners zero,
+    """Sample (N, C, H, W) ``input`` at the normalized (x, y) of (N, Ho, Wo, 2) ``grid``, or (N, C, D,
+    H, W) ``input`` at the (x, y, z) of (N, Do, Ho, Wo, 3) ``grid``: bilinear (trilinear in 3-D: the
+    2^k gathered corners, weighted) or nearest (round half to even), out-of-range corners zero,
     clamped to the border, or reflected. Gradients reach ``input`` through the gathers and ``grid``
     through the weights (not through nearest's rounding, as torch)."""
     fn = "grid_sample"
@@ -310,10 +312,15 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
                          f"'reflection', but got: '{padding_mode}'")
     if mode == "bicubic":
         raise NotImplementedError("grid_sample(): mode='bicubic' is not supported")
-    if input.ndim != 4:
-        raise NotImplementedError(f"grid_sample(): only 4-D input (N, C, H, W) is supported, got {input.ndim}-D")
-    if grid.ndim != 4 or grid.shape[-1] != 2:
-        raise RuntimeError(f"grid_sampler(): expected grid to have size 2 in last dimension, but got grid with sizes "
+    if input.ndim not in (4, 5):
+        raise NotImplementedError(f"grid_sample(): only 4-D (N, C, H, W) and 5-D (N, C, D, H, W) input is supported, "
+                                  f"got {input.ndim}-D")
+    k = input.ndim - 2  # spatial dims
+    if grid.ndim != input.ndim:
+        raise RuntimeError(f"grid_sampler(): expected {input.ndim}D input and grid with same number of dimensions, "
+                           f"but got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != k:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {k} in last dimension, but got grid with sizes "
                            f"{list(grid.shape)}")
     if input.shape[0] != grid.shape[0]:
         raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
@@ -322,32 +329,42 @@ def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros"
         raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but input has "
                            f"{input.dtype} and grid has {grid.dtype}")
     align = bool(align_corners)
-    N, C, H, W = input.shape
-    Ho, Wo = grid.shape[1], grid.shape[2]
+    N, C = input.shape[0], input.shape[1]
+    sizes = tuple(input.shape[2:])  # (H, W) or (D, H, W)
+    out_sp = tuple(grid.shape[1:-1])
+    M = math.prod(out_sp)
     low = input.dtype in (dt.float16, dt.bfloat16)
     x_in, g = (input.float(), grid.float()) if low else (input, grid)
-    ix = _source_index(g[..., 0], W, padding_mode, align)  # (N, Ho, Wo)
-    iy = _source_index(g[..., 1], H, padding_mode, align)
-    planes = x_in.reshape(N, C, H * W)
+    # the grid's last axis is (x, y[, z]): x indexes the last spatial dim (W), y the one before ...
+    idx = [_source_index(g[..., k - 1 - j], n, padding_mode, align) for j, n in enumerate(sizes)]  # (N, *out_sp)
+    planes = x_in.reshape(N, C, math.prod(sizes))
+    strides = [math.prod(sizes[j + 1:]) for j in range(k)]
 
-    def corner(cx, cy):
-        """The input at integer corner (cx, cy) (float tensors), zero where it is outside."""
-        inside = (cx >= 0) & (cx <= W - 1) & (cy >= 0) & (cy <= H - 1)
-        flat = (cy.clamp(0, max(H - 1, 0)) * W + cx.clamp(0, max(W - 1, 0))).to(dt.int64)
-        vals = planes.gather(2, flat.reshape(N, 1, Ho * Wo).expand(N, C, Ho * Wo)).reshape(N, C, Ho, Wo)
+    def corner(cs):
+        """The input at integer corner ``cs`` (float tensors, one a spatial dim), zero where it is outside."""
+        inside, flat = None, None
+        for c, n, st in zip(cs, sizes, strides):
+            ok = (c >= 0) & (c <= n - 1)
+            inside = ok if inside is None else inside & ok
+            term = c.clamp(0, max(n - 1, 0)) * st
+            flat = term if flat is None else flat + term
+        flat = flat.to(dt.int64)
+        vals = planes.gather(2, flat.reshape(N, 1, M).expand(N, C, M)).reshape((N, C) + out_sp)
         return vals, inside.unsqueeze(1)
 
     if mode == "nearest":
-        vals, inside = corner(ix.round().detach(), iy.round().detach())
+        vals, inside = corner([i.round().detach() for i in idx])
         out = _where(inside, vals, 0.0)
     else:
-        x0, y0 = ix.floor().detach(), iy.floor().detach()
-        wx1, wy1 = (ix - x0).unsqueeze(1), (iy - y0).unsqueeze(1)
-        wx0, wy0 = 1 - wx1, 1 - wy1
+        lo = [i.floor().detach() for i in idx]
+        w1 = [(i - c).unsqueeze(1) for i, c in zip(idx, lo)]
         out = None
-        for cx, cy, w in ((x0, y0, wx0 * wy0), (x0 + 1, y0, wx1 * wy0), (x0, y0 + 1, wx0 * wy1),
-                          (x0 + 1, y0 + 1, wx1 * wy1)):
-            vals, inside = corner(cx, cy)
+        for bits in itertools.product((0, 1), repeat=k):  # the last dim (x) varies fastest
+            w = None
+            for b, wj in zip(reversed(bits), reversed(w1)):  # x's weight first, then y's (then z's)
+                f = wj if b else 1 - wj
+                w = f if w is None else w * f
+            vals, inside = corner([c + b if b else c for c, b in zip(lo, bits)])
             term = _where(inside, vals * w, 0.0)
             out = term if out is None else out + term
     return out.to(input.dtype) if low else out

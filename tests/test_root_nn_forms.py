@@ -243,7 +243,7 @@ def test_pdist_against_numpy(dtype, layout, rng):
 
 def test_pdist_gradcheck_and_errors(rng):
     x = T(rng, 3, 2, dtype=F64).requires_grad_()
-    assert gradcheck(lambda v: tt.pdist(v, 3.0), (x,))
+    assert gradcheck(lambda v: tt.pdist(v, 3.0), (x,), fast_mode=True)
     with pytest.raises(RuntimeError, match="pdist only supports 2D tensors, got: 3D"):
         tt.pdist(tt.zeros((2, 2, 2)))
     with pytest.raises(RuntimeError, match="non-negative p"):
@@ -290,7 +290,7 @@ def test_conv_tbc_against_numpy(dtype, rng):
 def test_conv_tbc_gradcheck_and_errors(rng):
     args = [T(rng, 3, 1, 2, dtype=F64).requires_grad_(), T(rng, 2, 2, 2, dtype=F64).requires_grad_(),
             T(rng, 2, dtype=F64).requires_grad_()]
-    assert gradcheck(lambda x, w, b: tt.conv_tbc(x, w, b, 1), args)
+    assert gradcheck(lambda x, w, b: tt.conv_tbc(x, w, b, 1), args, fast_mode=True)
     x, w, b = (a.detach() for a in args)
     with pytest.raises(RuntimeError, match="Input must have 3 dims"):
         tt.conv_tbc(x[0], w, b)
@@ -440,6 +440,63 @@ def test_embedding_renorm_(rng):
     assert_close(w, ref, F64)
     with pytest.raises(IndexError, match="index out of range"):
         tt.embedding_renorm_(w, tt.tensor(np.array([5], np.int64)), 1.0, 2.0)
+
+
+def _np_grid_sample_3d(a, g, nearest, align):
+    """torch's grid_sampler_3d with zero padding, one output point at a time (float64)."""
+    N, C, D, H, W = a.shape
+    out = np.zeros((N, C) + g.shape[1:4])
+    for n in range(N):
+        for o in np.ndindex(*g.shape[1:4]):
+            src = []
+            for c, size in zip(g[n][o][::-1], (D, H, W)):  # the grid holds (x, y, z): z indexes D
+                src.append((c + 1) * (size - 1) / 2 if align else ((c + 1) * size - 1) / 2)
+            if nearest:
+                corners = [(tuple(np.rint(src).astype(int)), 1.0)]
+            else:
+                lo = np.floor(src).astype(int)
+                corners = [(tuple(lo + b), np.prod([f if bb else 1 - f for f, bb in zip(np.subtract(src, lo), b)]))
+                           for b in np.ndindex(2, 2, 2)]
+            for (z, y, x), w in corners:
+                if 0 <= z < D and 0 <= y < H and 0 <= x < W:
+                    out[n, :, o[0], o[1], o[2]] += w * a[n, :, z, y, x]
+    return out
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_grid_sampler_3d_against_numpy(dtype, rng):
+    x, a = make((2, 2, 3, 4, 5), dtype, "transposed", rng.standard_normal)
+    g, gr = make((2, 2, 3, 2, 3), dtype, "contiguous", lambda s: rng.uniform(-1.2, 1.2, s))
+    # every mode in fp32; the low-precision and fp64 runs check the dtype handling with one
+    for mode, align in ((0, False), (0, True), (1, False)) if dtype is tt.float32 else ((0, True),):
+        out = tt.grid_sampler_3d(x, g, mode, 0, align)
+        assert out.shape == (2, 2, 2, 3, 2) and out.dtype == dtype
+        assert_close(out, _np_grid_sample_3d(a, gr, mode == 1, align), dtype, "accumulate", k=8)
+
+
+def test_grid_sampler_3d_border_and_reflection(rng):
+    # identical depth planes: with border or reflection padding every sample is inside, so the
+    # trilinear sample is the 2-D (already checked) bilinear sample of the plane
+    plane = T(rng, 1, 2, 4, 5, dtype=F64)
+    g3 = T(rng, 1, 2, 3, 2, 3, dtype=F64) * 1.3
+    vol = plane.unsqueeze(2).expand(1, 2, 3, 4, 5)
+    flat = tt.grid_sampler_2d(plane, g3[..., :2].reshape(1, 6, 2, 2), 0, 2, False)  # 2: reflection
+    assert_close(tt.grid_sampler_3d(vol, g3, 0, 2, False), flat.reshape(1, 2, 2, 3, 2).cpu().numpy(), F64)
+    g3 = g3.clamp(-1, 1)  # border padding: the same clamp as reflection's last step, inside [-1, 1] nothing to fold
+    flat = tt.grid_sampler_2d(plane, g3[..., :2].reshape(1, 6, 2, 2), 0, 1, False)
+    assert_close(tt.grid_sampler_3d(vol, g3, 0, 1, False), flat.reshape(1, 2, 2, 3, 2).cpu().numpy(), F64)
+
+
+def test_grid_sampler_3d_gradcheck_and_errors(rng):
+    # the input's gradient is the 2-D path's gathers (gradchecked with F.grid_sample); the grid's
+    # runs through the third dim's weights
+    x = T(rng, 1, 1, 2, 2, 2, dtype=F64)
+    g = (T(rng, 1, 1, 1, 1, 3, dtype=F64) * 0.8).requires_grad_()
+    assert gradcheck(lambda b: tt.grid_sampler_3d(x, b, 0, 0, False), (g,), fast_mode=True)
+    with pytest.raises(RuntimeError, match="expected grid to have size 3 in last dimension"):
+        tt.grid_sampler_3d(x, g[..., :2], 0, 0, False)
+    with pytest.raises(RuntimeError, match="expected 5D input and grid with same number of dimensions"):
+        tt.grid_sampler_3d(x[0], g[0], 0, 0, False)
 
 
 def test_bad_arguments_name_themselves(rng):
