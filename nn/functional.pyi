@@ -48,6 +48,7 @@ from .functional_dropout import dropout2d as dropout2d
 from .functional_dropout import dropout3d as dropout3d
 from .functional_dropout import feature_alpha_dropout as feature_alpha_dropout
 from .functional_linear import bilinear as bilinear
+from .functional_linear_ce import linear_cross_entropy as linear_cross_entropy
 from .functional_losses import cosine_embedding_loss as cosine_embedding_loss
 from .functional_losses import gaussian_nll_loss as gaussian_nll_loss
 from .functional_losses import hinge_embedding_loss as hinge_embedding_loss
@@ -118,6 +119,7 @@ def cross_entropy(input, target, weight=..., size_average=..., ignore_index=...,
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=..., reduction=..., zero_infinity=...) -> Tensor: """torch.nn.functional.ctc_loss (see the module docstring)."""
 def embedding(input, weight, padding_idx=..., max_norm=..., norm_type=..., scale_grad_by_freq=..., sparse=...) -> Any: """``torch.nn.functional.embedding``: ``weight[input]``, shape ``input.shape + (embedding_dim,)``."""
 def flatten(input, start_dim=..., end_dim=...) -> Any: """``input.flatten(start_dim, end_dim)``. torch's F has no ``flatten`` (torch has ``torch.flatten``"""
+def grouped_mm(mat_a, mat_b, *, offs=..., bias=..., out_dtype=...) -> Tensor: """The grouped product of ``mat_a`` and ``mat_b`` (module docstring), in their dtype."""
 def kl_div(input, target, size_average=..., reduce=..., reduction=..., log_target=...) -> Any: """target * (log target - input) (input: log-probabilities), 0 where target == 0, as torch;"""
 def l1_loss(input, target, size_average=..., reduce=..., reduction=...) -> Any: """Mean (or sum, or none) of |input - target|."""
 def layer_norm(input, normalized_shape, weight=..., bias=..., eps=...) -> Tensor: """``torch.nn.functional.layer_norm``: normalize over the trailing ``normalized_shape`` dims."""
