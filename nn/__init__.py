@@ -19,7 +19,7 @@ from .modules import (GRU, LSTM, RNN, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, B
                       Upsample)
 from .parameter import Buffer, Parameter
 from .functional_linear_ce import LinearCrossEntropyOptions
-from .modules.linear_cross_entropy import LinearCrossEntropyLoss
+from .modules import LinearCrossEntropyLoss
 from .modules import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d, LazyConv2d, LazyConv3d,
                       LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
                       LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear)

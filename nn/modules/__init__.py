@@ -79,3 +79,5 @@ __all__ += ["CTCLoss"]
 __all__ += ["AdaptiveLogSoftmaxWithLoss"]
 from .batchnorm import SyncBatchNorm  # noqa: E402
 __all__ += ["SyncBatchNorm"]
+from .loss import LinearCrossEntropyLoss  # noqa: E402
+__all__ += ["LinearCrossEntropyLoss"]
