@@ -24,6 +24,7 @@ _DEPRECATED = ("TypedStorage is deprecated. It will be removed in the future and
 
 
 def warn_typed_storage(stacklevel: int = 3) -> None:
+    """torch's warning on each use of a TypedStorage (``Tensor.storage()`` among them)."""
     warnings.warn(_DEPRECATED, UserWarning, stacklevel=stacklevel)
 
 
@@ -43,10 +44,12 @@ class TypedStorage:
 
     @property
     def device(self):
+        """The device of the bytes."""
         return self._untyped_storage.device
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the bytes are in GPU memory."""
         return self._untyped_storage.is_cuda
 
     def untyped(self) -> UntypedStorage:
@@ -61,15 +64,19 @@ class TypedStorage:
         return self.size()
 
     def element_size(self) -> int:
+        """Bytes per element of ``dtype``."""
         return self.dtype.itemsize
 
     def nbytes(self) -> int:
+        """The bytes the storage holds, whole elements or not."""
         return int(self._untyped_storage.nbytes)
 
     def data_ptr(self) -> int:
+        """The address of the first byte."""
         return self._untyped_storage.data_ptr()
 
     def is_shared(self) -> bool:
+        """Whether the bytes are in shared memory (``share_memory_``)."""
         return self._untyped_storage.is_shared()
 
     def _elements(self) -> np.ndarray:
@@ -77,6 +84,7 @@ class TypedStorage:
         return self._untyped_storage._read(0, n * self.dtype.itemsize).view(self.dtype.np)
 
     def tolist(self) -> list:
+        """Every element, as Python numbers (a copy: reads of GPU bytes are ordered on their stream)."""
         return self._elements().tolist()
 
     def _index(self, idx) -> int:
@@ -100,6 +108,7 @@ class TypedStorage:
         self._write_elements(i, np.array([value]))
 
     def fill_(self, value):
+        """Every element set to ``value``, in place; returns the storage."""
         self._write_elements(0, np.full(self.size(), value))
         return self
 

@@ -69,6 +69,7 @@ class PyTorchFileReader:
         return list(self._infos)
 
     def has_record(self, name: str) -> bool:
+        """Whether the archive holds a record of that name."""
         return name in self._infos
 
     def get_record(self, name: str) -> bytes:
@@ -76,6 +77,7 @@ class PyTorchFileReader:
         return self._zip.read(self._info(name))
 
     def get_record_size(self, name: str) -> int:
+        """A record's size in bytes."""
         return self._info(name).file_size
 
     def get_record_header_offset(self, name: str) -> int:
@@ -146,6 +148,8 @@ class PyTorchFileWriter:
             raise RuntimeError("PytorchStreamWriter: the archive was already finalized (write_end_of_file)")
 
     def archive_name(self) -> str:
+        """The folder every record sits in inside the zip: the file's name without its extension, or
+        ``archive`` for a stream, as torch names it."""
         return self._archive
 
     def serialization_id(self) -> str:
@@ -157,6 +161,7 @@ class PyTorchFileWriter:
         self._version = max(self._version, int(version))
 
     def get_all_written_records(self) -> set:
+        """The names of the records written so far."""
         return set(self._written)
 
     def write_record(self, name: str, data, size: int) -> None:
