@@ -25,7 +25,9 @@ from ._errors import CudaError, DeferredCudaCallError, check_error, cudaStatus, 
 from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .memory import (CUDAPluggableAllocator, MemPool, caching_allocator_alloc, caching_allocator_delete,
                      caching_allocator_disabled, caching_allocator_enable, change_current_allocator, empty_cache,
-                     get_allocator_backend, get_per_process_memory_fraction, list_gpu_processes,
+                     get_allocator_backend, get_per_process_memory_fraction, host_memory_stats,
+                     host_memory_stats_as_nested_dict, list_gpu_processes, reset_accumulated_host_memory_stats,
+                     reset_peak_host_memory_stats,
                      max_memory_allocated, max_memory_cached, max_memory_reserved, mem_get_info, memory_allocated,
                      memory_cached, memory_reserved, memory_snapshot, memory_stats, memory_stats_as_nested_dict,
                      memory_summary, reset_accumulated_memory_stats, reset_max_memory_allocated,
@@ -211,5 +213,6 @@ __all__ = [
     "reset_accumulated_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached",
     "reset_peak_memory_stats", "seed", "seed_all", "set_device", "set_per_process_memory_fraction", "set_rng_state",
     "set_rng_state_all", "set_stream", "set_sync_debug_mode", "stream", "streams", "synchronize", "temperature",
-    "use_mem_pool", "utilization",
+    "use_mem_pool", "utilization", "host_memory_stats", "host_memory_stats_as_nested_dict",
+    "reset_accumulated_host_memory_stats", "reset_peak_host_memory_stats",
 ]

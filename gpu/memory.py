@@ -17,10 +17,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import threading
+import collections
 import warnings
 
 from ..runtime import cuda as _cuda
 from ..runtime import driver as _drv
+from ..runtime import host_memory as _host_memory
 from ..runtime import memory as _memory
 from ..runtime import mode
 from ..runtime.allocator import OutOfMemoryError
@@ -37,6 +39,8 @@ __all__ = [
     "reset_max_memory_cached", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "memory_cached", "max_memory_cached", "memory_snapshot", "memory_summary", "list_gpu_processes", "mem_get_info",
     "get_allocator_backend", "CUDAPluggableAllocator", "change_current_allocator", "MemPool", "use_mem_pool",
+    "host_memory_stats", "host_memory_stats_as_nested_dict", "reset_accumulated_host_memory_stats",
+    "reset_peak_host_memory_stats",
 ]
 
 
@@ -408,3 +412,39 @@ def use_mem_pool(pool: MemPool, device=None):
     finally:
         pool._users -= 1
         alloc.route(previous or None)
+
+
+def host_memory_stats_as_nested_dict() -> dict:
+    """``torch.cuda.host_memory_stats_as_nested_dict``: the pinned host memory statistics
+    (``runtime/host_memory.py`` says what is counted); ``{}`` before CUDA is initialised, as torch."""
+    if not _cuda._devices:
+        return {}
+    return _host_memory.stats()
+
+
+def host_memory_stats() -> dict:
+    """``torch.cuda.host_memory_stats``: :func:`host_memory_stats_as_nested_dict` flattened to sorted
+    dotted keys (``"allocations.current"``, ``"host_alloc_time.avg"``, ``"num_host_alloc"`` ...)."""
+    result = []
+
+    def add(prefix, obj):
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                add(f"{prefix}.{k}" if prefix else k, v)
+        else:
+            result.append((prefix, obj))
+
+    add("", host_memory_stats_as_nested_dict())
+    result.sort()
+    return collections.OrderedDict(result)
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """``torch.cuda.reset_accumulated_host_memory_stats``: zero the "allocated"/"freed" counts, the
+    numbers of driver calls and their times."""
+    _host_memory.reset_accumulated()
+
+
+def reset_peak_host_memory_stats() -> None:
+    """``torch.cuda.reset_peak_host_memory_stats``: every "peak" becomes its current value."""
+    _host_memory.reset_peak()

@@ -45,6 +45,7 @@ import ctypes
 import threading
 
 from . import driver as drv
+from . import host_memory
 from . import dtype as dt
 from .device import device as _device
 
@@ -195,7 +196,7 @@ def _buffer():
     """This thread's pinned landing place for a flag read."""
     buf = getattr(_local, "buf", None)
     if buf is None:
-        buf = _local.buf = drv.LegacyPinnedMemoryResource().allocate(NBYTES)
+        buf = _local.buf = host_memory.allocate(NBYTES)
     return int(buf.handle)
 
 

@@ -13,6 +13,7 @@ import threading
 import numpy as np
 
 from . import driver as drv
+from . import host_memory
 from .allocator import Backend, CachingAllocator, OutOfMemoryError
 from .device import CPU, device
 
@@ -269,7 +270,7 @@ class _PinnedHostStorage(HostStorage):
 
 def pinned_host_storage(nbytes: int) -> HostStorage:
     """``nbytes`` of page-locked host memory (GPU mode only: it needs the CUDA driver)."""
-    buf = drv.LegacyPinnedMemoryResource().allocate(max(int(nbytes), 1))
+    buf = host_memory.allocate(nbytes, active=True)
     return _PinnedHostStorage(nbytes, owner=buf, ptr=int(buf.handle))
 
 
@@ -500,11 +501,9 @@ def _pinned(nbytes: int):
     """A per-thread pinned staging buffer, grown on demand (cuMemAllocHost is slow)."""
     buf = getattr(_pinned_local, "buf", None)
     if buf is None or buf.size < nbytes:
-        mr = getattr(_pinned_local, "mr", None) or drv.LegacyPinnedMemoryResource()
-        _pinned_local.mr = mr
         if buf is not None:
-            buf.close()
-        buf = mr.allocate(max(nbytes, 1 << 20))
+            host_memory.close(buf)
+        buf = host_memory.allocate(max(nbytes, 1 << 20))
         _pinned_local.buf = buf
     return int(buf.handle)
 
@@ -531,11 +530,11 @@ def host_to_device_async(dst_ptr: int, src: np.ndarray, stream) -> None:
             entry = _async_staging[0]  # every buffer is in flight: wait for the oldest copy
             entry[2].sync()
             if entry[1] < n:
-                entry[0].close()
-                entry[0], entry[1] = drv.LegacyPinnedMemoryResource().allocate(n), n
+                host_memory.close(entry[0])
+                entry[0], entry[1] = host_memory.allocate(n), n
         if entry is None:
             cap = max(n, 1 << 16)
-            entry = [drv.LegacyPinnedMemoryResource().allocate(cap), cap, None]
+            entry = [host_memory.allocate(cap), cap, None]
         else:
             _async_staging.remove(entry)
         pin = int(entry[0].handle)
@@ -580,9 +579,7 @@ def reserve_captured_copies(nbytes: int) -> None:
         buf, _base, used = _captured_pinned
         if buf is not None and buf.size - used >= nbytes:
             return
-        mr = getattr(_pinned_local, "mr", None) or drv.LegacyPinnedMemoryResource()
-        _pinned_local.mr = mr
-        new = mr.allocate(max(nbytes, 1 << 16))
+        new = host_memory.allocate(max(nbytes, 1 << 16))
         _captured_pinned[:] = [new, int(new.handle), 0]  # the old buffer lives on in the graphs that use it
 
 
