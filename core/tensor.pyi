@@ -30,6 +30,8 @@ class Tensor:
     grad: Tensor | None
     grad_fn: Any
     @property
+    def H(self) -> Tensor: ...
+    @property
     def T(self) -> 'Tensor': ...
     def __abs__(self, *, out=...) -> Tensor: """Elementwise ``abs`` (kernel: triton_kernels/elementwise.py)."""
     def __add__(self, other, *, alpha=..., out=...) -> Tensor: """Elementwise ``add`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -99,11 +101,13 @@ class Tensor:
     def addmv_(self, mat, vec, *, beta=..., alpha=...) -> Tensor: """In place: input = beta * input + alpha * (mat @ vec)."""
     def addr(self, vec1, vec2, *, beta=..., alpha=..., out=...) -> Tensor: """``beta * input + alpha * outer(vec1, vec2)``."""
     def addr_(self, vec1, vec2, *, beta=..., alpha=...) -> Tensor: """``addr`` written into ``input``."""
+    def adjoint(self) -> Tensor: """The conjugate transpose of the last two dims: their transpose for real tensors (a view)."""
     def all(self, dim=..., keepdim=...) -> Tensor: """torch.all: whether every element over ``dim`` (all dims by default) is nonzero, as bool."""
     def allclose(self, other, rtol=..., atol=..., equal_nan=...) -> builtins.bool: """``isclose(...).all()`` as a Python bool (one host sync)."""
     def amax(self, dim=..., keepdim=...) -> Tensor: """torch.amax: the maximum over ``dim`` (all dims when empty), without indices; NaN propagates."""
     def amin(self, dim=..., keepdim=...) -> Tensor: """torch.amin: the minimum over ``dim`` (all dims when empty), without indices; NaN propagates."""
     def aminmax(self, *, dim=..., keepdim=...) -> Any: """``(min, max)`` over ``dim`` (all dims without one)."""
+    def angle(self) -> Tensor: """The argument of a real number: pi below zero, 0 at or above it, NaN kept; integers give"""
     def any(self, dim=..., keepdim=...) -> Tensor: """torch.any: whether any element over ``dim`` (all dims by default) is nonzero, as bool."""
     def apply_(self, callable) -> Any: """torch's Tensor.apply_(callable): every element replaced by ``callable(element)``, in place (CPU only,"""
     def arccos(self, *, out=...) -> Tensor: """Elementwise ``acos`` (kernel: triton_kernels/elementwise.py)."""
@@ -161,6 +165,7 @@ class Tensor:
     def bool(self) -> Any: ...
     def broadcast_to(self, shape) -> 'Tensor': """``Tensor.broadcast_to``: ``self.expand(shape)``."""
     def byte(self) -> Any: ...
+    def cauchy_(self, median=..., sigma=..., *, generator=...) -> Tensor: """Fill with Cauchy(median, sigma) samples: median + sigma tan(pi (u - 1/2))."""
     def ceil(self, *, out=...) -> Tensor: """Elementwise ``ceil`` (kernel: triton_kernels/elementwise.py)."""
     def ceil_(self) -> Tensor: """In-place elementwise ``ceil``."""
     def char(self) -> Any: ...
@@ -244,6 +249,7 @@ class Tensor:
     def expand_as(self, other) -> 'Tensor': """``Tensor.expand_as``: ``self.expand(other.shape)``."""
     def expm1(self, *, out=...) -> Tensor: """Elementwise ``expm1`` (kernel: triton_kernels/elementwise.py)."""
     def expm1_(self) -> Tensor: """In-place elementwise ``expm1``."""
+    def exponential_(self, lambd=..., *, generator=...) -> Tensor: """Fill with Exp(lambd) samples: -log(1 - u) / lambd."""
     def fill_(self, value) -> Any: """Set every element to ``value`` (a number or a one-element tensor)."""
     def fill_diagonal_(self, fill_value, wrap=...) -> Tensor: """``fill_value`` written on the main diagonal (every dim the same length, or a 2-D matrix;"""
     def fix(self, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
@@ -275,6 +281,7 @@ class Tensor:
     def gelu_(self) -> Tensor: """In-place elementwise ``gelu``."""
     def gelu_tanh(self, *, out=...) -> Tensor: """Elementwise ``gelu_tanh`` (kernel: triton_kernels/elementwise.py)."""
     def gelu_tanh_(self) -> Tensor: """In-place elementwise ``gelu_tanh``."""
+    def geometric_(self, p, *, generator=...) -> Tensor: """Fill with the number of Bernoulli(p) trials up to the first success: ceil(log(1 - u) / log(1 - p))."""
     def geqrf(self) -> builtins.tuple: """``torch.geqrf``: LAPACK's compact QR (a, tau): R on and above the diagonal, the Householder"""
     def ger(self, vec2) -> Tensor: """``input[:, None] * vec2[None, :]`` for 1-D tensors (dtypes promote). Alias: ``ger``."""
     def get_device(self) -> builtins.int: """The CUDA device index, -1 on the CPU (torch's)."""
@@ -343,6 +350,7 @@ class Tensor:
     def isneginf(self, *, out=...) -> Tensor: """Elementwise ``isneginf`` (kernel: triton_kernels/elementwise.py)."""
     def isposinf(self, *, out=...) -> Tensor: """Elementwise ``isposinf`` (kernel: triton_kernels/elementwise.py)."""
     def isreal(self) -> Tensor: """True everywhere: tritensor has no complex dtypes, so every value is real (torch's, for a real"""
+    def istft(self, n_fft, hop_length=..., win_length=..., window=..., center=..., normalized=..., onesided=..., length=..., return_complex=...) -> Tensor: """The inverse of ``stft``, from its real (…, n_freq, n_frames, 2) form: each frame's inverse DFT"""
     def item(self) -> Any: """torch's Tensor.item: the one element as a Python number (a host sync on a device); an error for"""
     @property
     def itemsize(self) -> builtins.int: ...
@@ -372,6 +380,7 @@ class Tensor:
     def log2(self, *, out=...) -> Tensor: """Elementwise ``log2`` (kernel: triton_kernels/elementwise.py)."""
     def log2_(self) -> Tensor: """In-place elementwise ``log2``."""
     def log_(self) -> Tensor: """In-place elementwise ``log``."""
+    def log_normal_(self, mean=..., std=..., *, generator=...) -> Tensor: """Fill with samples whose log is N(mean, std**2)."""
     def log_softmax(self, dim, dtype=...) -> Tensor: """x - max - log(sum(exp(x - max))) along ``dim``; ``dtype`` casts the input first."""
     def logaddexp(self, other, *, out=...) -> Tensor: """Elementwise ``logaddexp`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def logaddexp2(self, other, *, out=...) -> Tensor: """Elementwise ``logaddexp2`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -393,6 +402,8 @@ class Tensor:
     def lt_(self, other) -> Tensor: """In-place elementwise ``lt``."""
     def lu(self, pivot=..., get_infos=...) -> Any: """``torch.lu`` / ``Tensor.lu``: (LU, pivots) or (LU, pivots, infos)."""
     def lu_solve(self, LU_data, LU_pivots) -> Tensor: """``torch.lu_solve`` (deprecated for ``linalg.lu_solve``): X with A X = b."""
+    @property
+    def mH(self) -> Tensor: ...
     @property
     def mT(self) -> 'Tensor': ...
     def map2_(self, x, y, callable) -> Any: """torch's Tensor.map2_(x, y, callable): ``self[i] = callable(self[i], x[i], y[i])`` in place, ``x`` and"""
@@ -459,6 +470,7 @@ class Tensor:
     def nextafter(self, other, *, out=...) -> Tensor: """Elementwise ``nextafter`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
     def nextafter_(self, other) -> Tensor: """In-place elementwise ``nextafter``."""
     def nonzero(self, *, as_tuple=...) -> Any: """The coordinates of the nonzero elements, row-major: int64 (count, ndim), or one 1-D tensor per dim."""
+    def nonzero_static(self, *, size, fill_value=...) -> Tensor: """``nonzero`` with a fixed number of rows: cut at ``size`` or filled with ``fill_value``."""
     def norm(self, p=..., dim=..., keepdim=..., dtype=...) -> Tensor: """``torch.norm``: ``'fro'`` (or a number p) is the vector p-norm over ``dim`` (all dims when None);"""
     def normal_(self, mean=..., std=..., *, generator=...) -> Tensor: """Fill with N(mean, std**2) samples."""
     def not_equal(self, other, *, out=...) -> Tensor: """Elementwise ``ne`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
@@ -550,6 +562,7 @@ class Tensor:
     def sinh(self, *, out=...) -> Tensor: """Elementwise ``sinh`` (kernel: triton_kernels/elementwise.py)."""
     def sinh_(self) -> Tensor: """In-place elementwise ``sinh``."""
     def size(self, dim=...) -> Any: """torch's Tensor.size: the shape (a Size), or the size of dim ``dim``."""
+    def slice_inverse(self, src, dim=..., start=..., end=..., step=...) -> Tensor: """The inverse of ``src[start:end:step]`` along ``dim`` for functionalization: a view of"""
     def slice_scatter(self, src, dim=..., start=..., end=..., step=...) -> Tensor: """A copy of ``input`` with ``src`` written into ``[start:end:step]`` of ``dim``."""
     def slogdet(self) -> builtins.tuple: """``torch.linalg.slogdet`` (``torch.slogdet``): (sign, log|det|); sign 0 and -inf for a"""
     def softmax(self, dim, dtype=...) -> Tensor: """exp(x - max) / sum(exp(x - max)) along ``dim``; ``dtype`` casts the input first."""
@@ -563,6 +576,7 @@ class Tensor:
     def squeeze(self, dim=...) -> Any: """torch.squeeze: a view without the size-1 dims (only those of ``dim``, an int or a tuple, when given)."""
     def squeeze_(self, dim=...) -> Tensor: """``Tensor.squeeze_``: squeeze(dim) in place."""
     def std(self, dim=..., unbiased=..., keepdim=..., *, correction=...) -> Tensor: """torch.std: the standard deviation over ``dim``, with ``correction`` (Bessel's by default;"""
+    def stft(self, n_fft, hop_length=..., win_length=..., window=..., center=..., pad_mode=..., normalized=..., onesided=..., return_complex=...) -> Tensor: """The short-time Fourier transform of a real 1-D or (batch, length) signal: (…, n_freq, n_frames,"""
     def storage(self) -> Any: """torch's deprecated Tensor.storage(): the tensor's storage as a TypedStorage of its dtype (warns, as"""
     def storage_offset(self) -> builtins.int: """torch's Tensor.storage_offset: the first element's offset in the storage, in elements."""
     def stride(self, dim=...) -> Any: """torch's Tensor.stride: the strides in elements, or the stride of dim ``dim``."""

@@ -364,6 +364,21 @@ COMPOSITES |= {"linalg_lu_factor", "linalg_lu", "lu_unpack", "lu", "linalg_solve
                "linalg_cholesky", "cholesky", "cholesky_solve", "cholesky_inverse", "qr", "linalg_lu_solve", "lu_solve",
                "triangular_solve", "matrix_power", "linalg_eigvalsh", "linalg_svdvals", "svd",
                "linalg_pinv", "pinverse", "linalg_cond", "linalg_lstsq"}
+# ----- stft/istft (matmuls against a cached DFT basis) and the odd numerical functions and samplers: composites
+_SP, _SG = "test_spectral.py::", "test_signal_more.py::"
+TESTS.update({"stft": (_SP + "test_stft_matches_numpy_fft", _SP + "test_spectral_gradcheck"),
+              "istft": (_SP + "test_stft_defaults_method_and_istft_round_trip", _SP + "test_spectral_gradcheck"),
+              **{op: (_SG + "test_angle_and_adjoints", _SG + "test_signal_more_gradcheck") for op in ("angle", "adjoint")},
+              "gradient": (_SG + "test_gradient_matches_numpy", _SG + "test_signal_more_gradcheck"),
+              "cond": (_SG + "test_nonzero_static_slice_inverse_cond", _SG + "test_signal_more_gradcheck"),
+              **{op: (_SG + "test_nonzero_static_slice_inverse_cond", None) for op in ("nonzero_static", "slice_inverse")},
+              "histogramdd": (_SG + "test_histogramdd_matches_numpy", None),
+              "lobpcg": (_SG + "test_lobpcg_matches_numpy_eigh", None),
+              **{op: (_SG + "test_poisson_binomial_moments_and_checks", None) for op in ("poisson", "binomial")},
+              **{op: (_SG + "test_in_place_samplers_moments_and_generator", None)
+                 for op in ("cauchy_", "exponential_", "geometric_", "log_normal_")}})
+NO_KERNEL |= {"spectral", "signal_more"}
+COMPOSITES |= {"stft", "istft", "angle", "adjoint", "gradient", "cond"}
 # tritensor.linalg's functions are named without the prefix: the tests call L.<name>(
 MENTIONS.update({op: ("L." + op[len("linalg_"):] + "(",) for _, _, ops in _LINALG for op in ops
                  if op.startswith("linalg_")})

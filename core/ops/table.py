@@ -32,6 +32,7 @@ from . import linalg_eig_svd, linalg_factor
 from . import shape_more, stats_more, windows
 from . import batch_norm_stats
 from . import tensor_odds
+from . import signal_more, spectral
 from . import activation_methods
 from . import grouped_mm
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
@@ -391,6 +392,18 @@ for _name in ("chain_matmul", "trapezoid", "trapz", "cumulative_trapezoid"):
 # ----- window functions (core/ops/windows.py, triton_kernels/windows.py): factories, no tensor argument
 for _name in ("hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"):
     _add(Op(_name, getattr(windows, _name), "none", method=False))
+# ----- short-time Fourier transforms (core/ops/spectral.py): windowed frames times a cached DFT basis, recorded
+# matmuls; torch's CUDA autocast lists name neither
+for _name in ("stft", "istft"):
+    _add(Op(_name, getattr(spectral, _name), "none"))
+# ----- odd numerical functions and samplers (core/ops/signal_more.py): composites of recorded ops and uniform draws
+for _name in ("angle", "adjoint", "nonzero_static", "slice_inverse"):
+    _add(Op(_name, getattr(signal_more, _name), "none"))
+for _name in ("gradient", "histogramdd", "poisson", "binomial", "cond", "lobpcg"):
+    _add(Op(_name, getattr(signal_more, _name), "none", method=False))
+for _name in ("cauchy_", "exponential_", "geometric_", "log_normal_"):
+    _add(Op(_name, getattr(signal_more, _name), "none", function=False))
+COMPOSITE_METHODS.update(mH=property(signal_more.mH), H=property(signal_more.H))
 # ----- batch-norm statistics (core/ops/batch_norm_stats.py): SyncBatchNorm's pieces, on the batch-norm kernels
 # or composites of per-channel sums and elementwise ops; torch.* functions only, none on torch's autocast lists
 for _name in ("batch_norm_stats", "batch_norm_elemt", "batch_norm_gather_stats", "batch_norm_gather_stats_with_counts",
