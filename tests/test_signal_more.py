@@ -145,17 +145,19 @@ def test_lobpcg_matches_numpy_eigh():
     evals = np.array([1.0, 2.0, 3.0, 4.5, 5.0, 6.0, 7.0, 9.0, 12.0])
     a = q @ np.diag(evals) @ q.T
     b = np.diag(np.linspace(1.0, 2.0, 9))
-    e, x = tt.lobpcg(tt.tensor(a), k=2, B=tt.tensor(b))
+    tol = 1e-6  # looser than torch's sqrt(eps) default, for fewer iterations in CPU mode; the Ritz values
+    # converge like the residual squared, so they still meet float64's finite-difference profile
+    e, x = tt.lobpcg(tt.tensor(a), k=2, B=tt.tensor(b), tol=tol)
     # the generalized problem through numpy: eigh of L^-1 A L^-T, B = L L^T
     li = np.linalg.inv(np.linalg.cholesky(b))
     ref = np.linalg.eigh(li @ a @ li.T)[0][::-1][:2]
     assert_close(e, ref, tt.float64, "finite_difference")
-    # the vectors solve A x = l B x to torch's convergence test, |r| <= tol |x| (|A| + |l| |B|), tol = sqrt(eps)
+    # the vectors solve A x = l B x to torch's convergence test, |r| <= tol |x| (|A| + |l| |B|)
     xn, en = x.numpy(), e.numpy()
     res = np.linalg.norm(a @ xn - b @ xn * en, axis=0)
-    bound = np.finfo(np.float64).eps ** 0.5 * np.linalg.norm(xn, axis=0) * (np.linalg.norm(a) + en * np.linalg.norm(b))
+    bound = tol * np.linalg.norm(xn, axis=0) * (np.linalg.norm(a) + en * np.linalg.norm(b))
     assert (res <= bound).all(), (res, bound)
-    e, _ = tt.lobpcg(tt.tensor(a), k=1, largest=False)
+    e, _ = tt.lobpcg(tt.tensor(a), k=1, n=2, largest=False, tol=tol)  # n = 2 search vectors for k = 1
     assert_close(e, evals[:1], tt.float64, "finite_difference")
     with pytest.raises(ValueError, match="smaller than 3 x the number of requested eigenpairs \\(=2\\)"):
         tt.lobpcg(tt.eye(4), k=2)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tritensor as tt
-from layouts import LAYOUTS, check_layout, make
+from layouts import check_layout, make
 from tolerances import assert_close
 
 

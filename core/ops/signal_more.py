@@ -191,8 +191,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order: int = 1):
         if len(spacing) != len(dims):
             what = ("since dim argument was not given" if dim is None else "since dim argument was given")
             size = f"'self.dim() = {nd}'" if dim is None else f"'dim.size() = {len(dims)}'"
-            raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar, or a list of length equal "
-                               f"to {size}, {what}, but got a list of length {len(spacing)}")
+            raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar, or a list of length "
+                               f"equal to {size}, {what}, but got a list of length {len(spacing)}")
         hs = list(spacing)
     else:
         hs = [spacing] * len(dims)
@@ -233,8 +233,8 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density: bool = Fals
     for d, b in enumerate(bins):
         if isinstance(b, TensorBase):
             if b.ndim != 1 or b.numel() < 2:
-                raise RuntimeError("torch.histogramdd: the bin edges of each dimension must be a 1-D tensor of at least "
-                                   "2 elements")
+                raise RuntimeError("torch.histogramdd: the bin edges of each dimension must be a 1-D tensor of at "
+                                   "least 2 elements")
             edges.append(b.to(input.dtype))
             continue
         if isinstance(b, bool) or not isinstance(b, (numbers.Integral, np.integer)) or b <= 0:

@@ -8,8 +8,8 @@ float64 NumPy and rounded once): O(n_fft^2) per frame where an FFT is O(n_fft lo
 tensor cores and for the sizes audio uses (up to 4096) the product is faster than a radix-2 kernel,
 and it is a recorded op, so both transforms are differentiable with no derivative of their own.
 Framing is ``Tensor.unfold`` (a view), centre padding an ``index_select`` of reflected positions
-(or placed into zeros by ``slice_scatter``), and ``istft``'s overlap-add an ``index_add`` of the frames, divided by
-the overlapped squared window.
+(or the signal placed into zeros by ``slice_scatter``), and ``istft``'s overlap-add an
+``index_add`` of the frames, divided by the overlapped squared window.
 
 Differences from torch: ``stft`` gives only the real form (``return_complex=False``, with torch's
 deprecation warning); ``return_complex=True`` raises, naming the missing complex dtype. ``istft``
@@ -25,7 +25,6 @@ import warnings
 
 import numpy as np
 
-from ...runtime import dtype as dt
 from ..tensor_base import TensorBase
 from . import host_tensor
 
