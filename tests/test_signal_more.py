@@ -194,6 +194,8 @@ def test_in_place_samplers_moments_and_generator():
         strided = tt.zeros(6, 2)[:, 0]
         getattr(strided, name)(*args)
         assert (strided.numpy() != 0).all()
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        tt.ones(3, requires_grad=True).exponential_()
     half = tt.empty(5, dtype=tt.float16).exponential_()
     assert half.dtype == tt.float16 and (half.numpy() >= 0).all()
     for call, msg in ((lambda: tt.ones(3).exponential_(0), "exponential_ expects lambda > 0.0, but found lambda=0"),

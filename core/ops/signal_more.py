@@ -25,7 +25,7 @@ import numpy as np
 
 from ...runtime import dtype as dt
 from ..tensor_base import TensorBase
-from . import copy_into, host_tensor
+from . import host_tensor
 from . import random as _random
 from .linalg_eig_svd import linalg_eigh  # lobpcg has no gradient: called as the core entry
 from .sort import searchsorted  # histogramdd has no gradient: called as the core entry
@@ -284,9 +284,9 @@ def _fill(input, values, op: str):
         kind = {"exponential_": "Exponential", "cauchy_": "Cauchy", "log_normal_": "Log-normal"}[op]
         raise RuntimeError(f"{kind} distribution is a continuous probability distribution. dtype must be a floating "
                            f"point but you specified {input.dtype.name.capitalize()}")
-    copy_into(input, values.to(input.dtype))
-    input._bump_version()
-    return input
+    # a dispatched copy_: autograd refuses a leaf that requires grad, as for torch's in-place samplers,
+    # and records the overwrite (no gradient reaches the old values) on any other tensor
+    return input.copy_(values)
 
 
 def exponential_(input, lambd: float = 1.0, *, generator=None) -> Tensor:
