@@ -106,7 +106,7 @@ def test_histogramdd_matches_numpy(dtype):
     assert_close(got.hist, ref, dtype)
     empty = tt.histogramdd(tt.empty(0, 2, dtype=dtype), bins=2)
     assert_close(empty.hist, np.zeros((2, 2)), dtype)
-    with pytest.raises(NotImplementedError, match='"histogramdd" not implemented for'):
+    with pytest.raises(NotImplementedError, match='"histogramdd" not implemented for \'Long\''):
         tt.histogramdd(tt.arange(10).view(5, 2), bins=3)
     with pytest.raises(RuntimeError, match="The size of bins must be equal to the innermost dimension"):
         tt.histogramdd(x, bins=[3])
@@ -202,7 +202,8 @@ def test_in_place_samplers_moments_and_generator():
                       (lambda: tt.ones(3).geometric_(1), "geometric_ expects p to be in \\(0, 1\\), but got p=1"),
                       (lambda: tt.ones(3).log_normal_(1, 0), "log_normal_ expects std > 0.0, but found std=0"),
                       (lambda: tt.ones(3).cauchy_(0, -1), "cauchy_ expects sigma > 0.0, but found sigma=-1"),
-                      (lambda: tt.ones(3, dtype=tt.int64).exponential_(), "dtype must be a floating point")):
+                      (lambda: tt.ones(3, dtype=tt.int64).exponential_(),
+                       "dtype must be a floating point but you specified Long")):
         with pytest.raises(RuntimeError, match=msg):
             call()
 
@@ -226,9 +227,9 @@ def test_poisson_binomial_moments_and_checks():
     assert_close(tt.binomial(tt.tensor([7.0, 3.0]), tt.tensor([1.0, 0.0])), [7.0, 0.0], tt.float32)
     with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
         tt.poisson(tt.tensor([-1.0]))
-    with pytest.raises(NotImplementedError, match="not implemented for 'Int64'|not implemented for"):
+    with pytest.raises(NotImplementedError, match="\"poisson_cpu\" not implemented for 'Long'"):
         tt.poisson(tt.tensor([1, 2]))
-    with pytest.raises(ValueError, match="binomial only supports floating-point dtypes for count"):
+    with pytest.raises(ValueError, match="binomial only supports floating-point dtypes for count, got: Long"):
         tt.binomial(tt.tensor([5]), tt.tensor([0.5]))
     with pytest.raises(RuntimeError, match="0 <= prob <= 1"):
         tt.binomial(tt.tensor([5.0]), tt.tensor([1.5]))

@@ -27,6 +27,7 @@ from ...runtime import dtype as dt
 from ..tensor_base import TensorBase
 from . import host_tensor
 from . import random as _random
+from .shape_more import _torch_name  # torch's scalar-type names in messages (Long, Half ...)
 from .linalg_eig_svd import linalg_eigh  # lobpcg has no gradient: called as the core entry
 from .sort import searchsorted  # histogramdd has no gradient: called as the core entry
 
@@ -215,7 +216,7 @@ def histogramdd(input, bins=10, *, range=None, weight=None, density: bool = Fals
     ``searchsorted`` over its edges, the flattened bin counted by ``bincount`` (weighted where asked)."""
     _check(input, "histogramdd")
     if input.dtype not in (dt.float32, dt.float64, dt.float16, dt.bfloat16):
-        raise NotImplementedError(f'"histogramdd" not implemented for \'{input.dtype.name}\'')
+        raise NotImplementedError(f'"histogramdd" not implemented for \'{_torch_name(input.dtype)}\'')
     if input.ndim < 1:
         raise RuntimeError("torch.histogramdd: input tensor should have at least 1 dimension, but got 0")
     D = input.shape[-1]
@@ -283,7 +284,7 @@ def _fill(input, values, op: str):
     if not input.dtype.is_floating_point and op != "geometric_":
         kind = {"exponential_": "Exponential", "cauchy_": "Cauchy", "log_normal_": "Log-normal"}[op]
         raise RuntimeError(f"{kind} distribution is a continuous probability distribution. dtype must be a floating "
-                           f"point but you specified {input.dtype.name.capitalize()}")
+                           f"point but you specified {_torch_name(input.dtype)}")
     # a dispatched copy_: autograd refuses a leaf that requires grad, as for torch's in-place samplers,
     # and records the overwrite (no gradient reaches the old values) on any other tensor
     return input.copy_(values)
@@ -360,7 +361,7 @@ def poisson(input, generator=None) -> Tensor:
     """Poisson samples of the rates ``input``: the CDF count below 10, PTRS above (torch's split)."""
     _check(input, "poisson")
     if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{input.dtype.name.capitalize()}'")
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{_torch_name(input.dtype)}'")
     lam = input.detach().to(dt.float64)
     if lam.numel() and bool((lam < 0).any().item()):
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
@@ -398,10 +399,9 @@ def binomial(count, prob, generator=None) -> Tensor:
     _check(count, "binomial", "count")
     _check(prob, "binomial", "prob")
     if not count.dtype.is_floating_point:
-        raise ValueError(f"binomial only supports floating-point dtypes for count, got: "
-                         f"{count.dtype.name.capitalize()}")
+        raise ValueError(f"binomial only supports floating-point dtypes for count, got: {_torch_name(count.dtype)}")
     if not prob.dtype.is_floating_point:
-        raise ValueError(f"binomial only supports floating-point dtypes for prob, got: {prob.dtype.name.capitalize()}")
+        raise ValueError(f"binomial only supports floating-point dtypes for prob, got: {_torch_name(prob.dtype)}")
     n = count.detach().to(dt.float64)
     p = prob.detach().to(dt.float64)
     shape = tuple(np.broadcast_shapes(tuple(n.shape), tuple(p.shape)))
