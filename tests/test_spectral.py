@@ -131,3 +131,21 @@ def test_spectral_gradcheck():
         spec.requires_grad_()
         assert tt.autograd.gradcheck(lambda s: tt.istft(s, 6, 2, window=tt.hann_window(6, dtype=tt.float64)),
                                      (spec,), fast_mode=True)
+
+
+@pytest.mark.parametrize("dtype", [tt.float16, tt.bfloat16], ids=str)
+def test_stft_low_precision(dtype):
+    """fp16/bf16 (torch's CUDA stft takes them): the frames and the DFT basis are rounded to the dtype
+    before the product, so each output errs by a few ulps of the sum of its terms' magnitudes:
+    the elementwise "product_chain" bound with k = that sum (np.fft of |frames| at frequency 0)."""
+    x, r = make((2, 24), dtype, "sliced", RNG.standard_normal)
+    check_layout(x, "sliced")
+    w = tt.hann_window(8, dtype=dtype)
+    wr = w.to(tt.float64).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = x.stft(8, 3, window=w, return_complex=False)
+    ref = _reference(r, 8, 3, 8, wr, True, "reflect", False, True)
+    terms = _reference(np.abs(r), 8, 3, 8, wr, True, "reflect", False, True)[:, :1, :, :1]
+    assert got.dtype == dtype
+    assert_close(got, ref, dtype, "product_chain", k=np.broadcast_to(terms, ref.shape))
