@@ -330,9 +330,9 @@ GATED = ("torch", "torch.Tensor", "torch.nn", "torch.nn.functional", "torch.nn.i
 # A change that builds some lowers its number here (and README's table, which the test compares);
 # one that loses a name fails.
 NOT_YET_BUILT = {
-    "torch": 143, "torch.Tensor": 38, "torch.nn": 5, "torch.nn.functional": 6, "torch.nn.init": 0,
-    "torch.optim": 2, "torch.optim.lr_scheduler": 0, "torch.cuda": 5, "torch.linalg": 0, "torch.amp": 0,
-    "torch.utils.data": 0, "torch.autograd": 1,
+    "torch": 9, "torch.Tensor": 1, "torch.nn": 1, "torch.nn.functional": 0, "torch.nn.init": 0,
+    "torch.optim": 0, "torch.optim.lr_scheduler": 0, "torch.cuda": 1, "torch.linalg": 0, "torch.amp": 0,
+    "torch.utils.data": 0, "torch.autograd": 0,
 }
 
 
