@@ -57,6 +57,13 @@ class _UntypedStorageType(type):
         return super().__call__(*args, **kwargs)
 
 
+class _StorageType(_UntypedStorageType):
+    """The metaclass of the concrete storages: constructed by ``type``'s own call, in C, since a
+    storage is made at every allocation and a Python ``__call__`` would be one more call each."""
+
+    __call__ = type.__call__
+
+
 class UntypedStorage(metaclass=_UntypedStorageType):
     """torch.UntypedStorage: the bytes behind tensors, what ``Tensor.untyped_storage()`` returns (HostStorage
     or CudaStorage). torch's methods are written here once for both, over the subclass's ``nbytes``,
@@ -184,7 +191,7 @@ def _new_untyped(size=0, *, device=None):
     return out
 
 
-class HostStorage(UntypedStorage):
+class HostStorage(UntypedStorage, metaclass=_StorageType):
     """Host memory: an owned, aligned NumPy byte buffer, or a view of a caller's array.
 
     ``bytes_view()`` is the one array every NumPy view of the storage derives from, and its
@@ -422,7 +429,7 @@ def device_allocator(index: int) -> CachingAllocator:
     return a
 
 
-class CudaStorage(UntypedStorage):
+class CudaStorage(UntypedStorage, metaclass=_StorageType):
     """Device memory: a block of the device's caching allocator (``runtime/allocator.py``).
 
     The block is ordered on the stream current at allocation time. If the memory is used on
