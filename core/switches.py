@@ -38,7 +38,6 @@ _DEBUG_MODES = ("default", "warn", "error")
 
 # ----- deterministic algorithms --------------------------------------------------------------------------
 def use_deterministic_algorithms(mode, *, warn_only=False) -> None:
-    """Record whether programs ask for deterministic algorithms (``warn_only``: warn instead of refusing)."""
     """torch.use_deterministic_algorithms: record whether ops must be deterministic (``warn_only``: warn
     instead of raising); tritensor's kernels use no atomics where torch's nondeterministic ones do, so this
     is bookkeeping torch's API reads back."""
