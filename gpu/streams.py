@@ -12,17 +12,13 @@ from __future__ import annotations
 import time
 
 from ..runtime import cuda as _cuda
+from ..runtime import driver as drv
 from ..runtime import mode
 from ..runtime.cuda import Event, Stream, StreamContext
 from ..runtime.device import device as _device
 from ..runtime.device import get_default_device
 
-if mode.SIM:
-    from ..runtime.sim import CoreStream as _CoreStream
-elif mode.GPU:
-    from cuda.core import Stream as _CoreStream
-else:
-    _CoreStream = None
+_CoreStream = drv.CoreStream  # cuda.core's Stream, or the simulator's (None in CPU mode)
 
 __all__ = ["Event", "ExternalStream", "Stream", "StreamContext"]
 

@@ -12,6 +12,7 @@ None and the GPU path refuses before it reaches them (``tritensor.cuda``'s ``_re
 The names:
 
 * ``Device``, ``StreamOptions``, ``EventOptions``, ``LegacyPinnedMemoryResource``: cuda.core's.
+* ``CoreStream``: cuda.core's ``Stream`` class (``tritensor.cuda.ExternalStream`` wraps a handle in one).
 * ``driver``: ``cuda.bindings.driver`` (enums and the few ``cu*`` calls cuda.core has no method for).
 * ``device_count()``: CUDA devices visible to this process.
 * ``kernel_function(kernel)``: the ``JITFunction`` behind a kernel object the direct launcher can
@@ -36,14 +37,15 @@ from __future__ import annotations
 from . import mode
 
 if mode.SIM:
-    from .sim import (Device, EventOptions, LegacyPinnedMemoryResource, StreamOptions, device_count,  # noqa: F401
-                      block_lent, block_returned, driver, hook_triton_stream, jit_run, kernel_function,
+    from .sim import (CoreStream, Device, EventOptions, LegacyPinnedMemoryResource, StreamOptions,  # noqa: F401
+                      device_count, block_lent, block_returned, driver, hook_triton_stream, jit_run, kernel_function,
                       launch_hooks, triton_binder)
 
     hook_knobs = None  # the simulator's launches take no Triton hooks
 elif mode.GPU:
     from cuda.bindings import driver  # noqa: F401
     from cuda.core import Device, EventOptions, LegacyPinnedMemoryResource, StreamOptions  # noqa: F401
+    from cuda.core import Stream as CoreStream  # noqa: F401
     from triton import knobs
     from triton.runtime import driver as _triton_driver
     from triton.runtime.autotuner import Autotuner
@@ -97,7 +99,7 @@ elif mode.GPU:
         active.get_current_device = get_device
         active.set_current_device = set_device
 else:
-    Device = EventOptions = LegacyPinnedMemoryResource = StreamOptions = driver = None
+    CoreStream = Device = EventOptions = LegacyPinnedMemoryResource = StreamOptions = driver = None
     block_lent = block_returned = jit_run = kernel_function = triton_binder = launch_hooks = hook_triton_stream = None
     hook_knobs = None
 

@@ -22,7 +22,7 @@ CHILD = textwrap.dedent(r'''
     sys.modules.setdefault("cuda", types.ModuleType("cuda"))
     sys.modules["cuda.bindings"], sys.modules["cuda.bindings.driver"] = bindings, drv
     core = types.ModuleType("cuda.core")  # runtime/driver.py binds cuda.core's names in GPU mode; none is called
-    core.Device = core.EventOptions = core.LegacyPinnedMemoryResource = core.StreamOptions = None
+    core.Device = core.EventOptions = core.LegacyPinnedMemoryResource = core.StreamOptions = core.Stream = None
     sys.modules["cuda.core"] = core
     import triton
     import triton.language as tl
