@@ -48,6 +48,13 @@ def _check_scalar(op: str, p, **scalars) -> None:
                              f"{list(t.shape)}, {t.dtype}, {t.device}")
 
 
+def _host_step(op: str, step, or_else: str) -> int:
+    """Adam's step count kept on the host: an int from 1 (``or_else`` names the device form)."""
+    if not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 1:
+        raise ValueError(f"{op}: 'step' must be an int counting from 1 or {or_else}, got {step!r}")
+    return int(step)
+
+
 def _finite(op: str, **values) -> None:
     for name, v in values.items():
         if not math.isfinite(float(v)):
@@ -79,10 +86,8 @@ def adam_step_(param, grad, exp_avg, exp_avg_sq, *, step, lr, beta1, beta2, eps,
     _finite("adam_step_", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     if isinstance(step, TensorBase):
         _check_scalar("adam_step_", param, step=step)
-    elif not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 1:
-        raise ValueError(f"adam_step_: 'step' must be an int counting from 1 or a device tensor, got {step!r}")
     else:
-        step = int(step)
+        step = _host_step("adam_step_", step, "a device tensor")
     _k.adam_step(param, grad, exp_avg, exp_avg_sq, step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps,
                  weight_decay=weight_decay, decoupled=decoupled, maximize=maximize, max_exp_avg_sq=max_exp_avg_sq,
                  found_inf=found_inf, grad_scale=grad_scale)
@@ -106,10 +111,7 @@ def adam_multi_step_(params, grads, exp_avgs, exp_avg_sqs, *, step, lr, beta1, b
             raise ValueError(f"adam_multi_step_: '{name}' has {len(values)} entries for {len(params)} parameters")
     _finite("adam_multi_step_", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     if not on_device:
-        if not isinstance(step, numbers.Integral) or isinstance(step, bool) or step < 1:
-            raise ValueError(f"adam_multi_step_: 'step' must be an int counting from 1 or a list of device tensors, "
-                             f"got {step!r}")
-        step = int(step)
+        step = _host_step("adam_multi_step_", step, "a list of device tensors")
     batches: dict = {}
     for i, p in enumerate(params):
         mx = lists["max_exp_avg_sqs"][i] if max_exp_avg_sqs is not None else None
