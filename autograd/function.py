@@ -97,6 +97,7 @@ class Function:
 
     _builtin = False  # builtin ops' nodes are named like PyTorch's (MulBackward0)
     _is_view = False  # view ops: their outputs alias the input (the engine re-checks them after in-place writes)
+    _multiple_views = False  # ... several of them (unbind): torch forbids writing to those in place
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -197,6 +198,12 @@ def check_inplace(t: Tensor) -> None:
     base = t._base
     if base is not None and base.grad_fn is None and base._requires_grad:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    fn = getattr(t.grad_fn, "_forward_cls", None) if base is not None else None
+    if fn is not None and fn._multiple_views:
+        raise RuntimeError(f"Output {graph.output_nr(t)} of {fn.__name__} is a view and is being modified inplace. "
+                           "This view is the output of a function that returns multiple views. Such functions do not "
+                           "allow the output views to be modified inplace. You should replace the inplace operation by "
+                           "an out-of-place one.")
 
 
 def _wrap_outputs(cls, node, args, out):

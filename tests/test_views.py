@@ -9,6 +9,10 @@ import tritensor as tt
 from grad_inputs import leaf, noncontig
 from layouts import make
 from tritensor.autograd import gradcheck, gradgradcheck
+from tritensor.runtime import mode
+
+if mode.SIM:
+    from tritensor.runtime import sim
 
 
 # ----- forward: views share storage, as NumPy's do -------------------------------------------
@@ -138,6 +142,61 @@ def test_unfold_errors():
         x.unfold(0, -1, 1)
     with pytest.raises(IndexError, match="Dimension out of range"):
         x.unfold(1, 3, 1)
+
+
+@pytest.mark.parametrize("dtype", [tt.float32, tt.float16, tt.bfloat16, tt.int64])
+def test_unbind_is_views_matching_numpy(dtype):
+    for layout in ("contiguous", "transposed", "sliced", "expanded"):
+        x, ref = make((3, 5), dtype if dtype is not tt.int64 else tt.float32, layout,
+                      lambda s: np.arange(np.prod(s), dtype=np.float64).reshape(s))
+        if dtype is tt.int64:
+            x = x.to(tt.int64)
+        for d in (0, 1, -1):
+            parts = x.unbind(d)
+            want = [np.take(ref, i, axis=d % 2) for i in range(ref.shape[d % 2])]
+            assert type(parts) is tuple and len(parts) == len(want)
+            for p, w in zip(parts, want):
+                assert p.shape == w.shape and p.dtype is x.dtype and p._storage is x._storage  # no copy
+                np.testing.assert_array_equal(p.numpy().astype(np.float64), w)
+    assert tt.unbind(tt.zeros(0, 3)) == () and [p.shape for p in tt.zeros(2, 0).unbind(1)] == []
+    assert [p.shape for p in tt.zeros(2, 0).unbind(0)] == [(0,), (0,)]
+    assert tt.arange(6.0).reshape(2, 3).unbind(axis=1)[2].tolist() == [2.0, 5.0]  # NumPy's name for dim
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        tt.zeros(2, 3).unbind(2)
+
+
+def test_unbind_gradcheck():
+    """One node for every slice (torch's UnbindBackward0); its backward stacks the slices' gradients,
+    zeros for a slice that got none, and supports double backward."""
+    x = leaf(3, 4)
+    assert gradcheck(lambda t: t.unbind(1), (x,))
+    assert gradcheck(lambda t: t.unbind(0)[2] * 3 + t.unbind(0)[0], (x,))  # slice 1 gets no gradient
+    assert gradgradcheck(lambda t: t.unbind(-1)[1] ** 2, (x,))
+    assert gradcheck(lambda t: t.unbind(0), (noncontig(2, 3),))
+    parts = (x * 1).unbind(0)
+    assert {p.grad_fn for p in parts} == {parts[0].grad_fn} and parts[0].grad_fn.name() == "UnbindBackward0"
+    assert [p.output_nr for p in parts] == [0, 1, 2]
+    if mode.SIM:  # a copy per slice; a select per slice was a fill, a copy and a sum each
+        y = tt.randn(3, 8, device="cuda", requires_grad=True) * 1
+        q, k, v = y.unbind(0)
+        grads = [tt.ones(8, device="cuda")] * 3
+        with sim.counting() as c:
+            tt.autograd.grad((q, k, v), y, grads)
+        assert c["launch"] == 3, c
+
+
+def test_unbind_slices_may_not_be_modified_in_place():
+    """torch's rule for the outputs of a function returning several views; under no_grad it does not apply."""
+    y = leaf(3, 2) * 1
+    a, b, c = y.unbind(0)
+    with pytest.raises(RuntimeError, match="Output 2 of Unbind is a view and is being modified inplace. This view is "
+                                           "the output of a function that returns multiple views"):
+        c.add_(1)
+    before = y[0].tolist()
+    with tt.no_grad():
+        a, b, c = y.unbind(0)
+        a.add_(1)
+    assert y[0].tolist() == [v + 1 for v in before]  # the write landed in the base
 
 
 def test_unfold_gradcheck():

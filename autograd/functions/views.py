@@ -12,9 +12,11 @@ was taken, the engine gives the view a fresh ``grad_fn`` (``graph.gradient_edge`
 from __future__ import annotations
 
 from ...core.ops import views as _views
+from ...core.shape import normalize_dim
 from ...core.tensor import Tensor
 from ..engine import _sum_to
 from ..function import BuiltinFunction
+from .join import stack as _stack
 
 CORE = {"view": _views.view, "reshape": _views.reshape, "transpose": _views.transpose, "permute": _views.permute,
         "expand": _views.expand, "squeeze": _views.squeeze, "unsqueeze": _views.unsqueeze,
@@ -138,6 +140,27 @@ class ScatterIntoZeros(BuiltinFunction):
         return getattr(gg, ctx.method)(*ctx.args, **ctx.kwargs), None, None, None, None
 
 
+class Unbind(_View):
+    """unbind's derivative: one node for all the slices (torch's UnbindBackward0), whose backward stacks
+    their gradients (zeros for a slice that got none) into one new tensor: a copy per slice, where a
+    select per slice cost a zeros tensor, a copy and a sum each. As in torch, the slices, outputs
+    of a function that returns several views, may not be modified in place (``check_inplace``)."""
+    method = "unbind"
+    _multiple_views = True
+
+    @classmethod
+    def forward(cls, ctx, x, dim=0):
+        ctx.in_shape, ctx.dim = x.shape, normalize_dim(dim, x.ndim)
+        return _views.unbind(x, dim)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        like = next(g for g in grads if g is not None)
+        slice_shape = ctx.in_shape[:ctx.dim] + ctx.in_shape[ctx.dim + 1:]
+        parts = [g if g is not None else like.new_zeros(slice_shape) for g in grads]
+        return _stack(parts, ctx.dim), None
+
+
 class Unfold(_View):
     """x.unfold(d, size, step): overlapping windows, so each input element's gradient is the sum over
     the windows holding it (:class:`UnfoldBackward`)."""
@@ -176,7 +199,7 @@ class UnfoldBackward(BuiltinFunction):
 
 
 _CLASSES = {c.method: c for c in (View, Reshape, Squeeze, Unsqueeze, Transpose, Permute, Expand, Narrow, Select,
-                                  Index, Unfold)}
+                                  Index, Unfold, Unbind)}
 
 
 def _recording_view(cls):

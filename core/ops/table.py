@@ -272,6 +272,9 @@ _add(Op("diagonal", join.diagonal, "none"))
 _add(Op("diag_embed", join.diag_embed, "none"))
 _add(Op("column_stack", join.column_stack, "promote", method=False))  # a cat in PyTorch, so it promotes
 _add(Op("unfold", views.unfold, "none", function=False))  # Tensor.unfold: windows as a view (views family)
+# unbind: one op (one node, UnbindBackward0, as torch's), not a select per slice; tritensor.unbind is
+# core/functional.py's
+_add(Op("unbind", views.unbind, "none", function=False))
 
 # ----- math and comparison (core/ops/math_ops.py, einsum.py; triton_kernels/math_ops.py) -----------
 # PyTorch's CUDA lists: logsumexp, norm, linalg_vector_norm, linalg_matrix_norm run in fp32; dot promotes.
@@ -335,7 +338,7 @@ def _composite(module, *names, numpy_names=False):
 
 
 _composite(views, "view_as", "reshape_as", "flatten", "unflatten", "t", "expand_as", "broadcast_to", "split")
-_composite(views, "unbind", "chunk", "tensor_split", numpy_names=True)
+_composite(views, "chunk", "tensor_split", numpy_names=True)
 COMPOSITE_METHODS.update(T=property(views.T), mT=property(views.mT))
 _composite(join, "repeat_interleave", numpy_names=True)
 COMPOSITE_METHODS["diff"] = accepts_numpy_names(join.diff_method(OPS["cat"]))

@@ -301,7 +301,7 @@ def broadcast_to(self, shape) -> "Tensor":
 def unbind(self, dim: int = 0):
     """``Tensor.unbind``: the slices along ``dim`` as a tuple of views, that dim removed."""
     d = normalize_dim(dim, self.ndim)
-    return tuple(self.select(d, i) for i in range(self._shape[d]))
+    return tuple(select(self, d, i) for i in range(self._shape[d]))
 
 
 def split(self, split_size, dim: int = 0):
