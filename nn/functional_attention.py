@@ -202,15 +202,16 @@ def _in_projection_packed(query, key, value, w, b, E: int):
     once with the whole (3E, E) weight and splits the result; key is value projects k and v together;
     otherwise one projection each. One product instead of three is fewer launches forward and
     backward, and under autocast one cast of the input and of the weight instead of three."""
+    # (L, N, 3E) -> (3, L, N, E), then one view per projection: torch's own chain of views and its three
+    # selects give the same values, but each recorded op is host time, and one unbind node's backward
+    # is a copy per slice where a select's is a zeros tensor, a copy and a sum.
     if key is value and query is key:
         proj = _linear(query, w, b)
-        proj = proj.unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
-        return proj[0], proj[1], proj[2]
+        return proj.unflatten(-1, (3, E)).permute(2, 0, 1, 3).contiguous().unbind(0)
     if key is value:
         q = _linear(query, w[:E], b[:E] if b is not None else None)
         kv = _linear(key, w[E:], b[E:] if b is not None else None)
-        kv = kv.unflatten(-1, (2, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
-        return q, kv[0], kv[1]
+        return (q,) + kv.unflatten(-1, (2, E)).permute(2, 0, 1, 3).contiguous().unbind(0)
     bs = (b[:E], b[E:2 * E], b[2 * E:]) if b is not None else (None, None, None)
     return (_linear(query, w[:E], bs[0]), _linear(key, w[E:2 * E], bs[1]), _linear(value, w[2 * E:], bs[2]))
 
