@@ -176,6 +176,13 @@ def test_unbind_gradcheck():
     parts = (x * 1).unbind(0)
     assert {p.grad_fn for p in parts} == {parts[0].grad_fn} and parts[0].grad_fn.name() == "UnbindBackward0"
     assert [p.output_nr for p in parts] == [0, 1, 2]
+    gapped = leaf(3, 8)
+    assert gradcheck(lambda t: t[:, ::2].unbind(1), (gapped,))  # not dense: the gradient comes back contiguous
+    packed = leaf(2, 4, 3)
+    heads = packed.permute(2, 0, 1)  # dense but permuted, as heads split off a packed projection
+    grad = tt.autograd.grad(heads.unbind(0), heads, [tt.ones(2, 4, dtype=tt.float64)] * 3)[0]
+    assert grad.stride() == heads.stride()  # the input's layout: the permute back is contiguous again
+    assert grad.permute(1, 2, 0).is_contiguous() and grad.tolist() == np.ones((3, 2, 4)).tolist()
     if mode.SIM:  # a copy per slice; a select per slice was a fill, a copy and a sum each
         y = tt.randn(3, 8, device="cuda", requires_grad=True) * 1
         q, k, v = y.unbind(0)

@@ -16,6 +16,7 @@ from ...core.shape import normalize_dim
 from ...core.tensor import Tensor
 from ..engine import _sum_to
 from ..function import BuiltinFunction
+from ..grad_mode import is_grad_enabled
 from .join import stack as _stack
 
 CORE = {"view": _views.view, "reshape": _views.reshape, "transpose": _views.transpose, "permute": _views.permute,
@@ -143,22 +144,41 @@ class ScatterIntoZeros(BuiltinFunction):
 class Unbind(_View):
     """unbind's derivative: one node for all the slices (torch's UnbindBackward0), whose backward stacks
     their gradients (zeros for a slice that got none) into one new tensor: a copy per slice, where a
-    select per slice cost a zeros tensor, a copy and a sum each. As in torch, the slices, outputs
-    of a function that returns several views, may not be modified in place (``check_inplace``)."""
+    select per slice cost a zeros tensor, a copy and a sum each. The stacked gradient takes the input's
+    layout when that is dense, so the views that made the input (heads split off a packed projection)
+    reshape it back without a copy. As in torch, the slices, outputs of a function that returns several
+    views, may not be modified in place (``check_inplace``)."""
     method = "unbind"
     _multiple_views = True
 
     @classmethod
     def forward(cls, ctx, x, dim=0):
         ctx.in_shape, ctx.dim = x.shape, normalize_dim(dim, x.ndim)
+        ctx.in_stride = _dense_strides(x._shape, x._stride)
         return _views.unbind(x, dim)
 
     @staticmethod
     def backward(ctx, *grads):
         like = next(g for g in grads if g is not None)
-        slice_shape = ctx.in_shape[:ctx.dim] + ctx.in_shape[ctx.dim + 1:]
-        parts = [g if g is not None else like.new_zeros(slice_shape) for g in grads]
-        return _stack(parts, ctx.dim), None
+        if is_grad_enabled():  # double backward: a recorded stack
+            slice_shape = ctx.in_shape[:ctx.dim] + ctx.in_shape[ctx.dim + 1:]
+            return _stack([g if g is not None else like.new_zeros(slice_shape) for g in grads], ctx.dim), None
+        out = like.new_empty_strided(ctx.in_shape, ctx.in_stride) if ctx.in_stride else like.new_empty(ctx.in_shape)
+        for i, g in enumerate(grads):
+            part = out.select(ctx.dim, i)
+            part.copy_(g) if g is not None else part.zero_()
+        return out, None
+
+
+def _dense_strides(shape, stride):
+    """``stride`` when it lays ``shape`` out densely (every element once, no gaps: a permutation of a
+    contiguous layout), else None."""
+    expect = 1
+    for st, n in sorted((st, n) for st, n in zip(stride, shape) if n != 1):
+        if st != expect:
+            return None
+        expect *= n
+    return tuple(stride)
 
 
 class Unfold(_View):
