@@ -140,12 +140,19 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
     if key_padding_mask is not None and tuple(key_padding_mask.shape) != (N, keys):
         got = tuple(key_padding_mask.shape[:-1]) + (key_padding_mask.shape[-1] + extra,)
         raise AssertionError(f"expecting key_padding_mask shape of {(N, keys + extra)}, but got {got}")
+    # The attention kernel's path with nothing that needs torch's (N * heads, S, head_dim) layout: the
+    # heads stay views of the projections, with no copy.
+    fast = not need_weights and static_k is None and static_v is None and not add_zero_attn and bias_k is None \
+        and bias_v is None
+    heads = (num_heads, head_dim) if fast else None
     if use_separate_proj_weight:  # the bias stays packed, (3E,), as torch's
         bs = (in_proj_bias[:E], in_proj_bias[E:2 * E], in_proj_bias[2 * E:]) if in_proj_bias is not None else \
             (None, None, None)
         q, k, v = _linear(query, ws[0], bs[0]), _linear(key, ws[1], bs[1]), _linear(value, ws[2], bs[2])
+        if fast:
+            q, k, v = (_split_heads(t, heads) for t in (q, k, v))
     else:
-        q, k, v = _in_projection_packed(query, key, value, in_proj_weight, in_proj_bias, E)
+        q, k, v = _in_projection_packed(query, key, value, in_proj_weight, in_proj_bias, E, heads)
     if bias_k is not None and bias_v is not None:
         if static_k is not None or static_v is not None:
             raise AssertionError("bias cannot be added to static key." if static_k is not None else
@@ -156,16 +163,18 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
         key_padding_mask = pad(key_padding_mask, (0, 1)) if key_padding_mask is not None else None
     elif bias_k is not None or bias_v is not None:
         raise AssertionError("bias_k and bias_v must both be given or both be None")
-    # (L, N, E) -> (N * heads, L, head_dim), torch's head layout
-    q = q.reshape(L, N * num_heads, head_dim).transpose(0, 1)
-    k, v = (_heads(t, s, N, num_heads, head_dim, name) for t, s, name in ((k, static_k, "static_k"),
-                                                                          (v, static_v, "static_v")))
-    if add_zero_attn:
-        k = _cat([k, zeros((N * num_heads, 1, head_dim), dtype=k.dtype, device=k.device)], 1)
-        v = _cat([v, zeros((N * num_heads, 1, head_dim), dtype=v.dtype, device=v.device)], 1)
-        attn_mask = pad(attn_mask, (0, 1)) if attn_mask is not None else None
-        key_padding_mask = pad(key_padding_mask, (0, 1)) if key_padding_mask is not None else None
-    S = k.shape[1]
+    if fast:  # q, k, v are (N, heads, S, head_dim) already
+        S = k.shape[2]
+    else:  # (L, N, E) -> (N * heads, L, head_dim), torch's head layout
+        q = q.reshape(L, N * num_heads, head_dim).transpose(0, 1)
+        k, v = (_heads(t, s, N, num_heads, head_dim, name) for t, s, name in ((k, static_k, "static_k"),
+                                                                              (v, static_v, "static_v")))
+        if add_zero_attn:
+            k = _cat([k, zeros((N * num_heads, 1, head_dim), dtype=k.dtype, device=k.device)], 1)
+            v = _cat([v, zeros((N * num_heads, 1, head_dim), dtype=v.dtype, device=v.device)], 1)
+            attn_mask = pad(attn_mask, (0, 1)) if attn_mask is not None else None
+            key_padding_mask = pad(key_padding_mask, (0, 1)) if key_padding_mask is not None else None
+        S = k.shape[1]
     if key_padding_mask is not None:
         kpm = key_padding_mask.reshape(N, 1, 1, S).expand(N, num_heads, 1, S).reshape(N * num_heads, 1, S)
         attn_mask = kpm if attn_mask is None else attn_mask + kpm
@@ -190,30 +199,48 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check: int, num
         rows = attn_mask.shape[1]  # L, or 1 for a key padding mask alone
         attn_mask = attn_mask.reshape(N, num_heads, rows, S) if attn_mask.shape[0] == N * num_heads else \
             attn_mask.unsqueeze(0)
-    out = _sdpa(q.reshape(N, num_heads, L, head_dim), k.reshape(N, num_heads, S, head_dim),
-                v.reshape(N, num_heads, S, head_dim), attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
+    if not fast:
+        q, k, v = q.reshape(N, num_heads, L, head_dim), k.reshape(N, num_heads, S, head_dim), \
+            v.reshape(N, num_heads, S, head_dim)
+    out = _sdpa(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal)
     out = out.permute(2, 0, 1, 3).reshape(L * N, E)
     out = _linear(out, out_proj_weight, out_proj_bias).reshape(L, N, E)
     return (out.squeeze(1) if not batched else out), None
 
 
-def _in_projection_packed(query, key, value, w, b, E: int):
+def _in_projection_packed(query, key, value, w, b, E: int, heads: tuple | None = None):
     """q, k, v by torch's ``_in_projection_packed``: self-attention (query is key is value) projects
     once with the whole (3E, E) weight and splits the result; key is value projects k and v together;
     otherwise one projection each. One product instead of three is fewer launches forward and
-    backward, and under autocast one cast of the input and of the weight instead of three."""
+    backward, and under autocast one cast of the input and of the weight instead of three. ``heads``:
+    (num_heads, head_dim) to have q, k, v as (N, heads, S, head_dim) views of the one product, which the
+    attention kernel reads in place (and whose gradients unbind stacks in the product's layout); else
+    (S, N, E) each, contiguous, as torch's head reshapes want."""
     # (L, N, 3E) -> (3, L, N, E), then one view per projection: torch's own chain of views and its three
     # selects give the same values, but each recorded op is host time, and one unbind node's backward
     # is a copy per slice where a select's is a zeros tensor, a copy and a sum.
     if key is value and query is key:
         proj = _linear(query, w, b)
+        if heads:
+            return _split_heads(proj, (3,) + heads).unbind(0)
         return proj.unflatten(-1, (3, E)).permute(2, 0, 1, 3).contiguous().unbind(0)
     if key is value:
         q = _linear(query, w[:E], b[:E] if b is not None else None)
         kv = _linear(key, w[E:], b[E:] if b is not None else None)
+        if heads:
+            return (_split_heads(q, heads),) + _split_heads(kv, (2,) + heads).unbind(0)
         return (q,) + kv.unflatten(-1, (2, E)).permute(2, 0, 1, 3).contiguous().unbind(0)
     bs = (b[:E], b[E:2 * E], b[2 * E:]) if b is not None else (None, None, None)
-    return (_linear(query, w[:E], bs[0]), _linear(key, w[E:2 * E], bs[1]), _linear(value, w[2 * E:], bs[2]))
+    qkv = (_linear(query, w[:E], bs[0]), _linear(key, w[E:2 * E], bs[1]), _linear(value, w[2 * E:], bs[2]))
+    return tuple(_split_heads(t, heads) for t in qkv) if heads else qkv
+
+
+def _split_heads(t, heads: tuple):
+    """A projection (S, N, E) as the view (N, num_heads, S, head_dim) for ``heads`` = (num_heads,
+    head_dim); packed ones, (S, N, P * E) for ``heads`` = (P, num_heads, head_dim), as the view
+    (P, N, num_heads, S, head_dim)."""
+    split = t.unflatten(-1, heads)
+    return split.permute(2, 1, 3, 0, 4) if len(heads) == 3 else split.permute(1, 2, 0, 3)
 
 
 def _heads(t, static, N: int, num_heads: int, head_dim: int, name: str):

@@ -343,6 +343,14 @@ def test_packed_in_projection_for_self_and_key_value_attention(batch_first, monk
         assert_close(out.detach(), tm(np_mha(m, qn, kn, kn)[0]), f64)
         out.square().sum().backward()
         grads.append([m.in_proj_weight.grad.numpy(), m.in_proj_bias.grad.numpy()])
+        # the heads are views of the projection here; the need_weights path reshapes them as torch does
+        fused = [m.in_proj_weight.grad.numpy().copy(), x.grad.numpy().copy()]
+        m.zero_grad()
+        x.grad = None
+        q, k, v = {"self": (x, x, x), "kv": (x, y, y), "distinct": (x, y, y.clone())}[case]
+        m(q, k, v, need_weights=True)[0].square().sum().backward()
+        for got, want in zip(fused, [m.in_proj_weight.grad, x.grad]):
+            assert_close(T(got), want.numpy(), f64)
     # the same weights get gradients in every case; kv and distinct see the same inputs
     for a, b in zip(grads[1], grads[2]):
         assert_close(T(a), b, f64)
