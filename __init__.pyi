@@ -446,6 +446,7 @@ has_lapack: builtins.bool
 has_mkl: builtins.bool
 has_openmp: builtins.bool
 has_spectral: builtins.bool
+def hash_tensor(input, dim=..., keepdim=..., *, mode=...) -> Tensor: """torch.hash_tensor: the xor (mode 0, the only one) of every element over ``dim`` once widened to its"""
 def heaviside(input, values, *, out=...) -> Tensor: """0 where ``input`` < 0, 1 where it is > 0, ``values`` where it is 0 (one dtype for both, as torch)."""
 def histc(input, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
 def histogram(input, bins=..., *, range=..., weight=..., density=...) -> Any: """Counts (or ``weight`` sums) of ``input``'s elements in ``bins`` equal bins over ``range``"""
@@ -678,6 +679,9 @@ def triu(input, diagonal=...) -> Tensor: """The upper triangle of the last two d
 def true_divide(input, other, *, rounding_mode=..., out=...) -> Tensor: """``input / other``; ``rounding_mode="trunc"`` rounds the quotient toward zero, ``"floor"`` down"""
 def trunc(input, *, out=...) -> Tensor: """Elementwise ``trunc`` (kernel: triton_kernels/elementwise.py)."""
 def trunc_(input) -> Tensor: """In-place elementwise ``trunc``."""
+uint16: dtype
+uint32: dtype
+uint64: dtype
 uint8: dtype
 def unbind(input, dim=...) -> Any: """torch.unbind: ``input.unbind(dim)``, the slices along ``dim`` as a tuple of views."""
 def unbind_copy(input, *args, **kwargs) -> Any: """``unbind``'s result in memory of its own (no view of ``input``)."""

@@ -255,11 +255,21 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             if not isinstance(v, (bool, int, float, np.number, np.bool_)):
                 raise TypeError(f"tensor(): could not infer dtype of {type(v).__name__}")
         d = _dtype(dtype, _infer_dtype(data))
-        if d in dt.INTEGRAL:  # Python numbers into an integer dtype: PyTorch's overflow check, before the cast
+        if not d.is_floating_point and d is not dt.bool_:  # PyTorch's overflow check, before the cast
             for v in _flatten(data):
-                dt.check_fits(v.item() if isinstance(v, Tensor) else v, d, c_type=False)
+                v = v.item() if isinstance(v, Tensor) else v
+                if d is dt.uint64 and isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+                    # Python ints go to uint64 whole (an int64 holds only half its range), as torch's
+                    if v < 0 or v >= 2**64:
+                        raise OverflowError("can't convert negative int to unsigned" if v < 0 else
+                                            "int too big to convert")
+                else:
+                    dt.check_fits(v, d, c_type=False)
+        host = np.float64 if d.is_floating_point else (np.bool_ if d is dt.bool_ else np.int64)
+        if d is dt.uint64 and not any(isinstance(v, (float, np.floating)) for v in _flatten(data)):
+            host = np.uint64
         try:
-            arr = np.array(data, dtype=np.float64 if d.is_floating_point else (np.bool_ if d is dt.bool_ else np.int64))
+            arr = np.array(data, dtype=host)
         except ValueError as e:
             raise ValueError(f"tensor(): data is not rectangular (ragged nested sequence): {e}") from None
     if arr.dtype != d.np:

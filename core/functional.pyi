@@ -200,6 +200,7 @@ def greater_equal(input, other, *, out=...) -> Tensor: """Elementwise ``ge`` wit
 def gt(input, other, *, out=...) -> Tensor: """Elementwise ``gt`` with broadcasting and type promotion (kernel: triton_kernels/elementwise.py)."""
 def hamming_window(window_length, periodic=..., alpha=..., beta=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """``alpha - beta cos(2 pi k / N)``."""
 def hann_window(window_length, periodic=..., *, dtype=..., layout=..., device=..., requires_grad=..., pin_memory=...) -> Tensor: """``0.5 - 0.5 cos(2 pi k / N)``."""
+def hash_tensor(input, dim=..., keepdim=..., *, mode=...) -> Tensor: """torch.hash_tensor: the xor (mode 0, the only one) of every element over ``dim`` once widened to its"""
 def heaviside(input, values, *, out=...) -> Tensor: """0 where ``input`` < 0, 1 where it is > 0, ``values`` where it is 0 (one dtype for both, as torch)."""
 def histc(input, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
 def histogram(input, bins=..., *, range=..., weight=..., density=...) -> Any: """Counts (or ``weight`` sums) of ``input``'s elements in ``bins`` equal bins over ``range``"""

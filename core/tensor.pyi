@@ -297,6 +297,7 @@ class Tensor:
     def gt_(self, other) -> Tensor: """In-place elementwise ``gt``."""
     def half(self) -> Any: ...
     def hardshrink(self, lambd=...) -> Any: """x where |x| > lambd, else 0."""
+    def hash_tensor(self, dim=..., keepdim=..., *, mode=...) -> Tensor: """torch.hash_tensor: the xor (mode 0, the only one) of every element over ``dim`` once widened to its"""
     def heaviside(self, values, *, out=...) -> Tensor: """0 where ``input`` < 0, 1 where it is > 0, ``values`` where it is 0 (one dtype for both, as torch)."""
     def heaviside_(self, values) -> Tensor: """``Tensor.heaviside_``: the step function in place: 0 below zero, 1 above, ``values`` at zero."""
     def histc(self, bins=..., min=..., max=...) -> Tensor: """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""

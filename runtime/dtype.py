@@ -60,8 +60,14 @@ float16 = dtype("float16", np.float16, True, True, 1, "Half", "c10::Half")
 bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, True, True, 1, "BFloat16", "c10::BFloat16")
 float32 = dtype("float32", np.float32, True, True, 2, "Float", "float")
 float64 = dtype("float64", np.float64, True, True, 3, "Double", "double")
+# torch's "barebones" unsigned types: tensors of them exist (creation, casts, copies, indexing, a few ops),
+# but they promote with nothing but a float and most arithmetic refuses them with torch's error (the core entries)
+uint16 = dtype("uint16", np.uint16, False, False, 2, "UInt16", "uint16_t")
+uint32 = dtype("uint32", np.uint32, False, False, 3, "UInt32", "uint32_t")
+uint64 = dtype("uint64", np.uint64, False, False, 4, "UInt64", "uint64_t")
 
-ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, uint16, uint32, uint64)
+BAREBONES_UNSIGNED = (uint16, uint32, uint64)
 FLOATING = (float16, bfloat16, float32, float64)
 INTEGRAL = (uint8, int8, int16, int32, int64)
 SMALL_INTEGRAL = (uint8, int8, int16)  # computed in int32 by the kernels, wrapped on store
@@ -139,6 +145,9 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     """PyTorch's promote_types: the smallest dtype both values fit in."""
     if a is b:
         return a
+    if (a in BAREBONES_UNSIGNED and not b.is_floating_point) or (b in BAREBONES_UNSIGNED and not a.is_floating_point):
+        raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, attempted to promote "
+                           f"{a.type_name} and {b.type_name}")
     ca, cb = _category(a), _category(b)
     if ca != cb:
         return a if ca > cb else b

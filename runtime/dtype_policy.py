@@ -27,9 +27,12 @@ def float_compute(d: dt.dtype) -> dt.dtype:
 
 def compute(d: dt.dtype) -> dt.dtype:
     """The dtype elementwise arithmetic happens in: :func:`float_compute` for floating dtypes;
-    int64 for int64 and int32 for bool and the narrower integers (wrapped on store)."""
+    int64 for int64 and uint64 (the same bits: mul, &, |, ^ wrap alike) and int32 for bool and the
+    narrower integers (wrapped on store)."""
     if d.is_floating_point:
         return float_compute(d)
+    if d is dt.uint64:
+        return dt.int64
     return dt.int64 if d is dt.int64 else dt.int32
 
 
@@ -47,7 +50,10 @@ def atomic_accumulator(d: dt.dtype) -> dt.dtype:
 
 def reduce_accumulator(op: str, d: dt.dtype) -> dt.dtype:
     """What a reduction ``op`` of ``d`` accumulates in: :func:`float_compute` for floating dtypes,
-    int64 for integer/bool sums and products, int32/int64 for integer extremes."""
+    int64 for integer/bool sums and products, int32/int64 for integer extremes; uint64 for the xor of
+    hash_tensor, whatever it reads."""
+    if op == "xor":
+        return dt.uint64
     if d.is_floating_point:
         return float_compute(d)
     if op in ("sum", "prod") or d is dt.int64:
@@ -57,7 +63,10 @@ def reduce_accumulator(op: str, d: dt.dtype) -> dt.dtype:
 
 def exact(d: dt.dtype) -> dt.dtype:
     """A dtype that holds every value of ``d`` exactly (fp64 for floats, int64 for integers and
-    bool): keys a comparison sort orders by."""
+    bool, uint64 for uint64, whose upper half int64 would order below zero): keys a comparison sort
+    orders by."""
+    if d is dt.uint64:
+        return dt.uint64
     return dt.float64 if d.is_floating_point else dt.int64
 
 

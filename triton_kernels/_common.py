@@ -129,7 +129,8 @@ def load_f64_scalar(bits):
 @triton.jit
 def float_to_int(v, DST: tl.constexpr):
     """A floating value as the integer dtype ``DST``, the same in both modes:
-    truncation toward zero, saturated at the type's limits (inf -> max, -inf -> min), NaN -> 0.
+    truncation toward zero, saturated at the type's limits (inf -> max, -inf -> min), NaN -> 0;
+    unsigned types take negative values wrapped from the signed conversion, as PyTorch's CPU casts.
 
     That is what the GPU's conversion (``cvt.rzi.s32.f32`` and kin) does; NumPy, and so the
     interpreter, gives INT_MIN for all three. torch leaves it undefined (and differs between CPU
@@ -137,7 +138,15 @@ def float_to_int(v, DST: tl.constexpr):
     """
     if v.dtype.primitive_bitwidth < 32:
         v = v.to(tl.float32)  # fp16/bf16: exact in fp32, and 2**31 / 2**63 are fp32 numbers
-    if DST == tl.int64:
+    if DST == tl.uint64:
+        # the upper half [2**63, 2**64) has the top bit set: its offset from 2**63 converted, then moved down
+        # by 2**63 in int64 (the same bits); below it as int64, negatives wrapped (-1.0 -> 2**64 - 1) as
+        # PyTorch's CPU casts do, 2**64 and up saturated
+        upper = (v - 9223372036854775808.0).to(tl.int64) - 9223372036854775807 - 1
+        lower = tl.where(v < -9223372036854775808.0, -9223372036854775808, v.to(tl.int64))
+        r = tl.where(v >= 18446744073709551616.0, -1, tl.where(v >= 9223372036854775808.0, upper, lower))
+    elif DST == tl.int64 or DST == tl.uint32:
+        # uint32 through int64: its whole range, and negatives wrap as in the small types
         big = v >= 9223372036854775808.0
         r = tl.where(big, 9223372036854775807, tl.where(v < -9223372036854775808.0, -9223372036854775808,
                                                          v.to(tl.int64)))

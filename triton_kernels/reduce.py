@@ -1,4 +1,5 @@
-"""Reduction kernels: sum, mean, prod, max/min (values and first indices), var/std, all/any.
+"""Reduction kernels: sum, mean, prod, max/min (values and first indices), var/std, all/any, and
+the xor of hash_tensor.
 
 Every reduction is one problem shape: ``rows x reduced``. The caller names the reduced dims;
 the launcher lists the kept dims (in order, so a flat row index is the row-major index of the
@@ -33,7 +34,7 @@ from ..runtime.dtype_policy import reduce_accumulator
 from ..runtime.launch import Site, launch
 from ._common import cdiv, collapse, f64_bits, load_f64_scalar, needs_int64, next_pow2, per_mode, strided_offset
 
-OPS = ("sum", "mean", "prod", "max", "min", "var", "std", "all", "any")
+OPS = ("sum", "mean", "prod", "max", "min", "var", "std", "all", "any", "xor")
 
 # Elements one program holds per chunk. The interpreter pays per program and per op, not per
 # element: one wide tile. The GPU wants tiles that fit registers.
@@ -51,7 +52,7 @@ SPLIT_TARGET = per_mode(4, 1024)  # total programs (rows x splits) to aim for
 
 _TL = {dt.float16: tl.float16, dt.bfloat16: tl.bfloat16, dt.float32: tl.float32, dt.float64: tl.float64,
        dt.uint8: tl.uint8, dt.int8: tl.int8, dt.int16: tl.int16, dt.int32: tl.int32, dt.int64: tl.int64,
-       dt.bool_: tl.int1}
+       dt.bool_: tl.int1, dt.uint16: tl.uint16, dt.uint32: tl.uint32, dt.uint64: tl.uint64}
 
 
 def _extremes(acc: dt.dtype):
@@ -67,6 +68,11 @@ def _extremes(acc: dt.dtype):
 @triton.jit
 def _mul(a, b):
     return a * b
+
+
+@triton.jit
+def _xor(a, b):
+    return a ^ b
 
 
 @triton.jit
@@ -167,7 +173,8 @@ def _reduce_kernel(x, out, out2, n_rows, n_red, split_len, kshape, kstrides, rsh
     # sum, mean, prod, all, any fold each chunk into a tile of lane-wise partials and reduce the
     # tile across lanes once, after the loop (a cross-lane reduction per chunk costs a barrier
     # and shuffles for every BLOCK_N elements read: the GPU then waits instead of streaming).
-    LANEWISE: tl.constexpr = (OP == "sum") or (OP == "mean") or (OP == "prod") or (OP == "all") or (OP == "any")
+    LANEWISE: tl.constexpr = ((OP == "sum") or (OP == "mean") or (OP == "prod") or (OP == "all") or (OP == "any")
+                              or (OP == "xor"))
     if EXTREME:
         acc = tl.full([BLOCK_M], SENTINEL, ACC)
     elif OP == "prod" or OP == "all":
@@ -189,9 +196,15 @@ def _reduce_kernel(x, out, out2, n_rows, n_red, split_len, kshape, kstrides, rsh
         cols = start + tl.arange(0, BLOCK_N)
         mask = row_mask[:, None] & (cols < hi)[None, :]
         ptrs = x + row_off[:, None] + _col_offsets(cols, rshape, rstrides, RNDIM, RCONTIG)[None, :]
-        v = tl.load(ptrs, mask=mask, other=0).to(CAST).to(ACC)
+        if OP == "xor":
+            # hash_tensor: each element widened to its 64-bit kind (CAST) and its bits taken as uint64
+            v = tl.load(ptrs, mask=mask, other=0).to(CAST).to(ACC, bitcast=True)
+        else:
+            v = tl.load(ptrs, mask=mask, other=0).to(CAST).to(ACC)
         if OP == "sum" or OP == "mean":
             lanes += tl.where(mask, v, 0)
+        elif OP == "xor":
+            lanes ^= tl.where(mask, v, 0)
         elif OP == "prod":
             lanes *= tl.where(mask, v, 1)
         elif OP == "all":
@@ -225,6 +238,8 @@ def _reduce_kernel(x, out, out2, n_rows, n_red, split_len, kshape, kstrides, rsh
         acc = tl.min(lanes, 1)
     elif OP == "any":
         acc = tl.max(lanes, 1)
+    elif OP == "xor":
+        acc = tl.reduce(lanes, 1, _xor)
 
     if SPLIT:
         # Partial states, row-major [row, split]: combined by _combine_kernel.
@@ -270,6 +285,8 @@ def _combine_kernel(p0, p1, out, out2, n_rows, nsplit, split_len, n_red, corr_bi
         acc = tl.min(tl.where(mask, part, 1), 1)
     elif OP == "any":
         acc = tl.max(tl.where(mask, part, 0), 1)
+    elif OP == "xor":
+        acc = tl.reduce(tl.where(mask, part, 0), 1, _xor)
     elif EXTREME:
         # Splits are in index order, so the first winning split holds the first winning index.
         acc, first = _tile_extreme(part, mask, s[None, :], SENTINEL, IS_MAX, IS_FLOAT, 2**62)

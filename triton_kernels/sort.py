@@ -45,6 +45,8 @@ def _key32(v, IS_FLOAT: tl.constexpr):
         bits = f.to(tl.int32, bitcast=True)
         bits = tl.where(f != f, 0x7FC00000, bits)  # one NaN, above +inf
         key = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
+    elif v.dtype == tl.uint32:
+        key = (v.to(tl.int64) - 2**31).to(tl.int32)  # shifted into int32's range, order kept (2**31 is not negative)
     else:
         key = v.to(tl.int32)
     return key

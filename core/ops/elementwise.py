@@ -36,6 +36,25 @@ _BITWISE_KERNEL = {s.name: s.torch_kernel for s in _k.SPECS if s.torch_kernel}
 # ... unary ops with a bool result (logical_not, signbit, isposinf ...); binary ops of integers only (gcd, lcm)
 _BOOL_UNARY = frozenset(s.name for s in _k.SPECS if s.arity == 1 and s.ints == "bool")
 _INT_ONLY = frozenset(s.name for s in _k.SPECS if s.ints == "only")
+# torch 2.13 gives its barebones unsigned types (uint16/32/64) no kernel for these ops: the kernel name
+# its NotImplementedError quotes ("{}" is the device type). The rest (mul, div, eq, ne, &, |, ^, the
+# ops that compute in the default float) run as for any integer dtype.
+_UNSIGNED_REFUSED = {
+    **{op: op + "_{}" for op in ("neg", "abs", "sign", "logical_not", "frac", "remainder", "lt", "le", "gt", "ge",
+                                 "logical_and", "logical_or", "logical_xor", "hypot", "fmod", "gcd", "lcm", "heaviside",
+                                 "logaddexp", "logaddexp2", "nextafter", "igamma", "igammac", "bitwise_not",
+                                 "maximum", "minimum")},
+    "add": "add_stub", "sub": "add_stub", "pow": "pow", "square": "pow", "relu": "clamp_min_scalar_{}",
+    "fmax": "maximum_{}", "fmin": "minimum_{}", "floor_divide": "div_floor_{}",
+    "bitwise_left_shift": "lshift_{}", "bitwise_right_shift": "rshift_{}",
+}
+
+
+def _refuse_unsigned(op: str, d: dt.dtype, dev) -> None:
+    if op in _UNSIGNED_REFUSED:
+        raise NotImplementedError(f"\"{_UNSIGNED_REFUSED[op].format(dev.type)}\" not implemented for '{d.type_name}'")
+
+
 
 
 def _is_scalar(x) -> bool:
@@ -101,6 +120,8 @@ def unary(op: str, x, out=None) -> Tensor:
     _check_operand(x, "input", op)
     if not isinstance(x, TensorBase):
         raise TypeError(f"{op}(): argument 'input' must be a Tensor, not {type(x).__name__}")
+    if x.dtype in dt.BAREBONES_UNSIGNED:
+        _refuse_unsigned(op, x.dtype, x.device)
     if op == "bitwise_not":
         _check_bitwise(op, x.dtype, x.device)
         if x.dtype is dt.bool_:
@@ -247,6 +268,8 @@ def _plan_binary(op: str, a, b):
     if isinstance(b, TensorBase) and b.device != dev:
         b, cacheable = b.item(), False
     promoted = dt.result_type(a, b)
+    if promoted in dt.BAREBONES_UNSIGNED:
+        _refuse_unsigned(op, promoted, dev)
     if op in _INT_REFUSED and not promoted.is_floating_point:
         raise NotImplementedError(f"\"{op}_{dev.type}\" not implemented for '{_TYPE_NAME.get(promoted, promoted.name)}'")
     if op in _INT_ONLY and (promoted.is_floating_point or promoted is dt.bool_):

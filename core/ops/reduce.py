@@ -1,6 +1,6 @@
 """Reductions on Tensors: PyTorch's signatures, dtype rules and errors, then one kernel.
 
-``sum mean prod amax amin max min argmax argmin var std all any``, and the composites ``std_mean
+``sum mean prod amax amin max min argmax argmin var std all any hash_tensor``, and the composites ``std_mean
 var_mean aminmax nansum nanmean count_nonzero``. This module decides which
 dims are reduced, the result dtype and shape (``keepdim``), checks everything PyTorch checks
 before any kernel runs, allocates the output and calls ``triton_kernels/reduce.py``. The
@@ -88,6 +88,13 @@ def _run(op: str, x: Tensor, dims: tuple, keepdim: bool, out_dtype, *, values=Tr
     return out, idx
 
 
+def _refuse_unsigned(d: dt.dtype, kernel: str, dev) -> None:
+    """torch 2.13 has no kernel of these reductions for its barebones unsigned types: its error, which names
+    the kernel (``{}`` the device type)."""
+    if d in dt.BAREBONES_UNSIGNED:
+        raise NotImplementedError(f"\"{kernel.format(dev.type)}\" not implemented for '{d.type_name}'")
+
+
 def _dtype_arg(dtype, op):
     return None if dtype is None else dt.to_dtype(dtype, f"{op}(): argument 'dtype'")
 
@@ -102,6 +109,7 @@ def sum(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
     dims = reduced_dims(input, dim, "sum")
     if dtype is None:
         dtype = input.dtype if input.dtype.is_floating_point else dt.int64
+    _refuse_unsigned(dtype, "sum_{}", input.device)
     return _run("sum", input, dims, keepdim, dtype, cast=dtype)[0]
 
 
@@ -130,6 +138,7 @@ def prod(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
     dims = reduced_dims(input, dim, "prod")
     if dtype is None:
         dtype = input.dtype if input.dtype.is_floating_point else dt.int64
+    _refuse_unsigned(dtype, "prod_out_{}", input.device)
     return _run("prod", input, dims, keepdim, dtype, cast=dtype)[0]
 
 
@@ -140,6 +149,7 @@ def amax(input, dim=(), keepdim=False) -> Tensor:
     """torch.amax: the maximum over ``dim`` (all dims when empty), without indices; NaN propagates."""
     _check_input(input, "amax")
     dims = reduced_dims(input, dim, "amax")
+    _refuse_unsigned(input.dtype, "max_values_{}", input.device)
     _require_nonempty(input, dims, "amax", True)
     return _run("max", input, dims, keepdim, input.dtype)[0]
 
@@ -148,6 +158,7 @@ def amin(input, dim=(), keepdim=False) -> Tensor:
     """torch.amin: the minimum over ``dim`` (all dims when empty), without indices; NaN propagates."""
     _check_input(input, "amin")
     dims = reduced_dims(input, dim, "amin")
+    _refuse_unsigned(input.dtype, "min_values_{}", input.device)
     _require_nonempty(input, dims, "amin", True)
     return _run("min", input, dims, keepdim, input.dtype)[0]
 
@@ -158,6 +169,7 @@ def _extreme(op: str, input, dim, keepdim, other):
         if other is not None and dim is not None:
             raise TypeError(f"{op}(): pass either 'dim' or 'other', not both")
         return _ew.binary("maximum" if op == "max" else "minimum", input, dim if other is None else other)
+    _refuse_unsigned(input.dtype, op + ("_all" if dim is None else "_{}"), input.device)
     if dim is None:
         if keepdim:
             raise TypeError(f"{op}(): keepdim=True needs a 'dim'")
@@ -186,6 +198,7 @@ def _arg(op: str, input, dim, keepdim):
     _check_input(input, op)
     if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer))):
         raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
+    _refuse_unsigned(input.dtype, op + "_{}", input.device)
     dims = reduced_dims(input, dim, op)
     _require_nonempty(input, dims, op, dim is not None)
     if dim is None:
@@ -262,6 +275,30 @@ def any(input, dim=None, keepdim=False) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------
+# hash_tensor
+# --------------------------------------------------------------------------------------------
+def hash_tensor(input, dim=None, keepdim=False, *, mode=0) -> Tensor:
+    """torch.hash_tensor: the xor (mode 0, the only one) of every element over ``dim`` once widened to its
+    64-bit kind (float64 for floats, int64 for integers and bool) and read as uint64 bits; a uint64 result."""
+    _check_input(input, "hash_tensor")
+    if isinstance(mode, bool) or not isinstance(mode, (int, np.integer)):
+        raise TypeError(f"hash_tensor(): argument 'mode' must be int, not {type(mode).__name__}")
+    if mode != 0:
+        raise RuntimeError(f"Unknown hash_tensor mode: {mode}")
+    _refuse_unsigned(input.dtype, "xor_sum_{}", input.device)  # torch's xor_sum kernel takes none of them
+    dims = reduced_dims(input, dim, "hash_tensor")
+    if input.numel() == 0:  # xor has an identity (0), yet torch refuses an empty reduced extent as max does
+        if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+            raise RuntimeError("hash_tensor: Expected reduction dim to be specified for input.numel() == 0. "
+                               "Specify the reduction dim with the 'dim' argument.")
+        for d in dims:
+            if input.shape[d] == 0:
+                raise IndexError(f"hash_tensor: Expected reduction dim {d} to have non-zero size.")
+    wide = dt.float64 if input.dtype.is_floating_point else dt.int64
+    return _run("xor", input, dims, keepdim, dt.uint64, cast=wide)[0]
+
+
+# --------------------------------------------------------------------------------------------
 # composites of the reductions above (each piece dispatched, so autograd records it)
 # --------------------------------------------------------------------------------------------
 def _pair_stat(op, input, dim, unbiased, keepdim, correction):
@@ -284,6 +321,7 @@ def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
 def aminmax(input, *, dim=None, keepdim=False):
     """``(min, max)`` over ``dim`` (all dims without one)."""
     _check_input(input, "aminmax")
+    _refuse_unsigned(input.dtype, "aminmax_{}", input.device)
     dims = reduced_dims(input, dim, "aminmax")
     if input.numel() == 0 and (dim is None or builtins.any(input.shape[d] == 0 for d in dims)):
         raise RuntimeError("aminmax(): cannot compute aminmax over an empty dimension as the operation has no "
@@ -312,5 +350,6 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None) -> Tensor:
 def count_nonzero(input, dim=None) -> Tensor:
     """How many elements are not zero, over ``dim`` (an int or a tuple; all dims without one): int64."""
     _check_input(input, "count_nonzero")
+    _refuse_unsigned(input.dtype, "nonzero_count_{}", input.device)
     return input.ne(0).sum(dim)
 

@@ -205,7 +205,7 @@ for _name in ("_thnn_fused_lstm_cell", "_thnn_fused_gru_cell"):
 # ----- reductions, scans, normalizations (core/ops/reduce.py, scan.py, softmax.py, layer_norm.py) ----
 for _name in ("sum", "prod"):
     _add(Op(_name, getattr(reduce, _name), "fp32"))
-for _name in ("mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any"):
+for _name in ("mean", "amax", "amin", "max", "min", "argmax", "argmin", "var", "std", "all", "any", "hash_tensor"):
     _add(Op(_name, getattr(reduce, _name), "none"))
 # composites of the reductions (core/ops/reduce.py); torch's CUDA autocast lists none of them
 for _name in ("std_mean", "var_mean"):
