@@ -21,6 +21,8 @@ from .runtime.dtype import (bfloat16, bool_ as bool, float16, float32, float64, 
 from .runtime.dtype import finfo, iinfo, int8, int16, uint8  # PyTorch surface, part 1: small integers
 from .runtime.dtype import int16 as short
 from .runtime.dtype import uint16, uint32, uint64  # torch's barebones unsigned types
+from .runtime.dtype import (float8_e4m3fn, float8_e4m3fnuz, float8_e5m2, float8_e5m2fnuz,  # noqa: F401
+                            float8_e8m0fnu)
 from .core.factories import (arange, empty, empty_like, from_numpy, full, full_like, initial_seed, manual_seed,
                              seed, ones, ones_like, rand, rand_like, randn, randn_like, tensor, zeros, zeros_like)
 from .core.generator import Generator, default_generator, get_rng_state, set_rng_state

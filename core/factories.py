@@ -84,7 +84,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False, *, layo
     if not isinstance(fill_value, (bool, int, float, np.number)):
         raise TypeError(f"full(): fill_value must be a number, got {type(fill_value).__name__}")
     d = _dtype(dtype)
-    if not d.is_floating_point:  # before any allocation: full((2,), 300, dtype=uint8) raises, as torch
+    if not d.is_floating_point or d in dt.FLOAT8:  # before any allocation: full((2,), 300, dtype=uint8) raises, as torch
         dt.check_fits(fill_value, d)
     t = Tensor._empty(_shape_arg((size,)), d, _device(device))
     _ops.fill(t, fill_value)  # a fresh tensor: no version bump, unlike fill_()

@@ -65,8 +65,20 @@ float64 = dtype("float64", np.float64, True, True, 3, "Double", "double")
 uint16 = dtype("uint16", np.uint16, False, False, 2, "UInt16", "uint16_t")
 uint32 = dtype("uint32", np.uint32, False, False, 3, "UInt32", "uint32_t")
 uint64 = dtype("uint64", np.uint64, False, False, 4, "UInt64", "uint64_t")
+# torch's float8 formats: storage dtypes for scaled matmuls. Tensors of them are made, cast (bit-level kernels,
+# triton_kernels/float8.py), copied, indexed and viewed; they promote with nothing and most arithmetic refuses them.
+float8_e4m3fn = dtype("float8_e4m3fn", ml_dtypes.float8_e4m3fn, True, True, 0, "Float8_e4m3fn", "c10::Float8_e4m3fn")
+float8_e5m2 = dtype("float8_e5m2", ml_dtypes.float8_e5m2, True, True, 0, "Float8_e5m2", "c10::Float8_e5m2")
+float8_e4m3fnuz = dtype("float8_e4m3fnuz", ml_dtypes.float8_e4m3fnuz, True, True, 0, "Float8_e4m3fnuz",
+                        "c10::Float8_e4m3fnuz")
+float8_e5m2fnuz = dtype("float8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz, True, True, 0, "Float8_e5m2fnuz",
+                        "c10::Float8_e5m2fnuz")
+float8_e8m0fnu = dtype("float8_e8m0fnu", ml_dtypes.float8_e8m0fnu, True, False, 0, "Float8_e8m0fnu",
+                       "c10::Float8_e8m0fnu")
+FLOAT8 = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu)
 
-ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, uint16, uint32, uint64)
+ALL = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, uint16, uint32, uint64,
+       *FLOAT8)
 BAREBONES_UNSIGNED = (uint16, uint32, uint64)
 FLOATING = (float16, bfloat16, float32, float64)
 INTEGRAL = (uint8, int8, int16, int32, int64)
@@ -145,6 +157,9 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     """PyTorch's promote_types: the smallest dtype both values fit in."""
     if a is b:
         return a
+    if a in FLOAT8 or b in FLOAT8:
+        raise RuntimeError(f"Promotion for Float8 Types is not supported, attempted to promote {a.type_name} and "
+                           f"{b.type_name}")
     if (a in BAREBONES_UNSIGNED and not b.is_floating_point) or (b in BAREBONES_UNSIGNED and not a.is_floating_point):
         raise RuntimeError(f"Promotion for uint16, uint32, uint64 types is not supported, attempted to promote "
                            f"{a.type_name} and {b.type_name}")
@@ -220,6 +235,9 @@ def check_fits(value, d: dtype, c_type: bool = True) -> None:
     """PyTorch's overflow check of a scalar written into an integer dtype (``full``, ``fill_``,
     ``tensor``): signed types take their range; unsigned ones also take negative integers down to
     ``-max`` (they wrap, as ``a - b`` is ``a + 255 * b`` in uint8) but no negative float."""
+    if d in FLOAT8 and not isinstance(value, (bool, np.bool_)):
+        _check_fits_float8(float(value), d, c_type)
+        return
     if d.is_floating_point or d is bool_ or isinstance(value, (bool, np.bool_)):
         return
     info = np.iinfo(d.np)
@@ -229,6 +247,17 @@ def check_fits(value, d: dtype, c_type: bool = True) -> None:
         value = int(value)
         ok = (info.min <= value <= info.max) if d.is_signed else (-info.max <= value <= info.max)
     if not ok:
+        raise RuntimeError(f"value cannot be converted to type {d.c_name if c_type else d.name} without overflow")
+
+
+def _check_fits_float8(value: float, d: dtype, c_type: bool) -> None:
+    """torch's overflow check of a scalar written into a float8 dtype (``full``, ``fill_``): NaN passes,
+    inf only into a format with inf (e5m2), and a finite value must lie within [lowest, max] (for the
+    unsigned e8m0fnu, lowest is its smallest value, 2**-127, so negatives are refused)."""
+    if math.isnan(value) or (math.isinf(value) and d is float8_e5m2) or value == 0:
+        return  # (zero is e8m0fnu's code 0, as zeros() and zero_() write it)
+    info = finfo(d)
+    if not info.min <= value <= info.max:
         raise RuntimeError(f"value cannot be converted to type {d.c_name if c_type else d.name} without overflow")
 
 
@@ -244,9 +273,11 @@ class finfo:
         if not d.is_floating_point:
             raise TypeError("tritensor.finfo() requires a floating point input type. "
                             "Use tritensor.iinfo to handle 'tritensor.finfo'")
-        info = ml_dtypes.finfo(d.np) if d is bfloat16 else np.finfo(d.np)
+        info = ml_dtypes.finfo(d.np) if d is bfloat16 or d in FLOAT8 else np.finfo(d.np)
         self.bits = d.bits
         self.eps = float(info.eps)
+        if d is float8_e5m2fnuz:
+            self.eps = 0.125  # torch's numeric_limits give 2**-3 where ml_dtypes gives the true 2**-2: torch wins
         self.max = float(info.max)
         self.min = float(info.min)
         self.tiny = self.smallest_normal = float(info.smallest_normal)

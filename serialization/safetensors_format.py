@@ -49,7 +49,11 @@ from .location import Storage, restore, tensor_over
 _STRUCTURE = "tritensor.structure"
 _ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16,
               "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
-              "U16": np.uint16, "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_}
+              "U16": np.uint16, "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_,
+              # safetensors' names of the float8 formats (those its writer gives ml_dtypes' types, as torch's)
+              "F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E5M2": ml_dtypes.float8_e5m2,
+              "F8_E4M3FNUZ": ml_dtypes.float8_e4m3fnuz, "F8_E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
+              "F8_E8M0": ml_dtypes.float8_e8m0fnu}
 _MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
 _TENSOR_DTYPES = {d.np for d in dt.ALL}
 MAX_DEPTH = 128  # JSON nesting levels load() reads (and save() writes), in the header and the structure

@@ -46,6 +46,8 @@ TORCH_DTYPES = {  # torch name -> (NumPy dtype, legacy storage class)
     "complex64": (np.complex64, "ComplexFloatStorage"), "complex128": (np.complex128, "ComplexDoubleStorage"),
     "uint16": (np.uint16, None), "uint32": (np.uint32, None), "uint64": (np.uint64, None),
     "float8_e4m3fn": (ml_dtypes.float8_e4m3fn, None), "float8_e5m2": (ml_dtypes.float8_e5m2, None),
+    "float8_e4m3fnuz": (ml_dtypes.float8_e4m3fnuz, None), "float8_e5m2fnuz": (ml_dtypes.float8_e5m2fnuz, None),
+    "float8_e8m0fnu": (ml_dtypes.float8_e8m0fnu, None),
     "qint8": (None, "QInt8Storage"), "quint8": (None, "QUInt8Storage"), "qint32": (None, "QInt32Storage"),
 }
 MAGIC_NUMBER = 0x1950A86A20F9469CFC6C

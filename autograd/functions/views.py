@@ -12,6 +12,7 @@ was taken, the engine gives the view a fresh ``grad_fn`` (``graph.gradient_edge`
 from __future__ import annotations
 
 from ...core.ops import views as _views
+from ...runtime import dtype as _dtype
 from ...core.shape import normalize_dim
 from ...core.tensor import Tensor
 from ..engine import _sum_to
@@ -231,3 +232,13 @@ def _recording_view(cls):
 
 
 RECORD = {name: _recording_view(cls) for name, cls in _CLASSES.items() if name != "getitem"}  # op name -> recorder
+
+
+def _record_view(self, *args, **kwargs):
+    """view(shape) is recorded; view(dtype) reinterprets bytes, which torch never differentiates: no node."""
+    if len(args) == 1 and isinstance(args[0], _dtype.dtype):
+        return _views.view(self, *args)
+    return View.apply(self, *args, **kwargs)
+
+
+RECORD["view"] = _record_view

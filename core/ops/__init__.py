@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...triton_kernels import copies as _copies_k
+from ...triton_kernels import float8 as _float8_k
 from ...runtime import cuda, memory
 from ...runtime import dtype as dt
 from ...runtime.device import CPU
@@ -44,13 +45,33 @@ def copy_into(dst, src) -> None:
     _check_writable(dst, "copy_")
     if _overlaps(dst, src):
         src = src.clone()
+    if dst.dtype in dt.FLOAT8 or src.dtype in dt.FLOAT8:
+        if dst.dtype is src.dtype:  # the same format: a byte copy
+            _copies_k.copy(float8_bytes(dst), float8_bytes(src))
+        else:
+            _float8_k.cast(float8_bytes(dst), float8_bytes(src), _float8_k.FORMATS.get(dst.dtype.name, 0),
+                           _float8_k.FORMATS.get(src.dtype.name, 0))
+        return
     _copies_k.copy(dst, src)
+
+
+def float8_bytes(t):
+    """A float8 tensor's bytes: a uint8 view of the same elements, what the kernels read and write (a
+    tensor of any other dtype as it is)."""
+    if t.dtype not in dt.FLOAT8:
+        return t
+    out = t._view(t._shape, t._stride)
+    out.dtype = dt.uint8
+    return out
 
 
 def fill(dst, value) -> None:
     """dst[...] = value, no version bump (for a fresh tensor; fill_ bumps): refuses an expanded (overlapping)
     destination, as copy_into does."""
     _check_writable(dst, "fill_")
+    if dst.dtype in dt.FLOAT8:
+        _float8_k.fill(float8_bytes(dst), float(value), _float8_k.FORMATS[dst.dtype.name])
+        return
     _copies_k.fill(dst, value)
 
 

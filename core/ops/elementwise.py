@@ -55,14 +55,23 @@ def _refuse_unsigned(op: str, d: dt.dtype, dev) -> None:
         raise NotImplementedError(f"\"{_UNSIGNED_REFUSED[op].format(dev.type)}\" not implemented for '{d.type_name}'")
 
 
+# torch 2.13 has no arithmetic on its float8 dtypes (storage formats for scaled matmuls): its NotImplementedError
+_FLOAT8 = frozenset(dt.FLOAT8)
 
 
 def _is_scalar(x) -> bool:
     return isinstance(x, (numbers.Number, np.number, np.bool_)) and not isinstance(x, complex)
 
 
-def _check_operand(x, name: str, op: str):
-    if isinstance(x, TensorBase) or _is_scalar(x):
+def _check_operand(x, name: str, op: str, other=None):
+    if isinstance(x, TensorBase):
+        if x.dtype in _FLOAT8 and op != "where":  # where only selects bytes; every other op here is arithmetic
+            if isinstance(other, TensorBase) and other.dtype is not x.dtype:  # torch's promotion error comes first
+                dt.promote_types(*((x.dtype, other.dtype) if name == "input" else (other.dtype, x.dtype)))
+            raise NotImplementedError(f"\"{'add_stub' if op in ('add', 'sub') else op + '_' + x.device.type}\" not "
+                                      f"implemented for '{x.dtype.type_name}'")
+        return
+    if _is_scalar(x):
         return
     raise TypeError(f"{op}(): argument '{name}' must be a Tensor or a Python number, not {type(x).__name__}")
 
@@ -257,8 +266,8 @@ def _plan_binary(op: str, a, b):
     """The checks and decisions of a binary op: (plan, a, b, cacheable). 0-d CPU tensors beside
     tensors on another device become Python scalars (``a``/``b`` as returned); such a call is not
     cacheable, its operands' values decide."""
-    _check_operand(a, "input", op)
-    _check_operand(b, "other", op)
+    _check_operand(a, "input", op, b)
+    _check_operand(b, "other", op, a)
     if not isinstance(a, TensorBase) and not isinstance(b, TensorBase):
         raise TypeError(f"{op}(): at least one argument must be a Tensor")
     dev = _common_device(op, a, b)

@@ -32,7 +32,7 @@ from ...runtime import dtype_policy
 from ..shape import broadcast_shapes, normalize_dim
 from ..tensor_base import TensorBase
 from ...runtime.device import CPU
-from . import _check_writable, _overlaps, host_tensor
+from . import _check_writable, _overlaps, float8_bytes, host_tensor
 from . import views as _views
 from .elementwise import full_like_scalar
 from .reduce import amax, amin
@@ -182,6 +182,10 @@ class Plan:
             # of the GPU's programs (one int per position of the indexed dims, all -1 at first).
             cells = int(np.prod(sizes, dtype=np.int64))
             winner = TensorBase._empty((cells,), dt.int32 if rows < 2**31 else dt.int64, x.device).fill_(-1)
+        if x.dtype in dt.FLOAT8:  # float8 elements move as bytes; accumulating into them is arithmetic torch refuses
+            if mode not in ("gather", "put"):
+                raise NotImplementedError(f"\"index_put\" with accumulate=True not implemented for '{x.dtype.type_name}'")
+            v, dense = float8_bytes(v), float8_bytes(dense)
         _k.index_nd(mode, self.dense_view(dense), v, self.idx,
                     [v.stride(d) for d in self.adv_dims], sizes,
                     [v.shape[d] for d in self.rest_dims], [v.stride(d) for d in self.rest_dims], winner, self.check)

@@ -22,7 +22,7 @@ def view(input, *shape):
     """``Tensor.view``: the same storage seen with ``shape`` (one -1 inferred); torch's error when no strides
     can express it without a copy."""
     if len(shape) == 1 and isinstance(shape[0], dt.dtype):
-        raise NotImplementedError("view(dtype) is not supported; use .to(dtype)")
+        return view_dtype(input, shape[0])
     shape = infer_size(_shape_arg(shape, "view"), input.numel())
     strides = view_strides(input._shape, input._stride, shape)
     if strides is None:
@@ -32,6 +32,39 @@ def view(input, *shape):
             "Use .reshape(...) instead."
         )
     return input._view(shape, strides)
+
+
+def view_dtype(input, dtype_):
+    """``Tensor.view(dtype)``: the same bytes read as ``dtype_`` (float8 codes as uint8, float32 as int32 ...).
+    Between element sizes the last dimension (stride 1) scales and every other stride and the offset are
+    recounted in the new elements, with torch's errors where they do not divide."""
+    old, new = input.dtype.itemsize, dtype_.itemsize
+    if old == new:
+        out = input._view(input._shape, input._stride)
+    else:
+        what = f"to view {input.dtype.type_name} as {dtype_.type_name} (different element sizes)"
+        if input.ndim == 0:
+            raise RuntimeError(f"self.dim() cannot be 0 {what}")
+        if input._stride[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {input._stride[-1]}")
+        if old > new:
+            r = old // new
+            shape = (*input._shape[:-1], input._shape[-1] * r)
+            strides, offset = (*(st * r for st in input._stride[:-1]), 1), input._offset * r
+        else:
+            r = new // old
+            if input._shape[-1] % r:
+                raise RuntimeError(f"self.size(-1) must be divisible by {r} {what}, but got {input._shape[-1]}")
+            for i, st in enumerate(input._stride[:-1]):
+                if st % r:
+                    raise RuntimeError(f"self.stride({i}) must be divisible by {r} {what}, but got {st}")
+            if input._offset % r:
+                raise RuntimeError(f"self.storage_offset() must be divisible by {r} {what}, but got {input._offset}")
+            shape = (*input._shape[:-1], input._shape[-1] // r)
+            strides, offset = (*(st // r for st in input._stride[:-1]), 1), input._offset // r
+        out = input._view(shape, strides, offset)
+    out.dtype = dtype_
+    return out
 
 
 def reshape(input, *shape):
