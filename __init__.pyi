@@ -417,6 +417,11 @@ float: dtype
 float16: dtype
 float32: dtype
 float64: dtype
+float8_e4m3fn: dtype
+float8_e4m3fnuz: dtype
+float8_e5m2: dtype
+float8_e5m2fnuz: dtype
+float8_e8m0fnu: dtype
 def float_power(input, exponent) -> Tensor: """``input ** exponent`` in float64, whatever the operands' dtypes (torch's)."""
 def floor(input, *, out=...) -> Tensor: """Elementwise ``floor`` (kernel: triton_kernels/elementwise.py)."""
 def floor_(input) -> Tensor: """In-place elementwise ``floor``."""
