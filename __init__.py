@@ -63,6 +63,10 @@ from . import compiler  # torch.compiler: reset()
 from .compiler import compile  # torch.compile(mode="reduce-overhead"): a step captured into CUDA graphs
 from . import comm  # usable as `import tritensor.comm as dist`
 from .nn import parallel as _nn_parallel  # tritensor.nn.parallel (DDP) sits on comm: imported after it
+# torch.nn.DataParallel is nn.parallel's (nn/parallel/data_parallel.py, torch's file). tritensor.nn cannot
+# import it: importing any module of nn.parallel runs that package, which loads DDP and so comm, a layer
+# above nn. The root, above both, gives nn the name once both are loaded.
+nn.DataParallel = _nn_parallel.DataParallel
 from . import module_aliases  # torch's paths for comm and elastic (tritensor.distributed ...): see its docstring
 from . import distributed  # tritensor.comm under torch's name, through module_aliases' finder
 from . import futures  # torch.futures; tritensor.comm.Future is the same class

@@ -79,6 +79,18 @@ def move(src, dev, dtype_):
     """Copy ``src`` to another device (and dtype): contiguous bytes over pinned host memory."""
     if src.dtype is not dtype_ and src.device.type == "cuda":
         src = src.to(dtype_)  # convert where the data is, move fewer bytes if narrowing
+    if not (src.device.type == "cuda" or dev.type == "cuda"):
+        return _move(src, dev, dtype_)
+    # Allocating on another device and asking for its stream make that device's context current;
+    # the current device's cached stream (what the next op queues on) assumes its own, so it is
+    # made current again after the copy.
+    try:
+        return _move(src, dev, dtype_)
+    finally:
+        cuda._cu_device(cuda.current_device())
+
+
+def _move(src, dev, dtype_):
     out = TensorBase._empty(src.shape, src.dtype, dev)
     if src.device.type == "cpu":  # host -> device
         host = np.ascontiguousarray(src.numpy(force=True))
@@ -91,9 +103,11 @@ def move(src, dev, dtype_):
         memory.device_to_host(host, src_c.data_ptr(), cuda.current_stream(src.device.index))
     else:  # device -> device
         src_c = src.contiguous()
-        cuda.current_stream(dev.index).wait_stream(cuda.current_stream(src.device.index))
-        memory.device_to_device(out.data_ptr(), src_c.data_ptr(), src.nbytes, cuda.current_stream(dev.index))
-        src_c.record_stream(cuda.current_stream(dev.index))  # the copy reads it there, asynchronously
+        dst_stream = cuda.current_stream(dev.index)
+        dst_stream.wait_stream(cuda.current_stream(src.device.index))
+        cuda._cu_device(dev.index)  # the copy is queued in the destination's context, on its stream
+        memory.device_to_device(out.data_ptr(), src_c.data_ptr(), src.nbytes, dst_stream)
+        src_c.record_stream(dst_stream)  # the copy reads it there, asynchronously
     return out if out.dtype is dtype_ else out.to(dtype_)
 
 

@@ -253,6 +253,20 @@ class Module:
         modules use); returns a handle whose ``remove()`` unregisters it."""
         return self._add_hook("_load_state_dict_pre_hooks", hook, False)
 
+    def _replicate_for_data_parallel(self):
+        """A shallow copy for ``nn.DataParallel``'s replicas (torch's): the same attributes and hooks,
+        its own dicts of buffers and children, and no registered parameters, so ``replicate`` can set
+        each parameter's per-device copy as a plain attribute (a tensor recorded from the original,
+        not a leaf)."""
+        replica = self.__new__(type(self))
+        d = replica.__dict__
+        d.update(self.__dict__)
+        d["_parameters"] = OrderedDict()
+        d["_buffers"] = self._buffers.copy()
+        d["_modules"] = self._modules.copy()
+        d["_is_replica"] = True
+        return replica
+
     def _apply(self, fn):
         for m in self.modules():
             for name, p in m._parameters.items():
