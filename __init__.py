@@ -89,7 +89,8 @@ from . import gpu as cuda  # tritensor.cuda: devices, streams, memory, CUDA grap
 
 _sys.modules[__name__ + ".cuda"] = cuda
 _sys.modules[__name__ + ".cuda.amp"] = cuda.amp  # torch.cuda.amp (amp/cuda_amp.py)
-for _sub in ("memory", "random", "streams", "graphs", "nvtx", "profiler"):  # torch.cuda's submodules, one copy each
+# torch.cuda's submodules, one copy each
+for _sub in ("memory", "random", "streams", "graphs", "green_contexts", "nvtx", "profiler"):
     _sys.modules[f"{__name__}.cuda.{_sub}"] = getattr(cuda, _sub)
 from .gpu.streams import GenericEvent as Event, GenericStream as Stream  # torch.Stream/torch.Event: any device's
 from .runtime.allocator import OutOfMemoryError  # torch.OutOfMemoryError is torch.cuda.OutOfMemoryError

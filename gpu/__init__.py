@@ -20,8 +20,9 @@ from ..core.tensor_types import CUDA_TYPES as _CUDA_TYPES
 from ..runtime import dtype as _dt
 from ..amp import cuda_amp as amp  # tritensor.cuda.amp: the package root registers it under that name too
 from ..runtime import mode as _mode
-from . import _nvml, graphs, memory, nvtx, profiler, random, streams
+from . import _nvml, graphs, green_contexts, memory, nvtx, profiler, random, streams
 from ._errors import CudaError, DeferredCudaCallError, check_error, cudaStatus, cudart
+from .green_contexts import GreenContext
 from .graphs import CUDAGraph, graph, graph_pool_handle, is_current_stream_capturing, make_graphed_callables
 from .memory import (CUDAPluggableAllocator, MemPool, caching_allocator_alloc, caching_allocator_delete,
                      caching_allocator_disabled, caching_allocator_enable, change_current_allocator, empty_cache,

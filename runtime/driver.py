@@ -13,7 +13,8 @@ The names:
 
 * ``Device``, ``StreamOptions``, ``EventOptions``, ``LegacyPinnedMemoryResource``: cuda.core's.
 * ``CoreStream``: cuda.core's ``Stream`` class (``tritensor.cuda.ExternalStream`` wraps a handle in one).
-* ``driver``: ``cuda.bindings.driver`` (enums and the few ``cu*`` calls cuda.core has no method for).
+* ``driver``: ``cuda.bindings.driver`` (enums and the few ``cu*`` calls cuda.core has no method for, the
+  green-context calls of ``tritensor.cuda.GreenContext`` among them).
 * ``device_count()``: CUDA devices visible to this process.
 * ``kernel_function(kernel)``: the ``JITFunction`` behind a kernel object the direct launcher can
   launch (a JITFunction itself, in GPU mode; the JIT twin of an interpreted kernel in the

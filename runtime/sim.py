@@ -96,6 +96,15 @@ MEMORY = int(float(os.environ.get("TRITENSOR_SIM_MEMORY_GB", "16")) * (1 << 30))
 NAME = "tritensor simulated H100 (sm_90)"
 CAPABILITY = (9, 0)
 SM_COUNT = 132
+# Green contexts (cuDevSmResourceSplitByCount): on compute capability 9.0 an SM partition holds at
+# least 8 SMs, in steps of 8 (the driver reports both as minSmPartitionSize and
+# smCoscheduledAlignment); a count between steps is rounded up.
+SM_PARTITION_MIN = 8
+SM_PARTITION_ALIGN = 8
+# The workqueue configuration's default concurrency limit: the driver's default number of
+# hardware work queues (connections) per context, which CUDA_DEVICE_MAX_CONNECTIONS also defaults to.
+WORKQUEUE_CONCURRENCY = 8
+DRIVER_VERSION = 13040  # the CUDA driver the simulator stands for: 13.4 has green contexts with workqueues
 MAX_THREADS = 1024
 
 class _DeviceLock:
@@ -1049,7 +1058,164 @@ def _host_side(address: int, nbytes: int, what: str) -> None:
                              "or written on the host)")
 
 
-class _Driver:
+class _GreenCtx:
+    """A green context: the device, its SM partition and workqueue configuration, its context handle."""
+
+    def __init__(self, handle: int, device: int, sm_count: int, workqueue):
+        self.handle, self.device, self.sm_count, self.workqueue = handle, device, sm_count, workqueue
+
+
+_descs: dict = {}  # resource descriptor handle -> (SM count or None, (scope, limit) or None)
+_green: dict = {}  # green context handle (also its context's handle) -> _GreenCtx
+_green_handles = itertools.count(0x6000)
+
+
+def _ctx_stack() -> list:
+    """This thread's pushed contexts (green contexts' handles), innermost last."""
+    stack = getattr(_local, "ctx_stack", None)
+    if stack is None:
+        stack = _local.ctx_stack = []
+    return stack
+
+
+class _GreenDriver:
+    """The driver's green-context calls over simulated devices: SM resources split as the driver
+    splits them on sm_90, descriptors, green contexts, their streams and the context stack."""
+
+    CUdevResourceType = _real_driver.CUdevResourceType
+    CUdevWorkqueueConfigScope = _real_driver.CUdevWorkqueueConfigScope
+    CUgreenCtxCreate_flags = _real_driver.CUgreenCtxCreate_flags
+    CUstream_flags = _real_driver.CUstream_flags
+
+    @staticmethod
+    def cuDriverGetVersion():
+        return OK, DRIVER_VERSION
+
+    @staticmethod
+    def cuDeviceGet(ordinal):
+        if not 0 <= int(ordinal) < DEVICES:
+            return CUresult.CUDA_ERROR_INVALID_DEVICE, None
+        return OK, _real_driver.CUdevice(int(ordinal))
+
+    @staticmethod
+    def cuDeviceGetDevResource(device, kind):
+        if not 0 <= int(device) < DEVICES:
+            return CUresult.CUDA_ERROR_INVALID_DEVICE, None
+        r = _real_driver.CUdevResource()
+        r.type = kind
+        if kind == _real_driver.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM:
+            r.sm.smCount = SM_COUNT
+            r.sm.minSmPartitionSize, r.sm.smCoscheduledAlignment = SM_PARTITION_MIN, SM_PARTITION_ALIGN
+        elif kind == _real_driver.CUdevResourceType.CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG:
+            r.wqConfig.device = int(device)
+            r.wqConfig.sharingScope = _real_driver.CUdevWorkqueueConfigScope.CU_WORKQUEUE_SCOPE_DEVICE_CTX
+            r.wqConfig.wqConcurrencyLimit = WORKQUEUE_CONCURRENCY
+        else:
+            return CUresult.CUDA_ERROR_INVALID_RESOURCE_TYPE, None
+        return OK, r
+
+    @staticmethod
+    def cuDevSmResourceSplitByCount(nb_groups, input_, flags, min_count):
+        """Groups of ``min_count`` SMs rounded up to the partition step (at least the minimum
+        partition), as many as fit and were asked for; the rest is the remainder."""
+        if input_.type != _real_driver.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM:
+            return CUresult.CUDA_ERROR_INVALID_RESOURCE_TYPE, [], 0, None
+        total, min_count = int(input_.sm.smCount), int(min_count)
+        if min_count > total:
+            return CUresult.CUDA_ERROR_INVALID_VALUE, [], 0, None
+        size = max(SM_PARTITION_MIN, -(-min_count // SM_PARTITION_ALIGN) * SM_PARTITION_ALIGN)
+        made = min(int(nb_groups), total // size)
+        groups = []
+        for _ in range(made):
+            g = _real_driver.CUdevResource()
+            g.type = input_.type
+            g.sm.smCount, g.sm.minSmPartitionSize, g.sm.smCoscheduledAlignment = size, SM_PARTITION_MIN, \
+                SM_PARTITION_ALIGN
+            groups.append(g)
+        remainder = _real_driver.CUdevResource()
+        remainder.type = input_.type
+        remainder.sm.smCount = total - made * size
+        return OK, groups, made, remainder
+
+    @staticmethod
+    def cuDevResourceGenerateDesc(resources, nb_resources):
+        sm = workqueue = None
+        for r in list(resources)[:int(nb_resources)]:
+            if r.type == _real_driver.CUdevResourceType.CU_DEV_RESOURCE_TYPE_SM:
+                if sm is not None:
+                    return CUresult.CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, None
+                sm = int(r.sm.smCount)
+            elif r.type == _real_driver.CUdevResourceType.CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG:
+                workqueue = (r.wqConfig.sharingScope, int(r.wqConfig.wqConcurrencyLimit))
+            else:
+                return CUresult.CUDA_ERROR_INVALID_RESOURCE_TYPE, None
+        if sm == 0:  # an empty SM group cannot run anything
+            return CUresult.CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION, None
+        handle = next(_green_handles)
+        _descs[handle] = (sm, workqueue)
+        return OK, _real_driver.CUdevResourceDesc(handle)
+
+    @staticmethod
+    def cuGreenCtxCreate(desc, device, flags):
+        if not int(flags) & int(_real_driver.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM):
+            return CUresult.CUDA_ERROR_INVALID_VALUE, None
+        spec = _descs.get(int(desc))
+        if spec is None:
+            return CUresult.CUDA_ERROR_INVALID_HANDLE, None
+        if not 0 <= int(device) < DEVICES:
+            return CUresult.CUDA_ERROR_INVALID_DEVICE, None
+        handle = next(_green_handles)
+        sm, workqueue = spec
+        _green[handle] = _GreenCtx(handle, int(device), SM_COUNT if sm is None else sm, workqueue)
+        return OK, _real_driver.CUgreenCtx(handle)
+
+    @staticmethod
+    def cuCtxFromGreenCtx(green):
+        if int(green) not in _green:
+            return CUresult.CUDA_ERROR_INVALID_HANDLE, None
+        return OK, _real_driver.CUcontext(int(green))
+
+    @staticmethod
+    def cuGreenCtxStreamCreate(green, flags, priority):
+        """A stream whose work runs on the green context's SMs: a stream of its device, like any other."""
+        g = _green.get(int(green))
+        if g is None:
+            return CUresult.CUDA_ERROR_INVALID_HANDLE, None
+        with _lock:
+            s = _new_stream(g.device, next(_handles))
+            s.green = g
+        return OK, _real_driver.CUstream(s.handle)
+
+    @staticmethod
+    def cuGreenCtxDestroy(green):
+        g = _green.get(int(green))
+        if g is None:
+            return (CUresult.CUDA_ERROR_INVALID_HANDLE,)
+        if g.handle in _ctx_stack():
+            return (CUresult.CUDA_ERROR_CONTEXT_IS_DESTROYED,)
+        del _green[g.handle]
+        return (OK,)
+
+    @staticmethod
+    def cuCtxPushCurrent(ctx):
+        g = _green.get(int(ctx))
+        if g is None:
+            return (CUresult.CUDA_ERROR_INVALID_CONTEXT,)
+        _ctx_stack().append((g.handle, _current_device()))
+        _local.device = g.device
+        return (OK,)
+
+    @staticmethod
+    def cuCtxPopCurrent():
+        stack = _ctx_stack()
+        if not stack:
+            return CUresult.CUDA_ERROR_INVALID_CONTEXT, None
+        handle, previous = stack.pop()
+        _local.device = previous
+        return OK, _real_driver.CUcontext(handle)
+
+
+class _Driver(_GreenDriver):
     """``cuda.bindings.driver`` as the GPU path uses it: the real enums, simulated calls."""
 
     CUresult = CUresult
@@ -1161,6 +1327,9 @@ class _Driver:
 
     @staticmethod
     def cuCtxGetCurrent():
+        stack = getattr(_local, "ctx_stack", None)
+        if stack:  # a pushed green context
+            return OK, stack[-1][0]
         return OK, (1 + _current_device()) if Device._made else 0
 
     @staticmethod
