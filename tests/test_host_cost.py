@@ -39,6 +39,10 @@ PINNED = {  # op -> most Python calls it may make (2026-11-26; before the plan l
     "matmul 64x64": 42,  # 41 until allow_tf32 became a view of float32_matmul_precision (a property, as torch)
     "recorded (a*b).sum().backward()": 201,  # counted 200: one call of slack for what earlier tests leave
     "tt.empty(1)": 20,
+    # conv2d's plan (core/ops/conv.py): 3 allocations and 3 launches (input repack, kernel, output
+    # repack); the pointwise NCHW GEMM 1 and 1 (before the plans: 209 and 122)
+    "conv2d 3x3 (NHWC inside)": 36,
+    "conv2d 1x1 (NCHW GEMM)": 27,
 }
 
 
@@ -76,6 +80,9 @@ def test_python_calls_per_op_on_the_gpu_path():
     ga = tt.ones(1, device="cuda", requires_grad=True)
     gb = tt.ones(1, device="cuda", requires_grad=True)
     c = tt.ones(1, device="cuda")
+    half = dict(dtype=tt.float16, device="cuda")
+    x3, w3 = tt.ones(1, 16, 4, 4, **half), tt.ones(16, 16, 3, 3, **half)
+    x1, w1 = tt.ones(1, 16, 2, 4, **half), tt.ones(24, 16, 1, 1, **half)
     rows = {
         "add": lambda: a + b,
         "(a * b + c).relu()": lambda: (a * b + c).relu(),
@@ -83,6 +90,8 @@ def test_python_calls_per_op_on_the_gpu_path():
         "matmul 64x64": lambda: m @ m,
         "recorded (a*b).sum().backward()": lambda: (ga * gb).sum().backward(),
         "tt.empty(1)": lambda: tt.empty(1, device="cuda"),
+        "conv2d 3x3 (NHWC inside)": lambda: tt.conv2d(x3, w3, padding=1),
+        "conv2d 1x1 (NCHW GEMM)": lambda: tt.conv2d(x1, w1),
     }
     counts = {name: _calls(fn) for name, fn in rows.items()}
     over = {name: (n, PINNED[name]) for name, n in counts.items() if n > PINNED[name]}

@@ -46,7 +46,7 @@ import triton
 import triton.language as tl
 
 from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME, float_compute
-from ..runtime.launch import launch
+from ..runtime.launch import Site, launch
 from ._common import INTERPRET, cdiv, needs_int64, per_mode
 from .autotune import autotune
 from ._common import grouped_tile, input_precision
@@ -476,9 +476,9 @@ def _int64(*tensors) -> bool:
     return any(needs_int64(t.shape, t.stride()) for t in tensors)
 
 
-def _acc(t):
-    """The ``triton.language`` dtype a kernel reading ``t`` accumulates in (the dtype policy's)."""
-    return getattr(tl, FLOAT_COMPUTE_NAME[t.dtype.name])
+def _acc(dtype):
+    """The ``triton.language`` dtype a kernel reading ``dtype`` accumulates in (the dtype policy's)."""
+    return getattr(tl, FLOAT_COMPUTE_NAME[dtype.name])
 
 
 def nhwc(Cg: int, OCg: int) -> bool:
@@ -499,30 +499,61 @@ def conv2d_forward(y, x, w, bias, stride, padding, dilation, groups, allow_tf32=
     """
     if y.numel() == 0:
         return
-    N, C, H, W = x.shape
-    OC, Cg, KH, KW = w.shape
-    _, _, OH, OW = y.shape
+    kernel, grid, args, kwargs = _configure_forward(
+        (x.shape, x.stride()), (w.shape, w.stride()), (y.shape, y.stride()), None if bias is None else bias.stride(0),
+        x.dtype, stride, padding, dilation, groups, allow_tf32)
+    launch(kernel, grid, x, w, bias if bias is not None else y, y, *args, **kwargs)
+
+
+class ForwardPlan:
+    """:func:`conv2d_forward` configured once for the operands' shapes, strides and dtype, the
+    geometry and the precision: ``run(y, x, w, bias)`` launches it on any (non-empty) operands laid
+    out so, with no configuration work (kernel choice, grid, int64 test, constexprs: conv2d's plans)."""
+
+    __slots__ = ("site", "grid", "args")
+
+    def __init__(self, x_layout, w_layout, y_layout, bias_stride, dtype, stride, padding, dilation, groups,
+                 allow_tf32):
+        """``*_layout``: an operand's (shape, strides); ``bias_stride``: None without a bias."""
+        kernel, grid, self.args, kwargs = _configure_forward(x_layout, w_layout, y_layout, bias_stride, dtype, stride,
+                                                             padding, dilation, groups, allow_tf32)
+        self.site = Site(kernel, **kwargs)
+        # the grid itself where the block sizes are fixed (the interpreter's); an autotuned kernel's
+        # depends on the configuration it chose, so it stays a function of it
+        self.grid = grid(kwargs) if callable(grid) and kwargs.get("BLOCK_M") else grid
+
+    def run(self, y, x, w, bias) -> None:
+        launch(self.site, self.grid, x, w, bias if bias is not None else y, y, *self.args)
+
+
+def _configure_forward(x_layout, w_layout, y_layout, bias_stride, dtype, stride, padding, dilation, groups,
+                       allow_tf32):
+    """The forward launch for these operands: (kernel, grid, the arguments after x, w, bias and
+    y, the keyword arguments)."""
+    (N, C, H, W), x_strides = x_layout
+    (OC, Cg, KH, KW), w_strides = w_layout
+    (_, _, OH, OW), y_strides = y_layout
     OCg = OC // groups
     geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
-    sb = bias.stride(0) if bias is not None else 0
-    bias_arg = bias if bias is not None else y
+    sb = bias_stride if bias_stride is not None else 0
+    acc = _acc(dtype)
+    int64 = any(needs_int64(*layout) for layout in (x_layout, w_layout, y_layout))
     if OCg < MIN_DOT or Cg * KH * KW < MIN_DOT:
-        total = y.numel()
-        launch(_conv2d_direct_kernel, (cdiv(total, DIRECT_BLOCK),), x, w, bias_arg, y, total, Cg, OCg, H, W,
-               OC, OH, OW, KH, KW, *x.stride(), *w.stride(), *y.stride(), sb, *geo,
-               HAS_BIAS=bias is not None, ACC=_acc(x), INT64=_int64(x, w, y), BLOCK=DIRECT_BLOCK)
-        return
+        total = N * OC * OH * OW
+        return (_conv2d_direct_kernel, (cdiv(total, DIRECT_BLOCK),),
+                (total, Cg, OCg, H, W, OC, OH, OW, KH, KW, *x_strides, *w_strides, *y_strides, sb, *geo),
+                dict(HAS_BIAS=bias_stride is not None, ACC=acc, INT64=int64, BLOCK=DIRECT_BLOCK))
     gm, gn = N * OH * OW, OCg
-    common = dict(INPUT_PRECISION=input_precision(x.dtype.name, allow_tf32), UPCAST=INTERPRET,
-                  HAS_BIAS=bias is not None, ACC=_acc(x), INT64=_int64(x, w, y), **_meta())
+    common = dict(INPUT_PRECISION=input_precision(dtype.name, allow_tf32), UPCAST=INTERPRET,
+                  HAS_BIAS=bias_stride is not None, ACC=acc, INT64=int64, **_meta())
     if not nhwc(Cg, OCg):  # few channels: one flat (c, kh, kw) reduction
-        launch(_conv2d_fwd_flat_kernel, _gemm_grid(gm, gn, groups), x, w, bias_arg, y, gm, gn, Cg * KH * KW, Cg, H,
-               W, OH, OW, KH, KW, *x.stride(), *w.stride(), *y.stride(), sb, *geo, **common)
-        return
-    sxn, _, sxh, sxw = x.stride()
-    swo, _, swh, sww = w.stride()
-    launch(_conv2d_fwd_kernel, _gemm_grid(gm, gn, groups), x, w, bias_arg, y, gm, gn, Cg, H, W, OH, OW,
-           sxn, sxh, sxw, swo, swh, sww, OC, sb, *geo, KH=KH, KW=KW, **common)
+        return (_conv2d_fwd_flat_kernel, _gemm_grid(gm, gn, groups),
+                (gm, gn, Cg * KH * KW, Cg, H, W, OH, OW, KH, KW, *x_strides, *w_strides, *y_strides, sb, *geo),
+                common)
+    sxn, _, sxh, sxw = x_strides
+    swo, _, swh, sww = w_strides
+    return (_conv2d_fwd_kernel, _gemm_grid(gm, gn, groups),
+            (gm, gn, Cg, H, W, OH, OW, sxn, sxh, sxw, swo, swh, sww, OC, sb, *geo), dict(KH=KH, KW=KW, **common))
 
 
 def conv2d_backward_input(dx, dy, w, stride, padding, dilation, groups, allow_tf32=False) -> None:
@@ -536,7 +567,7 @@ def conv2d_backward_input(dx, dy, w, stride, padding, dilation, groups, allow_tf
     N, C, H, W = dx.shape
     _, OC, OH, OW = dy.shape
     geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
-    common = dict(INPUT_PRECISION=input_precision(dy.dtype.name, allow_tf32), UPCAST=INTERPRET, ACC=_acc(dy),
+    common = dict(INPUT_PRECISION=input_precision(dy.dtype.name, allow_tf32), UPCAST=INTERPRET, ACC=_acc(dy.dtype),
                   INT64=_int64(dx, dy, w), **_meta())
     if w.ndim == 5:
         _, KH, KW, Cg, OCg = w.shape
@@ -575,7 +606,7 @@ def conv2d_backward_weight(dw, dy, x, stride, padding, dilation, groups, allow_t
         gm, gn, gk = OCg, Cg * KH * KW, N * OH * OW
         launch(_conv2d_bwd_weight_flat_kernel, _gemm_grid(gm, gn, groups), x, dy, dw, gm, gn, gk, Cg, H, W, OH, OW,
                KH, KW, *x.stride(), *dy.stride(), *dw.stride(), *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET,
-               ACC=_acc(x), INT64=_int64(x, dy, dw), **_meta())
+               ACC=_acc(x.dtype), INT64=_int64(x, dy, dw), **_meta())
         return
     P, taps = N * OH * OW, KH * KW
     split = wgrad_split(OC, Cg, taps, groups, P)
@@ -584,7 +615,7 @@ def conv2d_backward_weight(dw, dy, x, stride, padding, dilation, groups, allow_t
     ws = dw.new_empty((split, OC, taps, Cg), dtype=float_compute(x.dtype))
     sxn, _, sxh, sxw = x.stride()
     launch(_conv2d_bwd_weight_kernel, _gemm_grid(OCg, Cg, groups * taps, split), x, dy, ws, OCg, Cg, OC, P, chunk,
-           H, W, OH, OW, KH, KW, sxn, sxh, sxw, OC, *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET, ACC=_acc(x),
+           H, W, OH, OW, KH, KW, sxn, sxh, sxw, OC, *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET, ACC=_acc(x.dtype),
            INT64=_int64(x, dy, ws), **_meta())
     total = OC * taps * Cg
     launch(_wgrad_sum_kernel, (cdiv(total, SUM_BLOCK),), ws, dw, total, split, taps, KW, Cg, *dw.stride(),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..runtime.launch import launch
+from ..runtime.launch import Site, launch
 from ._common import cdiv, needs_int64, per_mode
 
 BLOCK_R = per_mode(64, 64)
@@ -59,19 +59,38 @@ def _vec(n: int, itemsize: int) -> int:
     return v
 
 
+def _configure(B: int, R: int, S: int, src_strides, dst_strides, itemsize: int):
+    """The transpose's grid, scalar arguments and constexprs (see :func:`transpose`)."""
+    ssb, ssr = src_strides
+    sdb, sdr = dst_strides
+    # the vector width each side can use: what divides its row stride, its batch stride (when
+    # there is more than one batch) and its extent along the vector
+    vs = min(_vec(ssr, itemsize), _vec(ssb if B > 1 else 0, itemsize), _vec(S, itemsize))
+    vd = min(_vec(sdr, itemsize), _vec(sdb if B > 1 else 0, itemsize), _vec(R, itemsize))
+    int64 = needs_int64((B, R, S), (ssb, ssr, 1)) or needs_int64((B, S, R), (sdb, sdr, 1))
+    return ((B * cdiv(R, BLOCK_R) * cdiv(S, BLOCK_S),), (R // vd, S // vs, ssb, ssr, sdb, sdr),
+            dict(VEC_SRC=vs, VEC_DST=vd, INT64=int64, BLOCK_R=BLOCK_R, BLOCK_S=BLOCK_S))
+
+
 def transpose(dst, src, B: int, R: int, S: int, src_strides, dst_strides) -> None:
     """dst[b, s, r] = src[b, r, s] for a (B, R, S) source contiguous along S and a (B, S, R)
     destination contiguous along R; ``src_strides`` = (batch, row) strides of the source,
     ``dst_strides`` those of the destination, in elements. Same dtype on both sides."""
     if B * R * S == 0:
         return
-    ssb, ssr = src_strides
-    sdb, sdr = dst_strides
-    item = src.dtype.itemsize
-    # the vector width each side can use: what divides its row stride, its batch stride (when
-    # there is more than one batch) and its extent along the vector
-    vs = min(_vec(ssr, item), _vec(ssb if B > 1 else 0, item), _vec(S, item))
-    vd = min(_vec(sdr, item), _vec(sdb if B > 1 else 0, item), _vec(R, item))
-    int64 = needs_int64((B, R, S), (ssb, ssr, 1)) or needs_int64((B, S, R), (sdb, sdr, 1))
-    launch(_transpose_kernel, (B * cdiv(R, BLOCK_R) * cdiv(S, BLOCK_S),), src, dst, R // vd, S // vs, ssb, ssr,
-           sdb, sdr, VEC_SRC=vs, VEC_DST=vd, INT64=int64, BLOCK_R=BLOCK_R, BLOCK_S=BLOCK_S)
+    grid, args, kwargs = _configure(B, R, S, src_strides, dst_strides, src.dtype.itemsize)
+    launch(_transpose_kernel, grid, src, dst, *args, **kwargs)
+
+
+class TransposePlan:
+    """:func:`transpose` configured once for a geometry, its strides and element size: ``run(dst,
+    src)`` launches it on any tensors laid out so, with no configuration work (conv2d's plans)."""
+
+    __slots__ = ("site", "grid", "args")
+
+    def __init__(self, B: int, R: int, S: int, src_strides, dst_strides, itemsize: int):
+        self.grid, self.args, kwargs = _configure(B, R, S, src_strides, dst_strides, itemsize)
+        self.site = Site(_transpose_kernel, **kwargs)
+
+    def run(self, dst, src) -> None:
+        launch(self.site, self.grid, src, dst, *self.args)

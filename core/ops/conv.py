@@ -2,8 +2,12 @@
 
 Argument normalisation (ints or pairs, ``'same'``/``'valid'``), every shape/dtype/device check and
 the output size happen here, once, before anything launches; ``triton_kernels/conv.py`` only
-sees pointers, shapes and strides. The backward functions take the same geometry arguments as
-the forward so autograd can call them with what it saved:
+sees pointers, shapes and strides. conv2d does that work once per call signature and keeps what
+it decided (:class:`_Conv2dPlan`): on a GPU its host time per call, not its kernels, was what a
+ResNet layer's conv2d cost, so a repeated call only allocates and launches.
+
+The backward functions take the same geometry arguments as the forward so autograd can call them
+with what it saved:
 
 * ``conv2d_backward_input(grad_output, weight, input_shape, stride, padding, dilation, groups)``
 * ``conv2d_backward_weight(grad_output, input, weight_shape, stride, padding, dilation, groups)``
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import marshal
 import numbers
 import weakref
 
@@ -27,7 +32,7 @@ from ...triton_kernels import conv as _k
 from ...triton_kernels import conv_repack as _rp
 from ...triton_kernels import matmul as _mm
 from ...runtime import dtype as dt
-from ..shape import channels_last
+from ..shape import Size, channels_last, channels_last_strides
 from ..tensor_base import TensorBase
 from . import copies as _copies
 from . import elementwise as _ew
@@ -135,30 +140,119 @@ def _operands(op: str, input, weight, bias, weight_layout: str):
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input."""
+    """torch.nn.functional.conv2d over NCHW (or unbatched CHW) input.
+
+    A call is planned once per signature (:class:`_Conv2dPlan`): a repeated call finds its plan
+    and goes straight to allocating and launching. What is no part of the signature is handled at
+    every call: the tensors' memory, and the packed weight's validity (its version)."""
+    try:
+        # The arguments by marshal's bytes, not by value: 1, 1.0 and True are one dict key, and
+        # torch refuses the last two. (A NumPy int is no marshal type: such a call is planned anew.)
+        args = _dumps((stride, padding, dilation, groups))
+        key = (input.dtype, input._shape, input._stride, input.device.type, input.device.index, weight.dtype,
+               weight._shape, weight._stride, weight.device is input.device, args, _cudnn.allow_tf32,
+               None if bias is None else (bias.dtype, bias._shape, bias._stride, bias.device is input.device))
+        p = _conv2d_plans.get(key)
+    except (AttributeError, ValueError):  # not tensors (the checks say so), or no marshal type
+        key = p = None
+    if p is None:
+        p = _plan_conv2d(input, weight, bias, stride, padding, dilation, groups)
+        if key is not None:
+            if len(_conv2d_plans) >= _PLANS_KEPT:
+                _conv2d_plans.clear()
+            _conv2d_plans[key] = p
+    x = input if p.x_view is None else input._view(*p.x_view)  # unbatched: a batch of one
+    y = TensorBase._empty(p.shape, p.dtype, p.dev)
+    if p.y_strides is not None:  # channels-last: _empty_channels_last's strides, worked out once
+        y._stride = p.y_strides
+    if p.conv is not None or p.mm is not None:
+        xh = x
+        if p.x_repack is not None:
+            xh = TensorBase._empty(x._shape, p.dtype, p.dev)
+            xh._stride = p.xh_strides
+            p.x_repack(xh, x)
+        yh = y
+        if p.restore is not None:
+            yh = TensorBase._empty(p.shape, p.dtype, p.dev)
+            yh._stride = p.yh_strides
+        w = _pack(weight, "forward", groups) if p.pack else weight
+        if p.conv is not None:
+            p.conv.run(yh, xh, w, bias)
+        else:  # a pointwise convolution: one GEMM over views
+            a_layout, b_layout, out_layout, weight_first = p.mm
+            a, b = (w, xh) if weight_first else (xh, w)
+            _mm.matmul(yh._view(*out_layout), a._view(*a_layout), b._view(*b_layout), bias=bias,
+                       allow_tf32=p.allow_tf32)
+        if p.restore is not None:
+            p.restore(y, yh)
+    return y.squeeze(0) if p.x_view is not None else y
+
+
+_dumps = marshal.dumps
+_conv2d_plans: dict = {}  # conv2d's call signature -> _Conv2dPlan
+_PLANS_KEPT = 4096  # a workload of ever new shapes starts again rather than grow
+
+
+class _Conv2dPlan:
+    """What conv2d's checks and layout decisions made of one call signature: the tensors' dtypes,
+    shapes, strides and devices, stride, padding, dilation, groups and ``cudnn.allow_tf32``.
+
+    ``x_view``: the 4-D (shape, strides) an unbatched input is read as (None: batched). ``shape``,
+    ``dtype``, ``dev``, ``y_strides``: the result (``y_strides`` None: contiguous). The work, none
+    for an empty result: ``conv`` (a ``triton_kernels/conv.py: ForwardPlan``) or ``mm`` (a
+    pointwise convolution's GEMM: the (shape, strides) of its A, B and output views and whether A
+    is the weight), on ``xh`` (``x`` repacked NHWC by ``x_repack(xh, x)`` into ``xh_strides``
+    where that is set), the weight (packed first where ``pack``), into ``yh`` (an NHWC buffer of
+    ``yh_strides`` that ``restore(y, yh)`` copies into ``y``, where that is set, else ``y``)."""
+
+    __slots__ = ("x_view", "shape", "dtype", "dev", "y_strides", "conv", "mm", "allow_tf32", "x_repack",
+                 "xh_strides", "pack", "restore", "yh_strides")
+
+
+def _plan_conv2d(input, weight, bias, stride, padding, dilation, groups) -> _Conv2dPlan:
+    """Check a conv2d call (torch's errors, before anything is allocated) and plan its signature."""
     op = "conv2d"
     x, unbatched = _operands(op, input, weight, bias, "(out_channels, in_channels / groups, kH, kW)")
     if bias is not None and (bias.ndim != 1 or bias.shape[0] != weight.shape[0]):
         raise RuntimeError(f"{op}(): bias must have shape [{weight.shape[0]}] (out_channels), got {list(bias.shape)}")
     stride, pad, dilation, (OH, OW) = conv_geometry(op, x.shape, weight.shape, stride, padding, dilation, groups)
-    y = _output((x.shape[0], weight.shape[0], OH, OW), x, weight, x.dtype, x.device)
+    p = _Conv2dPlan()
+    p.x_view = (x._shape, x._stride) if unbatched else None
+    p.shape, p.dtype, p.dev, p.allow_tf32 = Size((x.shape[0], weight.shape[0], OH, OW)), x.dtype, x.device, \
+        _cudnn.allow_tf32
+    y = _output(p.shape, x, weight, x.dtype, x.device)  # a probe: the layout decisions are made on it
+    p.y_strides = None if y._stride == y._contiguous_strides() else y._stride
+    p.conv = p.mm = p.x_repack = p.xh_strides = p.restore = p.yh_strides = None
+    p.pack = False
+    bias_stride = None if bias is None else bias.stride(0)
+    N, C, H, W = x.shape
     OC, Cg = weight.shape[0], weight.shape[1]
+    pointwise = _pointwise(weight, stride, pad, groups)
     if y.numel() == 0:
         pass
-    elif _pointwise(weight, stride, pad, groups) and bias is None and _nchw_gemm(x, y):
-        _matmul_1x1_nchw(y, x, weight)
-    elif _pointwise(weight, stride, pad, groups):
-        yh = _nhwc_result(y)
-        _matmul_1x1(yh, nhwc(x), weight, bias)
-        _restore(y, yh)
-    elif _k.nhwc(Cg, OC // groups):
-        yh = _nhwc_result(y)
-        _k.conv2d_forward(yh, nhwc(x), packed_weight(weight, "forward", groups), bias, stride, pad, dilation, groups,
-                          allow_tf32=_cudnn.allow_tf32)
-        _restore(y, yh)
-    else:  # few channels (the stem, depthwise): read in place, whatever the layout
-        _k.conv2d_forward(y, x, weight, bias, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
-    return y.squeeze(0) if unbatched else y
+    elif pointwise and bias is None and _nchw_gemm(x, y):  # y[n] (OC, H*W) = W (OC, C) @ x[n] (C, H*W)
+        p.mm = (((N, OC, C), (0, weight.stride(0), weight.stride(1))), ((N, C, H * W), (x.stride(0), x.stride(1), 1)),
+                ((N, OC, H * W), (OC * H * W, H * W, 1)), True)
+    elif not pointwise and not _k.nhwc(Cg, OC // groups):  # few channels (the stem, depthwise): read in place
+        p.conv = _k.ForwardPlan((x.shape, x.stride()), (weight.shape, weight.stride()), (y.shape, y.stride()),
+                                bias_stride, x.dtype, stride, pad, dilation, groups, _cudnn.allow_tf32)
+    else:  # NHWC inside: x repacked on the way in (see nhwc), y on the way out (see _nhwc_result, _restore)
+        xh_strides, yh_strides = x._stride, y._stride
+        if not _is_nhwc(x):
+            p.x_repack, p.xh_strides = _repack_in(x), channels_last_strides(x.shape)
+            xh_strides = p.xh_strides
+        if not _is_nhwc(y):
+            p.restore, p.yh_strides = _repack_out(y), channels_last_strides(y.shape)
+            yh_strides = p.yh_strides
+        if pointwise:  # yh (N*H*W, OC) = xh (N*H*W, C) @ weight (C, OC) + bias: the weight a K-major B
+            p.mm = (((N * H * W, C), (C, 1)), ((C, OC), (weight.stride(1), weight.stride(0))),
+                    ((N * H * W, OC), (OC, 1)), False)
+        else:  # the weight packed (OC, KH, KW, Cg), the forward kernel's K-major B, unless it is so already
+            p.pack = not _is_nhwc(weight)
+            w_strides = channels_last_strides(weight.shape) if p.pack else weight.stride()
+            p.conv = _k.ForwardPlan((x.shape, xh_strides), (weight.shape, w_strides), (y.shape, yh_strides),
+                                    bias_stride, x.dtype, stride, pad, dilation, groups, _cudnn.allow_tf32)
+    return p
 
 
 def _output(shape, *inputs_and_dtype):
@@ -184,13 +278,36 @@ def nhwc(t):
         return t
     out = TensorBase._empty_channels_last(t.shape, t.dtype, t.device)
     n, c, h, w = t.shape
-    sn, sc, sh, sw = t.stride()
-    pixel_stride = sw if w > 1 else sh
-    if h * w == 1 or (pixel_stride == 1 and (h == 1 or w == 1 or sh == w)):  # (N, C, H*W), H*W at unit stride
-        _rp.transpose(out, t, n, c, h * w, (sn, sc), (h * w * c, c))
+    if _transposable(t):
+        _rp.transpose(out, t, n, c, h * w, t.stride()[:2], (h * w * c, c))
     else:
         _copies.copy_(out, t)
     return out
+
+
+def _transposable(t) -> bool:
+    """Whether ``t``'s H and W merge into one pixel axis at unit stride: (N, C, H*W), what the
+    repack kernel reads."""
+    n, c, h, w = t.shape
+    sn, sc, sh, sw = t.stride()
+    pixel_stride = sw if w > 1 else sh
+    return h * w == 1 or (pixel_stride == 1 and (h == 1 or w == 1 or sh == w))
+
+
+def _repack_in(t):
+    """:func:`nhwc`'s copy of a tensor laid out as ``t`` (not NHWC), configured once: a function
+    ``repack(out, t)`` for any such tensor and its channels-last ``out``."""
+    n, c, h, w = t.shape
+    if _transposable(t) and t.numel():
+        return _rp.TransposePlan(n, c, h * w, t.stride()[:2], (h * w * c, c), t.dtype.itemsize).run
+    return _copies.copy_  # the general strided copy (which moves nothing for an empty t)
+
+
+def _repack_out(y):
+    """:func:`_restore`'s copy for a result laid out as ``y`` (contiguous, not empty), configured
+    once: a function ``restore(y, yh)``."""
+    n, c, h, w = y.shape
+    return _rp.TransposePlan(n, h * w, c, (h * w * c, c), (c * h * w, h * w), y.dtype.itemsize).run
 
 
 def _nhwc_result(y):
@@ -250,6 +367,12 @@ def packed_weight(weight, kind: str, groups: int):
     those they were made from. An already channels-last weight is the forward pack itself."""
     if kind == "forward" and _is_nhwc(weight):
         return weight
+    return _pack(weight, kind, groups)
+
+
+def _pack(weight, kind: str, groups: int):
+    """:func:`packed_weight` of a weight that needs packing (a plan knows it does): the cached
+    pack while it is valid, else a new one."""
     key = id(weight)
     e = _PACKS.get(key)
     layout = (weight._offset, weight._shape, weight._stride, weight.dtype, groups)
@@ -291,29 +414,6 @@ def _nchw_gemm(x, y) -> bool:
     tf32 = x.dtype is dt.float32 and _cudnn.allow_tf32
     hw_unit = h * w == 1 or ((w == 1 or x.stride(3) == 1) and (h == 1 or x.stride(2) == w * x.stride(3)))
     return hw_unit and not tf32 and (h * w * x.dtype.itemsize) % 16 == 0 and y.is_contiguous()
-
-
-def _matmul_1x1_nchw(y, x, weight) -> None:
-    """y[n] = weight (OC, C) @ x[n] (C, H*W), one batched GEMM (no bias: the matmul's runs along
-    N, the pixels here; a biased pointwise convolution takes the NHWC route)."""
-    n, c, h, w = x.shape
-    oc = weight.shape[0]
-    a = weight._view((n, oc, c), (0, weight.stride(0), weight.stride(1)))
-    b = x._view((n, c, h * w), (x.stride(0), x.stride(1), 1))
-    out = y._view((n, oc, h * w), (oc * h * w, h * w, 1))
-    _mm.matmul(out, a, b, allow_tf32=_cudnn.allow_tf32)
-
-
-def _matmul_1x1(yh, xh, weight, bias) -> None:
-    """yh (N*H*W, OC) = xh (N*H*W, C) @ weight (C, OC) + bias: one GEMM on the matmul kernel, both
-    activations NHWC, the weight read in place as a K-major B (a contiguous weight's C is at unit
-    stride)."""
-    n, c, h, w = xh.shape
-    oc = weight.shape[0]
-    a = xh._view((n * h * w, c), (c, 1))
-    out = yh._view((n * h * w, oc), (oc, 1))
-    b = weight._view((c, oc), (weight.stride(1), weight.stride(0)))
-    _mm.matmul(out, a, b, bias=bias, allow_tf32=_cudnn.allow_tf32)
 
 
 def _check_grad_output(op, grad_output, expected_shape):
