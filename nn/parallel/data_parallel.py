@@ -106,15 +106,20 @@ class DataParallel(Module):
         return self.gather(outputs, self.output_device)
 
     def replicate(self, module: Module, device_ids) -> list:
+        """The replicas of this forward, one per device: recorded copies under grad mode, detached
+        ones without (a subclass may override how, as in torch)."""
         return replicate(module, device_ids, not is_grad_enabled())
 
     def scatter(self, inputs, kwargs, device_ids):
+        """The positional and keyword arguments split along ``dim`` over ``device_ids``."""
         return scatter_kwargs(inputs, kwargs, device_ids, dim=self.dim)
 
     def parallel_apply(self, replicas, inputs, kwargs) -> list:
+        """Each replica called on its piece of the inputs, on its device, all at once."""
         return parallel_apply(replicas, inputs, kwargs, self.device_ids[:len(replicas)])
 
     def gather(self, outputs, output_device):
+        """The replicas' outputs joined along ``dim`` on ``output_device``."""
         return gather(outputs, output_device, dim=self.dim)
 
 
