@@ -261,6 +261,13 @@ def _check_fits_float8(value: float, d: dtype, c_type: bool) -> None:
         raise RuntimeError(f"value cannot be converted to type {d.c_name if c_type else d.name} without overflow")
 
 
+def refuse_barebones(d: dtype, kernel: str) -> None:
+    """torch 2.13 has no kernel named ``kernel`` (``"topk_cpu"``) for its barebones unsigned types: its
+    NotImplementedError, raised by a core entry before any allocation."""
+    if d in BAREBONES_UNSIGNED:
+        raise NotImplementedError(f"\"{kernel}\" not implemented for '{d.type_name}'")
+
+
 class finfo:
     """Numerical properties of a floating dtype, as ``torch.finfo``: ``bits``, ``eps``, ``max``,
     ``min``, ``tiny`` (= ``smallest_normal``), ``resolution``, ``dtype`` (its name)."""

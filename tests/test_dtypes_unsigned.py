@@ -142,6 +142,11 @@ def test_supported_ops_against_numpy(u):
     assert_close(ta == tb, a == b, tt.bool)
     assert_close(ta != ta, np.zeros(a.shape, bool), tt.bool)
     assert_close(ta == 1, a == 1, tt.bool)
+    # a Python int is cast to the tensor's dtype first (it wraps), as torch: -1 and 2**64 - 1 are its max
+    top = np.iinfo(NP[u]).max
+    assert_close(ta == -1, a == top, tt.bool)
+    assert_close(ta == 2 ** 64 - 1, a == top, tt.bool)
+    assert_close(ta != 2 ** 64 - 1, a != top, tt.bool)
     assert_close(ta & tb, a & b, u)
     assert_close(ta | tb, a | b, u)
     assert_close(ta ^ tb, a ^ b, u)
@@ -200,6 +205,15 @@ REFUSED = [  # (call, torch 2.13's kernel name; "{}" the device type)
     (lambda a, b: a.argmin(), "argmin_{}"), (lambda a, b: tt.aminmax(a), "aminmax_{}"),
     (lambda a, b: a.sum(dtype=a.dtype), "sum_{}"), (lambda a, b: a.prod(dtype=a.dtype), "prod_out_{}"),
     (lambda a, b: a.count_nonzero(), "nonzero_count_{}"), (lambda a, b: tt.hash_tensor(a), "xor_sum_{}"),
+    # the ordering ops (an unsigned order the kernels would not keep), refused by torch
+    (lambda a, b: a.topk(1), "topk_{}"), (lambda a, b: a.kthvalue(1), "kthvalue_{}"),
+    (lambda a, b: a.median(), "median_{}"), (lambda a, b: a.nanmedian(0), "median_{}"), (lambda a, b: a.mode(), "mode_{}"),
+    (lambda a, b: a.cummax(0), "cummax_{}"), (lambda a, b: a.cummin(0), "cummin_{}"),
+    (lambda a, b: a.cumsum(0, dtype=a.dtype), "cumsum_out_{}"), (lambda a, b: a.cumprod(0, dtype=a.dtype), "cumprod_out_{}"),
+    (lambda a, b: tt.searchsorted(a, b), "searchsorted_out_{}"), (lambda a, b: tt.bucketize(b, a), "searchsorted_out_{}"),
+    (lambda a, b: tt.isin(a, b), "isin_default_{}"), (lambda a, b: a.clamp(0, 1), "clamp_scalar_{}"),
+    (lambda a, b: a.clamp(min=1), "clamp_min_scalar_{}"), (lambda a, b: a.clamp_max(1), "clamp_max_scalar_{}"),
+    (lambda a, b: a.clone().clamp_(0, 1), "clamp_scalar_{}"),
 ]
 
 

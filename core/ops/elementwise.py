@@ -52,7 +52,14 @@ _UNSIGNED_REFUSED = {
 
 def _refuse_unsigned(op: str, d: dt.dtype, dev) -> None:
     if op in _UNSIGNED_REFUSED:
-        raise NotImplementedError(f"\"{_UNSIGNED_REFUSED[op].format(dev.type)}\" not implemented for '{d.type_name}'")
+        dt.refuse_barebones(d, _UNSIGNED_REFUSED[op].format(dev.type))
+
+
+def _refuse_unsigned_clamp(input, min, max) -> None:
+    """clamp's own kernel names in torch's error (the maximum/minimum it runs here would name theirs)."""
+    if isinstance(input, TensorBase) and input.dtype in dt.BAREBONES_UNSIGNED:
+        kind = "clamp_min_scalar" if max is None else ("clamp_max_scalar" if min is None else "clamp_scalar")
+        dt.refuse_barebones(input.dtype, f"{kind}_{input.device.type}")
 
 
 # torch 2.13 has no arithmetic on its float8 dtypes (storage formats for scaled matmuls): its NotImplementedError
@@ -301,7 +308,8 @@ def _plan_binary(op: str, a, b):
     tensor_a = b if scalar_first else a
     other = a if scalar_first else b
     shape = broadcast_shapes(tensor_a.shape, other.shape) if isinstance(other, TensorBase) else tuple(tensor_a.shape)
-    narrow = compute_in if compute_in in dt.SMALL_INTEGRAL else None
+    # Python ints and 0-d tensors beside a small or unsigned integer tensor are cast to its dtype first (they wrap)
+    narrow = compute_in if compute_in in dt.SMALL_INTEGRAL or compute_in in dt.BAREBONES_UNSIGNED else None
     return _BinaryPlan(dev, result, compute, shape, scalar_first, op in _SWAPPABLE, narrow), a, b, cacheable
 
 
@@ -588,6 +596,7 @@ def clamp(input, min=None, max=None) -> Tensor:
     """Elementwise ``min(max(input, min), max)``; either bound may be a tensor or None."""
     if min is None and max is None:
         raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
+    _refuse_unsigned_clamp(input, min, max)
     out = input if min is None else binary("maximum", input, min)
     return out if max is None else binary("minimum", out, max)
 
@@ -596,6 +605,7 @@ def clamp_(input, min=None, max=None) -> Tensor:
     """``Tensor.clamp_``: each element limited to [min, max] in place (torch's error when both are None)."""
     if min is None and max is None:
         raise RuntimeError("clamp: At least one of 'min' or 'max' must not be None")
+    _refuse_unsigned_clamp(input, min, max)
     if min is not None:
         binary("maximum", input, min, out=input)
     if max is not None:

@@ -92,7 +92,7 @@ def _refuse_unsigned(d: dt.dtype, kernel: str, dev) -> None:
     """torch 2.13 has no kernel of these reductions for its barebones unsigned types: its error, which names
     the kernel (``{}`` the device type)."""
     if d in dt.BAREBONES_UNSIGNED:
-        raise NotImplementedError(f"\"{kernel.format(dev.type)}\" not implemented for '{d.type_name}'")
+        dt.refuse_barebones(d, kernel.format(dev.type))
 
 
 def _dtype_arg(dtype, op):

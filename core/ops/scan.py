@@ -73,6 +73,8 @@ def scan_prod(input, dim, *, dtype=None, reverse: bool = False) -> Tensor:
 def _sum_or_prod(op: str, input, dim, dtype, reverse: bool):
     """Integer and bool inputs sum or multiply in int64 (as torch); ``dtype`` casts the input first."""
     _check(input, "cum" + op, dtype)
+    if dtype is not None:
+        dt.refuse_barebones(dtype, f"cum{op}_out_{input.device.type}")
     normalize_dim(dim, input.ndim)
     x = input if dtype is None or dtype is input.dtype else input.to(dtype)
     if op == "sum" and x.dtype is dt.bool_:
@@ -97,6 +99,7 @@ def scan_logaddexp(input, dim, *, reverse: bool = False) -> Tensor:
 
 def _extreme(op: str, input, dim):
     _check(input, op, None)
+    dt.refuse_barebones(input.dtype, f"{op}_{input.device.type}")
     d = normalize_dim(dim, input.ndim)
     idx = TensorBase._empty(input.shape, dt.int64, input.device)
     acc = COMPUTE[input.dtype].name

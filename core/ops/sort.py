@@ -97,6 +97,7 @@ def _k_slice(input, k, dim, op: str):
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """The ``k`` largest (``largest=False``: smallest) elements along ``dim`` and their indices, in order."""
     _check(input, "topk")
+    dt.refuse_barebones(input.dtype, f"topk_{input.device.type}")
     d, k, n = _k_slice(input, k, dim, "topk")
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
@@ -109,6 +110,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
 def kthvalue(input, k, dim=-1, keepdim=False):
     """The ``k``-th smallest element along ``dim`` (k counts from 1) and its index."""
     _check(input, "kthvalue")
+    dt.refuse_barebones(input.dtype, f"kthvalue_{input.device.type}")
     d, k, n = _k_slice(input, k, dim, "kthvalue")
     if not 1 <= k <= n:
         raise IndexError(f"kthvalue(): selected number k out of range for dimension {d}")
@@ -238,6 +240,7 @@ def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=N
     """For each value of ``input``, the index where it would be inserted into the innermost dim of
     ``sorted_sequence`` to keep it sorted (``right``/``side='right'``: after equal elements)."""
     _check(sorted_sequence, "searchsorted", "sorted_sequence")
+    dt.refuse_barebones(sorted_sequence.dtype, f"searchsorted_out_{sorted_sequence.device.type}")
     seq = sorted_sequence
     scalar = not isinstance(input, TensorBase)
     if scalar:
@@ -290,6 +293,8 @@ def _along(op, input, dim):
 def _median(op, input, dim, keepdim, ignore_nan):
     """The lower median along ``dim`` and its index: the sorted element at (n - 1) // 2 of the
     elements counted (NaN first of all where one is there and counts: ``median``'s NaN)."""
+    if isinstance(input, TensorBase):
+        dt.refuse_barebones(input.dtype, f"median_{input.device.type}")
     if dim is None:
         _check(input, op)
         if keepdim:
@@ -330,6 +335,8 @@ def nanmedian(input, dim=None, keepdim=False):
 def mode(input, dim=-1, keepdim=False):
     """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the index of
     its last occurrence: runs of the sorted values counted with a cumsum and a scatter_add."""
+    if isinstance(input, TensorBase):
+        dt.refuse_barebones(input.dtype, f"mode_{input.device.type}")
     x, d = _along("mode", input, dim)
     s, i = x.sort(d)
     n = x.shape[d]

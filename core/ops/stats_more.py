@@ -348,6 +348,9 @@ def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool =
     one found."""
     if not isinstance(elements, TensorBase) and not isinstance(test_elements, TensorBase):
         raise TypeError("isin(): argument 'elements' must be Tensor, not " + type(elements).__name__)
+    for t in (elements, test_elements):
+        if isinstance(t, TensorBase):
+            dt.refuse_barebones(t.dtype, f"isin_default_{t.device.type}")
     if not isinstance(elements, TensorBase):
         elements = test_elements.new_full((), elements)
     if not isinstance(test_elements, TensorBase):
