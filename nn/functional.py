@@ -62,6 +62,7 @@ from .functional_pooling import (adaptive_avg_pool1d, adaptive_avg_pool2d, adapt
                                  max_pool1d_with_indices, max_pool3d, max_pool3d_with_indices, max_unpool1d,
                                  max_unpool2d, max_unpool3d)
 from .functional_sparse import embedding_bag, one_hot  # noqa: F401
+from ..core.ops.scaled_mm import ScalingType, SwizzleType  # noqa: F401  (scaled_mm's recipe and layout enums)
 from .functional_vision import (GRID_SAMPLE_INTERPOLATION_MODES, GRID_SAMPLE_PADDING_MODES,  # noqa: F401
                                 affine_grid, grid_sample, interpolate, pad, pixel_shuffle, pixel_unshuffle, upsample,
                                 upsample_bilinear, upsample_nearest)

@@ -229,6 +229,7 @@ TESTS = {
     "ctc_loss": ("test_ctc.py::test_ctc_loss_matches_numpy", "test_ctc.py::test_ctc_loss_gradcheck"),
     "histc": ("test_histc.py::test_histc_matches_numpy", None),
     "grouped_mm": ("test_grouped_mm.py::test_grouped_mm_matches_numpy", None),
+    "scaled_mm": ("test_scaled_mm.py::test_scaled_mm_matches_numpy", None),
     "unfold": ("test_views.py::test_unfold_is_a_view_matching_numpy", "test_views.py::test_unfold_gradcheck"),
     "unbind": ("test_views.py::test_unbind_is_views_matching_numpy", "test_views.py::test_unbind_gradcheck"),
     **{op: ("test_join.py::test_diag_embed_and_column_stack_match_numpy",

@@ -35,6 +35,7 @@ from . import tensor_odds
 from . import signal_more, spectral
 from . import activation_methods
 from . import grouped_mm
+from . import scaled_mm
 from . import (attention, batch_norm, bitwise, conv, copies, einsum, elementwise, embedding, index, join, layer_norm,
                loss, math_ops, matmul, orthogonalize, pool, random, reduce, rnn, scan, scatter, select, softmax, sort,
                views)
@@ -180,6 +181,7 @@ _add(Op("mm", matmul.mm, "lower"))
 _add(Op("bmm", matmul.bmm, "lower"))
 _add(Op("linear", matmul.linear, "lower", method=False, functional=True))
 _add(Op("grouped_mm", grouped_mm.grouped_mm, "none", method=False, function=False, functional=True))
+_add(Op("scaled_mm", scaled_mm.scaled_mm, "none", method=False, function=False, functional=True))
 # composites of mm/bmm/matmul and one add (each dispatched, so recorded); PyTorch's CUDA autocast lowers all four
 _add(Op("mv", matmul.mv, "lower"))
 for _name in ("addmv", "addmm", "baddbmm"):  # torch.addmv_ is a function too
