@@ -21,6 +21,7 @@ import sys
 from ..core.factories import zeros_like
 from ..core.ops import fill
 from ..core.tensor import Tensor, broadcast_shapes
+from ..runtime import cuda as _cuda
 from . import graph
 from .anomaly_mode import _anomaly, apply_checked
 from .grad_mode import _state
@@ -228,6 +229,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                 if g is None:
                     continue
                 arrived = True
+                where = g.device
                 hooks = node.tensor_hooks(nr) if hooked else None
                 if hooks:
                     for hook in list(hooks.values()):
@@ -246,18 +248,28 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                     if r is not None:
                         buf = list(r)
                         arrived = any(g is not None for g in buf)
-            if not arrived:
-                grads = (None,) * len(node._edges)
-            elif node._is_accumulator and owned and owned.pop(id(buf[0]), None) is buf[0] \
-                    and node.variable._hooks is None and not _anomaly.enabled:
-                grads = node.apply(buf[0], owned=True)
-            else:
-                grads = apply_checked(node, buf) if _anomaly.enabled else node.apply(*buf)
-                if node._hooks:
-                    for hook in list(node._hooks.values()):
-                        r = hook(tuple(grads), tuple(buf))
-                        if r is not None:
-                            grads = tuple(r)
+            # A node of another device's work (a DataParallel replica's, a copy's) runs with that device
+            # current, so its kernels queue on that device's stream, as torch's per-device threads do.
+            previous = None
+            if arrived and where.index is not None and where.index != getattr(_cuda._local, "device", 0):
+                previous = _cuda.current_device()
+                _cuda.set_device(where.index)
+            try:
+                if not arrived:
+                    grads = (None,) * len(node._edges)
+                elif node._is_accumulator and owned and owned.pop(id(buf[0]), None) is buf[0] \
+                        and node.variable._hooks is None and not _anomaly.enabled:
+                    grads = node.apply(buf[0], owned=True)
+                else:
+                    grads = apply_checked(node, buf) if _anomaly.enabled else node.apply(*buf)
+                    if node._hooks:
+                        for hook in list(node._hooks.values()):
+                            r = hook(tuple(grads), tuple(buf))
+                            if r is not None:
+                                grads = tuple(r)
+            finally:
+                if previous is not None:
+                    _cuda.set_device(previous)
             if not retain_graph:
                 node.release()
             metas, n_grads = node._input_meta, len(grads)
