@@ -124,6 +124,18 @@ DIV_TRUNC, POLYGAMMA = "div_trunc", "polygamma"
 # Unary kernel ops no record makes public: i0's derivative (I_1), and frexp's two results, each a pass
 FREXP_MANTISSA, FREXP_EXPONENT, I1 = "frexp_mantissa", "frexp_exponent", "i1"
 HIDDEN_UNARY = (FREXP_MANTISSA, FREXP_EXPONENT, I1)
+# Binary kernel ops no record makes public: the fused derivatives of activations, aten's ``*_backward``
+# ops (gelu_backward, silu_backward, sigmoid_backward, tanh_backward, threshold_backward for relu,
+# logit_backward). Each is (g, saved) -> dL/dx in one launch, computed in fp32 (fp64 for fp64) as torch's:
+# the chain of tensor ops it replaces (still the derivative under create_graph=True) launched once per op
+# and rounded to the input's dtype, bf16 under autocast, between ops.
+# forward op -> (kernel op, what the second operand is: the forward's input "x" or its output "y")
+ACTIVATION_BACKWARD = {
+    "gelu": ("gelu_backward", "x"), "gelu_tanh": ("gelu_tanh_backward", "x"), "silu": ("silu_backward", "x"),
+    "sigmoid": ("sigmoid_backward", "y"), "tanh": ("tanh_backward", "y"), "relu": ("relu_backward", "y"),
+    "logit": ("logit_backward", "x"),
+}
+HIDDEN_BINARY = tuple(k for k, _ in ACTIVATION_BACKWARD.values())
 TERNARY = ("lerp", "addcmul", "addcdiv")
 
 
@@ -400,6 +412,25 @@ def _binary(x, y, OP: tl.constexpr, IS_FLOAT: tl.constexpr):
         r = _igamma(x, y, False)
     elif OP == "igammac":
         r = _igamma(x, y, True)
+    elif OP == "gelu_backward":  # d/dx x Phi(x) = Phi(x) + x phi(x)
+        cdf = 0.5 * (1.0 + tl.erf(y * 0.7071067811865476))
+        pdf = tl.exp(-0.5 * y * y) * 0.3989422804014327
+        r = x * (cdf + y * pdf)
+    elif OP == "gelu_tanh_backward":  # 0.5 y (1 + tanh(k (y + c y^3))) differentiated, as torch's
+        t = _tanh(0.7978845608028654 * (y + 0.044715 * y * y * y))
+        dinner = 0.7978845608028654 * (1.0 + 3.0 * 0.044715 * y * y)
+        r = x * (0.5 * (1.0 + t) + 0.5 * y * (1.0 - t * t) * dinner)
+    elif OP == "silu_backward":
+        s = _sigmoid(y)
+        r = x * s * (1.0 + y * (1.0 - s))
+    elif OP == "sigmoid_backward":  # y = sigmoid(input)
+        r = x * (1.0 - y) * y
+    elif OP == "tanh_backward":  # y = tanh(input)
+        r = x * (1.0 - y * y)
+    elif OP == "relu_backward":  # torch's threshold_backward(g, y, 0): nothing where y <= 0
+        r = tl.where(y <= 0, 0.0, x)
+    elif OP == "logit_backward":  # NaN outside [0, 1], where logit has no derivative (torch's)
+        r = tl.where((y < 0) | (y > 1), float("nan"), x / (y * (1.0 - y)))
     elif OP == "div_trunc":
         if IS_FLOAT:
             q = x / y

@@ -6,7 +6,11 @@ The unary and binary ops are data: one row per op in :data:`UNARY_FORMULAS` and
 incoming gradient ``g`` and what was kept), run by one generic Function per kind, :class:`Unary`
 and :class:`Binary`. ``functions_from_table`` makes a class per row, so each op's nodes keep its
 name (``ExpBackward0``, ``MulBackward0``). Formulas use tritensor's own tensor ops, so they are
-recorded in turn and differentiable again (``create_graph=True``). Gradients of broadcast operands
+recorded in turn and differentiable again (``create_graph=True``). The activations torch gives a fused
+``*_backward`` (gelu, gelu_tanh, silu, sigmoid, tanh, relu, logit) take it when backward records
+nothing: one launch computed in fp32, where their formula is a chain of launches each rounding to
+the input's dtype (bf16 under autocast); under ``create_graph=True`` they take the formula
+(:func:`_fused`). Gradients of broadcast operands
 come back in the broadcast shape; the engine sums them down to each input's shape
 (``engine._sum_to``). ``where`` (three operands) and ``clamp`` (optional bounds) keep classes.
 
@@ -21,6 +25,7 @@ import math
 from ...core.ops import elementwise as _ew
 from ...core.tensor import Tensor
 from ..function import BuiltinFunction, check_inplace, functions_from_table
+from ..grad_mode import _state
 
 
 # ----- unary -------------------------------------------------------------------------------
@@ -73,6 +78,18 @@ def _silu(g, x):
     return g * s * (x * (1 - s) + 1)
 
 
+def _fused(op, composite):
+    """``op``'s formula: its fused kernel (``core/ops/elementwise.py: activation_backward``, aten's
+    ``*_backward``), one launch in fp32, when backward records nothing; under ``create_graph=True``
+    (grad mode on in backward) the ``composite`` of recorded ops instead, so the gradient is itself
+    differentiable. The fused ops have no derivative of their own."""
+    def formula(g, saved):
+        return composite(g, saved) if _state.enabled else _ew.activation_backward(op, g, saved)
+
+    formula.__name__ = op + "_backward"
+    return formula
+
+
 def _nonzero_or_one(x):
     """``x`` with its zeros replaced by 1: a formula's removable singularity at 0 is then evaluated
     away from it (and selected out), so neither it nor its own derivative is ever NaN there."""
@@ -120,12 +137,12 @@ UNARY_FORMULAS = {
     "rsqrt": ("y", lambda g, y: g * y * y * y * -0.5),
     "sin": ("x", lambda g, x: g * x.cos()),
     "cos": ("x", lambda g, x: -g * x.sin()),
-    "tanh": ("y", lambda g, y: g * (1 - y * y)),
-    "sigmoid": ("y", lambda g, y: g * y * (1 - y)),
-    "relu": ("y", lambda g, y: g * (y > 0)),
-    "gelu": ("x", _gelu),
-    "gelu_tanh": ("x", _gelu_tanh),
-    "silu": ("x", _silu),
+    "tanh": ("y", _fused("tanh", lambda g, y: g * (1 - y * y))),
+    "sigmoid": ("y", _fused("sigmoid", lambda g, y: g * y * (1 - y))),
+    "relu": ("y", _fused("relu", lambda g, y: g * (y > 0))),
+    "gelu": ("x", _fused("gelu", _gelu)),
+    "gelu_tanh": ("x", _fused("gelu_tanh", _gelu_tanh)),
+    "silu": ("x", _fused("silu", _silu)),
     "erf": ("x", lambda g, x: g * (x * x * -1).exp() * (2 / math.sqrt(math.pi))),
     "reciprocal": ("y", lambda g, y: -g * y * y),
     "square": ("x", lambda g, x: g * x * 2),
@@ -152,7 +169,7 @@ UNARY_FORMULAS = {
     "frac": (None, lambda g, _: g),  # x - trunc(x): trunc is flat
     "sinc": ("x", lambda g, x: g * _sinc_grad(x)),
     "i0": ("x", lambda g, x: g * I1.apply(x)),
-    "logit": ("x", lambda g, x: g / (x * (1 - x))),
+    "logit": ("x", _fused("logit", lambda g, x: g / (x * (1 - x)))),
 }
 UNARY = functions_from_table(Unary, UNARY_FORMULAS, ("saves", "formula"))
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, nev
 # for 'Float'" errors of the bitwise ops quote.
 _INT_PRESERVING = frozenset(s.name for s in _k.SPECS if s.arity == 1 and s.ints == "keep")
 _INT_TO_FLOAT = frozenset(s.name for s in _k.SPECS if s.arity == 2 and s.ints == "float")
-_INT_REFUSED = frozenset(s.name for s in _k.SPECS if s.ints == "refuse")
+_INT_REFUSED = frozenset(s.name for s in _k.SPECS if s.ints == "refuse") | frozenset(_k.HIDDEN_BINARY)
 _BITWISE_KERNEL = {s.name: s.torch_kernel for s in _k.SPECS if s.torch_kernel}
 # ... unary ops with a bool result (logical_not, signbit, isposinf ...); binary ops of integers only (gcd, lcm)
 _BOOL_UNARY = frozenset(s.name for s in _k.SPECS if s.arity == 1 and s.ints == "bool")
@@ -853,6 +853,14 @@ def frexp(input, *, out=None):
 def i1(input) -> Tensor:
     """I_1, the derivative of i0 (no public op of its own: torch has it as torch.special.i1)."""
     return unary(_k.I1, input)
+
+
+def activation_backward(op: str, grad_output, saved) -> Tensor:
+    """The fused derivative of the activation ``op`` (gelu, silu, sigmoid, tanh, relu, logit: aten's
+    ``*_backward`` ops, no public name; ``triton_kernels/elementwise.py: ACTIVATION_BACKWARD``): dL/dx
+    from the incoming gradient and the forward's input or output, in one launch computed in fp32 (fp64
+    for fp64). Broadcasting and promotion are binary's; integer operands are refused there."""
+    return binary(_k.ACTIVATION_BACKWARD[op][0], grad_output, saved)
 
 
 # ----- questions about a tensor, as torch's functions (and methods where Tensor lacks them) -----
