@@ -92,7 +92,8 @@ _KINDS = {b"dltensor": (DLManagedTensor, b"used_dltensor"),
 
 _CODES = {dt.float32: (kDLFloat, 32), dt.float64: (kDLFloat, 64), dt.float16: (kDLFloat, 16),
           dt.bfloat16: (kDLBfloat, 16), dt.int32: (kDLInt, 32), dt.int64: (kDLInt, 64), dt.bool_: (kDLBool, 8),
-          dt.uint8: (kDLUInt, 8), dt.int8: (kDLInt, 8), dt.int16: (kDLInt, 16)}
+          dt.uint8: (kDLUInt, 8), dt.int8: (kDLInt, 8), dt.int16: (kDLInt, 16),
+          dt.uint16: (kDLUInt, 16), dt.uint32: (kDLUInt, 32), dt.uint64: (kDLUInt, 64)}
 _DTYPES = {v: k for k, v in _CODES.items()}
 
 _api = ctypes.pythonapi
@@ -309,7 +310,8 @@ def cuda_array_interface(t: TensorBase) -> dict:
         raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad. If gradients aren't "
                            "required, use var.detach() to get Variable that doesn't require grad.")
     typestr = {dt.float16: "<f2", dt.float32: "<f4", dt.float64: "<f8", dt.int32: "<i4", dt.int64: "<i8",
-               dt.bool_: "|b1", dt.uint8: "|u1", dt.int8: "|i1", dt.int16: "<i2"}.get(t.dtype)
+               dt.bool_: "|b1", dt.uint8: "|u1", dt.int8: "|i1", dt.int16: "<i2", dt.uint16: "<u2", dt.uint32: "<u4",
+               dt.uint64: "<u8"}.get(t.dtype)
     if typestr is None:
         raise TypeError(f"dtype {t.dtype} is not supported by __cuda_array_interface__")
     itemsize = t.dtype.itemsize

@@ -64,7 +64,7 @@ def test_readonly_arrays_are_copied_and_errors():
     t.fill_(2.0)
     assert r.tolist() == [1, 1, 1]  # a read-only producer is never written
     with pytest.raises(BufferError, match="unsupported DLPack dtype"):
-        tt.from_dlpack(np.ones(2, np.uint16))
+        tt.from_dlpack(np.ones(2, np.complex64))  # no complex dtypes
     with pytest.raises(TypeError, match="expected an object with __dlpack__ or a DLPack capsule"):
         tt.from_dlpack([1, 2])
     cap = tt.ones(2).__dlpack__()

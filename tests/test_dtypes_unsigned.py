@@ -239,3 +239,20 @@ def test_save_load_round_trip_keeps_every_bit():
     for name, t in tensors.items():
         assert back[name].dtype is t.dtype
         assert_close(back[name], t.cpu().numpy(), t.dtype)
+
+
+@pytest.mark.parametrize("u", UNSIGNED, ids=ids)
+def test_view_dtype_dlpack_and_array_interface_keep_the_bits(u):
+    v = full_range(u, (4, 6))
+    t = tt.tensor(v)
+    assert_close(t.view(tt.uint8), v.view(np.uint8), tt.uint8)  # bit reinterpretation, as torch's view(dtype)
+    signed = {tt.uint16: tt.int16, tt.uint32: tt.int32, tt.uint64: tt.int64}[u]
+    assert_close(t.view(signed), v.view(NP[signed]), signed)
+    assert_close(tt.tensor(v.view(NP[signed])).view(u), v, u)
+    host = t.cpu()
+    assert_close(np.from_dlpack(host), v, u)
+    back = tt.from_dlpack(v)
+    assert back.dtype is u
+    assert_close(back, v, u)
+    if t.is_cuda:
+        assert t.__cuda_array_interface__["typestr"] == np.dtype(NP[u]).str
