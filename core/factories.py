@@ -201,6 +201,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
         raise RuntimeError(f"arange: upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})")
     if dtype is None:
         dtype = dt.int64 if all(isinstance(v, (int, np.integer)) for v in (start, end, step)) else dt.get_default_dtype()
+    dt.refuse_barebones(_dtype(dtype), f"arange_{_device(device).type}")
     n = max(0, math.ceil((end - start) / step))
     t = Tensor._empty((n,), _dtype(dtype), _device(device))
     _rand.arange(t, start, step)

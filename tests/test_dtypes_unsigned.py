@@ -214,6 +214,18 @@ REFUSED = [  # (call, torch 2.13's kernel name; "{}" the device type)
     (lambda a, b: tt.isin(a, b), "isin_default_{}"), (lambda a, b: a.clamp(0, 1), "clamp_scalar_{}"),
     (lambda a, b: a.clamp(min=1), "clamp_min_scalar_{}"), (lambda a, b: a.clamp_max(1), "clamp_max_scalar_{}"),
     (lambda a, b: a.clone().clamp_(0, 1), "clamp_scalar_{}"),
+    # copies and index ops torch 2.13 has no kernel of for them (where it has, they run: cat, clone, a[idx] ...)
+    (lambda a, b: a.flip(0), "flip_{}"), (lambda a, b: a.view(1, 3).tril(), "tril"), (lambda a, b: a.view(3, 1).triu(), "triu"),
+    (lambda a, b: tt.arange(3, dtype=a.dtype, device=a.device), "arange_{}"), (lambda a, b: a.dot(b), "dot"),
+    (lambda a, b: a.view(1, 3).trace(), "trace"), (lambda a, b: a.nonzero(), "nonzero_count_{}"),
+    (lambda a, b: a.masked_fill(a == b, 1), "masked_fill"), (lambda a, b: a.masked_fill_(a == b, 1), "masked_fill"),
+    (lambda a, b: a.masked_select(a == b), "masked_select"), (lambda a, b: a.bincount(), "bincount_{}"),
+    (lambda a, b: a.index_select(0, tt.tensor([1], device=a.device)), "index_select"),
+    (lambda a, b: a.gather(0, tt.tensor([1], device=a.device)), "scatter_gather_tensor_{}"),
+    (lambda a, b: a.scatter(0, tt.tensor([1], device=a.device), b), "scatter_gather_tensor_{}"),
+    (lambda a, b: a.index_put((tt.tensor([1], device=a.device),), b[:1]), "index_put"),
+    (lambda a, b: a.__setitem__(tt.tensor([0, 1], device=a.device), 5), "index_put"),
+    (lambda a, b: a.__setitem__(a == b, 5), "masked_fill"),
 ]
 
 

@@ -326,6 +326,9 @@ def setitem(x: Tensor, index, value) -> None:
     """``x[index] = value`` with advanced indices (``index_put_`` without accumulate). Where
     indices repeat, the last value is written, as in NumPy, in both modes (PyTorch leaves it
     unspecified, and its CUDA kernel's pick varies)."""
+    if x.dtype in dt.BAREBONES_UNSIGNED:  # torch writes a bool mask with masked_fill, other indices with index_put
+        mask = isinstance(index, TensorBase) and index.dtype is dt.bool_
+        dt.refuse_barebones(x.dtype, "masked_fill" if mask else "index_put")
     p = plan(x, index)
     value = _value_tensor(value, x, p.out_shape, "index_put_")
     _check_writable(_views.basic_getitem(x, p.basic), "index_put_")
@@ -369,6 +372,7 @@ def index_select(input, dim, index) -> Tensor:
     """torch.index_select: the slices of ``input`` along ``dim`` at the int32/int64 positions of the 1-D
     ``index``, in its order (a copy); out-of-range positions raise."""
     _check_input(input, "index_select")
+    dt.refuse_barebones(input.dtype, "index_select")
     _check_index(index, "index_select")
     _check_devices("index_select", input, index)
     if index.ndim > 1:
@@ -436,6 +440,7 @@ def gather(input, dim, index) -> Tensor:
     """torch.gather: ``out[i][j] = input[index[i][j]][j]`` along ``dim`` (int64 ``index`` of the output's
     shape, no larger than input off ``dim``)."""
     _check_input(input, "gather")
+    dt.refuse_barebones(input.dtype, f"scatter_gather_tensor_{input.device.type}")
     _check_index(index, "gather", int64_only=True)
     _check_devices("gather", input, index)
     d = normalize_dim(dim, max(input.ndim, 1))

@@ -148,6 +148,7 @@ def flip(input, *args, dims=None) -> Tensor:
     """Reverse the order of elements along ``dims`` (a copy, as in PyTorch): ``x.flip(0, 1)``,
     ``flip(x, (0, 1))`` or ``flip(x, dims=(0, 1))``."""
     _check(input, "flip")
+    dt.refuse_barebones(input.dtype, f"flip_{input.device.type}")
     if dims is not None and args:
         raise TypeError("flip() got multiple values for argument 'dims'")
     dims = args if dims is None else (dims,)
@@ -239,6 +240,7 @@ def movedim(input, source, destination) -> Tensor:
 # ----- tril / triu / diag --------------------------------------------------------------------------
 def _triangle(input, diagonal, tri: int, op: str) -> Tensor:
     _check(input, op)
+    dt.refuse_barebones(input.dtype, op)
     k = _int(diagonal, "diagonal", op)
     if input.ndim < 2:
         raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions")

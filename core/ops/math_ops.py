@@ -190,6 +190,7 @@ def dot(input, other) -> Tensor:
     """The inner product of two 1-D tensors of one dtype (floats: the matmul kernel, fp32 accumulation)."""
     _check(input, "dot")
     _check(other, "dot", "tensor")
+    dt.refuse_barebones(input.dtype, "dot")
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError(f"1D tensors expected, but got {input.ndim}D and {other.ndim}D tensors")
     if input.dtype is not other.dtype:
@@ -220,6 +221,7 @@ def outer(input, vec2) -> Tensor:
 def trace(input) -> Tensor:
     """The sum of a matrix's main diagonal (integers sum to int64)."""
     _check(input, "trace")
+    dt.refuse_barebones(input.dtype, "trace")
     if input.ndim != 2:
         raise RuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
     return input.diag().sum()

@@ -94,6 +94,7 @@ def _scatter(op, input, dim, index, src, value, reduce, inplace):
     if reduce is not None and reduce not in _SCATTER_REDUCE:
         raise RuntimeError("reduce argument must be either add or multiply.")
     d, check = _check_scatter(op, input, dim, index, src)
+    dt.refuse_barebones(input.dtype, f"scatter_gather_tensor_{input.device.type}")
     if reduce is not None:
         return _reduce(op, input, d, index, src, _SCATTER_REDUCE[reduce], True, inplace, check)
     if inplace:
@@ -197,6 +198,7 @@ def scatter_reduce_(input, dim, index, src, reduce, *, include_self=True) -> Ten
 
 def _index_put(op, input, indices, values, accumulate, inplace):
     _ix._check_input(input, op)
+    dt.refuse_barebones(input.dtype, "index_put")
     if not isinstance(indices, (tuple, list)):
         raise TypeError(f"{op}(): argument 'indices' (position 1) must be tuple of Tensors, not "
                         f"{type(indices).__name__}")

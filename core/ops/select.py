@@ -37,6 +37,7 @@ def _check(input, op: str, name="input") -> None:
 def nonzero(input, *, as_tuple=False):
     """The coordinates of the nonzero elements, row-major: int64 (count, ndim), or one 1-D tensor per dim."""
     _check(input, "nonzero")
+    dt.refuse_barebones(input.dtype, f"nonzero_count_{input.device.type}")
     x = input.reshape(1) if input.ndim == 0 else input
     coords = index.nonzero_coords(x)  # (ndim, count)
     if as_tuple:
@@ -80,6 +81,7 @@ def _mask_value(input, mask, value, op: str):
 def masked_fill(input, mask, value) -> Tensor:
     """A copy of ``input`` with ``value`` where ``mask`` (broadcast to input's shape) is True."""
     mask, value = _mask_value(input, mask, value, "masked_fill")
+    dt.refuse_barebones(input.dtype, "masked_fill")
     out = TensorBase._empty(input.shape, input.dtype, input.device)
     return _ew.where(mask, value, input, out=out)
 
@@ -87,6 +89,7 @@ def masked_fill(input, mask, value) -> Tensor:
 def masked_fill_(input, mask, value) -> Tensor:
     """``Tensor.masked_fill_``: ``value`` where ``mask`` (bool, broadcast to self) is True, in place."""
     mask, value = _mask_value(input, mask, value, "masked_fill_")
+    dt.refuse_barebones(input.dtype, "masked_fill")
     _check_writable(input, "masked_fill_")
     _ew.where(mask, value, input, out=input)  # lane-wise: reading and writing the same element is safe
     input._bump_version()
@@ -97,6 +100,7 @@ def masked_select(input, mask) -> Tensor:
     """The elements of ``input`` where ``mask`` is True, as a 1-D tensor (both broadcast first)."""
     _check(input, "masked_select")
     _check(mask, "masked_select", "mask")
+    dt.refuse_barebones(input.dtype, "masked_select")
     if mask.dtype is not dt.bool_:
         raise RuntimeError("masked_select: expected BoolTensor for mask")
     shape = broadcast_shapes(input.shape, mask.shape)
@@ -107,6 +111,7 @@ def bincount(input, weights=None, minlength=0) -> Tensor:
     """How often each value 0..max(input) occurs in a 1-D non-negative integer tensor (summing
     ``weights`` instead of ones when given); at least ``minlength`` bins."""
     _check(input, "bincount")
+    dt.refuse_barebones(input.dtype, f"bincount_{input.device.type}")
     if isinstance(minlength, bool) or not isinstance(minlength, (int, np.integer)):
         raise TypeError(f"bincount(): argument 'minlength' must be int, not {type(minlength).__name__}")
     if minlength < 0:
