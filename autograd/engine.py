@@ -97,7 +97,7 @@ def _validate(node, i, g):
         if not ok:
             raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - got "
                                f"{list(g.shape)} but expected shape compatible with {list(shape)}")
-        g = _sum_to(g, shape)
+        g = _sum_to(g, shape) if _other_device(g) is None else _on_device(_other_device(g), _sum_to, g, shape)
     if g.dtype is not dtype or g.device != device:
         g = g.to(device=device, dtype=dtype)
     return g
@@ -135,9 +135,31 @@ def _discover(root_nodes, needed_targets=None):
     return deps, needed
 
 
+def _other_device(g):
+    """The index of ``g``'s device when it is a CUDA device other than the current one, else None."""
+    index = g.device.index
+    return index if index is not None and index != getattr(_cuda._local, "device", 0) else None
+
+
+def _on_device(index: int, fn, *args):
+    """``fn(*args)`` with device ``index`` current (its kernels queue on that device's stream), then the
+    caller's device again."""
+    previous = _cuda.current_device()
+    _cuda.set_device(index)
+    try:
+        return fn(*args)
+    finally:
+        _cuda.set_device(previous)
+
+
 def _add(buf, nr, g):
     old = buf[nr]
-    buf[nr] = g if old is None else old + g
+    if old is None:
+        buf[nr] = g
+    elif _other_device(g) is None:
+        buf[nr] = old + g
+    else:  # two consumers' gradients on another device (a DataParallel replica's tensor used twice)
+        buf[nr] = _on_device(_other_device(g), old.__add__, g)
 
 
 def _capture(node, buf, captures, needed, inputs, results, accumulate) -> bool:
@@ -229,7 +251,7 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
                 if g is None:
                     continue
                 arrived = True
-                where = g.device
+                g_any = g
                 hooks = node.tensor_hooks(nr) if hooked else None
                 if hooks:
                     for hook in list(hooks.values()):
@@ -251,9 +273,9 @@ def run_backward(outputs, grad_outputs, retain_graph, create_graph, inputs=None,
             # A node of another device's work (a DataParallel replica's, a copy's) runs with that device
             # current, so its kernels queue on that device's stream, as torch's per-device threads do.
             previous = None
-            if arrived and where.index is not None and where.index != getattr(_cuda._local, "device", 0):
+            if arrived and g_any.device.index is not None and g_any.device.index != getattr(_cuda._local, "device", 0):
                 previous = _cuda.current_device()
-                _cuda.set_device(where.index)
+                _cuda.set_device(g_any.device.index)
             try:
                 if not arrived:
                     grads = (None,) * len(node._edges)
