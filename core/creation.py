@@ -104,7 +104,8 @@ def _int_arg(v, name: str, op: str) -> int:
 
 
 # The C type PyTorch's randint names when a bound does not fit the dtype ("from is out of bounds for short int")
-_RANDINT_C_NAMES = {dt.uint8: "unsigned char", dt.int8: "signed char", dt.int16: "short int", dt.bool_: "bool"}
+_RANDINT_C_NAMES = {dt.uint8: "unsigned char", dt.int8: "signed char", dt.int16: "short int", dt.bool_: "bool",
+                    dt.uint16: "short unsigned int", dt.uint32: "unsigned int", dt.uint64: "long unsigned int"}
 
 
 def randint(*args, size=None, generator=None, dtype=None, layout=strided, device=None, requires_grad=False,
@@ -124,6 +125,8 @@ def randint(*args, size=None, generator=None, dtype=None, layout=strided, device
         raise TypeError(f"randint() takes 2 or 3 positional arguments (high, size) or (low, high, size), "
                         f"{len(args)} given")
     low, high = _int_arg(low, "low", "randint"), _int_arg(high, "high", "randint")
+    if not -2**63 <= low < 2**63 or not -2**63 <= high < 2**63:  # torch reads both as int64, whatever the dtype
+        raise ValueError("Overflow when unpacking long long")
     if low >= high:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     gen = resolve(generator, "randint")

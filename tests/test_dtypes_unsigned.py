@@ -74,6 +74,14 @@ def test_creation_numpy_and_printing(u):
         assert_close(made, np.full(made.shape, value, NP[u]), u)
     assert tt.empty(2, dtype=u).dtype is u and tt.empty_like(t).shape == t.shape
     r = tt.randint(0, 2 ** 15, (50,), dtype=u)
+    c_name = {tt.uint16: "short unsigned int", tt.uint32: "unsigned int", tt.uint64: "long unsigned int"}[u]
+    with pytest.raises(RuntimeError, match=f"^from is out of bounds for {c_name}$"):
+        tt.randint(-1, 3, (2,), dtype=u)
+    if u is not tt.uint64:
+        with pytest.raises(RuntimeError, match=f"^to - 1 is out of bounds for {c_name}$"):
+            tt.randint(0, 2 ** u.bits + 1, (2,), dtype=u)
+    with pytest.raises(ValueError, match="Overflow when unpacking long long"):  # torch's bounds are int64s
+        tt.randint(0, 2 ** 64, (2,), dtype=u)
     assert r.dtype is u and 0 <= int(r.to(tt.float64).min().item()) and int(r.to(tt.float64).max().item()) < 2 ** 15
     assert repr(tt.tensor([1, 2 ** 16 - 1], dtype=u)).endswith(f"dtype=tritensor.{u.name})")
     # torch: a negative int wraps into uint16/uint32 (-1 -> max), a whole-range int goes into uint64
@@ -226,6 +234,7 @@ REFUSED = [  # (call, torch 2.13's kernel name; "{}" the device type)
     (lambda a, b: a.index_put((tt.tensor([1], device=a.device),), b[:1]), "index_put"),
     (lambda a, b: a.__setitem__(tt.tensor([0, 1], device=a.device), 5), "index_put"),
     (lambda a, b: a.__setitem__(a == b, 5), "masked_fill"),
+    (lambda a, b: a.histc(), "aminmax_{}"),
 ]
 
 

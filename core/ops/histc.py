@@ -26,6 +26,7 @@ def histc(input, bins=100, min=0, max=0) -> Tensor:
     """Counts of ``input``'s elements in ``bins`` equal bins over [min, max], in ``input``'s dtype."""
     if not isinstance(input, TensorBase):
         raise TypeError(f"histc(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    dt.refuse_barebones(input.dtype, f"aminmax_{input.device.type}")  # torch's histc asks aminmax first for them
     if not input.dtype.is_floating_point:
         raise NotImplementedError(f"\"histogram_{input.device.type}\" not implemented for "
                                   f"'{_NAME.get(input.dtype, input.dtype.name)}'")
