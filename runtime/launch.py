@@ -229,6 +229,9 @@ def launch(kernel, grid, *args, **kwargs) -> None:
         kernel, kwargs = site.kernel, site.kwargs
     if mode.CPU:
         conv = _convert(args, _host_arg, _host_table)
+        for a in conv:
+            if getattr(a, "dtype", None) in _NO_KERNEL_DTYPES:
+                _refuse_dtype(kernel, a.dtype)
         if launch_log.PATH:  # TRITENSOR_RECORD_LAUNCHES: note it for tools/sm90_compile.py
             launch_log.record(kernel, conv, kwargs)
         _final(kernel, grid, conv, kwargs, None)
@@ -273,7 +276,7 @@ def launch(kernel, grid, *args, **kwargs) -> None:
                                 break  # another device's
                             st.record_stream(stream)
                         p = values[i] = st._ptr + offset * dtype.itemsize
-                        signature[i] = (_pointer_keys.get(dtype) or direct.pointer_keys(dtype))[p & 15 == 0]
+                        signature[i] = (_pointer_keys.get(dtype) or _first_pointer_keys(kernel, dtype))[p & 15 == 0]
                 else:
                     if site is not None:
                         plan = site.plans.get((index, *signature))
@@ -373,6 +376,8 @@ def _device_launch(kernel, grid, args, kwargs, stream) -> None:
 
     def dev_arg(a, buffer):
         st, offset, _shape, _strides, dtype = buffer(a)
+        if dtype in _NO_KERNEL_DTYPES:
+            _refuse_dtype(kernel, dtype)
         if st.device.type == "cuda" and st.device.index != index:
             raise _OtherDevice(st.device.index)
         if st.device.type == "cpu":
@@ -503,6 +508,23 @@ def _with_base(a, convert):
         if base_buffer is not None:
             return dataclasses.replace(a, base=convert(a.base, base_buffer))
     return a
+
+
+# Element types no kernel reads as such: the float8 formats reach the kernels that handle them as their bytes
+# (uint8 views; triton_kernels/float8.py decodes them), so a float8 buffer at any other kernel is an op torch
+# has no float8 kernel for either, refused with torch's NotImplementedError before it runs.
+_NO_KERNEL_DTYPES = frozenset(dt.FLOAT8)
+
+
+def _refuse_dtype(kernel, dtype):
+    raise NotImplementedError(f"\"{_kernel_name(kernel).lstrip('_')}\" not implemented for '{dtype.type_name}'")
+
+
+def _first_pointer_keys(kernel, dtype) -> tuple:
+    """A dtype's pointer keys on its first launch (then read from ``_pointer_keys``): refused for a float8 dtype."""
+    if dtype in _NO_KERNEL_DTYPES:
+        _refuse_dtype(kernel, dtype)
+    return direct.pointer_keys(dtype)
 
 
 def _kernel_name(kernel) -> str:

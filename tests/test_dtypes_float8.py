@@ -223,6 +223,14 @@ def test_arithmetic_refused_with_torchs_error(d):
                       (lambda: a.add_(a), "add_stub")):
         with pytest.raises(NotImplementedError, match=f'"{kernel}" not implemented for \'{name}\''):
             f()
+    # reductions, softmax, and any kernel handed a float8 buffer (sorts, scans, compaction): torch's error type
+    for f, kernel in ((lambda: a.sum(), f"sum_{dev}"), (lambda: a.mean(0), f"mean_{dev}"),
+                      (lambda: a.softmax(0), "softmax_lastdim_kernel_impl")):
+        with pytest.raises(NotImplementedError, match=f'"{kernel}" not implemented for \'{name}\''):
+            f()
+    for f in (lambda: a.sort(), lambda: a.cumsum(0), lambda: a.nonzero(), lambda: a.topk(1)):
+        with pytest.raises(NotImplementedError, match=f"not implemented for '{name}'"):
+            f()
     with pytest.raises(RuntimeError, match="Promotion for Float8 Types"):
         a + tt.ones(3)
     with pytest.raises(RuntimeError, match="expected a floating-point dtype"):

@@ -19,7 +19,7 @@ from ...runtime import dtype as dt
 from ...runtime.dtype_policy import COMPUTE as _COMPUTE, FLOAT_COMPUTE as _FLOAT_COMPUTE
 from ..shape import broadcast_shapes
 from ..tensor_base import TensorBase
-from . import _check_writable, _overlaps, host_tensor
+from . import _check_writable, _overlaps, float8_bytes, host_tensor
 from . import views as _views
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
@@ -374,7 +374,10 @@ def where(condition, input=None, other=None, *, out=None) -> Tensor:
     shape = broadcast_shapes(cond.shape, x.shape, y.shape)
     out = _prepare_out(out, shape, result, dev, "where")
     cond, x, y = _unalias(out, cond, x, y)
-    _k.elementwise("where", out, _views.broadcast_view(cond, shape), _views.broadcast_view(x, shape), _views.broadcast_view(y, shape),
+    dst = out
+    if result in _FLOAT8:  # a float8 selection moves bytes: the kernel sees them as uint8
+        dst, x, y, result = float8_bytes(out), float8_bytes(x), float8_bytes(y), dt.uint8
+    _k.elementwise("where", dst, _views.broadcast_view(cond, shape), _views.broadcast_view(x, shape), _views.broadcast_view(y, shape),
                    compute=_COMPUTE[result].name)
     return out
 

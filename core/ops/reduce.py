@@ -77,6 +77,8 @@ def _require_nonempty(x: Tensor, dims: tuple, op: str, dim_given: bool) -> None:
 
 def _run(op: str, x: Tensor, dims: tuple, keepdim: bool, out_dtype, *, values=True, indices=False,
          cast=None, correction=1.0):
+    if x.dtype in dt.FLOAT8:  # torch 2.13 has no reduction kernel for its float8 storage formats
+        raise NotImplementedError(f"\"{op}_{x.device.type}\" not implemented for '{x.dtype.type_name}'")
     kept, shape = _result_shapes(x, dims, keepdim)
     out = TensorBase._empty(kept, out_dtype, x.device) if values else None
     idx = TensorBase._empty(kept, dt.int64, x.device) if indices else None

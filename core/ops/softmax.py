@@ -25,6 +25,8 @@ def _check_tensor(x, op: str, argname: str = "input") -> None:
 
 def _softmax(op: str, input, dim, dtype, log: bool) -> Tensor:
     _check_tensor(input, op)
+    if input.dtype in dt.FLOAT8:  # torch 2.13 has no softmax kernel for its float8 storage formats
+        raise NotImplementedError(f"\"{op}_lastdim_kernel_impl\" not implemented for '{input.dtype.type_name}'")
     if dim is None or isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
         raise TypeError(f"{op}(): argument 'dim' must be int, not {type(dim).__name__}")
     d = normalize_dim(dim, input.ndim)
