@@ -275,6 +275,23 @@ def test_views_copies_indexing_cat_where(d):
     np.testing.assert_array_equal(_raw(y), want)
     z = tt.empty(4, 6, dtype=d).copy_(tt.tensor(vals))
     np.testing.assert_array_equal(_raw(z), raw)
+    np.testing.assert_array_equal(_raw(x.repeat(2, 1)), np.tile(raw, (2, 1)))
+    np.testing.assert_array_equal(_raw(x.roll(1, 1)), np.roll(raw, 1, 1))
+
+
+# torch 2.13 on float8: isnan everywhere, isinf only in e5m2, isfinite in e5m2 and e8m0fnu
+@pytest.mark.parametrize("d", FORMATS, ids=IDS)
+def test_classification(d):
+    x = tt.tensor(_codes(d))
+    values = decoded32(d)
+    np.testing.assert_array_equal(_host(x.isnan()), np.isnan(values))
+    for op, formats, ref in (("isinf", (tt.float8_e5m2,), np.isinf),
+                             ("isfinite", (tt.float8_e5m2, tt.float8_e8m0fnu), np.isfinite)):
+        if d in formats:
+            np.testing.assert_array_equal(_host(getattr(x, op)()), ref(values))
+        else:
+            with pytest.raises(NotImplementedError, match=f'"{op}" not implemented for \'{d.type_name}\''):
+                getattr(x, op)()
 
 
 @pytest.mark.parametrize("d", [tt.float8_e4m3fn, tt.float8_e8m0fnu], ids=["e4m3fn", "e8m0fnu"])

@@ -184,7 +184,8 @@ class Plan:
             winner = TensorBase._empty((cells,), dt.int32 if rows < 2**31 else dt.int64, x.device).fill_(-1)
         if x.dtype in dt.FLOAT8:  # float8 elements move as bytes; accumulating into them is arithmetic torch refuses
             if mode not in ("gather", "put"):
-                raise NotImplementedError(f"\"index_put\" with accumulate=True not implemented for '{x.dtype.type_name}'")
+                raise NotImplementedError(f"\"index_put\" with accumulate=True not implemented for "
+                                          f"'{x.dtype.type_name}'")
             v, dense = float8_bytes(v), float8_bytes(dense)
         _k.index_nd(mode, self.dense_view(dense), v, self.idx,
                     [v.stride(d) for d in self.adv_dims], sizes,

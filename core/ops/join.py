@@ -21,7 +21,7 @@ from ...runtime import dtype as dt
 from .. import dispatch
 from ..shape import normalize_dim
 from ..tensor_base import TensorBase
-from . import copy_into, fill
+from . import copy_into, fill, float8_bytes
 
 if TYPE_CHECKING:  # the annotations' class (core entries import TensorBase, never Tensor: a cycle)
     from ..tensor import Tensor
@@ -184,7 +184,7 @@ def roll(input, shifts, dims=None) -> Tensor:
         if input.ndim and input.shape[d]:
             b[d] = (b[d] - s) % input.shape[d]
     out = TensorBase._empty(input.shape, input.dtype, input.device)
-    _k.remap(out, input, a, b, m)
+    _k.remap(float8_bytes(out), float8_bytes(input), a, b, m)  # (float8: its bytes move)
     return out
 
 
@@ -200,7 +200,7 @@ def repeat(input, *sizes) -> Tensor:
     src = atleast(input, len(sizes)) if lead else input
     out_shape = [r * n for r, n in zip(sizes, src.shape)]
     out = TensorBase._empty(out_shape, input.dtype, input.device)
-    _k.remap(out, src, *_identity_map(src.shape))
+    _k.remap(float8_bytes(out), float8_bytes(src), *_identity_map(src.shape))  # (float8: its bytes move)
     return out
 
 

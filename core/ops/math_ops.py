@@ -83,19 +83,39 @@ def round_(input, *, decimals=0) -> Tensor:
 def isnan(input) -> Tensor:
     """True where ``input`` is NaN (never for integer and bool tensors)."""
     _check(input, "isnan")
+    if input.dtype in dt.FLOAT8:
+        input = _float8_decoded("isnan", input)
     return _unary("isnan", input, dt.bool_)
 
 
 def isinf(input) -> Tensor:
     """torch.isinf: a bool tensor, True where an element is +inf or -inf (never for integers)."""
     _check(input, "isinf")
+    if input.dtype in dt.FLOAT8:
+        input = _float8_decoded("isinf", input)
     return _unary("isinf", input, dt.bool_)
 
 
 def isfinite(input) -> Tensor:
     """torch.isfinite: a bool tensor, True where an element is neither inf nor NaN (always for integers)."""
     _check(input, "isfinite")
+    if input.dtype in dt.FLOAT8:
+        input = _float8_decoded("isfinite", input)
     return _unary("isfinite", input, dt.bool_)
+
+
+# torch 2.13 classifies float8 values with isnan in every format, isinf in e5m2 (the one with inf) and isfinite
+# in e5m2 and e8m0fnu; the others raise its NotImplementedError
+_FLOAT8_CLASSIFY = {"isnan": dt.FLOAT8, "isinf": (dt.float8_e5m2,), "isfinite": (dt.float8_e5m2, dt.float8_e8m0fnu)}
+
+
+def _float8_decoded(op: str, input):
+    """A float8 tensor's values as float32 (the cast kernel decodes them exactly), for a classifying op."""
+    if input.dtype not in _FLOAT8_CLASSIFY[op]:
+        raise NotImplementedError(f"\"{op}\" not implemented for '{input.dtype.type_name}'")
+    out = TensorBase._empty(input.shape, dt.float32, input.device)
+    copy_into(out, input)
+    return out
 
 
 def _finfo(d: dt.dtype):
