@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 
 import tritensor as tt
+from tritensor.core.ops import conv as _ops_conv
 from tritensor.runtime import mode
 
 sim_only = pytest.mark.skipif(not mode.SIM, reason="counts the GPU path's calls on the simulated device")
@@ -43,6 +44,7 @@ PINNED = {  # op -> most Python calls it may make (2026-11-26; before the plan l
     # repack); the pointwise NCHW GEMM 1 and 1 (before the plans: 209 and 122)
     "conv2d 3x3 (NHWC inside)": 36,
     "conv2d 1x1 (NCHW GEMM)": 27,
+    "conv2d backward 3x3 (both maps, NCHW)": 73,  # 6 launches (before the plans: 433 with 6)
 }
 
 
@@ -92,6 +94,8 @@ def test_python_calls_per_op_on_the_gpu_path():
         "tt.empty(1)": lambda: tt.empty(1, device="cuda"),
         "conv2d 3x3 (NHWC inside)": lambda: tt.conv2d(x3, w3, padding=1),
         "conv2d 1x1 (NCHW GEMM)": lambda: tt.conv2d(x1, w1),
+        "conv2d backward 3x3 (both maps, NCHW)": lambda: (_ops_conv.conv2d_backward_input(x3, w3, x3.shape, 1, 1),
+                                                          _ops_conv.conv2d_backward_weight(x3, x3, w3.shape, 1, 1)),
     }
     counts = {name: _calls(fn) for name, fn in rows.items()}
     over = {name: (n, PINNED[name]) for name, n in counts.items() if n > PINNED[name]}

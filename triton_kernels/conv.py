@@ -45,7 +45,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME, float_compute
+from ..runtime.dtype_policy import FLOAT_COMPUTE_NAME
 from ..runtime.launch import Site, launch
 from ._common import INTERPRET, cdiv, needs_int64, per_mode
 from .autotune import autotune
@@ -472,8 +472,9 @@ def _meta():
     return dict(INTERPRET_CONFIG) if INTERPRET else {}
 
 
-def _int64(*tensors) -> bool:
-    return any(needs_int64(t.shape, t.stride()) for t in tensors)
+def _int64(*layouts) -> bool:
+    """Whether offsets into operands of these (shape, strides) may not fit in int32."""
+    return any(needs_int64(shape, strides) for shape, strides in layouts)
 
 
 def _acc(dtype):
@@ -489,47 +490,34 @@ def nhwc(Cg: int, OCg: int) -> bool:
     return Cg >= MIN_DOT and OCg >= MIN_DOT
 
 
-def conv2d_forward(y, x, w, bias, stride, padding, dilation, groups, allow_tf32=False) -> None:
-    """y = conv2d(x, w) + bias; x (N, C, H, W), w (OC, C/groups, KH, KW), y (N, OC, OH, OW) allocated.
-
-    Where :func:`nhwc` holds, x, w and y are channels-last contiguous (the NHWC kernel; w is then
-    the (OC, KH, KW, Cg) packing); otherwise any strides. ``padding`` is the (top, left) padding;
-    the output size in ``y.shape`` says where the window stops (that is how asymmetric ``'same'``
-    padding is expressed).
-    """
-    if y.numel() == 0:
-        return
-    kernel, grid, args, kwargs = _configure_forward(
-        (x.shape, x.stride()), (w.shape, w.stride()), (y.shape, y.stride()), None if bias is None else bias.stride(0),
-        x.dtype, stride, padding, dilation, groups, allow_tf32)
-    launch(kernel, grid, x, w, bias if bias is not None else y, y, *args, **kwargs)
-
-
-class ForwardPlan:
-    """:func:`conv2d_forward` configured once for the operands' shapes, strides and dtype, the
-    geometry and the precision: ``run(y, x, w, bias)`` launches it on any (non-empty) operands laid
-    out so, with no configuration work (kernel choice, grid, int64 test, constexprs: conv2d's plans)."""
+class LaunchPlan:
+    """One launch of this module configured once (a ``configure_*`` function's answer): ``run(*buffers)``
+    launches it on buffers laid out as those it was configured for, with no configuration work
+    (kernel choice, grid, int64 test, constexprs): the launches of conv2d's plans."""
 
     __slots__ = ("site", "grid", "args")
 
-    def __init__(self, x_layout, w_layout, y_layout, bias_stride, dtype, stride, padding, dilation, groups,
-                 allow_tf32):
-        """``*_layout``: an operand's (shape, strides); ``bias_stride``: None without a bias."""
-        kernel, grid, self.args, kwargs = _configure_forward(x_layout, w_layout, y_layout, bias_stride, dtype, stride,
-                                                             padding, dilation, groups, allow_tf32)
+    def __init__(self, configured):
+        kernel, grid, self.args, kwargs = configured
         self.site = Site(kernel, **kwargs)
         # the grid itself where the block sizes are fixed (the interpreter's); an autotuned kernel's
         # depends on the configuration it chose, so it stays a function of it
-        self.grid = grid(kwargs) if callable(grid) and kwargs.get("BLOCK_M") else grid
+        self.grid = grid(kwargs) if callable(grid) and "BLOCK_M" in kwargs else grid
 
-    def run(self, y, x, w, bias) -> None:
-        launch(self.site, self.grid, x, w, bias if bias is not None else y, y, *self.args)
+    def run(self, *buffers) -> None:
+        launch(self.site, self.grid, *buffers, *self.args)
 
 
-def _configure_forward(x_layout, w_layout, y_layout, bias_stride, dtype, stride, padding, dilation, groups,
-                       allow_tf32):
-    """The forward launch for these operands: (kernel, grid, the arguments after x, w, bias and
-    y, the keyword arguments)."""
+def configure_forward(x_layout, w_layout, y_layout, bias_stride, dtype, stride, padding, dilation, groups,
+                      allow_tf32):
+    """The forward launch, y = conv2d(x, w) + bias, for x (N, C, H, W), w (OC, C/groups, KH, KW)
+    and y (N, OC, OH, OW), each given as its (shape, strides), ``bias_stride`` None without a bias:
+    (kernel, grid, the arguments after x, w, bias (y without one) and y, the keyword arguments).
+
+    Where :func:`nhwc` holds, x, w and y are channels-last contiguous (the NHWC kernel; w is then
+    the (OC, KH, KW, Cg) packing); otherwise any strides. ``padding`` is the (top, left) padding;
+    the output size in y's shape says where the window stops (that is how asymmetric ``'same'``
+    padding is expressed)."""
     (N, C, H, W), x_strides = x_layout
     (OC, Cg, KH, KW), w_strides = w_layout
     (_, _, OH, OW), y_strides = y_layout
@@ -537,7 +525,7 @@ def _configure_forward(x_layout, w_layout, y_layout, bias_stride, dtype, stride,
     geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
     sb = bias_stride if bias_stride is not None else 0
     acc = _acc(dtype)
-    int64 = any(needs_int64(*layout) for layout in (x_layout, w_layout, y_layout))
+    int64 = _int64(x_layout, w_layout, y_layout)
     if OCg < MIN_DOT or Cg * KH * KW < MIN_DOT:
         total = N * OC * OH * OW
         return (_conv2d_direct_kernel, (cdiv(total, DIRECT_BLOCK),),
@@ -564,21 +552,31 @@ def conv2d_backward_input(dx, dy, w, stride, padding, dilation, groups, allow_tf
     with its own 5-D shape); otherwise w is the (OC, Cg, KH, KW) weight in any strides."""
     if dx.numel() == 0:
         return
-    N, C, H, W = dx.shape
-    _, OC, OH, OW = dy.shape
+    kernel, grid, args, kwargs = configure_input_grad((dx.shape, dx.stride()), (dy.shape, dy.stride()),
+                                                      (w.shape, w.stride()), dy.dtype, stride, padding, dilation,
+                                                      groups, allow_tf32)
+    launch(kernel, grid, dy, w, dx, *args, **kwargs)
+
+
+def configure_input_grad(dx_layout, dy_layout, w_layout, dtype, stride, padding, dilation, groups, allow_tf32):
+    """The grad-input launch for these operands, each given as its (shape, strides): (kernel, grid,
+    the arguments after dy, w and dx, the keyword arguments)."""
+    (N, C, H, W), dx_strides = dx_layout
+    (_, OC, OH, OW), dy_strides = dy_layout
+    w_shape, w_strides = w_layout
     geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
-    common = dict(INPUT_PRECISION=input_precision(dy.dtype.name, allow_tf32), UPCAST=INTERPRET, ACC=_acc(dy.dtype),
-                  INT64=_int64(dx, dy, w), **_meta())
-    if w.ndim == 5:
-        _, KH, KW, Cg, OCg = w.shape
-        sdyn, _, sdyh, sdyw = dy.stride()
-        launch(_conv2d_bwd_input_chunked_kernel, _gemm_grid(N * H * W, Cg, groups), dy, w, dx, N * H * W, Cg, OCg, H,
-               W, OH, OW, sdyn, sdyh, sdyw, C, *geo, KH=KH, KW=KW, **common)
-        return
-    _, Cg, KH, KW = w.shape
+    common = dict(INPUT_PRECISION=input_precision(dtype.name, allow_tf32), UPCAST=INTERPRET, ACC=_acc(dtype),
+                  INT64=_int64(dx_layout, dy_layout, w_layout), **_meta())
+    if len(w_shape) == 5:
+        _, KH, KW, Cg, OCg = w_shape
+        sdyn, _, sdyh, sdyw = dy_strides
+        return (_conv2d_bwd_input_chunked_kernel, _gemm_grid(N * H * W, Cg, groups),
+                (N * H * W, Cg, OCg, H, W, OH, OW, sdyn, sdyh, sdyw, C, *geo), dict(KH=KH, KW=KW, **common))
+    _, Cg, KH, KW = w_shape
     OCg = OC // groups
-    launch(_conv2d_bwd_input_kernel, _gemm_grid(N * H * W, Cg, groups), dy, w, dx, N * H * W, Cg, OCg * KH * KW, OCg,
-           H, W, OH, OW, KH, KW, *dy.stride(), *w.stride(), *dx.stride(), *geo, **common)
+    return (_conv2d_bwd_input_kernel, _gemm_grid(N * H * W, Cg, groups),
+            (N * H * W, Cg, OCg * KH * KW, OCg, H, W, OH, OW, KH, KW, *dy_strides, *w_strides, *dx_strides, *geo),
+            common)
 
 
 def wgrad_split(OC: int, Cg: int, taps: int, groups: int, pixels: int) -> int:
@@ -589,34 +587,36 @@ def wgrad_split(OC: int, Cg: int, taps: int, groups: int, pixels: int) -> int:
     return max(1, min(WGRAD_PROGRAMS // tiles, pixels // WGRAD_MIN_CHUNK, 65535))
 
 
-def conv2d_backward_weight(dw, dy, x, stride, padding, dilation, groups, allow_tf32=False) -> None:
-    """dw = d(conv2d)/dw contracted with dy; dw (OC, C/groups, KH, KW) allocated, x (N, C, H, W).
-
-    Where :func:`nhwc` holds, x and dy are channels-last contiguous (split-K into a workspace, then
-    a sum in order: deterministic); otherwise any strides."""
-    if dw.numel() == 0:
-        return
-    N, C, H, W = x.shape
-    OC, Cg, KH, KW = dw.shape
-    _, _, OH, OW = dy.shape
+def configure_weight_grad(dw_layout, dy_layout, x_layout, dtype, stride, padding, dilation, groups, allow_tf32):
+    """The grad-weight launches for these operands, each given as its (shape, strides):
+    ``(workspace shape, first, second)``, each launch (kernel, grid, the arguments after its
+    buffers, the keyword arguments). Few channels: no workspace (None), ``first`` over (x, dy, dw),
+    no ``second``. NHWC: ``first`` over (x, dy, ws), ``second`` over (ws, dw), ``ws`` an fp32
+    (fp64 for fp64: the dtype policy's float_compute) contiguous tensor of the workspace shape."""
+    (N, C, H, W), x_strides = x_layout
+    (OC, Cg, KH, KW), dw_strides = dw_layout
+    (_, _, OH, OW), dy_strides = dy_layout
     geo = (stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1])
-    prec = input_precision(x.dtype.name, allow_tf32)
+    prec = input_precision(dtype.name, allow_tf32)
     OCg = OC // groups
     if not nhwc(Cg, OCg):
         gm, gn, gk = OCg, Cg * KH * KW, N * OH * OW
-        launch(_conv2d_bwd_weight_flat_kernel, _gemm_grid(gm, gn, groups), x, dy, dw, gm, gn, gk, Cg, H, W, OH, OW,
-               KH, KW, *x.stride(), *dy.stride(), *dw.stride(), *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET,
-               ACC=_acc(x.dtype), INT64=_int64(x, dy, dw), **_meta())
-        return
+        return None, (_conv2d_bwd_weight_flat_kernel, _gemm_grid(gm, gn, groups),
+                      (gm, gn, gk, Cg, H, W, OH, OW, KH, KW, *x_strides, *dy_strides, *dw_strides, *geo),
+                      dict(INPUT_PRECISION=prec, UPCAST=INTERPRET, ACC=_acc(dtype),
+                           INT64=_int64(x_layout, dy_layout, dw_layout),
+                           **_meta())), None
     P, taps = N * OH * OW, KH * KW
     split = wgrad_split(OC, Cg, taps, groups, P)
-    chunk = max(cdiv(cdiv(P, split), 64) * 64, 64)  # an empty batch: one chunk of nothing, dw = 0
-    split = cdiv(P, chunk)
-    ws = dw.new_empty((split, OC, taps, Cg), dtype=float_compute(x.dtype))
-    sxn, _, sxh, sxw = x.stride()
-    launch(_conv2d_bwd_weight_kernel, _gemm_grid(OCg, Cg, groups * taps, split), x, dy, ws, OCg, Cg, OC, P, chunk,
-           H, W, OH, OW, KH, KW, sxn, sxh, sxw, OC, *geo, INPUT_PRECISION=prec, UPCAST=INTERPRET, ACC=_acc(x.dtype),
-           INT64=_int64(x, dy, ws), **_meta())
+    chunk = max(cdiv(cdiv(P, split), 64) * 64, 64)
+    split = max(cdiv(P, chunk), 1)  # an empty batch: one chunk of nothing, so dw = 0 is written
+    ws_layout = ((split, OC, taps, Cg), (OC * taps * Cg, taps * Cg, Cg, 1))
+    sxn, _, sxh, sxw = x_strides
+    first = (_conv2d_bwd_weight_kernel, _gemm_grid(OCg, Cg, groups * taps, split),
+             (OCg, Cg, OC, P, chunk, H, W, OH, OW, KH, KW, sxn, sxh, sxw, OC, *geo),
+             dict(INPUT_PRECISION=prec, UPCAST=INTERPRET, ACC=_acc(dtype),
+                  INT64=_int64(x_layout, dy_layout, ws_layout), **_meta()))
     total = OC * taps * Cg
-    launch(_wgrad_sum_kernel, (cdiv(total, SUM_BLOCK),), ws, dw, total, split, taps, KW, Cg, *dw.stride(),
-           INT64=_int64(ws), BLOCK=SUM_BLOCK)
+    second = (_wgrad_sum_kernel, (cdiv(total, SUM_BLOCK),), (total, split, taps, KW, Cg, *dw_strides),
+              dict(INT64=needs_int64(*ws_layout), BLOCK=SUM_BLOCK))
+    return ws_layout[0], first, second

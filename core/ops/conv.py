@@ -32,7 +32,8 @@ from ...triton_kernels import conv as _k
 from ...triton_kernels import conv_repack as _rp
 from ...triton_kernels import matmul as _mm
 from ...runtime import dtype as dt
-from ..shape import Size, channels_last, channels_last_strides
+from ...runtime.dtype_policy import float_compute
+from ..shape import Size, channels_last, channels_last_strides, contiguous_strides
 from ..tensor_base import TensorBase
 from . import copies as _copies
 from . import elementwise as _ew
@@ -177,7 +178,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
             yh._stride = p.yh_strides
         w = _pack(weight, "forward", groups) if p.pack else weight
         if p.conv is not None:
-            p.conv.run(yh, xh, w, bias)
+            p.conv.run(xh, w, bias if bias is not None else yh, yh)
         else:  # a pointwise convolution: one GEMM over views
             a_layout, b_layout, out_layout, weight_first = p.mm
             a, b = (w, xh) if weight_first else (xh, w)
@@ -199,7 +200,7 @@ class _Conv2dPlan:
 
     ``x_view``: the 4-D (shape, strides) an unbatched input is read as (None: batched). ``shape``,
     ``dtype``, ``dev``, ``y_strides``: the result (``y_strides`` None: contiguous). The work, none
-    for an empty result: ``conv`` (a ``triton_kernels/conv.py: ForwardPlan``) or ``mm`` (a
+    for an empty result: ``conv`` (the forward kernel's ``triton_kernels/conv.py: LaunchPlan``) or ``mm`` (a
     pointwise convolution's GEMM: the (shape, strides) of its A, B and output views and whether A
     is the weight), on ``xh`` (``x`` repacked NHWC by ``x_repack(xh, x)`` into ``xh_strides``
     where that is set), the weight (packed first where ``pack``), into ``yh`` (an NHWC buffer of
@@ -234,8 +235,9 @@ def _plan_conv2d(input, weight, bias, stride, padding, dilation, groups) -> _Con
         p.mm = (((N, OC, C), (0, weight.stride(0), weight.stride(1))), ((N, C, H * W), (x.stride(0), x.stride(1), 1)),
                 ((N, OC, H * W), (OC * H * W, H * W, 1)), True)
     elif not pointwise and not _k.nhwc(Cg, OC // groups):  # few channels (the stem, depthwise): read in place
-        p.conv = _k.ForwardPlan((x.shape, x.stride()), (weight.shape, weight.stride()), (y.shape, y.stride()),
-                                bias_stride, x.dtype, stride, pad, dilation, groups, _cudnn.allow_tf32)
+        p.conv = _k.LaunchPlan(_k.configure_forward((x.shape, x.stride()), (weight.shape, weight.stride()),
+                                                    (y.shape, y.stride()), bias_stride, x.dtype, stride, pad, dilation,
+                                                    groups, _cudnn.allow_tf32))
     else:  # NHWC inside: x repacked on the way in (see nhwc), y on the way out (see _nhwc_result, _restore)
         xh_strides, yh_strides = x._stride, y._stride
         if not _is_nhwc(x):
@@ -250,8 +252,9 @@ def _plan_conv2d(input, weight, bias, stride, padding, dilation, groups) -> _Con
         else:  # the weight packed (OC, KH, KW, Cg), the forward kernel's K-major B, unless it is so already
             p.pack = not _is_nhwc(weight)
             w_strides = channels_last_strides(weight.shape) if p.pack else weight.stride()
-            p.conv = _k.ForwardPlan((x.shape, xh_strides), (weight.shape, w_strides), (y.shape, yh_strides),
-                                    bias_stride, x.dtype, stride, pad, dilation, groups, _cudnn.allow_tf32)
+            p.conv = _k.LaunchPlan(_k.configure_forward((x.shape, xh_strides), (weight.shape, w_strides),
+                                                        (y.shape, yh_strides), bias_stride, x.dtype, stride, pad,
+                                                        dilation, groups, _cudnn.allow_tf32))
     return p
 
 
@@ -447,7 +450,105 @@ def _input_grad(dx, dy, weight, stride, pad, dilation, groups) -> None:
 def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1, *,
                           channels_last_result=None) -> Tensor:
     """d(loss)/d(input) of conv2d, given d(loss)/d(output); returns a tensor of ``input_shape`` (4-D),
-    laid out as ``grad_output`` is unless ``channels_last_result`` says (autograd: as the input)."""
+    laid out as ``grad_output`` is unless ``channels_last_result`` says (autograd: as the input).
+    Planned once per call signature, as conv2d is (:class:`_GradPlan`)."""
+    try:
+        args = _dumps((tuple(input_shape), stride, padding, dilation, groups, channels_last_result))
+        dev = grad_output.device
+        key = (grad_output.dtype, grad_output._shape, grad_output._stride, dev.type, dev.index, weight.dtype,
+               weight._shape, weight._stride, weight.device is dev, args, _cudnn.allow_tf32)
+        p = _input_grad_plans.get(key)
+    except (AttributeError, TypeError, ValueError):  # not tensors or no shape (the checks say so), no marshal type
+        key = p = None
+    if p is None:
+        p = _plan_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups, channels_last_result)
+        if key is not None:
+            if len(_input_grad_plans) >= _PLANS_KEPT:
+                _input_grad_plans.clear()
+            _input_grad_plans[key] = p
+    dx = TensorBase._empty(p.shape, p.dtype, p.dev)
+    if p.out_strides is not None:
+        dx._stride = p.out_strides
+    if p.launch is not None:
+        dyh = grad_output
+        if p.dy_repack is not None:
+            dyh = TensorBase._empty(grad_output._shape, p.dtype, p.dev)
+            dyh._stride = p.dyh_strides
+            p.dy_repack(dyh, grad_output)
+        dxh = dx
+        if p.restore is not None:
+            dxh = TensorBase._empty(p.shape, p.dtype, p.dev)
+            dxh._stride = p.work_strides
+        p.launch.run(dyh, _pack(weight, "input_grad", groups) if p.pack else weight, dxh)
+        if p.restore is not None:
+            p.restore(dx, dxh)
+    return dx
+
+
+def conv2d_backward_weight(grad_output, input, weight_shape, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """d(loss)/d(weight) of conv2d, given d(loss)/d(output); returns a tensor of ``weight_shape``.
+    Planned once per call signature, as conv2d is (:class:`_GradPlan`)."""
+    try:
+        args = _dumps((tuple(weight_shape), stride, padding, dilation, groups))
+        dev = grad_output.device
+        key = (grad_output.dtype, grad_output._shape, grad_output._stride, dev.type, dev.index, input.dtype,
+               input._shape, input._stride, input.device is dev, args, _cudnn.allow_tf32)
+        p = _weight_grad_plans.get(key)
+    except (AttributeError, TypeError, ValueError):
+        key = p = None
+    if p is None:
+        p = _plan_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups)
+        if key is not None:
+            if len(_weight_grad_plans) >= _PLANS_KEPT:
+                _weight_grad_plans.clear()
+            _weight_grad_plans[key] = p
+    dw = TensorBase._empty(p.shape, p.dtype, p.dev)  # contiguous: what an optimizer steps flat
+    if p.launch is not None:
+        xh, dyh = input, grad_output
+        if p.x_repack is not None:
+            xh = TensorBase._empty(input._shape, p.dtype, p.dev)
+            xh._stride = p.xh_strides
+            p.x_repack(xh, input)
+        if p.dy_repack is not None:
+            dyh = TensorBase._empty(grad_output._shape, p.dtype, p.dev)
+            dyh._stride = p.dyh_strides
+            p.dy_repack(dyh, grad_output)
+        if p.ws_shape is None:
+            p.launch.run(xh, dyh, dw)
+        else:  # split over pixel chunks into a workspace, then summed in order
+            ws = TensorBase._empty(p.ws_shape, p.ws_dtype, p.dev)
+            p.launch.run(xh, dyh, ws)
+            p.sum_launch.run(ws, dw)
+    return dw
+
+
+_input_grad_plans: dict = {}  # conv2d_backward_input's call signature -> _GradPlan
+_weight_grad_plans: dict = {}  # conv2d_backward_weight's call signature -> _GradPlan
+
+
+class _GradPlan:
+    """What a conv2d backward entry's checks and layout decisions made of one call signature (as
+    :class:`_Conv2dPlan` for conv2d). ``shape``, ``dtype``, ``dev``, ``out_strides``: the result
+    (``out_strides`` None: contiguous). ``launch``: the kernel's ``triton_kernels/conv.py:
+    LaunchPlan`` (None: an empty result, nothing to launch). ``dy_repack``/``dyh_strides`` and
+    ``x_repack``/``xh_strides``: the gradient's and the input's NHWC repack (None: read as they
+    are). grad-input: ``pack`` (the weight packed for its kernel), ``restore``/``work_strides``
+    (an NHWC buffer copied into the result, as conv2d's). grad-weight: ``ws_shape``/``ws_dtype``
+    (the split-K workspace, None without one) and ``sum_launch``, the LaunchPlan summing it into the
+    result."""
+
+    __slots__ = ("shape", "dtype", "dev", "out_strides", "launch", "dy_repack", "dyh_strides", "x_repack",
+                 "xh_strides", "pack", "restore", "work_strides", "ws_shape", "ws_dtype", "sum_launch")
+
+    def __init__(self, shape, dtype, dev):
+        self.shape, self.dtype, self.dev = shape, dtype, dev
+        self.out_strides = self.launch = self.dy_repack = self.dyh_strides = self.x_repack = self.xh_strides = None
+        self.restore = self.work_strides = self.ws_shape = self.ws_dtype = self.sum_launch = None
+        self.pack = False
+
+
+def _plan_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups, channels_last_result):
+    """Check a conv2d_backward_input call (its errors, before anything is allocated) and plan it."""
     op = "conv2d_backward_input"
     _check_tensor(grad_output, "grad_output", op)
     _check_tensor(weight, "weight", op)
@@ -455,18 +556,40 @@ def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0,
     input_shape = _shape4(input_shape, "input_shape", op)
     stride, pad, dilation, (OH, OW) = conv_geometry(op, input_shape, weight.shape, stride, padding, dilation, groups)
     _check_grad_output(op, grad_output, (input_shape[0], weight.shape[0], OH, OW))
-    if channels_last_result is None:
+    if channels_last_result is None:  # a probe, as conv2d's: the layout decisions are made on it
         dx = _output(input_shape, grad_output, weight.dtype, weight.device)
     elif channels_last_result:
         dx = TensorBase._empty_channels_last(input_shape, weight.dtype, weight.device)
     else:
         dx = TensorBase._empty(input_shape, weight.dtype, weight.device)
-    _input_grad(dx, grad_output, weight, stride, pad, dilation, groups)
-    return dx
+    p = _GradPlan(Size(input_shape), weight.dtype, weight.device)
+    p.out_strides = None if dx._stride == dx._contiguous_strides() else dx._stride
+    OC, Cg = weight.shape[0], weight.shape[1]
+    if dx.numel() == 0:
+        return p
+    if not _k.nhwc(Cg, OC // groups):  # few channels: the caller's layouts read in place
+        p.launch = _k.LaunchPlan(_k.configure_input_grad((dx.shape, dx.stride()), (grad_output.shape,
+                                                          grad_output.stride()), (weight.shape, weight.stride()),
+                                                         weight.dtype, stride, pad, dilation, groups,
+                                                         _cudnn.allow_tf32))
+        return p
+    dy_strides, dx_strides = grad_output._stride, dx._stride
+    if not _is_nhwc(grad_output):
+        p.dy_repack, p.dyh_strides = _repack_in(grad_output), channels_last_strides(grad_output.shape)
+        dy_strides = p.dyh_strides
+    if not _is_nhwc(dx):
+        p.restore, p.work_strides = _repack_out(dx), channels_last_strides(dx.shape)
+        dx_strides = p.work_strides
+    p.pack = True  # (groups, KH, KW, Cg, OCg) contiguous: see _pack_input_grad
+    packed = (groups, *weight.shape[2:], Cg, OC // groups)
+    p.launch = _k.LaunchPlan(_k.configure_input_grad((dx.shape, dx_strides), (grad_output.shape, dy_strides),
+                                                     (packed, contiguous_strides(packed)), weight.dtype, stride, pad,
+                                                     dilation, groups, _cudnn.allow_tf32))
+    return p
 
 
-def conv2d_backward_weight(grad_output, input, weight_shape, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    """d(loss)/d(weight) of conv2d, given d(loss)/d(output); returns a tensor of ``weight_shape``."""
+def _plan_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups):
+    """Check a conv2d_backward_weight call (its errors, before anything is allocated) and plan it."""
     op = "conv2d_backward_weight"
     _check_tensor(grad_output, "grad_output", op)
     _check_tensor(input, "input", op)
@@ -476,13 +599,24 @@ def conv2d_backward_weight(grad_output, input, weight_shape, stride=1, padding=0
         raise RuntimeError(f"{op}(): input must be 4-D (N, C, H, W), got shape {list(input.shape)}")
     stride, pad, dilation, (OH, OW) = conv_geometry(op, input.shape, weight_shape, stride, padding, dilation, groups)
     _check_grad_output(op, grad_output, (input.shape[0], weight_shape[0], OH, OW))
-    dw = TensorBase._empty(weight_shape, input.dtype, input.device)  # contiguous: what an optimizer steps flat
-    if dw.numel() == 0:
-        return dw
-    if _k.nhwc(weight_shape[1], weight_shape[0] // groups):
-        input, grad_output = nhwc(input), nhwc(grad_output)
-    _k.conv2d_backward_weight(dw, grad_output, input, stride, pad, dilation, groups, allow_tf32=_cudnn.allow_tf32)
-    return dw
+    p = _GradPlan(Size(weight_shape), input.dtype, input.device)
+    if 0 in weight_shape:
+        return p
+    x_strides, dy_strides = input._stride, grad_output._stride
+    if _k.nhwc(weight_shape[1], weight_shape[0] // groups):  # both NHWC for the split-K kernel
+        if not _is_nhwc(input):
+            p.x_repack, p.xh_strides = _repack_in(input), channels_last_strides(input.shape)
+            x_strides = p.xh_strides
+        if not _is_nhwc(grad_output):
+            p.dy_repack, p.dyh_strides = _repack_in(grad_output), channels_last_strides(grad_output.shape)
+            dy_strides = p.dyh_strides
+    ws_shape, first, second = _k.configure_weight_grad((p.shape, contiguous_strides(p.shape)),
+                                                       (grad_output.shape, dy_strides), (input.shape, x_strides),
+                                                       input.dtype, stride, pad, dilation, groups, _cudnn.allow_tf32)
+    p.launch = _k.LaunchPlan(first)
+    if ws_shape is not None:
+        p.ws_shape, p.ws_dtype, p.sum_launch = ws_shape, float_compute(input.dtype), _k.LaunchPlan(second)
+    return p
 
 
 def conv_transpose_geometry(op: str, input_shape, weight_shape, stride, padding, output_padding, groups, dilation):
