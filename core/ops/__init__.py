@@ -91,6 +91,10 @@ def move(src, dev, dtype_):
 
 
 def _move(src, dev, dtype_):
+    # A strided device source is made dense first, on its own device's stream: allocating ``out`` on
+    # another device makes that device's context current, and a kernel launched after it would go
+    # to that device's stream, out of order with the work that wrote ``src``.
+    src_c = src.contiguous() if src.device.type == "cuda" and dev.type == "cuda" else src
     out = TensorBase._empty(src.shape, src.dtype, dev)
     if src.device.type == "cpu":  # host -> device
         host = np.ascontiguousarray(src.numpy(force=True))
@@ -102,7 +106,6 @@ def _move(src, dev, dtype_):
         src_c = src.contiguous()
         memory.device_to_host(host, src_c.data_ptr(), cuda.current_stream(src.device.index))
     else:  # device -> device
-        src_c = src.contiguous()
         dst_stream = cuda.current_stream(dev.index)
         dst_stream.wait_stream(cuda.current_stream(src.device.index))
         cuda._cu_device(dev.index)  # the copy is queued in the destination's context, on its stream
