@@ -3,7 +3,8 @@
 
 ``nn.parallel`` sits on ``tritensor.comm`` (a layer above nn), so this package does not import
 it; ``import tritensor`` does, after comm, and ``from tritensor.nn.parallel import ...`` always
-works."""
+works. For the same reason ``nn.DataParallel`` (nn/parallel/data_parallel.py, torch's file) is
+given to this package by the package root."""
 from . import functional, init
 from . import grad  # torch.nn.grad: a convolution's input and weight gradients
 from . import attention, utils
