@@ -330,12 +330,12 @@ def test_name_coverage_table():
 GATED = ("torch", "torch.Tensor", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.optim",
          "torch.optim.lr_scheduler", "torch.cuda", "torch.linalg", "torch.amp", "torch.utils.data",
          "torch.autograd")
-# Names torch lists, tritensor lacks and not_provided.tsv does not excuse, per namespace (2026-11-26).
+# Names torch lists, tritensor lacks and not_provided.tsv does not excuse, per namespace (2026-11-27: none).
 # A change that builds some lowers its number here (and README's table, which the test compares);
 # one that loses a name fails.
 NOT_YET_BUILT = {
-    "torch": 9, "torch.Tensor": 1, "torch.nn": 1, "torch.nn.functional": 0, "torch.nn.init": 0,
-    "torch.optim": 0, "torch.optim.lr_scheduler": 0, "torch.cuda": 1, "torch.linalg": 0, "torch.amp": 0,
+    "torch": 0, "torch.Tensor": 0, "torch.nn": 0, "torch.nn.functional": 0, "torch.nn.init": 0,
+    "torch.optim": 0, "torch.optim.lr_scheduler": 0, "torch.cuda": 0, "torch.linalg": 0, "torch.amp": 0,
     "torch.utils.data": 0, "torch.autograd": 0,
 }
 
