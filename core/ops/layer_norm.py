@@ -2,7 +2,8 @@
 
 The kernel is ``triton_kernels/layer_norm.py``, the derivative ``autograd/functions/layer_norm.py``.
 What the backward needs is returned here, not recomputed there: :func:`native_layer_norm`
-returns the per-row mean and rstd.
+returns the per-row mean and rstd, and :func:`native_layer_norm_backward` (aten's, which torch
+does not expose) hands them to the fused backward kernels.
 """
 from __future__ import annotations
 
@@ -87,3 +88,20 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5) -> Ten
     """``torch.nn.functional.layer_norm``: normalize over the trailing ``normalized_shape`` dims."""
     _check_tensor(input, "layer_norm")
     return native_layer_norm(input, normalized_shape, weight, bias, eps)[0]
+
+
+def native_layer_norm_backward(grad, input, normalized_ndim: int, mean, rstd, weight, bias_dtype, output_mask):
+    """``(dx, dweight, dbias)`` of ``layer_norm`` as aten's ``native_layer_norm_backward``: each
+    computed where ``output_mask`` asks (None otherwise, and always None for an absent parameter),
+    dx contiguous in the input's dtype, dweight in the weight's dtype, dbias in ``bias_dtype`` (the
+    bias's, None without a bias: its values are not needed). ``mean`` and ``rstd`` are
+    :func:`native_layer_norm`'s; ``grad`` has the input's shape, any strides."""
+    need_dx, need_dw, need_db = output_mask
+    dev = input.device
+    norm_shape = tuple(input.shape[input.ndim - normalized_ndim:])
+    dx = TensorBase._empty(input.shape, input.dtype, dev) if need_dx else None
+    dw = TensorBase._empty(norm_shape, weight.dtype, dev) if need_dw and weight is not None else None
+    db = TensorBase._empty(norm_shape, bias_dtype, dev) if need_db and bias_dtype is not None else None
+    _ln.layer_norm_backward(dx, dw, db, grad, input, normalized_ndim,
+                            weight.contiguous() if weight is not None else None, mean, rstd)
+    return dx, dw, db
