@@ -102,6 +102,11 @@ def _cu_device(index: int | None = None):
     if made_current != index:
         d.set_current()
         _local.current_ctx = index
+        if index != getattr(_local, "device", 0):
+            # Another device's context is now current (its stream asked for, its memory allocated):
+            # the current device's cached stream is forgotten, so the next op on it asks
+            # current_stream(), which makes that device's context current again before it launches.
+            _local.current = None
     return d
 
 

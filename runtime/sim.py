@@ -660,6 +660,11 @@ class SimCompiled:
                 raise SimError(CUresult.CUDA_ERROR_INVALID_HANDLE,
                                f"kernel {self.name}: its module was loaded on device {self.device}, and it was "
                                f"launched on a stream of device {s.device}")
+            current = getattr(_local, "device", s.device)
+            if current != s.device:  # a stream, like a module, belongs to its device's context
+                raise SimError(CUresult.CUDA_ERROR_INVALID_HANDLE,
+                               f"kernel {self.name}: launched on a stream of device {s.device} while device "
+                               f"{current}'s context is current in this thread")
             if not (0 <= gx < 2**31 and 0 <= gy < 2**16 and 0 <= gz < 2**16):
                 raise SimError(CUresult.CUDA_ERROR_INVALID_VALUE,
                                f"kernel {self.name}: grid ({gx}, {gy}, {gz}) exceeds the device's limits "

@@ -362,3 +362,21 @@ def test_new_address_tables_each_step_do_not_allocate_pinned_memory_each_step():
             launch._device_table(table, [grad.data_ptr()], stream)
     # doubling from 64 KiB to the 64 cached tables' 6 MiB is at most 7 allocations; one per step was 40
     assert c["host_alloc"] <= 8, c
+
+
+@needs_sim
+def test_touching_another_device_leaves_the_current_devices_ops_in_its_own_context():
+    """Asking for another device's stream (or its properties, or allocating there) makes that device's
+    context current in the driver; the current device's next op must make its own current again
+    before it launches. It did not: its cached stream was reused with device 1's context current,
+    and on the simulated device the next fill read as NaN. The simulator now refuses a launch on a
+    stream of a device whose context is not current, as the driver refuses a foreign handle."""
+    a = tt.ones(3, device="cuda:0") * 2
+    tt.cuda.current_stream(1)
+    b = tt.ones(3, device="cuda:0") * 3
+    tt.cuda.get_device_properties(1)
+    c = b + a
+    tt.arange(4.0, device="cuda:1").sum()  # another device's tensors, launched under a device guard
+    d = c - 1
+    assert (b.tolist(), c.tolist(), d.tolist()) == ([3.0] * 3, [5.0] * 3, [4.0] * 3)
+    assert tt.cuda.current_device() == 0
