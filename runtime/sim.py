@@ -660,11 +660,7 @@ class SimCompiled:
                 raise SimError(CUresult.CUDA_ERROR_INVALID_HANDLE,
                                f"kernel {self.name}: its module was loaded on device {self.device}, and it was "
                                f"launched on a stream of device {s.device}")
-            current = getattr(_local, "device", s.device)
-            if current != s.device:  # a stream, like a module, belongs to its device's context
-                raise SimError(CUresult.CUDA_ERROR_INVALID_HANDLE,
-                               f"kernel {self.name}: launched on a stream of device {s.device} while device "
-                               f"{current}'s context is current in this thread")
+            _check_context(s, f"kernel {self.name}")
             if not (0 <= gx < 2**31 and 0 <= gy < 2**16 and 0 <= gz < 2**16):
                 raise SimError(CUresult.CUDA_ERROR_INVALID_VALUE,
                                f"kernel {self.name}: grid ({gx}, {gy}, {gz}) exceeds the device's limits "
@@ -714,6 +710,16 @@ def _spec_key(spec) -> tuple:
     return tuple(tuple(x) if isinstance(x, list) else x for x in spec)
 
 
+def _check_context(s, what: str) -> None:
+    """A stream, like a module, belongs to its device's context: a launch on it while another device's
+    context is current in this thread is refused, as the driver refuses a foreign handle."""
+    current = getattr(_local, "device", s.device)
+    if current != s.device:
+        raise SimError(CUresult.CUDA_ERROR_INVALID_HANDLE,
+                       f"{what}: launched on a stream of device {s.device} while device {current}'s context is "
+                       "current in this thread")
+
+
 def jit_run(kernel, grid, args, kwargs, stream: int):
     """``kernel[grid](*args, **kwargs)`` on ``stream`` as Triton's JIT does it: bind, specialise,
     compile (here: note the first load of a specialisation), launch. Returns the compiled kernel."""
@@ -721,6 +727,7 @@ def jit_run(kernel, grid, args, kwargs, stream: int):
         if type(kernel) is not InterpretedFunction:  # an autotuner or a user's wrapper: run it as it is, in order
             counts["launch"] += 1
             s = _stream_of(stream)
+            _check_context(s, repr(kernel))
             pointers: list = []
             conv = [_device_arg(a, f"args[{i}]", repr(kernel), pointers) for i, a in enumerate(args)]
             s.enqueue(lambda: kernel[grid](*conv, **kwargs))
