@@ -159,9 +159,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
     if p is None:
         p = _plan_conv2d(input, weight, bias, stride, padding, dilation, groups)
         if key is not None:
-            if len(_conv2d_plans) >= _PLANS_KEPT:
-                _conv2d_plans.clear()
-            _conv2d_plans[key] = p
+            _keep(_conv2d_plans, key, p)
     x = input if p.x_view is None else input._view(*p.x_view)  # unbatched: a batch of one
     y = TensorBase._empty(p.shape, p.dtype, p.dev)
     if p.y_strides is not None:  # channels-last: _empty_channels_last's strides, worked out once
@@ -192,6 +190,13 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
 _dumps = marshal.dumps
 _conv2d_plans: dict = {}  # conv2d's call signature -> _Conv2dPlan
 _PLANS_KEPT = 4096  # a workload of ever new shapes starts again rather than grow
+
+
+def _keep(plans: dict, key, p) -> None:
+    """Remember plan ``p`` under ``key`` (a signature's first call only), starting the cache again once full."""
+    if len(plans) >= _PLANS_KEPT:
+        plans.clear()
+    plans[key] = p
 
 
 class _Conv2dPlan:
@@ -463,9 +468,7 @@ def conv2d_backward_input(grad_output, weight, input_shape, stride=1, padding=0,
     if p is None:
         p = _plan_input_grad(grad_output, weight, input_shape, stride, padding, dilation, groups, channels_last_result)
         if key is not None:
-            if len(_input_grad_plans) >= _PLANS_KEPT:
-                _input_grad_plans.clear()
-            _input_grad_plans[key] = p
+            _keep(_input_grad_plans, key, p)
     dx = TensorBase._empty(p.shape, p.dtype, p.dev)
     if p.out_strides is not None:
         dx._stride = p.out_strides
@@ -499,9 +502,7 @@ def conv2d_backward_weight(grad_output, input, weight_shape, stride=1, padding=0
     if p is None:
         p = _plan_weight_grad(grad_output, input, weight_shape, stride, padding, dilation, groups)
         if key is not None:
-            if len(_weight_grad_plans) >= _PLANS_KEPT:
-                _weight_grad_plans.clear()
-            _weight_grad_plans[key] = p
+            _keep(_weight_grad_plans, key, p)
     dw = TensorBase._empty(p.shape, p.dtype, p.dev)  # contiguous: what an optimizer steps flat
     if p.launch is not None:
         xh, dyh = input, grad_output
