@@ -7,7 +7,7 @@ import pytest
 
 import tritensor as tt
 from grad_inputs import leaf, noncontig
-from layouts import make
+from layouts import LAYOUTS, make
 from tritensor.autograd import gradcheck, gradgradcheck
 from tritensor.runtime import mode
 
@@ -111,13 +111,18 @@ def test_view_second_derivative():
 
 
 # ----- Tensor.unfold: windows as a view ------------------------------------------------------------
+def _arange_in(shape, dtype, layout):
+    """0, 1, 2 ... of ``shape`` in ``layout`` (tests/layouts.py), and its float64 NumPy twin; int64 made
+    from the float32 values, which are exact."""
+    x, ref = make(shape, dtype if dtype is not tt.int64 else tt.float32, layout,
+                  lambda s: np.arange(np.prod(s), dtype=np.float64).reshape(s))
+    return (x.to(tt.int64) if dtype is tt.int64 else x), ref
+
+
 @pytest.mark.parametrize("dtype", [tt.float32, tt.float64, tt.float16, tt.bfloat16, tt.int64], ids=str)
 def test_unfold_is_a_view_matching_numpy(dtype):
-    for layout in ("contiguous", "transposed", "sliced", "expanded"):
-        x, ref = make((3, 11), dtype if dtype is not tt.int64 else tt.float32, layout,
-                      lambda s: np.arange(np.prod(s), dtype=np.float64).reshape(s))
-        if dtype is tt.int64:
-            x = x.to(tt.int64)
+    for layout in LAYOUTS:
+        x, ref = _arange_in((3, 11), dtype, layout)
         for d, size, step in ((1, 3, 2), (1, 4, 1), (0, 2, 1), (-1, 11, 5), (1, 0, 3)):
             u = x.unfold(d, size, step)
             want = np.lib.stride_tricks.sliding_window_view(ref, size, axis=d % 2)
@@ -146,11 +151,8 @@ def test_unfold_errors():
 
 @pytest.mark.parametrize("dtype", [tt.float32, tt.float16, tt.bfloat16, tt.int64])
 def test_unbind_is_views_matching_numpy(dtype):
-    for layout in ("contiguous", "transposed", "sliced", "expanded"):
-        x, ref = make((3, 5), dtype if dtype is not tt.int64 else tt.float32, layout,
-                      lambda s: np.arange(np.prod(s), dtype=np.float64).reshape(s))
-        if dtype is tt.int64:
-            x = x.to(tt.int64)
+    for layout in LAYOUTS:
+        x, ref = _arange_in((3, 5), dtype, layout)
         for d in (0, 1, -1):
             parts = x.unbind(d)
             want = [np.take(ref, i, axis=d % 2) for i in range(ref.shape[d % 2])]

@@ -167,7 +167,10 @@ class Unbind(_View):
         out = like.new_empty_strided(ctx.in_shape, ctx.in_stride) if ctx.in_stride else like.new_empty(ctx.in_shape)
         for i, g in enumerate(grads):
             part = out.select(ctx.dim, i)
-            part.copy_(g) if g is not None else part.zero_()
+            if g is None:
+                part.zero_()
+            else:
+                part.copy_(g)
         return out, None
 
 
