@@ -135,15 +135,20 @@ class _DictNet(nn.Module):
         return {"out": out, "pair": (out.sum(1), None)}
 
 
-@two_devices
-def test_dict_tuple_and_keyword_inputs():
+def _dict_net_run():
+    """_DictNet on a batch of 4, through DataParallel and alone: (net, the input a, got, want)."""
     tt.manual_seed(3)
     net = _DictNet().cuda()
     a, p0, p1, scale = (tt.randn(4, s, device="cuda:0") for s in (3, 2, 2, 1))
     a.requires_grad_()
     args = ({"a": a}, (p0, p1))
     got = nn.DataParallel(net)(*args, scale=scale, flag="keep")
-    want = net(*args, scale=scale, flag="keep")
+    return net, a, got, net(*args, scale=scale, flag="keep")
+
+
+@two_devices
+def test_dict_tuple_and_keyword_inputs():
+    _, _, got, want = _dict_net_run()
     assert set(got) == {"out", "pair"} and got["pair"][1] is None
     _compare(got["out"], want["out"], 3)
     _compare(got["pair"][0], want["pair"][0], 3)
@@ -154,13 +159,7 @@ def test_dict_tuple_and_keyword_inputs_backward():
     """Run first in a process this caught an ordering fault of cross-device copies (a strided source
     made dense after the destination's context was made current, so on the wrong device's stream):
     NaN gradients from replica 1."""
-    tt.manual_seed(3)
-    net = _DictNet().cuda()
-    a, p0, p1, scale = (tt.randn(4, s, device="cuda:0") for s in (3, 2, 2, 1))
-    a.requires_grad_()
-    args = ({"a": a}, (p0, p1))
-    got = nn.DataParallel(net)(*args, scale=scale, flag="keep")
-    want = net(*args, scale=scale, flag="keep")
+    net, a, got, want = _dict_net_run()
     got["out"].sum().backward()  # through gather and scatter back to the input on device 0
     g_w, g_a = _np(net.lin.weight.grad), _np(a.grad)
     net.lin.weight.grad = a.grad = None
