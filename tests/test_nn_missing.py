@@ -1,4 +1,4 @@
-"""The nn classes and nn.functional names torch 2.13 has that tritensor lacked (issue 33): each
+"""The nn classes and nn.functional names torch 2.13 has that tritensor lacked until real model code needed them: each
 against a float64 NumPy reference written from torch's definition, over dtypes and layouts, with
 empty shapes, gradchecks, torch's errors, and the reprs recorded from torch 2.13.
 
