@@ -73,7 +73,8 @@ EW, RED, IX, SM, LN, LOSS = ("test_elementwise.py::", "test_reduce.py::", "test_
                              "test_layer_norm.py::", "test_loss.py::")
 SC = "test_scatter.py::"
 SHM, STM = "test_shape_more.py::", "test_stats_more.py::"
-# The surface added for real PyTorch code: each forward test -> the ops it checks (their gradchecks are the family's one gradcheck test)
+# The surface added for real PyTorch code: each forward test -> the ops it checks (their gradchecks
+# are the family's one gradcheck test)
 SHAPE_MORE = {
     "test_splits_stacks_flips_ravel_match_numpy": ("hsplit", "vsplit", "dsplit", "dstack", "row_stack", "fliplr",
                                                    "flipud", "ravel"),
@@ -293,7 +294,7 @@ TESTS = {
        for op in ("float_power", "float_power_", "ldexp", "ldexp_", "mvlgamma", "mvlgamma_")},
     **{op: (MORE + "test_tensor_questions", None)
        for op in ("is_complex", "is_floating_point", "is_signed", "is_nonzero", "is_same_size", "numel")},
-    # ----- the surface added for real PyTorch code: shape functions, statistics, windows (composites, but the windows' kernel) -----
+    # ----- added for real PyTorch code: shape functions, statistics, windows (composites, but the windows' kernel)
     **{op: (SHM + test, SHM + "test_shape_more_gradcheck") for test, ops in SHAPE_MORE.items() for op in ops},
     **{op: (STM + test, STM + "test_stats_more_gradcheck") for test, ops in STATS_MORE.items() for op in ops},
     **{op: (STM + "test_isin_and_histogram_match_numpy", None) for op in ("isin", "histogram")},
@@ -322,7 +323,8 @@ COMPOSITES = {"nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross
 # Families whose ops have no kernel of their own (a view is new strides on the same storage;
 # einsum is planned into diagonals, sums, permutes and bmm, each dispatched as an op of its own).
 NO_KERNEL = {"views", "einsum", "shape_more", "stats_more"}
-# The surface added for real PyTorch code: composites of recorded ops (shape_more: views, copies, index ops; stats_more: sort, gather, mm ...)
+# The surface added for real PyTorch code: composites of recorded ops (shape_more: views, copies, index
+# ops; stats_more: sort, gather, mm ...)
 COMPOSITES |= {op for ops in list(SHAPE_MORE.values()) + list(STATS_MORE.values()) for op in ops}
 COMPOSITES |= {op for ops in BN_STATS.values() for op in ops if op not in BN_STATS_KERNEL}  # sums, elementwise
 # Where a family's kernels are imported when not by its core module: the copy and fill that every
