@@ -86,6 +86,19 @@ def no_launch(monkeypatch):
 
 
 @pytest.fixture
+def ieee_fp32_conv(monkeypatch):
+    """Convolutions in IEEE fp32 for the test: on a GPU they default to TF32 (``cudnn.allow_tf32``, as
+    torch's), whose 10-bit mantissas no fp32 tolerance against float64 NumPy allows."""
+    monkeypatch.setattr(tritensor.backends.cudnn, "allow_tf32", False)
+
+
+@pytest.fixture
+def ieee_fp32_matmul(monkeypatch):
+    """fp32 products in IEEE fp32 for the test, whatever a caller set (``backends.cuda.matmul.allow_tf32``)."""
+    monkeypatch.setattr(tritensor.backends.cuda.matmul, "allow_tf32", False)
+
+
+@pytest.fixture
 def poison_allocations(monkeypatch):
     """Fresh float outputs start as NaN, so an element a kernel forgets to write fails every time."""
     from tritensor.core.tensor import Tensor

@@ -17,18 +17,9 @@ from tritensor.autograd import gradcheck
 from tritensor.core.ops import conv as _ops_conv
 
 rng = np.random.default_rng(7)
-# conftest.py: fresh float outputs start as NaN, so an element a kernel forgets to write fails.
-pytestmark = pytest.mark.usefixtures("poison_allocations")
-
-
-
-
-@pytest.fixture(autouse=True)
-def ieee_fp32():
-    old = tt.backends.cudnn.allow_tf32
-    tt.backends.cudnn.allow_tf32 = False
-    yield
-    tt.backends.cudnn.allow_tf32 = old
+# conftest.py: fresh float outputs start as NaN, so an element a kernel forgets to write fails; convs
+# run in IEEE fp32, not a GPU's default TF32.
+pytestmark = pytest.mark.usefixtures("poison_allocations", "ieee_fp32_conv")
 
 
 # ----- float64 reference -------------------------------------------------------------------------

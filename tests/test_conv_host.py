@@ -26,12 +26,7 @@ from tritensor.runtime import mode
 rng = np.random.default_rng(11)
 
 
-@pytest.fixture(autouse=True)
-def ieee_fp32():
-    old = tt.backends.cudnn.allow_tf32
-    tt.backends.cudnn.allow_tf32 = False
-    yield
-    tt.backends.cudnn.allow_tf32 = old
+pytestmark = pytest.mark.usefixtures("ieee_fp32_conv")
 
 
 # planner -> (its function, its plans) in core/ops/conv.py

@@ -13,12 +13,7 @@ from tolerances import FLOAT_DTYPES, assert_close
 rng = np.random.default_rng(9)
 
 
-@pytest.fixture(autouse=True)
-def ieee_fp32():
-    old = tt.backends.cuda.matmul.allow_tf32
-    tt.backends.cuda.matmul.allow_tf32 = False
-    yield
-    tt.backends.cuda.matmul.allow_tf32 = old
+pytestmark = pytest.mark.usefixtures("ieee_fp32_matmul")
 
 
 def _offs(ends):

@@ -15,12 +15,7 @@ rng = np.random.default_rng(5)
 Options = tt.nn.LinearCrossEntropyOptions
 
 
-@pytest.fixture(autouse=True)
-def ieee_fp32():
-    old = tt.backends.cuda.matmul.allow_tf32
-    tt.backends.cuda.matmul.allow_tf32 = False
-    yield
-    tt.backends.cuda.matmul.allow_tf32 = old
+pytestmark = pytest.mark.usefixtures("ieee_fp32_matmul")
 
 
 def ref(x, W, b, t, w, reduction, ignore_index, ls):

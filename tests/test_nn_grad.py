@@ -13,12 +13,7 @@ from layouts import LAYOUTS, make
 rng = np.random.default_rng(11)
 
 
-@pytest.fixture(autouse=True)
-def ieee_fp32():
-    old = tt.backends.cudnn.allow_tf32
-    tt.backends.cudnn.allow_tf32 = False
-    yield
-    tt.backends.cudnn.allow_tf32 = old
+pytestmark = pytest.mark.usefixtures("ieee_fp32_conv")
 
 
 def ref_grads(x_shape, w, gy, stride, padding, dilation, groups, x=None):

@@ -26,13 +26,8 @@ def convnet():
     return nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8, 3))
 
 
-@pytest.fixture(autouse=True)
-def _ieee_fp32_conv():
-    """The float side is checked at fp32 precision: on a GPU, conv2d would default to TF32."""
-    old = tritensor.backends.cudnn.allow_tf32
-    tritensor.backends.cudnn.allow_tf32 = False
-    yield
-    tritensor.backends.cudnn.allow_tf32 = old
+# The float side is checked at fp32 precision: on a GPU, conv2d would default to TF32.
+pytestmark = pytest.mark.usefixtures("ieee_fp32_conv")
 
 
 @pytest.fixture
